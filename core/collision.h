@@ -1,0 +1,40 @@
+/* Collision records (SPEC §4 "The collision log"): one JSON object per line,
+ *   {"time","kind","verdict","op","path","path2","caller_job","owner_job",
+ *    "pid","uid","comm"}
+ * and the bounded in-memory log behind _views/.collisions (newest N records),
+ * optionally appended to a file that survives restarts.  Thread-safe. */
+#pragma once
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CK_COLLISION_LOG_KEEP 10000
+
+typedef struct {
+    gint64 time_us;         /* g_get_real_time() */
+    const char *kind;       /* ck_verdict_kind() */
+    bool denied;            /* "denied" (enforce) or "allowed" (audit) */
+    const char *op;         /* "create", "rename", "write", ... */
+    const char *path;       /* relative to the mount root */
+    const char *path2;      /* rename/link destination or symlink target; NULL -> null */
+    const char *caller_job; /* NULL -> null */
+    const char *owner_job;  /* NULL -> null */
+    pid_t pid;
+    uid_t uid;
+    const char *comm; /* process name, may be NULL */
+} CkCollision;
+
+/* One line, no trailing newline; g_free. Time as 2026-12-01T18:00:00.123Z. */
+char *ck_collision_to_json(const CkCollision *c);
+
+typedef struct CkCollisionLog CkCollisionLog;
+/* file: NULL, or a path opened O_APPEND (created 0644).  Returns NULL and
+ * sets *error when the file cannot be opened. */
+CkCollisionLog *ck_collision_log_new(guint keep, const char *file, GError **error);
+void ck_collision_log_free(CkCollisionLog *log);
+void ck_collision_log_append(CkCollisionLog *log, const CkCollision *c);
+/* All kept lines, oldest first, each ending in '\n'. */
+GBytes *ck_collision_log_snapshot(CkCollisionLog *log);
+guint64 ck_collision_log_total(CkCollisionLog *log);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkCollisionLog, ck_collision_log_free)

@@ -1,0 +1,49 @@
+/* The COMPLETED marker (SPEC §1): parser and classification.
+ *
+ * ck_marker_parse never crashes and never reads past len, whatever the bytes.
+ * A parse error is not a failure of the call: it yields a marker of class
+ * CK_MARKER_MALFORMED with the 1-based line number and a reason. */
+#pragma once
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CK_MARKER_MAX_BYTES (64 * 1024)
+
+typedef enum {
+    CK_MARKER_NAMESPACED, /* has state= */
+    CK_MARKER_LEGACY,     /* no state=, has participants= */
+    CK_MARKER_CUT_SHORT,  /* neither */
+    CK_MARKER_MALFORMED,  /* parse error */
+} CkMarkerClass;
+
+/* "namespaced", "legacy", "cut-short", "malformed" */
+const char *ck_marker_class_name(CkMarkerClass c);
+
+typedef struct {
+    char *key;
+    char *value;
+} CkMarkerKv;
+
+typedef struct {
+    CkMarkerClass cls;
+    bool has_checkpoint, has_generation, has_participants, has_state;
+    uint64_t checkpoint;
+    uint64_t generation;
+    GArray *participants; /* guint32, in file order; empty array if none */
+    char *state;          /* raw value of state=, NULL if absent */
+    GPtrArray *unknown;   /* CkMarkerKv*, unknown keys in file order */
+    unsigned error_line;  /* 1-based; 0 when not malformed (or whole-file error) */
+    char *error;          /* reason when malformed, else NULL */
+} CkMarker;
+
+/* Parses buf[0..len).  expected_checkpoint: the N of the chk-<N> directory;
+ * a checkpoint= that differs makes the marker malformed.  Always returns a
+ * marker (free with ck_marker_free). */
+CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpoint);
+/* Reads and parses a marker file.  A file over 64 KiB is malformed (read at
+ * most 64 KiB + 1).  Returns 0 with *out set, or -errno on I/O error (the
+ * marker is then unreadable, which the caller reports). */
+int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, CkMarker **out);
+void ck_marker_free(CkMarker *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkMarker, ck_marker_free)

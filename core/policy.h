@@ -1,0 +1,96 @@
+/* Job namespaces and the write policy (SPEC §4).
+ *
+ * Every node of the mount carries a CkNs computed once, at lookup, from its
+ * parent's CkNs and its name (ck_ns_child); rename recomputes it.  The write
+ * checks below are then a comparison of small values: O(1), no path strings,
+ * no allocation, safe to call on every request from any thread.
+ *
+ * Job ids inside CkNs and caller identities are g_intern_string() pointers,
+ * so two jobs are the same job iff the pointers are equal. */
+#pragma once
+#include <stdbool.h>
+
+typedef enum {
+    CK_NS_ROOT,   /* the mount root itself (structure) */
+    CK_NS_STRUCT, /* "_state" or "_jobs" at the root (structure) */
+    CK_NS_STRAY,  /* a non-job name under _state/_jobs, and below: writes refused */
+    CK_NS_JOB,    /* _state/<J>/..., _jobs/<J>/... : job J (ns.job) */
+    CK_NS_LEGACY, /* every other top-level entry and below */
+    CK_NS_VIEWS,  /* the virtual views tree: read-only (EROFS) */
+} CkNsKind;
+
+typedef struct {
+    CkNsKind kind;
+    const char *job; /* interned; set iff kind == CK_NS_JOB */
+} CkNs;
+
+static inline CkNs ck_ns_root(void)
+{
+    return (CkNs){CK_NS_ROOT, (const char *)0};
+}
+static inline bool ck_ns_equal(CkNs a, CkNs b)
+{
+    return a.kind == b.kind && a.job == b.job;
+}
+
+/* The namespace of entry `name` inside a directory of namespace `parent`.
+ * views_name is the virtual directory's name at the root. */
+CkNs ck_ns_child(CkNs parent, const char *name, const char *views_name);
+
+/* Outcome of a write check.  CK_ALLOW is 0. */
+typedef enum {
+    CK_ALLOW = 0,
+    CK_FOREIGN_WRITE,           /* "foreign-write" */
+    CK_LEGACY_WRITE,            /* "legacy-write" */
+    CK_OUTSIDE_NAMESPACE,       /* "outside-namespace" */
+    CK_CROSS_NAMESPACE_RENAME,  /* "cross-namespace-rename" */
+    CK_CROSS_NAMESPACE_LINK,    /* "cross-namespace-link" */
+    CK_CROSS_NAMESPACE_SYMLINK, /* "cross-namespace-symlink" */
+    CK_VIEWS_READ_ONLY,         /* a write into the views: EROFS, not a collision */
+} CkVerdict;
+
+#define CK_VERDICT_COUNT 8
+
+/* "foreign-write", ...; "allow" for CK_ALLOW, "views-read-only". */
+const char *ck_verdict_kind(CkVerdict v);
+/* The errno a refusal returns in enforce mode: EACCES, or EROFS for views. */
+int ck_verdict_errno(CkVerdict v);
+
+typedef struct {
+    bool legacy_rw; /* legacy=rw */
+} CkPolicy;
+
+/* A write to an existing object (write, truncate, setattr, xattr, open for
+ * writing) or the removal of an entry (unlink/rmdir: pass the entry's ns).
+ * caller_job: interned job id, or NULL for an anonymous caller. */
+CkVerdict ck_policy_write(const CkPolicy *p, const char *caller_job, CkNs target);
+
+/* Creating entry `name` in a directory of namespace `parent` (create, mknod,
+ * mkdir, symlink; is_dir for mkdir).  *child_out gets the new entry's ns. */
+CkVerdict ck_policy_create(const CkPolicy *p, const char *caller_job, CkNs parent,
+                           const char *name, bool is_dir, const char *views_name,
+                           CkNs *child_out);
+
+/* rename(src_ns entry) -> entry `name` in dst_parent.  Both ends must be
+ * writable and in the same namespace.  *dst_out gets the ns the moved entry
+ * has afterwards.  RENAME_EXCHANGE is the same check (both ends swap). */
+CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
+                           const char *name, const char *views_name, CkNs *dst_out);
+
+/* link(existing object of ns src) -> entry `name` in dst_parent. */
+CkVerdict ck_policy_link(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
+                         const char *name, const char *views_name, CkNs *dst_out);
+
+/* symlink(target) as entry `name` in a directory of namespace `parent`,
+ * whose path relative to the mount root is parent_path ("" for the root).
+ * Beyond ck_policy_create: when the link is in a job's namespace, its target
+ * is resolved lexically against parent_path (an absolute target against the
+ * mount root; ".." above the root stays at the root), and landing in another
+ * job's namespace or the legacy area is CK_CROSS_NAMESPACE_SYMLINK. */
+CkVerdict ck_policy_symlink(const CkPolicy *p, const char *caller_job, CkNs parent,
+                            const char *parent_path, const char *name, const char *target,
+                            const char *views_name, CkNs *child_out);
+
+/* The job a verdict is about (the owner of the namespace written), for the
+ * collision record's owner_job; NULL when it is not a job's. */
+const char *ck_ns_owner(CkNs ns);

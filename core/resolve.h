@@ -1,0 +1,79 @@
+/* Restore resolution (SPEC §1 marker classes, SPEC §2 table).
+ *
+ * Two levels, one implementation for ckptctl and the views:
+ *  - ck_restore_of_marker: what a restore of one job's checkpoint N reads,
+ *    given its parsed marker and the checkpoint directory it sits in;
+ *  - ck_resolve: the §2 table, from a location the restore names. */
+#pragma once
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "marker.h"
+
+typedef enum {
+    CK_ROOT_NONE,     /* nothing to read (malformed, cut-short without own root) */
+    CK_ROOT_LOCAL,    /* inside the checkpoint directory; paths relative to it */
+    CK_ROOT_EXTERNAL, /* an absolute local root allowed by external_root */
+    CK_ROOT_REMOTE,   /* an object-store URI, or an absolute root not allowed: not followed */
+} CkRootKind;
+
+/* "none", "local", "external", "remote" */
+const char *ck_root_kind_name(CkRootKind k);
+
+typedef struct {
+    char *legacy_backend;        /* legacy=..., NULL: the checkpoint dir itself */
+    GHashTable *legacy_backends; /* job -> path (config=FILE), may be NULL */
+    GPtrArray *external_roots;   /* char* prefixes allowed for absolute roots, may be NULL */
+} CkResolveOptions;
+
+typedef struct {
+    const char *job;   /* interned */
+    uint64_t checkpoint;
+    CkMarkerClass cls;
+    bool restorable;
+    CkRootKind root_kind;
+    char *root;        /* as recorded/derived: "_state/j1", "/abs", "s3://..", "" for the dir itself */
+    bool has_generation;
+    uint64_t generation;
+    bool generation_guessed; /* generation_source=guessed */
+    GArray *participants;    /* guint32 */
+    char *marker;      /* "_jobs/<J>/chk-<N>/COMPLETED", relative to the dir */
+    GPtrArray *reads;  /* char*: relative to the dir for CK_ROOT_LOCAL, else absolute/URI */
+    bool legacy_location;    /* reads are in the shared legacy area (v<G>, <S>, legacy_backend) */
+    bool older_layout;       /* legacy reads are <dir>/<S>, not <dir>/v<G>/<S> */
+    const char *foreign_job; /* relative root names _state/<other>: that job (interned), else NULL */
+    char *error;       /* why it is not restorable, else NULL */
+} CkRestore;
+
+/* dirfd: the checkpoint directory (for guessing generations, legacy layout
+ * detection, cut-short own-root existence).  Never follows a symlink out of
+ * dirfd for local roots.  Returns a new CkRestore (ck_restore_free). */
+CkRestore *ck_restore_of_marker(int dirfd, const char *job, uint64_t checkpoint,
+                                const CkMarker *m, const CkResolveOptions *opts);
+void ck_restore_free(CkRestore *r);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkRestore, ck_restore_free)
+
+typedef enum {
+    CK_RESOLVE_OK,       /* "ok": one job's marker */
+    CK_RESOLVE_REFUSED,  /* "refused": several jobs; candidates named */
+    CK_RESOLVE_AS_GIVEN, /* "as-given": no marker, or a state backend URI */
+} CkResolveStatus;
+
+const char *ck_resolve_status_name(CkResolveStatus s);
+
+typedef struct {
+    CkResolveStatus status;
+    CkRestore *restore;     /* CK_RESOLVE_OK (may be not restorable) */
+    GPtrArray *candidates;  /* CK_RESOLVE_REFUSED: "<dir>/_jobs/<J>" for each job */
+    char *location;         /* as given */
+    char *error;            /* refusal / failure reason */
+} CkResolution;
+
+/* location: a path or URI.  latest=true resolves the latest restorable
+ * checkpoint, else checkpoint N.  Returns 0, or -errno when the location is
+ * a local path that cannot be read (ENOENT, EACCES, ...). */
+int ck_resolve(const char *location, bool latest, uint64_t checkpoint, const CkResolveOptions *opts,
+               CkResolution **out);
+void ck_resolution_free(CkResolution *r);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkResolution, ck_resolution_free)
