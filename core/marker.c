@@ -1,1 +1,218 @@
 #include "marker.h"
+#include "classify.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *ck_marker_class_name(CkMarkerClass c)
+{
+    switch (c) {
+    case CK_MARKER_NAMESPACED:
+        return "namespaced";
+    case CK_MARKER_LEGACY:
+        return "legacy";
+    case CK_MARKER_CUT_SHORT:
+        return "cut-short";
+    case CK_MARKER_MALFORMED:
+        return "malformed";
+    }
+    return "malformed";
+}
+
+static void kv_free(gpointer p)
+{
+    CkMarkerKv *kv = p;
+    g_free(kv->key);
+    g_free(kv->value);
+    g_free(kv);
+}
+
+static CkMarker *marker_new(void)
+{
+    CkMarker *m = g_new0(CkMarker, 1);
+    m->participants = g_array_new(FALSE, FALSE, sizeof(guint32));
+    m->unknown = g_ptr_array_new_with_free_func(kv_free);
+    return m;
+}
+
+void ck_marker_free(CkMarker *m)
+{
+    if (m == NULL)
+        return;
+    g_array_unref(m->participants);
+    g_ptr_array_unref(m->unknown);
+    g_free(m->state);
+    g_free(m->error);
+    g_free(m);
+}
+
+G_GNUC_PRINTF(3, 4)
+static CkMarker *malformed(CkMarker *m, unsigned line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *reason = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    m->cls = CK_MARKER_MALFORMED;
+    m->error_line = line;
+    m->error = line ? g_strdup_printf("line %u: %s", line, reason) : g_steal_pointer(&reason);
+    return m;
+}
+
+static bool is_key(const char *s, size_t len)
+{
+    if (len == 0)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || s[i] == '_'))
+            return false;
+    return true;
+}
+
+static bool key_is(const char *k, size_t klen, const char *lit)
+{
+    return klen == strlen(lit) && memcmp(k, lit, klen) == 0;
+}
+
+/* "0,1,2": every element a canonical u32; "" is the empty list. */
+static bool parse_participants(const char *v, size_t vlen, GArray *out)
+{
+    if (vlen == 0)
+        return true;
+    const char *p = v, *end = v + vlen;
+    for (;;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t l = comma ? (size_t)(comma - p) : (size_t)(end - p);
+        guint32 s;
+        if (!ck_parse_u32(p, l, &s))
+            return false;
+        g_array_append_val(out, s);
+        if (!comma)
+            return true;
+        p = comma + 1; /* a trailing comma leaves an empty element: refused above */
+    }
+}
+
+CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpoint)
+{
+    CkMarker *m = marker_new();
+    if (len > CK_MARKER_MAX_BYTES)
+        return malformed(m, 0, "file over %u bytes (64 KiB)", (unsigned)CK_MARKER_MAX_BYTES);
+    if (buf == NULL)
+        len = 0;
+
+    const char *p = buf, *end = buf + len;
+    unsigned lineno = 0;
+    while (p < end) {
+        lineno++;
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *line = p;
+        size_t llen = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        p = nl ? nl + 1 : end;
+
+        if (memchr(line, '\0', llen))
+            return malformed(m, lineno, "NUL byte");
+        /* Markers edited on other systems get CRLF line ends: one '\r' before
+         * the LF is part of the line end, not of the value. */
+        if (llen > 0 && line[llen - 1] == '\r')
+            llen--;
+        if (llen == 0 || line[0] == '#')
+            continue;
+
+        const char *eq = memchr(line, '=', llen);
+        if (eq == NULL)
+            return malformed(m, lineno, "no '=' in line");
+        const char *key = line, *val = eq + 1;
+        size_t klen = (size_t)(eq - line), vlen = llen - klen - 1;
+        if (!is_key(key, klen))
+            return malformed(m, lineno, "key is not [a-z_]+");
+
+        if (key_is(key, klen, "checkpoint")) {
+            if (m->has_checkpoint)
+                return malformed(m, lineno, "duplicated key checkpoint");
+            m->has_checkpoint = true;
+            if (!ck_parse_u64(val, vlen, &m->checkpoint))
+                return malformed(m, lineno, "checkpoint is not a canonical number");
+            if (m->checkpoint != expected_checkpoint)
+                return malformed(m, lineno,
+                                 "checkpoint=%" G_GUINT64_FORMAT
+                                 " differs from the directory's chk-%" G_GUINT64_FORMAT,
+                                 m->checkpoint, expected_checkpoint);
+        } else if (key_is(key, klen, "generation")) {
+            if (m->has_generation)
+                return malformed(m, lineno, "duplicated key generation");
+            m->has_generation = true;
+            if (!ck_parse_u64(val, vlen, &m->generation))
+                return malformed(m, lineno, "generation is not a canonical number");
+        } else if (key_is(key, klen, "participants")) {
+            if (m->has_participants)
+                return malformed(m, lineno, "duplicated key participants");
+            m->has_participants = true;
+            if (!parse_participants(val, vlen, m->participants))
+                return malformed(m, lineno,
+                                 "participants is not a list of canonical subtask indices");
+        } else if (key_is(key, klen, "state")) {
+            if (m->has_state)
+                return malformed(m, lineno, "duplicated key state");
+            m->has_state = true;
+            if (vlen == 0)
+                return malformed(m, lineno, "empty state");
+            m->state = g_strndup(val, vlen);
+        } else {
+            CkMarkerKv *kv = g_new(CkMarkerKv, 1);
+            kv->key = g_strndup(key, klen);
+            kv->value = g_strndup(val, vlen);
+            g_ptr_array_add(m->unknown, kv);
+        }
+    }
+
+    if (m->has_state)
+        m->cls = CK_MARKER_NAMESPACED;
+    else if (m->has_participants)
+        m->cls = CK_MARKER_LEGACY;
+    else
+        m->cls = CK_MARKER_CUT_SHORT;
+    return m;
+}
+
+int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, CkMarker **out)
+{
+    *out = NULL;
+    /* O_NONBLOCK: a FIFO named COMPLETED must not hang the caller in open(). */
+    int fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        *out = malformed(marker_new(), 0, "not a regular file");
+        return 0;
+    }
+
+    g_autofree char *buf = g_malloc(CK_MARKER_MAX_BYTES + 1);
+    size_t len = 0;
+    while (len < CK_MARKER_MAX_BYTES + 1) {
+        ssize_t n = read(fd, buf + len, CK_MARKER_MAX_BYTES + 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = -errno;
+            close(fd);
+            return e;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    *out = ck_marker_parse(buf, len, expected_checkpoint);
+    return 0;
+}

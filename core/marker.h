@@ -2,7 +2,18 @@
  *
  * ck_marker_parse never crashes and never reads past len, whatever the bytes.
  * A parse error is not a failure of the call: it yields a marker of class
- * CK_MARKER_MALFORMED with the 1-based line number and a reason. */
+ * CK_MARKER_MALFORMED with the 1-based line number and a reason.
+ *
+ * Choices where SPEC §1 is silent:
+ * - one '\r' before the LF (a CRLF file edited elsewhere) is stripped;
+ * - values are not trimmed: "generation= 1" is a non-canonical number;
+ * - a key outside [a-z_]+ (e.g. "Generation", "gen2", "") is malformed;
+ * - unknown keys, duplicated ones included, are kept in file order;
+ * - "participants=" is the empty list (has_participants is true), an empty
+ *   element ("0,,1", "0,1,") is malformed; "state=" (empty) is malformed;
+ * - error is "line N: reason"; whole-file errors (size, not a regular file)
+ *   have error_line 0 and no prefix; the first error in file order wins and
+ *   the other fields hold what was parsed before it (do not rely on them). */
 #pragma once
 #include <glib.h>
 #include <stdbool.h>
@@ -43,7 +54,10 @@ typedef struct {
 CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpoint);
 /* Reads and parses a marker file.  A file over 64 KiB is malformed (read at
  * most 64 KiB + 1).  Returns 0 with *out set, or -errno on I/O error (the
- * marker is then unreadable, which the caller reports). */
+ * marker is then unreadable, which the caller reports).  The last component
+ * is never followed (a symlink gives -ELOOP); an existing non-regular file
+ * (directory, FIFO, device) is returned as malformed "not a regular file"
+ * (opened O_NONBLOCK, so a FIFO never blocks). */
 int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, CkMarker **out);
 void ck_marker_free(CkMarker *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkMarker, ck_marker_free)
