@@ -1,1 +1,225 @@
 #include "policy.h"
+#include "classify.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+
+static const char *default_views(const char *views_name)
+{
+    return views_name ? views_name : "_views";
+}
+
+static bool is_struct_name(const char *s, size_t len)
+{
+    return (len == 6 && memcmp(s, "_state", 6) == 0) || (len == 5 && memcmp(s, "_jobs", 5) == 0);
+}
+
+CkNs ck_ns_child(CkNs parent, const char *name, const char *views_name)
+{
+    switch (parent.kind) {
+    case CK_NS_ROOT: {
+        size_t len = strlen(name);
+        if (is_struct_name(name, len))
+            return (CkNs){CK_NS_STRUCT, NULL};
+        if (strcmp(name, default_views(views_name)) == 0)
+            return (CkNs){CK_NS_VIEWS, NULL};
+        return (CkNs){CK_NS_LEGACY, NULL};
+    }
+    case CK_NS_STRUCT:
+        if (ck_is_job_id(name, strlen(name)))
+            return (CkNs){CK_NS_JOB, g_intern_string(name)};
+        return (CkNs){CK_NS_STRAY, NULL};
+    case CK_NS_STRAY:
+    case CK_NS_JOB:
+    case CK_NS_LEGACY:
+    case CK_NS_VIEWS:
+        break;
+    }
+    return parent;
+}
+
+const char *ck_verdict_kind(CkVerdict v)
+{
+    switch (v) {
+    case CK_ALLOW:
+        return "allow";
+    case CK_FOREIGN_WRITE:
+        return "foreign-write";
+    case CK_LEGACY_WRITE:
+        return "legacy-write";
+    case CK_OUTSIDE_NAMESPACE:
+        return "outside-namespace";
+    case CK_CROSS_NAMESPACE_RENAME:
+        return "cross-namespace-rename";
+    case CK_CROSS_NAMESPACE_LINK:
+        return "cross-namespace-link";
+    case CK_CROSS_NAMESPACE_SYMLINK:
+        return "cross-namespace-symlink";
+    case CK_VIEWS_READ_ONLY:
+        return "views-read-only";
+    }
+    return "outside-namespace";
+}
+
+int ck_verdict_errno(CkVerdict v)
+{
+    if (v == CK_ALLOW)
+        return 0;
+    return v == CK_VIEWS_READ_ONLY ? EROFS : EACCES;
+}
+
+const char *ck_ns_owner(CkNs ns)
+{
+    return ns.kind == CK_NS_JOB ? ns.job : NULL;
+}
+
+CkVerdict ck_policy_write(const CkPolicy *p, const char *caller_job, CkNs target)
+{
+    switch (target.kind) {
+    case CK_NS_VIEWS:
+        return CK_VIEWS_READ_ONLY;
+    case CK_NS_JOB:
+        return caller_job == NULL || caller_job == target.job ? CK_ALLOW : CK_FOREIGN_WRITE;
+    case CK_NS_LEGACY:
+        return p->legacy_rw ? CK_ALLOW : CK_LEGACY_WRITE;
+    case CK_NS_ROOT:
+    case CK_NS_STRUCT:
+    case CK_NS_STRAY:
+        break;
+    }
+    return CK_OUTSIDE_NAMESPACE;
+}
+
+/* Creating an entry of ns `child` directly in a structure directory. */
+static CkVerdict create_in_structure(const CkPolicy *p, const char *caller_job, CkNs parent,
+                                     CkNs child, bool is_dir)
+{
+    if (parent.kind == CK_NS_ROOT) {
+        if (child.kind == CK_NS_STRUCT)
+            return is_dir ? CK_ALLOW : CK_OUTSIDE_NAMESPACE;
+        return ck_policy_write(p, caller_job, child); /* VIEWS or LEGACY */
+    }
+    /* parent is STRUCT: only a job's own directory */
+    if (child.kind != CK_NS_JOB || !is_dir)
+        return CK_OUTSIDE_NAMESPACE;
+    return ck_policy_write(p, caller_job, child);
+}
+
+static bool is_structure(CkNs ns)
+{
+    return ns.kind == CK_NS_ROOT || ns.kind == CK_NS_STRUCT;
+}
+
+CkVerdict ck_policy_create(const CkPolicy *p, const char *caller_job, CkNs parent, const char *name,
+                           bool is_dir, const char *views_name, CkNs *child_out)
+{
+    CkNs child = ck_ns_child(parent, name, views_name);
+    if (child_out)
+        *child_out = child;
+    if (is_structure(parent))
+        return create_in_structure(p, caller_job, parent, child, is_dir);
+    return ck_policy_write(p, caller_job, child);
+}
+
+CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
+                           const char *name, const char *views_name, CkNs *dst_out)
+{
+    CkNs dst = ck_ns_child(dst_parent, name, views_name);
+    if (dst_out)
+        *dst_out = dst;
+    if (src.kind == CK_NS_VIEWS || dst.kind == CK_NS_VIEWS)
+        return CK_VIEWS_READ_ONLY;
+    if (!ck_ns_equal(src, dst))
+        return CK_CROSS_NAMESPACE_RENAME;
+    /* Removing the source entry is a write of its namespace; that also keeps
+     * _state/_jobs themselves (STRUCT) from being renamed away. */
+    CkVerdict v = ck_policy_write(p, caller_job, src);
+    if (v != CK_ALLOW || !is_structure(dst_parent))
+        return v;
+    /* The name that appears directly in the root or in _state/_jobs follows
+     * the create rules.  The kind of the moved object is not known here; it
+     * is taken as a directory (the only thing that can be created there), so
+     * a same-job move such as _jobs/J -> _state/J is allowed. */
+    return create_in_structure(p, caller_job, dst_parent, dst, true);
+}
+
+CkVerdict ck_policy_link(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
+                         const char *name, const char *views_name, CkNs *dst_out)
+{
+    CkNs dst = ck_ns_child(dst_parent, name, views_name);
+    if (dst_out)
+        *dst_out = dst;
+    if (src.kind == CK_NS_VIEWS || dst.kind == CK_NS_VIEWS)
+        return CK_VIEWS_READ_ONLY;
+    if (!ck_ns_equal(src, dst))
+        return CK_CROSS_NAMESPACE_LINK;
+    if (is_structure(dst_parent)) /* a link is never a directory */
+        return create_in_structure(p, caller_job, dst_parent, dst, false);
+    return ck_policy_write(p, caller_job, dst);
+}
+
+/* Lexical resolution only needs the first two components: the namespace of a
+ * path is decided by them (ROOT -> STRUCT/VIEWS/LEGACY -> JOB/STRAY, then
+ * inherited).  So a walk keeps a depth and those two components, and never
+ * allocates. */
+typedef struct {
+    size_t depth;
+    const char *c[2];
+    size_t len[2];
+} LexWalk;
+
+static void walk_components(LexWalk *w, const char *s, size_t slen)
+{
+    const char *p = s, *end = s + slen;
+    while (p < end) {
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        size_t l = slash ? (size_t)(slash - p) : (size_t)(end - p);
+        if (l == 0 || (l == 1 && p[0] == '.')) {
+            /* empty component or ".": nothing */
+        } else if (l == 2 && p[0] == '.' && p[1] == '.') {
+            if (w->depth > 0) /* ".." above the root stays at the root */
+                w->depth--;
+        } else {
+            if (w->depth < 2) {
+                w->c[w->depth] = p;
+                w->len[w->depth] = l;
+            }
+            w->depth++;
+        }
+        p = slash ? slash + 1 : end;
+    }
+}
+
+/* Whether a symlink in job `own`'s namespace may point where w landed. */
+static bool landing_allowed(const LexWalk *w, const char *own, const char *views_name)
+{
+    if (w->depth == 0)
+        return true; /* the mount root */
+    if (is_struct_name(w->c[0], w->len[0])) {
+        if (w->depth == 1 || !ck_is_job_id(w->c[1], w->len[1]))
+            return true; /* _state, _jobs themselves, or a stray name */
+        return w->len[1] == strlen(own) && memcmp(w->c[1], own, w->len[1]) == 0;
+    }
+    const char *views = default_views(views_name);
+    if (w->len[0] == strlen(views) && memcmp(w->c[0], views, w->len[0]) == 0)
+        return true; /* views are read-only: pointing there shares nothing writable */
+    return false;    /* the legacy area */
+}
+
+CkVerdict ck_policy_symlink(const CkPolicy *p, const char *caller_job, CkNs parent,
+                            const char *parent_path, const char *name, const char *target,
+                            const char *views_name, CkNs *child_out)
+{
+    CkNs child;
+    CkVerdict v = ck_policy_create(p, caller_job, parent, name, false, views_name, &child);
+    if (child_out)
+        *child_out = child;
+    if (v != CK_ALLOW || child.kind != CK_NS_JOB)
+        return v;
+    LexWalk w = {0};
+    if (target[0] != '/' && parent_path)
+        walk_components(&w, parent_path, strlen(parent_path));
+    walk_components(&w, target, strlen(target));
+    return landing_allowed(&w, child.job, views_name) ? CK_ALLOW : CK_CROSS_NAMESPACE_SYMLINK;
+}

@@ -67,17 +67,24 @@ CkVerdict ck_policy_write(const CkPolicy *p, const char *caller_job, CkNs target
 
 /* Creating entry `name` in a directory of namespace `parent` (create, mknod,
  * mkdir, symlink; is_dir for mkdir).  *child_out gets the new entry's ns. */
-CkVerdict ck_policy_create(const CkPolicy *p, const char *caller_job, CkNs parent,
-                           const char *name, bool is_dir, const char *views_name,
-                           CkNs *child_out);
+CkVerdict ck_policy_create(const CkPolicy *p, const char *caller_job, CkNs parent, const char *name,
+                           bool is_dir, const char *views_name, CkNs *child_out);
 
 /* rename(src_ns entry) -> entry `name` in dst_parent.  Both ends must be
  * writable and in the same namespace.  *dst_out gets the ns the moved entry
- * has afterwards.  RENAME_EXCHANGE is the same check (both ends swap). */
+ * has afterwards.  RENAME_EXCHANGE is the same check (both ends swap).
+ * Order: views at either end -> CK_VIEWS_READ_ONLY; different namespaces ->
+ * CK_CROSS_NAMESPACE_RENAME (for anonymous callers too); then
+ * ck_policy_write(src); a destination directly in the root or in
+ * _state/_jobs also follows ck_policy_create with is_dir=true (the moved
+ * object's type is not known here: fs may refuse non-directories there). */
 CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
                            const char *name, const char *views_name, CkNs *dst_out);
 
-/* link(existing object of ns src) -> entry `name` in dst_parent. */
+/* link(existing object of ns src) -> entry `name` in dst_parent.  Like
+ * rename with CK_CROSS_NAMESPACE_LINK; the new name must be creatable as a
+ * non-directory (so never directly in _state/_jobs; at the root only under
+ * the legacy rule). */
 CkVerdict ck_policy_link(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
                          const char *name, const char *views_name, CkNs *dst_out);
 
@@ -86,7 +93,11 @@ CkVerdict ck_policy_link(const CkPolicy *p, const char *caller_job, CkNs src, Ck
  * Beyond ck_policy_create: when the link is in a job's namespace, its target
  * is resolved lexically against parent_path (an absolute target against the
  * mount root; ".." above the root stays at the root), and landing in another
- * job's namespace or the legacy area is CK_CROSS_NAMESPACE_SYMLINK. */
+ * job's namespace or the legacy area is CK_CROSS_NAMESPACE_SYMLINK.
+ * "." and empty components are skipped.  Landing on the root, _state/_jobs
+ * themselves, a stray (non-job) name, the views or the link's own job is
+ * allowed.  Symlinks outside job namespaces get only the create check.
+ * No allocation: the namespace depends on the first two components only. */
 CkVerdict ck_policy_symlink(const CkPolicy *p, const char *caller_job, CkNs parent,
                             const char *parent_path, const char *name, const char *target,
                             const char *views_name, CkNs *child_out);

@@ -1,16 +1,325 @@
-/* Placeholder until the policy tests land: fails, so it cannot pass by accident. */
+/* core/policy.c against SPEC §4 "Namespaces and the write policy". */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
-static void not_written_yet(void **s)
+
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+
+#include "policy.h"
+
+static const CkPolicy ro = {.legacy_rw = false};
+static const CkPolicy rw = {.legacy_rw = true};
+
+/* The namespace of a '/'-separated path, walked from the root. */
+static CkNs ns_of(const char *path)
 {
-    (void)s;
-    fail_msg("tests for core/policy.c are not written yet");
+    CkNs ns = ck_ns_root();
+    g_auto(GStrv) parts = g_strsplit(path, "/", -1);
+    for (char **p = parts; *p; p++)
+        if (**p)
+            ns = ck_ns_child(ns, *p, "_views");
+    return ns;
 }
+
+static const char *A, *B;
+
+static int setup(void **st)
+{
+    (void)st;
+    A = g_intern_string("a");
+    B = g_intern_string("b");
+    return 0;
+}
+
+static void test_ns_child(void **st)
+{
+    (void)st;
+    CkNs root = ck_ns_root();
+    assert_int_equal(root.kind, CK_NS_ROOT);
+    assert_null(root.job);
+    assert_int_equal(ck_ns_child(root, "_state", "_views").kind, CK_NS_STRUCT);
+    assert_int_equal(ck_ns_child(root, "_jobs", "_views").kind, CK_NS_STRUCT);
+    assert_int_equal(ck_ns_child(root, "_views", "_views").kind, CK_NS_VIEWS);
+    assert_int_equal(ck_ns_child(root, "_views", "_v").kind, CK_NS_LEGACY);
+    assert_int_equal(ck_ns_child(root, "_v", "_v").kind, CK_NS_VIEWS);
+    assert_int_equal(ck_ns_child(root, "_views", NULL).kind, CK_NS_VIEWS);
+    assert_int_equal(ck_ns_child(root, "v1", "_views").kind, CK_NS_LEGACY);
+    assert_int_equal(ck_ns_child(root, "0", "_views").kind, CK_NS_LEGACY);
+    assert_int_equal(ck_ns_child(root, "README", "_views").kind, CK_NS_LEGACY);
+    assert_int_equal(ck_ns_child(root, "_statex", "_views").kind, CK_NS_LEGACY);
+
+    CkNs st_dir = ck_ns_child(root, "_state", "_views");
+    char buf[8] = "a";
+    CkNs j = ck_ns_child(st_dir, buf, "_views");
+    assert_int_equal(j.kind, CK_NS_JOB);
+    assert_ptr_equal(j.job, A); /* interned: pointer equality */
+    assert_true(ck_ns_equal(j, ns_of("_jobs/a")));
+    assert_false(ck_ns_equal(j, ns_of("_state/b")));
+    assert_int_equal(ck_ns_child(st_dir, ".tmp", "_views").kind, CK_NS_STRAY);
+    assert_int_equal(ck_ns_child(st_dir, "a b", "_views").kind, CK_NS_STRAY);
+    assert_null(ck_ns_child(st_dir, ".tmp", "_views").job);
+
+    /* children inherit below the second level */
+    assert_true(ck_ns_equal(ns_of("_state/a/v1/0/_state"), j));
+    assert_true(ck_ns_equal(ns_of("_jobs/a/chk-1/COMPLETED"), j));
+    assert_int_equal(ns_of("_state/.tmp/b").kind, CK_NS_STRAY);
+    assert_int_equal(ns_of("v1/_state/b").kind, CK_NS_LEGACY);
+    assert_int_equal(ns_of("_views/a/state").kind, CK_NS_VIEWS);
+    assert_ptr_equal(ck_ns_owner(j), A);
+    assert_null(ck_ns_owner(ns_of("v1")));
+    assert_null(ck_ns_owner(root));
+}
+
+static void test_verdict_names(void **st)
+{
+    (void)st;
+    const char *want[CK_VERDICT_COUNT] = {"allow",
+                                          "foreign-write",
+                                          "legacy-write",
+                                          "outside-namespace",
+                                          "cross-namespace-rename",
+                                          "cross-namespace-link",
+                                          "cross-namespace-symlink",
+                                          "views-read-only"};
+    for (int v = 0; v < CK_VERDICT_COUNT; v++)
+        assert_string_equal(ck_verdict_kind((CkVerdict)v), want[v]);
+    assert_int_equal(ck_verdict_errno(CK_ALLOW), 0);
+    assert_int_equal(ck_verdict_errno(CK_VIEWS_READ_ONLY), EROFS);
+    for (int v = 1; v < CK_VIEWS_READ_ONLY; v++)
+        assert_int_equal(ck_verdict_errno((CkVerdict)v), EACCES);
+}
+
+static void test_write(void **st)
+{
+    (void)st;
+    CkNs ja = ns_of("_state/a/v1/0/f");
+    assert_int_equal(ck_policy_write(&ro, NULL, ja), CK_ALLOW);
+    assert_int_equal(ck_policy_write(&ro, A, ja), CK_ALLOW);
+    assert_int_equal(ck_policy_write(&ro, B, ja), CK_FOREIGN_WRITE);
+    assert_int_equal(ck_policy_write(&ro, B, ns_of("_jobs/a/chk-1/COMPLETED")), CK_FOREIGN_WRITE);
+    /* a non-interned copy of "a" is another pointer: callers must intern */
+    assert_int_equal(ck_policy_write(&ro, A, ns_of("_jobs/a")), CK_ALLOW);
+
+    CkNs leg = ns_of("v1/0/checkpoint-1.snap");
+    assert_int_equal(ck_policy_write(&ro, NULL, leg), CK_LEGACY_WRITE);
+    assert_int_equal(ck_policy_write(&ro, A, leg), CK_LEGACY_WRITE);
+    assert_int_equal(ck_policy_write(&rw, NULL, leg), CK_ALLOW);
+    assert_int_equal(ck_policy_write(&rw, A, leg), CK_ALLOW);
+
+    assert_int_equal(ck_policy_write(&rw, NULL, ck_ns_root()), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(ck_policy_write(&rw, NULL, ns_of("_state")), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(ck_policy_write(&rw, NULL, ns_of("_jobs")), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(ck_policy_write(&rw, NULL, ns_of("_state/.x/y")), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(ck_policy_write(&rw, A, ns_of("_state/.x")), CK_OUTSIDE_NAMESPACE);
+
+    assert_int_equal(ck_policy_write(&rw, NULL, ns_of("_views/a/state")), CK_VIEWS_READ_ONLY);
+    assert_int_equal(ck_policy_write(&rw, A, ns_of("_views")), CK_VIEWS_READ_ONLY);
+}
+
+static CkVerdict create(const CkPolicy *p, const char *caller, const char *parent, const char *name,
+                        bool dir)
+{
+    CkNs child;
+    CkVerdict v = ck_policy_create(p, caller, ns_of(parent), name, dir, "_views", &child);
+    g_autofree char *path = *parent ? g_strconcat(parent, "/", name, NULL) : g_strdup(name);
+    assert_true(ck_ns_equal(child, ns_of(path)));
+    return v;
+}
+
+static void test_create_at_root(void **st)
+{
+    (void)st;
+    assert_int_equal(create(&ro, NULL, "", "_state", true), CK_ALLOW);
+    assert_int_equal(create(&ro, A, "", "_jobs", true), CK_ALLOW);
+    assert_int_equal(create(&ro, NULL, "", "_state", false), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(create(&rw, NULL, "", "_jobs", false), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(create(&rw, NULL, "", "_views", true), CK_VIEWS_READ_ONLY);
+    assert_int_equal(create(&ro, NULL, "", "v1", true), CK_LEGACY_WRITE);
+    assert_int_equal(create(&ro, A, "", "notes.txt", false), CK_LEGACY_WRITE);
+    assert_int_equal(create(&rw, NULL, "", "v1", true), CK_ALLOW);
+    assert_int_equal(create(&rw, A, "", "0", false), CK_ALLOW);
+}
+
+static void test_create_in_structure(void **st)
+{
+    (void)st;
+    assert_int_equal(create(&ro, NULL, "_state", "a", true), CK_ALLOW);
+    assert_int_equal(create(&ro, A, "_state", "a", true), CK_ALLOW);
+    assert_int_equal(create(&ro, A, "_jobs", "a", true), CK_ALLOW);
+    assert_int_equal(create(&ro, B, "_state", "a", true), CK_FOREIGN_WRITE);
+    assert_int_equal(create(&ro, NULL, "_state", "a", false), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(create(&ro, A, "_jobs", "a", false), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(create(&rw, NULL, "_state", ".tmp", true), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(create(&rw, NULL, "_jobs", "bad name", false), CK_OUTSIDE_NAMESPACE);
+}
+
+static void test_create_below(void **st)
+{
+    (void)st;
+    assert_int_equal(create(&ro, NULL, "_state/a/v1", "0", true), CK_ALLOW);
+    assert_int_equal(create(&ro, A, "_state/a/v1/0", "f.tmp", false), CK_ALLOW);
+    assert_int_equal(create(&ro, B, "_state/a/v1/0", "f.tmp", false), CK_FOREIGN_WRITE);
+    assert_int_equal(create(&ro, B, "_jobs/a", "chk-3", true), CK_FOREIGN_WRITE);
+    assert_int_equal(create(&ro, NULL, "v1/0", "f", false), CK_LEGACY_WRITE);
+    assert_int_equal(create(&rw, B, "v1/0", "f", false), CK_ALLOW);
+    assert_int_equal(create(&rw, NULL, "_state/.tmp", "f", false), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(create(&rw, NULL, "_views/a", "f", false), CK_VIEWS_READ_ONLY);
+    assert_int_equal(create(&rw, NULL, "_views", "a", true), CK_VIEWS_READ_ONLY);
+}
+
+static CkVerdict ren(const CkPolicy *p, const char *caller, const char *src, const char *dparent,
+                     const char *name)
+{
+    CkNs dst;
+    CkVerdict v = ck_policy_rename(p, caller, ns_of(src), ns_of(dparent), name, "_views", &dst);
+    g_autofree char *path = *dparent ? g_strconcat(dparent, "/", name, NULL) : g_strdup(name);
+    assert_true(ck_ns_equal(dst, ns_of(path)));
+    return v;
+}
+
+static void test_rename(void **st)
+{
+    (void)st;
+    /* the clink commit: tmp -> snap inside one job */
+    assert_int_equal(ren(&ro, A, "_state/a/v1/0/c.tmp", "_state/a/v1/0", "c.snap"), CK_ALLOW);
+    assert_int_equal(ren(&ro, NULL, "_state/a/v1/0/c.tmp", "_state/a/v1/0", "c.snap"), CK_ALLOW);
+    /* SPEC example: job a renaming inside job b */
+    assert_int_equal(ren(&ro, A, "_state/b/v1/0/c.tmp", "_state/b/v1/0", "c.snap"),
+                     CK_FOREIGN_WRITE);
+    /* across jobs, even anonymous */
+    assert_int_equal(ren(&ro, NULL, "_state/a/f", "_state/b", "f"), CK_CROSS_NAMESPACE_RENAME);
+    assert_int_equal(ren(&ro, A, "_state/a/f", "_state/b", "f"), CK_CROSS_NAMESPACE_RENAME);
+    assert_int_equal(ren(&ro, NULL, "_state/a", "_state", "b"), CK_CROSS_NAMESPACE_RENAME);
+    assert_int_equal(ren(&ro, NULL, "_state/.tmp", "_state", "a"), CK_CROSS_NAMESPACE_RENAME);
+    /* job <-> legacy, both directions, legacy=rw too */
+    assert_int_equal(ren(&rw, NULL, "v1/0/f", "_state/a/v1/0", "f"), CK_CROSS_NAMESPACE_RENAME);
+    assert_int_equal(ren(&rw, A, "_state/a/v1", "", "v1"), CK_CROSS_NAMESPACE_RENAME);
+    /* structure */
+    assert_int_equal(ren(&rw, NULL, "_jobs", "", "_state"), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(ren(&rw, NULL, "_state/.a", "_state", ".b"), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(ren(&rw, NULL, "_state/.a/x", "_jobs/.b", "x"), CK_OUTSIDE_NAMESPACE);
+    /* same job across _jobs/_state: one namespace */
+    assert_int_equal(ren(&ro, A, "_jobs/a", "_state", "a"), CK_ALLOW);
+    assert_int_equal(ren(&ro, B, "_jobs/a", "_state", "a"), CK_FOREIGN_WRITE);
+    /* legacy at the root */
+    assert_int_equal(ren(&ro, NULL, "v1", "", "v2"), CK_LEGACY_WRITE);
+    assert_int_equal(ren(&rw, NULL, "v1", "", "v2"), CK_ALLOW);
+    assert_int_equal(ren(&rw, A, "v1/0/a", "v2/0", "a"), CK_ALLOW);
+    /* views at either end */
+    assert_int_equal(ren(&rw, NULL, "_views/a/state/f", "_state/a", "f"), CK_VIEWS_READ_ONLY);
+    assert_int_equal(ren(&rw, NULL, "_state/a/f", "_views/a", "f"), CK_VIEWS_READ_ONLY);
+    assert_int_equal(ren(&rw, NULL, "v1", "", "_views"), CK_VIEWS_READ_ONLY);
+    assert_int_equal(ren(&rw, NULL, "_views/a", "_views", "b"), CK_VIEWS_READ_ONLY);
+}
+
+static CkVerdict lnk(const CkPolicy *p, const char *caller, const char *src, const char *dparent,
+                     const char *name)
+{
+    CkNs dst;
+    CkVerdict v = ck_policy_link(p, caller, ns_of(src), ns_of(dparent), name, "_views", &dst);
+    g_autofree char *path = *dparent ? g_strconcat(dparent, "/", name, NULL) : g_strdup(name);
+    assert_true(ck_ns_equal(dst, ns_of(path)));
+    return v;
+}
+
+static void test_link(void **st)
+{
+    (void)st;
+    assert_int_equal(lnk(&ro, A, "_state/a/v1/0/f", "_state/a/v2/0", "f"), CK_ALLOW);
+    assert_int_equal(lnk(&ro, NULL, "_state/a/f", "_state/a", "g"), CK_ALLOW);
+    assert_int_equal(lnk(&ro, B, "_state/a/f", "_state/a", "g"), CK_FOREIGN_WRITE);
+    assert_int_equal(lnk(&ro, NULL, "_state/a/f", "_state/b", "f"), CK_CROSS_NAMESPACE_LINK);
+    assert_int_equal(lnk(&rw, NULL, "v1/0/f", "_state/a", "f"), CK_CROSS_NAMESPACE_LINK);
+    assert_int_equal(lnk(&rw, NULL, "_state/a/f", "v1", "f"), CK_CROSS_NAMESPACE_LINK);
+    assert_int_equal(lnk(&ro, NULL, "v1/f", "v2", "f"), CK_LEGACY_WRITE);
+    assert_int_equal(lnk(&rw, NULL, "v1/f", "v2", "f"), CK_ALLOW);
+    assert_int_equal(lnk(&rw, NULL, "v1/f", "", "f"), CK_ALLOW);
+    assert_int_equal(lnk(&ro, NULL, "v1/f", "", "f"), CK_LEGACY_WRITE);
+    /* a link directly in _state/_jobs is never a job directory */
+    assert_int_equal(lnk(&ro, A, "_state/a/f", "_state", "a"), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(lnk(&ro, NULL, "_state/.x/f", "_state", ".y"), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(lnk(&rw, NULL, "_state/a/f", "_views/a", "f"), CK_VIEWS_READ_ONLY);
+    assert_int_equal(lnk(&rw, NULL, "_views/a/f", "_state/a", "f"), CK_VIEWS_READ_ONLY);
+}
+
+static CkVerdict sym(const CkPolicy *p, const char *caller, const char *parent, const char *target)
+{
+    CkNs child;
+    CkVerdict v =
+        ck_policy_symlink(p, caller, ns_of(parent), parent, "l", target, "_views", &child);
+    g_autofree char *path = *parent ? g_strconcat(parent, "/l", NULL) : g_strdup("l");
+    assert_true(ck_ns_equal(child, ns_of(path)));
+    return v;
+}
+
+static void test_symlink(void **st)
+{
+    (void)st;
+    const char *d = "_state/a/v1/0";
+    assert_int_equal(sym(&ro, A, d, "checkpoint-1.snap"), CK_ALLOW);
+    assert_int_equal(sym(&ro, A, d, "../../v2/0/x"), CK_ALLOW);
+    assert_int_equal(sym(&ro, A, d, "../../../a/v1"), CK_ALLOW);
+    assert_int_equal(sym(&ro, NULL, d, "/_state/a/v3"), CK_ALLOW);
+    assert_int_equal(sym(&ro, A, d, "/_jobs/a/chk-1/COMPLETED"), CK_ALLOW);
+    assert_int_equal(sym(&ro, A, d, "../../../../_jobs/a"), CK_ALLOW);
+    /* into another job: relative across, absolute */
+    assert_int_equal(sym(&ro, A, d, "../../../b/v1/0/f"), CK_CROSS_NAMESPACE_SYMLINK);
+    assert_int_equal(sym(&ro, NULL, d, "../../../b"), CK_CROSS_NAMESPACE_SYMLINK);
+    assert_int_equal(sym(&ro, A, d, "/_state/b/v1"), CK_CROSS_NAMESPACE_SYMLINK);
+    assert_int_equal(sym(&ro, A, d, "/_jobs/b/chk-1/COMPLETED"), CK_CROSS_NAMESPACE_SYMLINK);
+    assert_int_equal(sym(&ro, A, d, "//_state//./b/"), CK_CROSS_NAMESPACE_SYMLINK);
+    /* into legacy */
+    assert_int_equal(sym(&ro, A, d, "/v1/0/f"), CK_CROSS_NAMESPACE_SYMLINK);
+    assert_int_equal(sym(&ro, A, d, "../../../../v1/0"), CK_CROSS_NAMESPACE_SYMLINK);
+    assert_int_equal(sym(&ro, A, d, "../../../../README"), CK_CROSS_NAMESPACE_SYMLINK);
+    /* ".." above the root stays at the root */
+    assert_int_equal(sym(&ro, A, d, "../../../../../../../../.."), CK_ALLOW);
+    assert_int_equal(sym(&ro, A, d, "../../../../../../v1"), CK_CROSS_NAMESPACE_SYMLINK);
+    assert_int_equal(sym(&ro, A, d, "/../../_state/b"), CK_CROSS_NAMESPACE_SYMLINK);
+    assert_int_equal(sym(&ro, A, d, "/../../_state/a/x"), CK_ALLOW);
+    /* popping back below the job level and going elsewhere */
+    assert_int_equal(sym(&ro, A, d, "../../../b/../a/x"), CK_ALLOW);
+    assert_int_equal(sym(&ro, A, d, "../../../a/../b/x"), CK_CROSS_NAMESPACE_SYMLINK);
+    /* structure, stray, views: allowed */
+    assert_int_equal(sym(&ro, A, d, "/"), CK_ALLOW);
+    assert_int_equal(sym(&ro, A, d, "../../.."), CK_ALLOW);
+    assert_int_equal(sym(&ro, A, d, "/_state/.tmp/x"), CK_ALLOW);
+    assert_int_equal(sym(&ro, A, d, "/_views/b/state"), CK_ALLOW);
+    assert_int_equal(sym(&ro, A, d, "./././."), CK_ALLOW);
+    assert_int_equal(sym(&ro, A, d, ""), CK_ALLOW);
+    /* the create check comes first */
+    assert_int_equal(sym(&ro, B, d, "x"), CK_FOREIGN_WRITE);
+    assert_int_equal(sym(&ro, NULL, "_state", "a"), CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(sym(&ro, NULL, "_views/a", "x"), CK_VIEWS_READ_ONLY);
+    assert_int_equal(sym(&ro, NULL, "v1", "/_state/b"), CK_LEGACY_WRITE);
+    /* outside job namespaces the target is not checked */
+    assert_int_equal(sym(&rw, NULL, "v1", "/_state/b"), CK_ALLOW);
+    assert_int_equal(sym(&rw, NULL, "", "_state/b"), CK_ALLOW);
+    /* a long hostile target */
+    GString *t = g_string_new(NULL);
+    for (int i = 0; i < 1000; i++)
+        g_string_append(t, "x/../");
+    g_string_append(t, "../../../b");
+    assert_int_equal(sym(&ro, A, d, t->str), CK_CROSS_NAMESPACE_SYMLINK);
+    g_string_free(t, TRUE);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(not_written_yet)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ns_child),
+        cmocka_unit_test(test_verdict_names),
+        cmocka_unit_test(test_write),
+        cmocka_unit_test(test_create_at_root),
+        cmocka_unit_test(test_create_in_structure),
+        cmocka_unit_test(test_create_below),
+        cmocka_unit_test(test_rename),
+        cmocka_unit_test(test_link),
+        cmocka_unit_test(test_symlink),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
 }
