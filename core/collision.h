@@ -30,11 +30,26 @@ char *ck_collision_to_json(const CkCollision *c);
 
 typedef struct CkCollisionLog CkCollisionLog;
 /* file: NULL, or a path opened O_APPEND (created 0644).  Returns NULL and
- * sets *error when the file cannot be opened. */
+ * sets *error (G_FILE_ERROR) when the file cannot be opened.  keep: lines
+ * kept in memory (CK_COLLISION_LOG_KEEP; 0 keeps none).  Each line reaches
+ * the file in one write(), so mounts sharing a file never interleave. */
 CkCollisionLog *ck_collision_log_new(guint keep, const char *file, GError **error);
 void ck_collision_log_free(CkCollisionLog *log);
 void ck_collision_log_append(CkCollisionLog *log, const CkCollision *c);
 /* All kept lines, oldest first, each ending in '\n'. */
 GBytes *ck_collision_log_snapshot(CkCollisionLog *log);
 guint64 ck_collision_log_total(CkCollisionLog *log);
+
+/* For ckptctl: parses a log (the lines of _views/.collisions or of
+ * collision_log=FILE).  Returns one JsonObject* per non-empty line
+ * (json_object_unref is the array's free func), or NULL with *err set
+ * (CK_COLLISION_ERROR_PARSE, "line N: ...") at the first line that is not a
+ * JSON object; nothing is skipped silently.  A '\r' before the LF is
+ * stripped. */
+#define CK_COLLISION_ERROR (ck_collision_error_quark())
+GQuark ck_collision_error_quark(void);
+typedef enum {
+    CK_COLLISION_ERROR_PARSE,
+} CkCollisionError;
+GPtrArray *ck_collision_parse_lines(const char *buf, gsize len, GError **err);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkCollisionLog, ck_collision_log_free)

@@ -1,16 +1,239 @@
-/* Placeholder until the collision tests land: fails, so it cannot pass by accident. */
+/* core/collision.c against SPEC §4 "The collision log". */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
-static void not_written_yet(void **s)
+
+#include <json-glib/json-glib.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "collision.h"
+
+/* 2026-12-01T18:00:00.123Z */
+#define SPEC_TIME_US (G_GINT64_CONSTANT(1796148000) * G_USEC_PER_SEC + 123456)
+
+static CkCollision spec_record(void)
 {
-    (void)s;
-    fail_msg("tests for core/collision.c are not written yet");
+    return (CkCollision){
+        .time_us = SPEC_TIME_US,
+        .kind = "foreign-write",
+        .denied = true,
+        .op = "rename",
+        .path = "_state/b/v1/0/checkpoint-1.snap",
+        .path2 = NULL,
+        .caller_job = "a",
+        .owner_job = "b",
+        .pid = 1234,
+        .uid = 1000,
+        .comm = "worker",
+    };
 }
+
+static void test_spec_example(void **st)
+{
+    (void)st;
+    CkCollision c = spec_record();
+    g_autofree char *json = ck_collision_to_json(&c);
+    assert_string_equal(
+        json, "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"foreign-write\","
+              "\"verdict\":\"denied\",\"op\":\"rename\","
+              "\"path\":\"_state/b/v1/0/checkpoint-1.snap\",\"path2\":null,\"caller_job\":\"a\","
+              "\"owner_job\":\"b\",\"pid\":1234,\"uid\":1000,\"comm\":\"worker\"}");
+}
+
+static void test_nulls_and_audit(void **st)
+{
+    (void)st;
+    CkCollision c = {.time_us = 0,
+                     .kind = "legacy-write",
+                     .denied = false,
+                     .op = "create",
+                     .path = "v1/0/f",
+                     .path2 = "v2/0/f",
+                     .pid = 1,
+                     .uid = 0};
+    g_autofree char *json = ck_collision_to_json(&c);
+    assert_string_equal(json, "{\"time\":\"1970-01-01T00:00:00.000Z\",\"kind\":\"legacy-write\","
+                              "\"verdict\":\"allowed\",\"op\":\"create\",\"path\":\"v1/0/f\","
+                              "\"path2\":\"v2/0/f\",\"caller_job\":null,\"owner_job\":null,"
+                              "\"pid\":1,\"uid\":0,\"comm\":null}");
+}
+
+static void test_escaping(void **st)
+{
+    (void)st;
+    CkCollision c = spec_record();
+    c.path = "_state/b/we\"ird\nname\\\xff";
+    c.comm = "a\tb";
+    g_autofree char *json = ck_collision_to_json(&c);
+    assert_null(strchr(json, '\n'));
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) recs = ck_collision_parse_lines(json, strlen(json), &err);
+    assert_non_null(recs);
+    assert_int_equal(recs->len, 1);
+    JsonObject *o = recs->pdata[0];
+    assert_string_equal(json_object_get_string_member(o, "path"),
+                        "_state/b/we\"ird\nname\\\xef\xbf\xbd");
+    assert_string_equal(json_object_get_string_member(o, "comm"), "a\tb");
+}
+
+static void test_ring_keeps_newest(void **st)
+{
+    (void)st;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(CkCollisionLog) log = ck_collision_log_new(3, NULL, &err);
+    assert_non_null(log);
+    g_autoptr(GBytes) empty = ck_collision_log_snapshot(log);
+    assert_int_equal(g_bytes_get_size(empty), 0);
+    for (int i = 0; i < 10; i++) {
+        CkCollision c = spec_record();
+        c.pid = 100 + i;
+        ck_collision_log_append(log, &c);
+    }
+    assert_int_equal(ck_collision_log_total(log), 10);
+    g_autoptr(GBytes) snap = ck_collision_log_snapshot(log);
+    gsize len;
+    const char *data = g_bytes_get_data(snap, &len);
+    assert_int_equal(data[len - 1], '\n');
+    g_autoptr(GPtrArray) recs = ck_collision_parse_lines(data, len, &err);
+    assert_non_null(recs);
+    assert_int_equal(recs->len, 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(json_object_get_int_member(recs->pdata[i], "pid"), 107 + i);
+}
+
+static void test_keep_zero(void **st)
+{
+    (void)st;
+    g_autoptr(CkCollisionLog) log = ck_collision_log_new(0, NULL, NULL);
+    CkCollision c = spec_record();
+    ck_collision_log_append(log, &c);
+    assert_int_equal(ck_collision_log_total(log), 1);
+    g_autoptr(GBytes) snap = ck_collision_log_snapshot(log);
+    assert_int_equal(g_bytes_get_size(snap), 0);
+}
+
+static void test_file_append(void **st)
+{
+    (void)st;
+    char dir[] = "/tmp/ck-coll-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    g_autofree char *path = g_build_filename(dir, "log.jsonl", NULL);
+    assert_true(g_file_set_contents(path, "{\"old\":1}\n", -1, NULL));
+    CkCollision c = spec_record();
+    g_autofree char *want = ck_collision_to_json(&c);
+    for (int round = 0; round < 2; round++) { /* a restart appends */
+        g_autoptr(GError) err = NULL;
+        CkCollisionLog *log = ck_collision_log_new(1, path, &err);
+        assert_non_null(log);
+        ck_collision_log_append(log, &c);
+        ck_collision_log_append(log, &c);
+        ck_collision_log_free(log);
+    }
+    g_autofree char *got = NULL;
+    assert_true(g_file_get_contents(path, &got, NULL, NULL));
+    g_autofree char *expect =
+        g_strconcat("{\"old\":1}\n", want, "\n", want, "\n", want, "\n", want, "\n", NULL);
+    assert_string_equal(got, expect);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    unlink(path);
+
+    /* a fresh file is created 0644 (under umask 022) */
+    umask(022);
+    g_autoptr(CkCollisionLog) log = ck_collision_log_new(1, path, NULL);
+    assert_non_null(log);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0644);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_file_error(void **st)
+{
+    (void)st;
+    g_autoptr(GError) err = NULL;
+    CkCollisionLog *log = ck_collision_log_new(1, "/nonexistent-dir/x/log", &err);
+    assert_null(log);
+    assert_non_null(err);
+    assert_true(err->domain == G_FILE_ERROR);
+    assert_non_null(strstr(err->message, "/nonexistent-dir/x/log"));
+}
+
+static gpointer hammer(gpointer data)
+{
+    CkCollisionLog *log = data;
+    for (int i = 0; i < 500; i++) {
+        CkCollision c = spec_record();
+        c.pid = i;
+        ck_collision_log_append(log, &c);
+    }
+    return NULL;
+}
+
+static void test_threads(void **st)
+{
+    (void)st;
+    g_autoptr(CkCollisionLog) log = ck_collision_log_new(100, NULL, NULL);
+    GThread *t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = g_thread_new("hammer", hammer, log);
+    for (int i = 0; i < 4; i++)
+        g_thread_join(t[i]);
+    assert_int_equal(ck_collision_log_total(log), 2000);
+    g_autoptr(GBytes) snap = ck_collision_log_snapshot(log);
+    gsize len;
+    const char *data = g_bytes_get_data(snap, &len);
+    g_autoptr(GPtrArray) recs = ck_collision_parse_lines(data, len, NULL);
+    assert_non_null(recs);
+    assert_int_equal(recs->len, 100);
+}
+
+static void test_parse_lines(void **st)
+{
+    (void)st;
+    const char *ok = "{\"a\":1}\n\n{\"b\":2}\r\n{\"c\":3}";
+    g_autoptr(GPtrArray) r = ck_collision_parse_lines(ok, strlen(ok), NULL);
+    assert_non_null(r);
+    assert_int_equal(r->len, 3);
+    assert_true(json_object_has_member(r->pdata[2], "c"));
+    g_autoptr(GPtrArray) e = ck_collision_parse_lines("", 0, NULL);
+    assert_non_null(e);
+    assert_int_equal(e->len, 0);
+
+    const char *bad[][2] = {
+        {"{\"a\":1}\n{\"a\":\n", "line 2: "},
+        {"{\"a\":1}\n\n[1,2]\n", "line 3: not a JSON object"},
+        {"42\n", "line 1: not a JSON object"},
+        {"{\"a\":1} x\n", "line 1: "},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autoptr(GError) err = NULL;
+        GPtrArray *res = ck_collision_parse_lines(bad[i][0], strlen(bad[i][0]), &err);
+        assert_null(res);
+        assert_non_null(err);
+        assert_true(g_error_matches(err, CK_COLLISION_ERROR, CK_COLLISION_ERROR_PARSE));
+        if (!g_str_has_prefix(err->message, bad[i][1]))
+            fail_msg("%s: got %s", bad[i][0], err->message);
+    }
+    const char nul[] = "{\"a\":1}\n{\"a\0\":1}\n";
+    g_autoptr(GError) err = NULL;
+    assert_null(ck_collision_parse_lines(nul, sizeof nul - 1, &err));
+    assert_string_equal(err->message, "line 2: NUL byte");
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(not_written_yet)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spec_example), cmocka_unit_test(test_nulls_and_audit),
+        cmocka_unit_test(test_escaping),     cmocka_unit_test(test_ring_keeps_newest),
+        cmocka_unit_test(test_keep_zero),    cmocka_unit_test(test_file_append),
+        cmocka_unit_test(test_file_error),   cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_parse_lines),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
