@@ -1,1 +1,1701 @@
-int main(void) { return 0; }
+/* ckpt-bench: runs the SPEC §6 workloads on a backing directory directly and
+ * through a ckptfs mount of that same directory, in one run, and prints every
+ * figure with its ratio to native and the SPEC target. It measures, it does
+ * not judge: exit 0 whether or not targets are met, 2 on a setup error or
+ * when a workload fails.
+ *
+ * Choices SPEC §6 leaves open, stated so the figures can be read:
+ * - every write goes under _state/<bench job>/, a job namespace that an
+ *   anonymous caller may write under the default policy;
+ * - run r does native then mount when r is even, mount then native when odd;
+ *   sync() precedes every timed part; the median of --runs is reported, and
+ *   the ratio is of the two medians;
+ * - commit: 4 threads commit for a fixed time (5 s x scale), each in its own
+ *   _state/<J>/v1/<t>/; commits/s = all commits / time until the last thread
+ *   stopped;
+ * - seq read cold drops the page cache (both the FUSE inode's and the
+ *   backing's) before the timed read; warm reads once, then times a second;
+ * - rand read: the file is read fully first, then 1,000,000 x scale preads of
+ *   4 KiB at seeded 4 KiB-aligned offsets, the same offsets on both sides;
+ * - meta: create = 200 mkdir + 20,000 open(O_CREAT|O_EXCL)+close; find = a
+ *   readdir-only walk (d_type, like find without predicates); stat = fstatat
+ *   of every file relative to its open directory, warm (right after create
+ *   and find, as `find` + stat would be); unlink = unlinkat of every file,
+ *   rmdir untimed; every figure is files per second;
+ * - view: one untimed walk per side first (warm), then timed walks with
+ *   fstatat of every entry, over _views/<J>/state and over _state/<J>;
+ * - mount: the fixture is warm (just written); a cold line (drop_caches
+ *   first) is printed for information, with no target. Memory is VmRSS after
+ *   the ls minus VmRSS of a mount of an empty directory, per marker found. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/types.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+#define MiB              (1024u * 1024u)
+#define COMMIT_THREADS   4
+#define COMMIT_SECONDS   5.0
+#define SEQ_BYTES        (1024.0 * MiB)
+#define RAND_BYTES       (256.0 * MiB)
+#define RAND_OPS         1000000.0
+#define META_DIRS        200.0
+#define META_PER_DIR     100
+#define VIEW_FILES       100000.0
+#define VIEW_SUBTASKS    10
+#define VIEW_PER_DIR     100
+#define MOUNT_JOBS       10000.0
+#define MOUNT_MARKERS    10
+#define MOUNT_TIMEOUT_MS 20000
+#define VIEW_WAIT_MS     6000
+#define SETUP_ERROR      2
+
+static const char *const workload_names[] = {"commit64k", "commit4m", "seqwrite", "seqread",
+                                             "randread",  "meta",     "view",     "mount"};
+
+typedef enum {
+    TARGET_RATIO_MIN, /* mount/native throughput >= target */
+    TARGET_RATIO_MAX, /* mount/native time <= target */
+    TARGET_VALUE_MAX, /* the mount figure itself <= target */
+    TARGET_NONE,      /* information only */
+} TargetKind;
+
+typedef struct {
+    const char *workload;
+    char *label;
+    const char *unit;
+    TargetKind kind;
+    double target;
+    GArray *native; /* double per run */
+    GArray *mount;
+    const char *status; /* "ok", "n/a", "skipped", "failed" */
+    char *note;
+} Result;
+
+typedef struct {
+    /* options */
+    char *dir_opt;
+    char *ckptfs;
+    char *mount_opts;
+    char *only;
+    char *mounted_dir;
+    char *backing_opt;
+    double scale;
+    int runs;
+    gboolean json;
+
+    /* set-up */
+    char *exe_dir;
+    char *scratch; /* made by us and removed afterwards; NULL with --mounted-dir */
+    char *backing;
+    char *mnt;
+    char *job;      /* every write goes under _state/<job> */
+    char *view_job; /* the job whose view the view workload walks */
+    char *fs_type;
+    gboolean can_drop;
+    gboolean selected[G_N_ELEMENTS(workload_names)];
+    guint8 *data; /* 4 MiB of seeded bytes, the source of every write */
+
+    /* the running daemon; shared with the signal thread */
+    GMutex lock;
+    GPid daemon;
+    char *daemon_mnt;
+
+    GPtrArray *results;
+    GPtrArray *notes;
+    gboolean failed;
+} Bench;
+
+/* One side of a run: the directory every path of a workload is relative to. */
+typedef struct {
+    const char *root;
+    gboolean mounted;
+} Side;
+
+typedef int (*MeasureFn)(Bench *b, const Side *side, void *ctx, double *out);
+
+/* ---- small helpers ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double median(GArray *values)
+{
+    if (!values || values->len == 0)
+        return NAN;
+    g_autoptr(GArray) v = g_array_sized_new(FALSE, FALSE, sizeof(double), values->len);
+    g_array_append_vals(v, values->data, values->len);
+    for (guint i = 1; i < v->len; i++)
+        for (guint j = i; j > 0 && g_array_index(v, double, j - 1) > g_array_index(v, double, j);
+             j--) {
+            double t = g_array_index(v, double, j);
+            g_array_index(v, double, j) = g_array_index(v, double, j - 1);
+            g_array_index(v, double, j - 1) = t;
+        }
+    guint n = v->len;
+    if (n % 2)
+        return g_array_index(v, double, n / 2);
+    return (g_array_index(v, double, n / 2 - 1) + g_array_index(v, double, n / 2)) / 2;
+}
+
+static guint64 scaled(double base, double scale, guint64 min)
+{
+    double v = round(base * scale);
+    return v < (double)min ? min : (guint64)v;
+}
+
+static char *human_bytes(guint64 n)
+{
+    if (n >= (guint64)1024 * MiB && n % ((guint64)1024 * MiB) == 0)
+        return g_strdup_printf("%" G_GUINT64_FORMAT "GiB", n / ((guint64)1024 * MiB));
+    if (n >= MiB && n % MiB == 0)
+        return g_strdup_printf("%" G_GUINT64_FORMAT "MiB", n / MiB);
+    if (n >= 1024 && n % 1024 == 0)
+        return g_strdup_printf("%" G_GUINT64_FORMAT "KiB", n / 1024);
+    return g_strdup_printf("%" G_GUINT64_FORMAT "B", n);
+}
+
+static const char *fs_type_name(long type)
+{
+    switch ((unsigned long)type) {
+    case 0xEF53:
+        return "ext4";
+    case 0x58465342:
+        return "xfs";
+    case 0x01021994:
+        return "tmpfs";
+    case 0x794c7630:
+        return "overlay";
+    case 0x9123683E:
+        return "btrfs";
+    case 0x65735546:
+        return "fuse";
+    case 0x6969:
+        return "nfs";
+    case 0x2FC12FC1:
+        return "zfs";
+    default:
+        return "unknown";
+    }
+}
+
+static int drop_caches(void)
+{
+    sync();
+    int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int ret = write(fd, "3\n", 2) == 2 ? 0 : -errno;
+    close(fd);
+    return ret;
+}
+
+static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* FTW_MOUNT: never descends into a mount left inside the scratch directory. */
+static void rm_rf(const char *path)
+{
+    nftw(path, rm_cb, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+static int write_all(int fd, const guint8 *data, gsize len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        data += n;
+        len -= (gsize)n;
+    }
+    return 0;
+}
+
+/* Writes size bytes (from the 4 MiB pattern, 1 MiB at a time) and fsyncs. */
+static int write_file_at(int dirfd, const char *name, const guint8 *data, guint64 size, int flags)
+{
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
+    if (fd < 0)
+        return -errno;
+    int ret = 0;
+    for (guint64 off = 0; off < size && ret == 0;) {
+        gsize n = (gsize)MIN((guint64)MiB, size - off);
+        ret = write_all(fd, data + (off % (4 * MiB)), n);
+        off += n;
+    }
+    if (ret == 0 && fsync(fd) < 0)
+        ret = -errno;
+    if (close(fd) < 0 && ret == 0)
+        ret = -errno;
+    return ret;
+}
+
+static int read_file(const char *path, guint8 *buf, guint64 *total)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    guint64 sum = 0;
+    int ret = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, MiB);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            ret = -errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        sum += (guint64)n;
+    }
+    close(fd);
+    if (total)
+        *total = sum;
+    return ret;
+}
+
+static int empty_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -errno;
+    struct dirent *de;
+    int ret = 0;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+            unlinkat(dirfd(d), de->d_name, 0) < 0 && ret == 0)
+            ret = -errno;
+    closedir(d);
+    return ret;
+}
+
+/* A recursive walk like find: readdir, and stat only when asked (find+stat)
+ * or when the file system gives no d_type. */
+static int walk(int parent, const char *name, gboolean do_stat, guint64 *count)
+{
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    int ret = 0;
+    struct dirent *de;
+    errno = 0;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) {
+            errno = 0;
+            continue;
+        }
+        (*count)++;
+        gboolean is_dir = de->d_type == DT_DIR;
+        if (do_stat || de->d_type == DT_UNKNOWN) {
+            struct stat st;
+            if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                ret = -errno;
+                break;
+            }
+            is_dir = S_ISDIR(st.st_mode);
+        }
+        if (is_dir && (ret = walk(dirfd(d), de->d_name, do_stat, count)) < 0)
+            break;
+        errno = 0;
+    }
+    if (ret == 0 && errno)
+        ret = -errno;
+    closedir(d);
+    return ret;
+}
+
+static guint64 count_named(const char *root, const char *leaf)
+{
+    /* nftw has no user data; a walk of our own keeps the count local. */
+    guint64 n = 0;
+    g_autoptr(GPtrArray) stack = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(stack, g_strdup(root));
+    while (stack->len > 0) {
+        g_autofree char *dir = g_ptr_array_steal_index(stack, stack->len - 1);
+        DIR *d = opendir(dir);
+        if (!d)
+            continue;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                continue;
+            if (de->d_type == DT_DIR)
+                g_ptr_array_add(stack, g_build_filename(dir, de->d_name, NULL));
+            else if (!strcmp(de->d_name, leaf))
+                n++;
+        }
+        closedir(d);
+    }
+    return n;
+}
+
+static long vm_rss_kib(GPid pid)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/status", (int)pid);
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return -1;
+    const char *p = strstr(text, "\nVmRSS:");
+    return p ? strtol(p + 7, NULL, 10) : -1;
+}
+
+/* ---- the daemon ---- */
+
+static void child_setup(gpointer data)
+{
+    (void)data;
+    /* The bench blocks SIGINT/SIGTERM for its signal thread; children must
+     * not inherit that, or the daemon would ignore SIGTERM. */
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, NULL);
+}
+
+static gboolean fusermount(const char *mnt, gboolean lazy, char **err_out)
+{
+    const char *argv[] = {"fusermount3", lazy ? "-uz" : "-u", mnt, NULL};
+    g_autofree char *err = NULL;
+    int status = -1;
+    g_autoptr(GError) error = NULL;
+    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL,
+                      child_setup, NULL, NULL, &err, &status, &error)) {
+        if (err_out)
+            *err_out = g_strdup(error->message);
+        return FALSE;
+    }
+    if (err_out)
+        *err_out = g_strdup(g_strstrip(err));
+    return g_spawn_check_wait_status(status, NULL);
+}
+
+/* Waits up to timeout_ms for pid; returns its wait status or -1 if still running. */
+static int wait_pid(GPid pid, int timeout_ms)
+{
+    double deadline = now_s() + timeout_ms / 1000.0;
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return status;
+        if (r < 0)
+            return 0;
+        if (now_s() > deadline)
+            return -1;
+        g_usleep(5000);
+    }
+}
+
+/* Clears whatever daemon is running: lazy unmount and kill. Caller holds lock. */
+static void daemon_kill_locked(Bench *b)
+{
+    if (b->daemon <= 0)
+        return;
+    fusermount(b->daemon_mnt, TRUE, NULL);
+    kill(b->daemon, SIGTERM);
+    if (wait_pid(b->daemon, 2000) < 0) {
+        kill(b->daemon, SIGKILL);
+        waitpid(b->daemon, NULL, 0);
+    }
+    b->daemon = 0;
+    g_clear_pointer(&b->daemon_mnt, g_free);
+}
+
+static int daemon_stop(Bench *b)
+{
+    g_mutex_lock(&b->lock);
+    if (b->daemon <= 0) {
+        g_mutex_unlock(&b->lock);
+        return 0;
+    }
+    g_autofree char *err = NULL;
+    int ret = 0;
+    int status = -1;
+    if (fusermount(b->daemon_mnt, FALSE, &err))
+        status = wait_pid(b->daemon, 10000);
+    else
+        g_printerr("ckpt-bench: fusermount3 -u %s failed (%s); lazy unmount and kill\n",
+                   b->daemon_mnt, err && *err ? err : "?");
+    if (status < 0) {
+        daemon_kill_locked(b);
+        ret = -EBUSY;
+    } else {
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            g_printerr("ckpt-bench: warning: ckptfs exited with status %d after unmount\n",
+                       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        b->daemon = 0;
+        g_clear_pointer(&b->daemon_mnt, g_free);
+    }
+    g_mutex_unlock(&b->lock);
+    return ret;
+}
+
+/* Spawns `ckptfs -f [-o opts] backing mnt` and waits until mnt is a mount
+ * (its st_dev differs from its parent's). *t0 is the time just before the
+ * spawn, for the mount-time figure. */
+static int daemon_start(Bench *b, const char *backing, const char *mnt, double *t0)
+{
+    g_autofree char *parent = g_path_get_dirname(mnt);
+    struct stat pst;
+    if (stat(parent, &pst) < 0)
+        return -errno;
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, b->ckptfs);
+    g_ptr_array_add(argv, "-f");
+    if (b->mount_opts && *b->mount_opts) {
+        g_ptr_array_add(argv, "-o");
+        g_ptr_array_add(argv, b->mount_opts);
+    }
+    g_ptr_array_add(argv, (char *)backing);
+    g_ptr_array_add(argv, (char *)mnt);
+    g_ptr_array_add(argv, NULL);
+
+    g_autoptr(GError) error = NULL;
+    GPid pid = 0;
+    g_mutex_lock(&b->lock);
+    double start = now_s();
+    gboolean ok = g_spawn_async(NULL, (char **)argv->pdata, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL, child_setup,
+                                NULL, &pid, &error);
+    if (ok) {
+        b->daemon = pid;
+        b->daemon_mnt = g_strdup(mnt);
+    }
+    g_mutex_unlock(&b->lock);
+    if (!ok) {
+        g_printerr("ckpt-bench: cannot run %s: %s\n", b->ckptfs, error->message);
+        return -ENOEXEC;
+    }
+    if (t0)
+        *t0 = start;
+
+    double deadline = start + MOUNT_TIMEOUT_MS / 1000.0;
+    for (;;) {
+        struct stat st;
+        if (stat(mnt, &st) == 0 && st.st_dev != pst.st_dev)
+            return 0;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            g_mutex_lock(&b->lock);
+            b->daemon = 0;
+            g_clear_pointer(&b->daemon_mnt, g_free);
+            g_mutex_unlock(&b->lock);
+            g_printerr("ckpt-bench: %s exited (status %d) before %s was mounted\n", b->ckptfs,
+                       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), mnt);
+            return -ECHILD;
+        }
+        if (now_s() > deadline) {
+            g_printerr("ckpt-bench: %s did not mount %s within %d s\n", b->ckptfs, mnt,
+                       MOUNT_TIMEOUT_MS / 1000);
+            g_mutex_lock(&b->lock);
+            daemon_kill_locked(b);
+            g_mutex_unlock(&b->lock);
+            return -ETIMEDOUT;
+        }
+        g_usleep(200);
+    }
+}
+
+/* The mount the throughput workloads use: spawned on the backing directory,
+ * or the one given by --mounted-dir. A probe written natively must show
+ * through it, so a wrong --backing is caught before any figure is printed. */
+static int bench_mount(Bench *b)
+{
+    if (!b->mounted_dir) {
+        int ret = daemon_start(b, b->backing, b->mnt, NULL);
+        if (ret < 0)
+            return ret;
+    }
+    g_autofree char *name = g_strdup_printf("_state/%s/probe-%d", b->job, (int)getpid());
+    g_autofree char *native = g_build_filename(b->backing, name, NULL);
+    g_autofree char *mounted = g_build_filename(b->mnt, name, NULL);
+    int ret = write_file_at(AT_FDCWD, native, b->data, 12345, O_TRUNC);
+    struct stat st;
+    if (ret == 0 && (stat(mounted, &st) < 0 || st.st_size != 12345)) {
+        g_printerr("ckpt-bench: %s does not show %s of the backing directory\n", b->mnt, name);
+        ret = -ENOENT;
+    }
+    unlink(native);
+    return ret;
+}
+
+/* ---- results ---- */
+
+static Result *result_new(Bench *b, const char *workload, char *label, const char *unit,
+                          TargetKind kind, double target)
+{
+    Result *r = g_new0(Result, 1);
+    r->workload = workload;
+    r->label = label;
+    r->unit = unit;
+    r->kind = kind;
+    r->target = target;
+    r->native = g_array_new(FALSE, FALSE, sizeof(double));
+    r->mount = g_array_new(FALSE, FALSE, sizeof(double));
+    r->status = "ok";
+    g_ptr_array_add(b->results, r);
+    return r;
+}
+
+static void result_free(gpointer p)
+{
+    Result *r = p;
+    g_free(r->label);
+    g_free(r->note);
+    g_array_unref(r->native);
+    g_array_unref(r->mount);
+    g_free(r);
+}
+
+static double result_ratio(const Result *r)
+{
+    double n = median(r->native), m = median(r->mount);
+    if (r->kind == TARGET_VALUE_MAX || r->kind == TARGET_NONE || isnan(n) || isnan(m) || n == 0)
+        return NAN;
+    return m / n;
+}
+
+static gboolean result_met(const Result *r)
+{
+    double ratio = result_ratio(r), m = median(r->mount);
+    switch (r->kind) {
+    case TARGET_RATIO_MIN:
+        return !isnan(ratio) && ratio >= r->target;
+    case TARGET_RATIO_MAX:
+        return !isnan(ratio) && ratio <= r->target;
+    case TARGET_VALUE_MAX:
+        return !isnan(m) && m <= r->target;
+    case TARGET_NONE:
+        break;
+    }
+    return FALSE;
+}
+
+static char *fmt_value(double v)
+{
+    if (isnan(v))
+        return g_strdup("-");
+    return g_strdup_printf(fabs(v) >= 10 ? "%.1f" : "%.3f", v);
+}
+
+static char *fmt_target(const Result *r)
+{
+    switch (r->kind) {
+    case TARGET_RATIO_MIN:
+        return g_strdup_printf(">=%.2f", r->target);
+    case TARGET_RATIO_MAX:
+        return g_strdup_printf("<=%g", r->target);
+    case TARGET_VALUE_MAX:
+        return g_strdup_printf("<=%g", r->target);
+    case TARGET_NONE:
+        break;
+    }
+    return g_strdup("-");
+}
+
+static void print_result(const Bench *b, const Result *r)
+{
+    if (b->json)
+        return;
+    if (strcmp(r->status, "ok")) {
+        printf("%-36s %s%s%s\n", r->label, r->status, r->note ? " " : "", r->note ? r->note : "");
+        fflush(stdout);
+        return;
+    }
+    g_autofree char *n = fmt_value(median(r->native));
+    g_autofree char *m = fmt_value(median(r->mount));
+    double ratio = result_ratio(r);
+    g_autofree char *rs = isnan(ratio) ? g_strdup("-") : g_strdup_printf("%.2f", ratio);
+    g_autofree char *t = fmt_target(r);
+    const char *met = r->kind == TARGET_NONE ? "-" : result_met(r) ? "yes" : "no";
+    printf("%-36s %12s %12s %7s %7s %4s%s%s\n", r->label, n, m, rs, t, met, r->note ? "  # " : "",
+           r->note ? r->note : "");
+    fflush(stdout);
+}
+
+static void result_fail(Bench *b, Result *r, const char *what, int err)
+{
+    r->status = "failed";
+    r->note = g_strdup_printf("(%s: %s)", what, g_strerror(-err));
+    b->failed = TRUE;
+}
+
+static void json_number_or_null(JsonBuilder *jb, const char *key, double v)
+{
+    json_builder_set_member_name(jb, key);
+    if (isnan(v))
+        json_builder_add_null_value(jb);
+    else
+        json_builder_add_double_value(jb, v);
+}
+
+static void json_runs(JsonBuilder *jb, const char *key, GArray *runs)
+{
+    json_builder_set_member_name(jb, key);
+    json_builder_begin_array(jb);
+    for (guint i = 0; i < runs->len; i++)
+        json_builder_add_double_value(jb, g_array_index(runs, double, i));
+    json_builder_end_array(jb);
+}
+
+static void print_json(const Bench *b)
+{
+    static const char *const kinds[] = {"ratio>=", "ratio<=", "mount<=", "none"};
+    g_autoptr(JsonBuilder) jb = json_builder_new();
+    struct utsname u;
+    uname(&u);
+    json_builder_begin_object(jb);
+    json_builder_set_member_name(jb, "tool");
+    json_builder_add_string_value(jb, "ckpt-bench");
+    json_builder_set_member_name(jb, "kernel");
+    json_builder_add_string_value(jb, u.release);
+    json_builder_set_member_name(jb, "backing");
+    json_builder_add_string_value(jb, b->backing);
+    json_builder_set_member_name(jb, "backing_fs");
+    json_builder_add_string_value(jb, b->fs_type);
+    json_builder_set_member_name(jb, "mount");
+    json_builder_add_string_value(jb, b->mnt);
+    json_builder_set_member_name(jb, "ckptfs");
+    if (b->mounted_dir)
+        json_builder_add_null_value(jb);
+    else
+        json_builder_add_string_value(jb, b->ckptfs);
+    json_builder_set_member_name(jb, "mount_opts");
+    json_builder_add_string_value(jb, b->mount_opts ? b->mount_opts : "");
+    json_builder_set_member_name(jb, "scale");
+    json_builder_add_double_value(jb, b->scale);
+    json_builder_set_member_name(jb, "runs");
+    json_builder_add_int_value(jb, b->runs);
+    json_builder_set_member_name(jb, "results");
+    json_builder_begin_array(jb);
+    for (guint i = 0; i < b->results->len; i++) {
+        const Result *r = g_ptr_array_index(b->results, i);
+        json_builder_begin_object(jb);
+        json_builder_set_member_name(jb, "workload");
+        json_builder_add_string_value(jb, r->workload);
+        json_builder_set_member_name(jb, "label");
+        json_builder_add_string_value(jb, r->label);
+        json_builder_set_member_name(jb, "unit");
+        json_builder_add_string_value(jb, r->unit);
+        json_builder_set_member_name(jb, "status");
+        json_builder_add_string_value(jb, r->status);
+        json_number_or_null(jb, "native", median(r->native));
+        json_number_or_null(jb, "mount", median(r->mount));
+        json_number_or_null(jb, "ratio", result_ratio(r));
+        json_builder_set_member_name(jb, "target_kind");
+        json_builder_add_string_value(jb, kinds[r->kind]);
+        json_number_or_null(jb, "target", r->kind == TARGET_NONE ? NAN : r->target);
+        json_builder_set_member_name(jb, "met");
+        if (r->kind == TARGET_NONE || strcmp(r->status, "ok"))
+            json_builder_add_null_value(jb);
+        else
+            json_builder_add_boolean_value(jb, result_met(r));
+        json_runs(jb, "native_runs", r->native);
+        json_runs(jb, "mount_runs", r->mount);
+        json_builder_set_member_name(jb, "note");
+        if (r->note)
+            json_builder_add_string_value(jb, r->note);
+        else
+            json_builder_add_null_value(jb);
+        json_builder_end_object(jb);
+    }
+    json_builder_end_array(jb);
+    json_builder_set_member_name(jb, "notes");
+    json_builder_begin_array(jb);
+    for (guint i = 0; i < b->notes->len; i++)
+        json_builder_add_string_value(jb, g_ptr_array_index(b->notes, i));
+    json_builder_end_array(jb);
+    json_builder_set_member_name(jb, "failed");
+    json_builder_add_boolean_value(jb, b->failed);
+    json_builder_end_object(jb);
+
+    g_autoptr(JsonNode) root = json_builder_get_root(jb);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_pretty(gen, TRUE);
+    json_generator_set_root(gen, root);
+    g_autofree char *text = json_generator_to_data(gen, NULL);
+    printf("%s\n", text);
+}
+
+static void note(Bench *b, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void note(Bench *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *text = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_ptr_array_add(b->notes, text);
+    if (!b->json)
+        printf("# %s\n", text);
+}
+
+/* ---- running both sides ---- */
+
+/* Runs fn --runs times on each side, native and mount alternated, appending
+ * each of its nout figures to results[i]. Stops at the first error. */
+static int run_sides(Bench *b, const char *workload, MeasureFn fn, void *ctx, Result **results,
+                     guint nout)
+{
+    const Side native = {b->backing, FALSE}, mounted = {b->mnt, TRUE};
+    for (int run = 0; run < b->runs; run++) {
+        const Side *order[2] = {&native, &mounted};
+        if (run % 2) {
+            order[0] = &mounted;
+            order[1] = &native;
+        }
+        for (int s = 0; s < 2; s++) {
+            g_printerr("ckpt-bench: %s run %d/%d %s\n", workload, run + 1, b->runs,
+                       order[s]->mounted ? "mount" : "native");
+            double out[8];
+            for (guint i = 0; i < nout; i++)
+                out[i] = NAN;
+            sync();
+            int ret = fn(b, order[s], ctx, out);
+            if (ret < 0) {
+                for (guint i = 0; i < nout; i++)
+                    result_fail(b, results[i], order[s]->mounted ? "mount" : "native", ret);
+                return ret;
+            }
+            for (guint i = 0; i < nout; i++)
+                if (!isnan(out[i]))
+                    g_array_append_val(order[s]->mounted ? results[i]->mount : results[i]->native,
+                                       out[i]);
+        }
+    }
+    return 0;
+}
+
+static char *side_path(const Side *side, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static char *side_path(const Side *side, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *rel = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    return g_build_filename(side->root, rel, NULL);
+}
+
+/* ---- commit ---- */
+
+typedef struct {
+    GMutex lock;
+    GCond cond;
+    gboolean go;
+    double deadline;
+    gsize size;
+    const guint8 *data;
+} CommitGate;
+
+typedef struct {
+    CommitGate *gate;
+    char *dir;
+    guint64 commits;
+    double end;
+    int err;
+} CommitThread;
+
+static gpointer commit_thread(gpointer p)
+{
+    CommitThread *t = p;
+    CommitGate *g = t->gate;
+    int dfd = open(t->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        t->err = -errno;
+    g_mutex_lock(&g->lock);
+    while (!g->go)
+        g_cond_wait(&g->cond, &g->lock);
+    double deadline = g->deadline;
+    g_mutex_unlock(&g->lock);
+
+    for (guint64 n = 1; t->err == 0; n++) {
+        char tmp[64], final[64], old[64];
+        snprintf(tmp, sizeof tmp, "checkpoint-%" G_GUINT64_FORMAT ".snap.tmp", n);
+        snprintf(final, sizeof final, "checkpoint-%" G_GUINT64_FORMAT ".snap", n);
+        if ((t->err = write_file_at(dfd, tmp, g->data, g->size, O_TRUNC)) < 0)
+            break;
+        if (renameat(dfd, tmp, dfd, final) < 0 || fsync(dfd) < 0) {
+            t->err = -errno;
+            break;
+        }
+        if (n > 2) {
+            snprintf(old, sizeof old, "checkpoint-%" G_GUINT64_FORMAT ".snap", n - 2);
+            if (unlinkat(dfd, old, 0) < 0) {
+                t->err = -errno;
+                break;
+            }
+        }
+        t->commits++;
+        if (now_s() >= deadline)
+            break;
+    }
+    t->end = now_s();
+    if (dfd >= 0)
+        close(dfd);
+    return NULL;
+}
+
+static int measure_commit(Bench *b, const Side *side, void *ctx, double *out)
+{
+    gsize size = *(gsize *)ctx;
+    CommitGate gate = {.size = size, .data = b->data};
+    g_mutex_init(&gate.lock);
+    g_cond_init(&gate.cond);
+    CommitThread threads[COMMIT_THREADS] = {0};
+    GThread *handles[COMMIT_THREADS] = {0};
+    int ret = 0;
+    for (int i = 0; i < COMMIT_THREADS; i++) {
+        threads[i].gate = &gate;
+        threads[i].dir = side_path(side, "_state/%s/v1/%d", b->job, i);
+        handles[i] = g_thread_new("commit", commit_thread, &threads[i]);
+    }
+    g_mutex_lock(&gate.lock);
+    double start = now_s();
+    gate.deadline = start + COMMIT_SECONDS * b->scale;
+    gate.go = TRUE;
+    g_cond_broadcast(&gate.cond);
+    g_mutex_unlock(&gate.lock);
+
+    guint64 commits = 0;
+    double end = start;
+    for (int i = 0; i < COMMIT_THREADS; i++) {
+        g_thread_join(handles[i]);
+        commits += threads[i].commits;
+        end = MAX(end, threads[i].end);
+        if (threads[i].err < 0 && ret == 0)
+            ret = threads[i].err;
+        int e = empty_dir(threads[i].dir);
+        if (e < 0 && ret == 0)
+            ret = e;
+        g_free(threads[i].dir);
+    }
+    g_mutex_clear(&gate.lock);
+    g_cond_clear(&gate.cond);
+    if (ret == 0)
+        out[0] = (double)commits / (end - start);
+    return ret;
+}
+
+static void wl_commit(Bench *b, const char *workload, gsize size)
+{
+    g_autofree char *h = human_bytes(size);
+    Result *r = result_new(b, workload, g_strdup_printf("commit %s (commits/s)", h), "commits/s",
+                           TARGET_RATIO_MIN, size >= 4 * MiB ? 0.90 : 0.85);
+    int ret = 0;
+    for (int i = 0; i < COMMIT_THREADS && ret == 0; i++) {
+        g_autofree char *d = g_strdup_printf("%s/_state/%s/v1/%d", b->backing, b->job, i);
+        if (g_mkdir_with_parents(d, 0755) < 0)
+            ret = -errno;
+    }
+    if (ret < 0)
+        result_fail(b, r, "setup", ret);
+    else if ((ret = bench_mount(b)) < 0)
+        result_fail(b, r, "mount", ret);
+    else
+        run_sides(b, workload, measure_commit, &size, &r, 1);
+    daemon_stop(b);
+    print_result(b, r);
+}
+
+/* ---- sequential write ---- */
+
+static int measure_seqwrite(Bench *b, const Side *side, void *ctx, double *out)
+{
+    guint64 size = *(guint64 *)ctx;
+    g_autofree char *path = side_path(side, "_state/%s/seqwrite.dat", b->job);
+    double t0 = now_s();
+    int ret = write_file_at(AT_FDCWD, path, b->data, size, O_TRUNC);
+    double t1 = now_s();
+    unlink(path);
+    if (ret == 0)
+        out[0] = (double)size / 1e6 / (t1 - t0);
+    return ret;
+}
+
+static void wl_seqwrite(Bench *b)
+{
+    guint64 size = MAX(MiB, scaled(SEQ_BYTES, b->scale, 1) / MiB * MiB);
+    g_autofree char *h = human_bytes(size);
+    Result *r = result_new(b, "seqwrite", g_strdup_printf("seq write %s +fsync (MB/s)", h), "MB/s",
+                           TARGET_RATIO_MIN, 0.5);
+    int ret = bench_mount(b);
+    if (ret < 0)
+        result_fail(b, r, "mount", ret);
+    else
+        run_sides(b, "seqwrite", measure_seqwrite, &size, &r, 1);
+    daemon_stop(b);
+    print_result(b, r);
+}
+
+/* ---- sequential read ---- */
+
+static int measure_seqread(Bench *b, const Side *side, void *ctx, double *out)
+{
+    guint64 size = *(guint64 *)ctx;
+    g_autofree char *path = side_path(side, "_state/%s/seqread.dat", b->job);
+    g_autofree guint8 *buf = g_malloc(MiB);
+    guint64 got = 0;
+    int ret = 0;
+    if (b->can_drop) {
+        if ((ret = drop_caches()) < 0)
+            return ret;
+        double t0 = now_s();
+        if ((ret = read_file(path, buf, &got)) < 0)
+            return ret;
+        out[0] = (double)got / 1e6 / (now_s() - t0);
+    }
+    if ((ret = read_file(path, buf, NULL)) < 0)
+        return ret;
+    double t0 = now_s();
+    if ((ret = read_file(path, buf, &got)) < 0)
+        return ret;
+    out[1] = (double)got / 1e6 / (now_s() - t0);
+    return got == size ? 0 : -EIO;
+}
+
+static void wl_seqread(Bench *b)
+{
+    guint64 size = MAX(MiB, scaled(SEQ_BYTES, b->scale, 1) / MiB * MiB);
+    g_autofree char *h = human_bytes(size);
+    Result *r[2] = {
+        result_new(b, "seqread", g_strdup_printf("seq read %s cold (MB/s)", h), "MB/s",
+                   TARGET_RATIO_MIN, 0.85),
+        result_new(b, "seqread", g_strdup_printf("seq read %s warm (MB/s)", h), "MB/s",
+                   TARGET_RATIO_MIN, 0.95),
+    };
+    g_autofree char *path = g_strdup_printf("%s/_state/%s/seqread.dat", b->backing, b->job);
+    int ret = write_file_at(AT_FDCWD, path, b->data, size, O_TRUNC);
+    if (ret < 0) {
+        result_fail(b, r[0], "setup", ret);
+        result_fail(b, r[1], "setup", ret);
+    } else if ((ret = bench_mount(b)) < 0) {
+        result_fail(b, r[0], "mount", ret);
+        result_fail(b, r[1], "mount", ret);
+    } else {
+        run_sides(b, "seqread", measure_seqread, &size, r, 2);
+    }
+    daemon_stop(b);
+    unlink(path);
+    if (!b->can_drop && !strcmp(r[0]->status, "ok")) {
+        r[0]->status = "skipped";
+        r[0]->note = g_strdup("(needs root for /proc/sys/vm/drop_caches)");
+    }
+    print_result(b, r[0]);
+    print_result(b, r[1]);
+}
+
+/* ---- random read ---- */
+
+typedef struct {
+    guint64 size;
+    GArray *offsets;
+} RandCtx;
+
+static int measure_randread(Bench *b, const Side *side, void *ctx, double *out)
+{
+    RandCtx *c = ctx;
+    g_autofree char *path = side_path(side, "_state/%s/randread.dat", b->job);
+    g_autofree guint8 *buf = g_malloc(MiB);
+    guint64 got = 0;
+    int ret = read_file(path, buf, &got);
+    if (ret < 0)
+        return ret;
+    if (got != c->size)
+        return -EIO;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    const guint64 *off = (const guint64 *)c->offsets->data;
+    double t0 = now_s();
+    for (guint i = 0; i < c->offsets->len; i++)
+        if (pread(fd, buf, 4096, (off_t)off[i]) != 4096) {
+            ret = errno ? -errno : -EIO;
+            break;
+        }
+    double t1 = now_s();
+    close(fd);
+    if (ret == 0)
+        out[0] = c->offsets->len / (t1 - t0);
+    return ret;
+}
+
+static void wl_randread(Bench *b)
+{
+    RandCtx c = {.size = MAX(MiB, scaled(RAND_BYTES, b->scale, 1) / MiB * MiB)};
+    guint64 ops = scaled(RAND_OPS, b->scale, 1000);
+    g_autofree char *h = human_bytes(c.size);
+    Result *r = result_new(b, "randread", g_strdup_printf("rand read 4KiB of %s warm (IOPS)", h),
+                           "IOPS", TARGET_RATIO_MIN, 0.98);
+    c.offsets = g_array_sized_new(FALSE, FALSE, sizeof(guint64), (guint)ops);
+    g_autoptr(GRand) rand = g_rand_new_with_seed(20261201);
+    guint32 blocks = (guint32)(c.size / 4096);
+    for (guint64 i = 0; i < ops; i++) {
+        guint64 o = (guint64)g_rand_int_range(rand, 0, (gint32)blocks) * 4096;
+        g_array_append_val(c.offsets, o);
+    }
+    g_autofree char *path = g_strdup_printf("%s/_state/%s/randread.dat", b->backing, b->job);
+    int ret = write_file_at(AT_FDCWD, path, b->data, c.size, O_TRUNC);
+    if (ret < 0)
+        result_fail(b, r, "setup", ret);
+    else if ((ret = bench_mount(b)) < 0)
+        result_fail(b, r, "mount", ret);
+    else
+        run_sides(b, "randread", measure_randread, &c, &r, 1);
+    daemon_stop(b);
+    unlink(path);
+    g_array_unref(c.offsets);
+    print_result(b, r);
+}
+
+/* ---- metadata ---- */
+
+typedef struct {
+    guint dirs;
+} MetaCtx;
+
+static int measure_meta(Bench *b, const Side *side, void *ctx, double *out)
+{
+    MetaCtx *c = ctx;
+    g_autofree char *base = side_path(side, "_state/%s/meta", b->job);
+    if (mkdir(base, 0755) < 0)
+        return -errno;
+    int bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (bfd < 0)
+        return -errno;
+    g_autofree int *dfd = g_new(int, c->dirs);
+    for (guint d = 0; d < c->dirs; d++)
+        dfd[d] = -1;
+    const double files = (double)c->dirs * META_PER_DIR;
+    char name[32];
+    int ret = 0;
+
+    double t0 = now_s();
+    for (guint d = 0; d < c->dirs && ret == 0; d++) {
+        snprintf(name, sizeof name, "d%03u", d);
+        if (mkdirat(bfd, name, 0755) < 0 ||
+            (dfd[d] = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+            ret = -errno;
+            break;
+        }
+        for (guint f = 0; f < META_PER_DIR; f++) {
+            snprintf(name, sizeof name, "f%05u", f);
+            int fd = openat(dfd[d], name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+            if (fd < 0 || close(fd) < 0) {
+                ret = -errno;
+                break;
+            }
+        }
+    }
+    double t1 = now_s();
+    if (ret == 0)
+        out[0] = files / (t1 - t0);
+
+    if (ret == 0) {
+        guint64 count = 0;
+        t0 = now_s();
+        ret = walk(AT_FDCWD, base, FALSE, &count);
+        t1 = now_s();
+        if (ret == 0 && count != c->dirs + (guint64)files)
+            ret = -EIO;
+        if (ret == 0)
+            out[1] = files / (t1 - t0);
+    }
+
+    if (ret == 0) {
+        t0 = now_s();
+        for (guint d = 0; d < c->dirs && ret == 0; d++)
+            for (guint f = 0; f < META_PER_DIR; f++) {
+                struct stat st;
+                snprintf(name, sizeof name, "f%05u", f);
+                if (fstatat(dfd[d], name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                    ret = -errno;
+                    break;
+                }
+            }
+        t1 = now_s();
+        if (ret == 0)
+            out[2] = files / (t1 - t0);
+    }
+
+    if (ret == 0) {
+        t0 = now_s();
+        for (guint d = 0; d < c->dirs && ret == 0; d++)
+            for (guint f = 0; f < META_PER_DIR; f++) {
+                snprintf(name, sizeof name, "f%05u", f);
+                if (unlinkat(dfd[d], name, 0) < 0) {
+                    ret = -errno;
+                    break;
+                }
+            }
+        t1 = now_s();
+        if (ret == 0)
+            out[3] = files / (t1 - t0);
+    }
+
+    for (guint d = 0; d < c->dirs; d++)
+        if (dfd[d] >= 0)
+            close(dfd[d]);
+    close(bfd);
+    /* whatever a failed run left, natively so it is gone even if the mount refuses */
+    g_autofree char *native = g_strdup_printf("%s/_state/%s/meta", b->backing, b->job);
+    rm_rf(native);
+    return ret;
+}
+
+static void wl_meta(Bench *b)
+{
+    MetaCtx c = {.dirs = (guint)scaled(META_DIRS, b->scale, 1)};
+    guint files = c.dirs * META_PER_DIR;
+    static const char *const what[] = {"create", "find", "stat", "unlink"};
+    static const double targets[] = {0.4, 0.3, 0.7, 0.2};
+    Result *r[4];
+    for (int i = 0; i < 4; i++)
+        r[i] = result_new(b, "meta", g_strdup_printf("meta %s %u (files/s)", what[i], files),
+                          "files/s", TARGET_RATIO_MIN, targets[i]);
+    int ret = bench_mount(b);
+    if (ret < 0)
+        for (int i = 0; i < 4; i++)
+            result_fail(b, r[i], "mount", ret);
+    else
+        run_sides(b, "meta", measure_meta, &c, r, 4);
+    daemon_stop(b);
+    for (int i = 0; i < 4; i++)
+        print_result(b, r[i]);
+}
+
+/* ---- find + stat over a job view ---- */
+
+static int make_view_job(Bench *b, guint64 files)
+{
+    g_autofree char *marker_dir = g_strdup_printf("%s/_jobs/%s/chk-1", b->backing, b->view_job);
+    if (g_mkdir_with_parents(marker_dir, 0755) < 0)
+        return -errno;
+    g_autoptr(GString) parts = g_string_new(NULL);
+    for (int s = 0; s < VIEW_SUBTASKS; s++)
+        g_string_append_printf(parts, "%s%d", s ? "," : "", s);
+    g_autofree char *marker = g_strdup_printf("checkpoint=1\ngeneration=1\nparticipants=%s\n"
+                                              "state=_state/%s\n",
+                                              parts->str, b->view_job);
+    guint64 dirs = (files + VIEW_PER_DIR - 1) / VIEW_PER_DIR;
+    guint64 made = 0;
+    for (guint64 d = 0; d < dirs; d++) {
+        g_autofree char *dir =
+            g_strdup_printf("%s/_state/%s/v1/%" G_GUINT64_FORMAT "/d%05" G_GUINT64_FORMAT,
+                            b->backing, b->view_job, d % VIEW_SUBTASKS, d);
+        if (g_mkdir_with_parents(dir, 0755) < 0)
+            return -errno;
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+            return -errno;
+        for (int f = 0; f < VIEW_PER_DIR && made < files; f++, made++) {
+            char name[32];
+            snprintf(name, sizeof name, "sst-%06d", f);
+            int fd = openat(dfd, name, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+            if (fd < 0) {
+                int e = errno;
+                close(dfd);
+                return -e;
+            }
+            close(fd);
+        }
+        close(dfd);
+    }
+    g_autofree char *mpath = g_build_filename(marker_dir, "COMPLETED", NULL);
+    if (!g_file_set_contents(mpath, marker, -1, NULL))
+        return -EIO;
+    return 0;
+}
+
+typedef struct {
+    gboolean warmed[2];
+    guint64 count[2];
+} ViewCtx;
+
+static int measure_view(Bench *b, const Side *side, void *ctx, double *out)
+{
+    ViewCtx *c = ctx;
+    g_autofree char *path = side->mounted
+                                ? g_strdup_printf("%s/_views/%s/state", b->mnt, b->view_job)
+                                : g_strdup_printf("%s/_state/%s", b->backing, b->view_job);
+    guint64 count = 0;
+    int ret;
+    if (!c->warmed[side->mounted]) {
+        if ((ret = walk(AT_FDCWD, path, TRUE, &count)) < 0)
+            return ret;
+        c->warmed[side->mounted] = TRUE;
+    }
+    count = 0;
+    double t0 = now_s();
+    if ((ret = walk(AT_FDCWD, path, TRUE, &count)) < 0)
+        return ret;
+    out[0] = now_s() - t0;
+    c->count[side->mounted] = count;
+    return 0;
+}
+
+static void wl_view(Bench *b)
+{
+    guint64 files = scaled(VIEW_FILES, b->scale, 1);
+    Result *r =
+        result_new(b, "view", g_strdup_printf("find+stat view %" G_GUINT64_FORMAT " (s)", files),
+                   "s", TARGET_RATIO_MAX, 2);
+    int ret = make_view_job(b, files);
+    if (ret < 0) {
+        result_fail(b, r, "setup", ret);
+    } else if ((ret = bench_mount(b)) < 0) {
+        result_fail(b, r, "mount", ret);
+    } else {
+        g_autofree char *views = g_build_filename(b->mnt, "_views", NULL);
+        g_autofree char *state = g_strdup_printf("%s/_views/%s/state", b->mnt, b->view_job);
+        gboolean have = g_file_test(views, G_FILE_TEST_IS_DIR);
+        /* a mount made before the fixture sees it within rescan seconds */
+        for (double end = now_s() + VIEW_WAIT_MS / 1000.0;
+             have && !g_file_test(state, G_FILE_TEST_IS_DIR); g_usleep(50000))
+            if (now_s() > end)
+                have = FALSE;
+        if (!have) {
+            r->status = "n/a";
+            r->note = g_strdup("(no views)");
+        } else {
+            ViewCtx c = {0};
+            if (run_sides(b, "view", measure_view, &c, &r, 1) == 0 && c.count[0] != c.count[1])
+                r->note = g_strdup_printf("view shows %" G_GUINT64_FORMAT
+                                          " entries, _state %" G_GUINT64_FORMAT,
+                                          c.count[1], c.count[0]);
+        }
+    }
+    daemon_stop(b);
+    g_autofree char *sdir = g_strdup_printf("%s/_state/%s", b->backing, b->view_job);
+    g_autofree char *jdir = g_strdup_printf("%s/_jobs/%s", b->backing, b->view_job);
+    rm_rf(sdir);
+    rm_rf(jdir);
+    print_result(b, r);
+}
+
+/* ---- mount time and catalog memory ---- */
+
+static int make_mount_fixture_own(const char *dir, guint64 jobs)
+{
+    for (guint64 j = 0; j < jobs; j++) {
+        for (int n = 1; n <= MOUNT_MARKERS; n++) {
+            g_autofree char *chk =
+                g_strdup_printf("%s/_jobs/job-%05" G_GUINT64_FORMAT "/chk-%d", dir, j, n);
+            if (g_mkdir_with_parents(chk, 0755) < 0)
+                return -errno;
+            g_autofree char *path = g_build_filename(chk, "COMPLETED", NULL);
+            g_autofree char *text = g_strdup_printf(
+                "checkpoint=%d\ngeneration=1\nparticipants=0\nstate=_state/job-%05" G_GUINT64_FORMAT
+                "\n",
+                n, j);
+            if (!g_file_set_contents(path, text, -1, NULL))
+                return -EIO;
+        }
+    }
+    return 0;
+}
+
+/* Uses `ckptctl fixture` when it exists and writes the tree; else our own. */
+static int make_mount_fixture(Bench *b, const char *dir, guint64 jobs, const char **how)
+{
+    g_autofree char *ckptctl = g_build_filename(b->exe_dir, "ckptctl", NULL);
+    g_autofree char *jobs_s = g_strdup_printf("%" G_GUINT64_FORMAT, jobs);
+    g_autofree char *cp_s = g_strdup_printf("%d", MOUNT_MARKERS);
+    const char *argv[] = {ckptctl, "fixture",    dir, "--jobs",  jobs_s, "--checkpoints",
+                          cp_s,    "--subtasks", "1", "--bytes", "0",    "--legacy",
+                          "0",     NULL};
+    int status = -1;
+    g_autofree char *jobs_dir = g_build_filename(dir, "_jobs", NULL);
+    if (g_file_test(ckptctl, G_FILE_TEST_IS_EXECUTABLE) &&
+        g_spawn_sync(NULL, (char **)argv, NULL,
+                     G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL, child_setup, NULL,
+                     NULL, NULL, &status, NULL) &&
+        g_spawn_check_wait_status(status, NULL) &&
+        count_named(jobs_dir, "COMPLETED") >= jobs * MOUNT_MARKERS) {
+        *how = "ckptctl fixture";
+        return 0;
+    }
+    rm_rf(dir);
+    *how = "ckpt-bench's own generator";
+    if (g_mkdir_with_parents(dir, 0755) < 0)
+        return -errno;
+    return make_mount_fixture_own(dir, jobs);
+}
+
+/* Mounts dir, lists _views, reads the daemon's VmRSS, unmounts. */
+static int mount_once(Bench *b, const char *dir, double *secs, long *rss_kib, guint64 *entries)
+{
+    double t0;
+    int ret = daemon_start(b, dir, b->mnt, &t0);
+    if (ret < 0)
+        return ret;
+    g_autofree char *views = g_build_filename(b->mnt, "_views", NULL);
+    DIR *d = opendir(views);
+    if (!d) {
+        ret = -errno;
+    } else {
+        guint64 n = 0;
+        while (readdir(d))
+            n++;
+        *secs = now_s() - t0;
+        closedir(d);
+        *entries = n;
+        g_mutex_lock(&b->lock);
+        *rss_kib = vm_rss_kib(b->daemon);
+        g_mutex_unlock(&b->lock);
+    }
+    int e = daemon_stop(b);
+    return ret < 0 ? ret : e;
+}
+
+static void wl_mount(Bench *b)
+{
+    guint64 jobs = scaled(MOUNT_JOBS, b->scale, 1);
+    g_autofree char *tag = g_strdup_printf("%" G_GUINT64_FORMAT "x%d", jobs, MOUNT_MARKERS);
+    Result *rt = result_new(b, "mount", g_strdup_printf("mount %s warm, ls _views (s)", tag), "s",
+                            TARGET_VALUE_MAX, 1);
+    Result *rm = result_new(b, "mount", g_strdup_printf("mount %s catalog (B/marker)", tag),
+                            "bytes/marker", TARGET_VALUE_MAX, 1024);
+    Result *rc = result_new(b, "mount", g_strdup_printf("mount %s cold, ls _views (s)", tag), "s",
+                            TARGET_NONE, 0);
+    Result *all[] = {rt, rm, rc};
+    if (b->mounted_dir) {
+        for (int i = 0; i < 3; i++) {
+            all[i]->status = "n/a";
+            all[i]->note = g_strdup("(--mounted-dir: nothing to spawn)");
+            print_result(b, all[i]);
+        }
+        return;
+    }
+    g_autofree char *fixture = g_build_filename(b->scratch, "fixture", NULL);
+    g_autofree char *empty = g_build_filename(b->scratch, "empty", NULL);
+    const char *how = NULL;
+    g_printerr("ckpt-bench: mount: writing %" G_GUINT64_FORMAT " markers\n", jobs * MOUNT_MARKERS);
+    int ret = make_mount_fixture(b, fixture, jobs, &how);
+    if (ret == 0 && g_mkdir_with_parents(empty, 0755) < 0)
+        ret = -errno;
+    g_autofree char *jobs_dir = g_build_filename(fixture, "_jobs", NULL);
+    guint64 markers = ret == 0 ? count_named(jobs_dir, "COMPLETED") : 0;
+    g_autoptr(GArray) rss_empty = g_array_new(FALSE, FALSE, sizeof(double));
+    g_autoptr(GArray) rss_full = g_array_new(FALSE, FALSE, sizeof(double));
+    guint64 entries = 0;
+    for (int run = 0; run < b->runs && ret == 0; run++) {
+        double secs = 0;
+        long kib = 0;
+        guint64 n = 0;
+        g_printerr("ckpt-bench: mount run %d/%d\n", run + 1, b->runs);
+        if ((ret = mount_once(b, empty, &secs, &kib, &n)) < 0)
+            break;
+        double v = (double)kib * 1024;
+        g_array_append_val(rss_empty, v);
+        sync();
+        if ((ret = mount_once(b, fixture, &secs, &kib, &entries)) < 0)
+            break;
+        g_array_append_val(rt->mount, secs);
+        v = (double)kib * 1024;
+        g_array_append_val(rss_full, v);
+        if (b->can_drop) {
+            if ((ret = drop_caches()) < 0 || (ret = mount_once(b, fixture, &secs, &kib, &n)) < 0)
+                break;
+            g_array_append_val(rc->mount, secs);
+        }
+    }
+    if (ret == -ENOENT) {
+        for (int i = 0; i < 3; i++) {
+            all[i]->status = "n/a";
+            all[i]->note = g_strdup("(no views)");
+        }
+    } else if (ret < 0) {
+        for (int i = 0; i < 3; i++)
+            result_fail(b, all[i], "mount", ret);
+    } else {
+        double per = (median(rss_full) - median(rss_empty)) / (double)MAX(markers, 1);
+        g_array_append_val(rm->mount, per);
+        rt->note = g_strdup_printf("%" G_GUINT64_FORMAT
+                                   " markers by %s; _views lists %" G_GUINT64_FORMAT " entries",
+                                   markers, how, entries > 2 ? entries - 2 : 0);
+        if (!b->can_drop) {
+            rc->status = "skipped";
+            rc->note = g_strdup("(needs root for /proc/sys/vm/drop_caches)");
+        } else {
+            rc->note = g_strdup("information, no target");
+        }
+    }
+    rm_rf(fixture);
+    rm_rf(empty);
+    for (int i = 0; i < 3; i++)
+        print_result(b, all[i]);
+}
+
+/* ---- set-up, signals, main ---- */
+
+static gpointer signal_thread(gpointer p)
+{
+    Bench *b = p;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0)
+        return NULL;
+    g_printerr("ckpt-bench: %s: unmounting and cleaning up\n", g_strsignal(sig));
+    g_mutex_lock(&b->lock); /* held until _exit: no new daemon starts */
+    daemon_kill_locked(b);
+    if (b->scratch) {
+        rm_rf(b->scratch);
+    } else if (b->backing) {
+        g_autofree char *s = g_strdup_printf("%s/_state/%s", b->backing, b->job);
+        g_autofree char *v = g_strdup_printf("%s/_state/%s", b->backing, b->view_job);
+        g_autofree char *j = g_strdup_printf("%s/_jobs/%s", b->backing, b->view_job);
+        rm_rf(s);
+        rm_rf(v);
+        rm_rf(j);
+    }
+    _exit(128 + sig);
+}
+
+static int setup(Bench *b)
+{
+    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
+    b->exe_dir = exe ? g_path_get_dirname(exe) : g_strdup(".");
+    if (!b->ckptfs)
+        b->ckptfs = g_build_filename(b->exe_dir, "..", "fs", "ckptfs", NULL);
+
+    if (b->mounted_dir) {
+        if (!b->backing_opt) {
+            g_printerr("ckpt-bench: --mounted-dir needs --backing (the directory it mounts)\n");
+            return -EINVAL;
+        }
+        b->backing = g_canonicalize_filename(b->backing_opt, NULL);
+        b->mnt = g_canonicalize_filename(b->mounted_dir, NULL);
+        b->job = g_strdup_printf("ckpt-bench-%d", (int)getpid());
+    } else {
+        if (!g_file_test(b->ckptfs, G_FILE_TEST_IS_EXECUTABLE)) {
+            g_printerr("ckpt-bench: no ckptfs at %s (use --ckptfs PATH)\n", b->ckptfs);
+            return -ENOENT;
+        }
+        g_autofree char *tmpl =
+            g_build_filename(b->dir_opt ? b->dir_opt : "/var/tmp", "ckpt-bench-XXXXXX", NULL);
+        g_autofree char *abs = g_canonicalize_filename(tmpl, NULL);
+        if (!g_mkdtemp(abs)) {
+            int e = errno;
+            g_printerr("ckpt-bench: cannot create %s: %s\n", abs, g_strerror(e));
+            return -e;
+        }
+        b->scratch = g_steal_pointer(&abs);
+        b->backing = g_build_filename(b->scratch, "backing", NULL);
+        b->mnt = g_build_filename(b->scratch, "mnt", NULL);
+        if (mkdir(b->backing, 0755) < 0 || mkdir(b->mnt, 0755) < 0)
+            return -errno;
+        b->job = g_strdup("bench");
+    }
+    b->view_job = g_strdup_printf("%s-view", b->job);
+    g_autofree char *jobdir = g_strdup_printf("%s/_state/%s", b->backing, b->job);
+    if (g_mkdir_with_parents(jobdir, 0755) < 0) {
+        int e = errno;
+        g_printerr("ckpt-bench: cannot create %s: %s\n", jobdir, g_strerror(e));
+        return -e;
+    }
+    struct statfs sf;
+    b->fs_type = g_strdup(statfs(b->backing, &sf) == 0 ? fs_type_name((long)sf.f_type) : "?");
+
+    int fd = geteuid() == 0 ? open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC) : -1;
+    b->can_drop = fd >= 0;
+    if (fd >= 0)
+        close(fd);
+
+    b->data = g_malloc(4 * MiB);
+    g_autoptr(GRand) rand = g_rand_new_with_seed(1);
+    for (gsize i = 0; i < 4 * MiB / 4; i++)
+        ((guint32 *)b->data)[i] = g_rand_int(rand);
+    return 0;
+}
+
+static int parse_only(Bench *b)
+{
+    if (!b->only) {
+        for (gsize i = 0; i < G_N_ELEMENTS(workload_names); i++)
+            b->selected[i] = TRUE;
+        return 0;
+    }
+    g_auto(GStrv) names = g_strsplit(b->only, ",", -1);
+    for (char **n = names; *n; n++) {
+        gsize i = 0;
+        while (i < G_N_ELEMENTS(workload_names) && strcmp(g_strstrip(*n), workload_names[i]))
+            i++;
+        if (i == G_N_ELEMENTS(workload_names)) {
+            g_printerr("ckpt-bench: unknown workload '%s' in --only\n", *n);
+            return -EINVAL;
+        }
+        b->selected[i] = TRUE;
+    }
+    return 0;
+}
+
+static void teardown(Bench *b)
+{
+    g_mutex_lock(&b->lock);
+    daemon_kill_locked(b);
+    g_mutex_unlock(&b->lock);
+    if (b->scratch) {
+        rm_rf(b->scratch);
+    } else if (b->backing && b->job) {
+        g_autofree char *s = g_strdup_printf("%s/_state/%s", b->backing, b->job);
+        rm_rf(s);
+    }
+}
+
+static void bench_free(Bench *b)
+{
+    g_free(b->dir_opt);
+    g_free(b->ckptfs);
+    g_free(b->mount_opts);
+    g_free(b->only);
+    g_free(b->mounted_dir);
+    g_free(b->backing_opt);
+    g_free(b->exe_dir);
+    g_free(b->scratch);
+    g_free(b->backing);
+    g_free(b->mnt);
+    g_free(b->job);
+    g_free(b->view_job);
+    g_free(b->fs_type);
+    g_free(b->data);
+    g_ptr_array_unref(b->results);
+    g_ptr_array_unref(b->notes);
+    g_mutex_clear(&b->lock);
+}
+
+int main(int argc, char **argv)
+{
+    Bench b = {.scale = 1.0, .runs = 3};
+    g_mutex_init(&b.lock);
+    b.results = g_ptr_array_new_with_free_func(result_free);
+    b.notes = g_ptr_array_new_with_free_func(g_free);
+
+    GOptionEntry entries[] = {
+        {"dir", 0, 0, G_OPTION_ARG_FILENAME, &b.dir_opt,
+         "Scratch location: a new directory is made (and removed) in it (default /var/tmp)", "DIR"},
+        {"ckptfs", 0, 0, G_OPTION_ARG_FILENAME, &b.ckptfs,
+         "The daemon (default ../fs/ckptfs next to this binary)", "PATH"},
+        {"mount-opts", 0, 0, G_OPTION_ARG_STRING, &b.mount_opts,
+         "Passed to ckptfs as -o OPTS (e.g. policy=audit, no_policy)", "OPTS"},
+        {"only", 0, 0, G_OPTION_ARG_STRING, &b.only,
+         "Comma list of commit64k,commit4m,seqwrite,seqread,randread,meta,view,mount", "LIST"},
+        {"scale", 0, 0, G_OPTION_ARG_DOUBLE, &b.scale, "Multiplies sizes and counts (default 1)",
+         "F"},
+        {"runs", 0, 0, G_OPTION_ARG_INT, &b.runs, "Runs per side; the median is reported (3)", "N"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &b.json, "Print one JSON document", NULL},
+        {"mounted-dir", 0, 0, G_OPTION_ARG_FILENAME, &b.mounted_dir,
+         "Use this existing mount of --backing instead of spawning ckptfs", "MNT"},
+        {"backing", 0, 0, G_OPTION_ARG_FILENAME, &b.backing_opt,
+         "With --mounted-dir: the directory MNT mounts", "DIR"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) oc = g_option_context_new(
+        "- SPEC §6 workloads, native and through a ckptfs mount of the same directory");
+    g_option_context_add_main_entries(oc, entries, NULL);
+    g_autoptr(GError) error = NULL;
+    if (!g_option_context_parse(oc, &argc, &argv, &error) || argc != 1) {
+        g_printerr("ckpt-bench: %s\n", error ? error->message : "unexpected argument");
+        bench_free(&b);
+        return SETUP_ERROR;
+    }
+    if (b.runs < 1 || !(b.scale > 0) || parse_only(&b) < 0) {
+        if (b.runs < 1 || !(b.scale > 0))
+            g_printerr("ckpt-bench: --runs must be >= 1 and --scale > 0\n");
+        bench_free(&b);
+        return SETUP_ERROR;
+    }
+
+    /* Signals go to one thread that unmounts and cleans up, whatever the
+     * main thread is doing; children get an empty mask back (child_setup). */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    g_thread_unref(g_thread_new("signals", signal_thread, &b));
+
+    if (setup(&b) < 0) {
+        teardown(&b);
+        bench_free(&b);
+        return SETUP_ERROR;
+    }
+
+    if (!b.json) {
+        struct utsname u;
+        uname(&u);
+        printf("# ckpt-bench: backing %s (%s), mount %s\n", b.backing, b.fs_type, b.mnt);
+        printf("# daemon %s -o %s; kernel %s; scale %g; median of %d run%s per side\n",
+               b.mounted_dir ? "(existing mount)" : b.ckptfs,
+               b.mount_opts && *b.mount_opts ? b.mount_opts : "(defaults)", u.release, b.scale,
+               b.runs, b.runs == 1 ? "" : "s");
+        printf("%-36s %12s %12s %7s %7s %4s\n", "workload", "native", "mount", "ratio", "target",
+               "met");
+        fflush(stdout);
+    }
+    if (!b.can_drop)
+        note(&b, "not root or drop_caches not writable: cold read and cold mount skipped");
+    if (!strcmp(b.fs_type, "tmpfs"))
+        note(&b, "the backing directory is on tmpfs: figures do not reflect a disk");
+
+    if (b.selected[0])
+        wl_commit(&b, "commit64k", 64 * 1024);
+    if (b.selected[1])
+        wl_commit(&b, "commit4m", 4 * MiB);
+    if (b.selected[2])
+        wl_seqwrite(&b);
+    if (b.selected[3])
+        wl_seqread(&b);
+    if (b.selected[4])
+        wl_randread(&b);
+    if (b.selected[5])
+        wl_meta(&b);
+    if (b.selected[6])
+        wl_view(&b);
+    if (b.selected[7])
+        wl_mount(&b);
+
+    teardown(&b);
+    if (b.json)
+        print_json(&b);
+    int rc = b.failed ? SETUP_ERROR : 0;
+    bench_free(&b);
+    return rc;
+}
