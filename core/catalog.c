@@ -1,1 +1,1242 @@
+/* The job catalog of one checkpoint directory (see catalog.h).
+ *
+ * Everything is read relative to one descriptor of the directory, with
+ * AT_SYMLINK_NOFOLLOW / O_NOFOLLOW, so nothing here follows a symlink out of
+ * it.  A job snapshot is built off-lock and published by swapping a pointer
+ * in the table under c->lock; rebuilds (open, refresh, rescan) are
+ * serialised by c->scan_lock so two never interleave. */
 #include "catalog.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "classify.h"
+
+typedef struct {
+    guint64 n;
+    guint64 ino;
+    guint64 size;
+    gint64 mtime_ns;
+} MarkerStamp;
+
+typedef struct {
+    bool exists;
+    guint64 ino;
+    gint64 mtime_ns;
+} DirStamp;
+
+/* A snapshot: the public part first, so a CkJobInfo* is a JobPriv*. */
+typedef struct {
+    CkJobInfo pub;
+    GArray *stamps;    /* MarkerStamp, parallel to pub.checkpoints */
+    DirStamp own_root; /* _state/<J> */
+    bool uses_top;     /* some restore depends on the top-level layout (legacy) */
+} JobPriv;
+
+struct CkCatalog {
+    char *dir;
+    int dfd;
+    CkResolveOptions ropts;
+    char *views_name;
+    GMutex lock;         /* jobs, not_jobs, n_markers, top */
+    GMutex scan_lock;    /* one rebuild at a time */
+    GHashTable *jobs;    /* interned id -> JobPriv* (one reference) */
+    GPtrArray *not_jobs; /* char*: "_jobs/<name>", "_state/<name>" */
+    guint n_markers;
+    DirStamp top;
+    guint64 next_version;
+};
+
+static gint cmp_str(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static gint64 mtime_ns_of(const struct stat *sb)
+{
+    return (gint64)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
+}
+
+static DirStamp dir_stamp(int dfd, const char *path)
+{
+    struct stat sb;
+    DirStamp d = {0};
+    if (fstatat(dfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode)) {
+        d.exists = true;
+        d.ino = sb.st_ino;
+        d.mtime_ns = mtime_ns_of(&sb);
+    }
+    return d;
+}
+
+static bool dir_stamp_equal(DirStamp a, DirStamp b)
+{
+    return a.exists == b.exists && a.ino == b.ino && a.mtime_ns == b.mtime_ns;
+}
+
+/* ---- snapshots ---- */
+
+static void kv_free(gpointer p)
+{
+    CkMarkerKv *kv = p;
+    g_free(kv->key);
+    g_free(kv->value);
+    g_free(kv);
+}
+
+static void checkpoint_free(gpointer p)
+{
+    CkCheckpointInfo *cp = p;
+    ck_restore_free(cp->restore);
+    g_ptr_array_unref(cp->shared_with);
+    g_ptr_array_unref(cp->unknown);
+    g_free(cp);
+}
+
+static CkCheckpointInfo *checkpoint_copy(const CkCheckpointInfo *o)
+{
+    CkCheckpointInfo *cp = g_new0(CkCheckpointInfo, 1);
+    cp->n = o->n;
+    cp->restore = ck_restore_copy(o->restore);
+    cp->shared_with = g_ptr_array_copy(o->shared_with, NULL, NULL);
+    cp->unknown = g_ptr_array_new_full(o->unknown->len, kv_free);
+    for (guint i = 0; i < o->unknown->len; i++) {
+        const CkMarkerKv *kv = o->unknown->pdata[i];
+        CkMarkerKv *k = g_new(CkMarkerKv, 1);
+        k->key = g_strdup(kv->key);
+        k->value = g_strdup(kv->value);
+        g_ptr_array_add(cp->unknown, k);
+    }
+    return cp;
+}
+
+static void job_priv_clear(gpointer p)
+{
+    JobPriv *jp = p;
+    g_ptr_array_unref(jp->pub.checkpoints);
+    g_array_unref(jp->stamps);
+}
+
+static JobPriv *job_priv_new(const char *job)
+{
+    JobPriv *jp = g_atomic_rc_box_new0(JobPriv);
+    jp->pub.job = job;
+    jp->pub.checkpoints = g_ptr_array_new_with_free_func(checkpoint_free);
+    jp->stamps = g_array_new(FALSE, FALSE, sizeof(MarkerStamp));
+    jp->pub.layout = "none";
+    return jp;
+}
+
+CkJobInfo *ck_job_info_ref(CkJobInfo *j)
+{
+    return j ? g_atomic_rc_box_acquire(j) : NULL;
+}
+
+void ck_job_info_unref(CkJobInfo *j)
+{
+    if (j)
+        g_atomic_rc_box_release_full(j, job_priv_clear);
+}
+
+/* Derived fields: latest, layout, uses_top. */
+static void job_finish(JobPriv *jp)
+{
+    bool ns = false, legacy = false;
+    jp->pub.has_latest = false;
+    jp->uses_top = false;
+    for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
+        const CkCheckpointInfo *cp = jp->pub.checkpoints->pdata[i];
+        const CkRestore *r = cp->restore;
+        if (r->restorable) {
+            jp->pub.has_latest = true;
+            jp->pub.latest = cp->n;
+        }
+        if (r->cls == CK_MARKER_LEGACY)
+            jp->uses_top = true;
+        if (r->cls == CK_MARKER_MALFORMED)
+            continue;
+        if (r->legacy_location)
+            legacy = true;
+        else
+            ns = true;
+    }
+    jp->pub.layout = ns && legacy ? "mixed" : ns ? "namespaced" : legacy ? "legacy" : "none";
+}
+
+static gint cmp_stamp(gconstpointer a, gconstpointer b)
+{
+    const MarkerStamp *x = a, *y = b;
+    return x->n < y->n ? -1 : x->n > y->n;
+}
+
+/* The markers of _jobs/<job>: every canonical chk-<N> holding a COMPLETED
+ * entry (of any type: a non-regular one is reported malformed). */
+static GArray *marker_stamps(int dfd, const char *job, bool *has_dir)
+{
+    GArray *out = g_array_new(FALSE, FALSE, sizeof(MarkerStamp));
+    *has_dir = false;
+    int jfd = openat(dfd, "_jobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (jfd < 0)
+        return out;
+    int fd = openat(jfd, job, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(jfd);
+    if (fd < 0)
+        return out;
+    *has_dir = true;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return out;
+    }
+    char path[64];
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        guint64 n;
+        if (!ck_parse_checkpoint_name(de->d_name, strlen(de->d_name), &n))
+            continue;
+        if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
+            continue;
+        g_snprintf(path, sizeof path, "%s/COMPLETED", de->d_name);
+        struct stat sb;
+        if (fstatat(dirfd(d), path, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+            continue; /* a checkpoint in progress, or chk-<N> is not a directory */
+        MarkerStamp ms = {n, sb.st_ino, (guint64)sb.st_size, mtime_ns_of(&sb)};
+        g_array_append_val(out, ms);
+    }
+    closedir(d);
+    g_array_sort(out, cmp_stamp);
+    return out;
+}
+
+static CkCheckpointInfo *checkpoint_load(CkCatalog *c, const char *job, guint64 n,
+                                         CkRootCache *cache)
+{
+    char path[CK_JOB_ID_MAX + 64];
+    g_snprintf(path, sizeof path, "_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, n);
+    CkCheckpointInfo *cp = g_new0(CkCheckpointInfo, 1);
+    cp->n = n;
+    cp->shared_with = g_ptr_array_new();
+    CkMarker *m = NULL;
+    int rc = ck_marker_load(c->dfd, path, n, &m);
+    if (rc < 0) {
+        g_autoptr(CkMarker) empty = ck_marker_parse("", 0, n);
+        CkRestore *r = g_new0(CkRestore, 1);
+        r->job = job;
+        r->checkpoint = n;
+        r->cls = CK_MARKER_MALFORMED;
+        r->participants = g_array_new(FALSE, FALSE, sizeof(guint32));
+        r->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
+        r->reads = g_ptr_array_new_with_free_func(g_free);
+        r->marker = g_strdup(path);
+        r->error = g_strdup_printf("cannot read the marker: %s", g_strerror(-rc));
+        cp->restore = r;
+        cp->unknown = g_ptr_array_new_with_free_func(kv_free);
+        return cp;
+    }
+    cp->restore = ck_restore_of_marker_cached(c->dfd, job, n, m, &c->ropts, cache);
+    /* Keep the unknown keys, drop the rest of the parse. */
+    cp->unknown = g_steal_pointer(&m->unknown);
+    m->unknown = g_ptr_array_new();
+    ck_marker_free(m);
+    return cp;
+}
+
+/* Builds a snapshot of `job`.  Markers whose stamp equals old's are copied
+ * from old instead of re-parsed, unless `reeval` (their surroundings changed). */
+static JobPriv *job_build(CkCatalog *c, const char *job, const JobPriv *old, bool reeval,
+                          CkRootCache *cache)
+{
+    JobPriv *jp = job_priv_new(job);
+    g_array_unref(jp->stamps);
+    jp->stamps = marker_stamps(c->dfd, job, &jp->pub.has_markers_dir);
+    char own[CK_JOB_ID_MAX + 16];
+    g_snprintf(own, sizeof own, "_state/%s", job);
+    jp->own_root = dir_stamp(c->dfd, own);
+    jp->pub.has_own_root = jp->own_root.exists;
+    guint k = 0;
+    for (guint i = 0; i < jp->stamps->len; i++) {
+        const MarkerStamp *ms = &g_array_index(jp->stamps, MarkerStamp, i);
+        CkCheckpointInfo *cp = NULL;
+        if (old && !reeval) {
+            while (k < old->stamps->len && g_array_index(old->stamps, MarkerStamp, k).n < ms->n)
+                k++;
+            if (k < old->stamps->len) {
+                const MarkerStamp *os = &g_array_index(old->stamps, MarkerStamp, k);
+                if (memcmp(os, ms, sizeof *ms) == 0)
+                    cp = checkpoint_copy(old->pub.checkpoints->pdata[k]);
+            }
+        }
+        if (!cp)
+            cp = checkpoint_load(c, job, ms->n, cache);
+        g_ptr_array_add(jp->pub.checkpoints, cp);
+    }
+    job_finish(jp);
+    return jp;
+}
+
+static JobPriv *job_clone(const JobPriv *o)
+{
+    JobPriv *jp = job_priv_new(o->pub.job);
+    CkJobInfo keep = jp->pub;
+    jp->pub = o->pub;
+    jp->pub.checkpoints = keep.checkpoints;
+    for (guint i = 0; i < o->pub.checkpoints->len; i++)
+        g_ptr_array_add(jp->pub.checkpoints, checkpoint_copy(o->pub.checkpoints->pdata[i]));
+    g_array_append_vals(jp->stamps, o->stamps->data, o->stamps->len);
+    jp->own_root = o->own_root;
+    jp->uses_top = o->uses_top;
+    return jp;
+}
+
+static bool same_string_sets(const GPtrArray *a, const GPtrArray *b)
+{
+    if (a->len != b->len)
+        return false;
+    for (guint i = 0; i < a->len; i++)
+        if (a->pdata[i] != b->pdata[i]) /* interned, sorted */
+            return false;
+    return true;
+}
+
+/* shared_with for every checkpoint of every job in `jobs` (id -> JobPriv*,
+ * owned by the table).  Jobs in `fresh` (not yet published) are filled in
+ * place; a published job whose answer changes is replaced by a clone. */
+static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *changed)
+{
+    /* read location -> sorted unique interned job ids */
+    g_autoptr(GHashTable) by_loc =
+        g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
+    GHashTableIter it;
+    gpointer key, val;
+    g_hash_table_iter_init(&it, jobs);
+    while (g_hash_table_iter_next(&it, &key, &val)) {
+        const JobPriv *jp = val;
+        for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
+            const CkRestore *r = ((CkCheckpointInfo *)jp->pub.checkpoints->pdata[i])->restore;
+            if (!r->restorable)
+                continue;
+            for (guint k = 0; k < r->reads->len; k++) {
+                const char *loc = r->reads->pdata[k];
+                GPtrArray *js = g_hash_table_lookup(by_loc, loc);
+                if (!js) {
+                    js = g_ptr_array_new();
+                    g_hash_table_insert(by_loc, (gpointer)loc, js);
+                }
+                if (js->len == 0 || js->pdata[js->len - 1] != jp->pub.job)
+                    if (!g_ptr_array_find(js, jp->pub.job, NULL))
+                        g_ptr_array_add(js, (gpointer)jp->pub.job);
+            }
+        }
+    }
+    g_autoptr(GPtrArray) replace = g_ptr_array_new();
+    g_hash_table_iter_init(&it, jobs);
+    while (g_hash_table_iter_next(&it, &key, &val)) {
+        JobPriv *jp = val;
+        bool is_fresh = fresh && g_hash_table_contains(fresh, key);
+        GPtrArray *answers = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
+        bool differs = false;
+        for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
+            CkCheckpointInfo *cp = jp->pub.checkpoints->pdata[i];
+            GPtrArray *sw = g_ptr_array_new();
+            if (cp->restore->restorable) {
+                for (guint k = 0; k < cp->restore->reads->len; k++) {
+                    GPtrArray *js = g_hash_table_lookup(by_loc, cp->restore->reads->pdata[k]);
+                    for (guint x = 0; js && x < js->len; x++)
+                        if (js->pdata[x] != jp->pub.job &&
+                            !g_ptr_array_find(sw, js->pdata[x], NULL))
+                            g_ptr_array_add(sw, js->pdata[x]);
+                }
+            }
+            g_ptr_array_sort(sw, cmp_str);
+            if (!same_string_sets(sw, cp->shared_with))
+                differs = true;
+            g_ptr_array_add(answers, sw);
+        }
+        if (is_fresh) {
+            for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
+                CkCheckpointInfo *cp = jp->pub.checkpoints->pdata[i];
+                g_ptr_array_unref(cp->shared_with);
+                cp->shared_with = g_ptr_array_ref(answers->pdata[i]);
+            }
+        } else if (differs) {
+            JobPriv *cl = job_clone(jp);
+            for (guint i = 0; i < cl->pub.checkpoints->len; i++) {
+                CkCheckpointInfo *cp = cl->pub.checkpoints->pdata[i];
+                g_ptr_array_unref(cp->shared_with);
+                cp->shared_with = g_ptr_array_ref(answers->pdata[i]);
+            }
+            g_ptr_array_add(replace, cl);
+        }
+        g_ptr_array_unref(answers);
+    }
+    for (guint i = 0; i < replace->len; i++) {
+        JobPriv *cl = replace->pdata[i];
+        g_hash_table_replace(jobs, (gpointer)cl->pub.job, cl); /* unrefs the old one */
+        if (changed && !g_ptr_array_find(changed, cl->pub.job, NULL))
+            g_ptr_array_add(changed, (gpointer)cl->pub.job);
+    }
+}
+
+static GPtrArray *keys_array(GHashTable *t)
+{
+    GPtrArray *out = g_ptr_array_sized_new(g_hash_table_size(t));
+    GHashTableIter it;
+    gpointer k;
+    g_hash_table_iter_init(&it, t);
+    while (g_hash_table_iter_next(&it, &k, NULL))
+        g_ptr_array_add(out, k);
+    return out;
+}
+
+/* ---- scanning ---- */
+
+/* Names under _jobs and _state: valid job directories into `names` (a set of
+ * interned ids), the rest into not_jobs ("_jobs/<name>"). */
+static void list_names(int dfd, const char *sub, GHashTable *names, GPtrArray *not_jobs)
+{
+    int fd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *nm = de->d_name;
+        if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0)
+            continue;
+        bool isdir = de->d_type == DT_DIR;
+        if (de->d_type == DT_UNKNOWN) {
+            struct stat sb;
+            isdir = fstatat(dirfd(d), nm, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
+        }
+        if (isdir && ck_is_job_id(nm, strlen(nm)))
+            g_hash_table_add(names, (gpointer)g_intern_string(nm));
+        else
+            g_ptr_array_add(not_jobs, g_strconcat(sub, "/", nm, NULL));
+    }
+    closedir(d);
+}
+
+static GHashTable *table_copy(GHashTable *t)
+{
+    GHashTable *n = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
+                                          (GDestroyNotify)ck_job_info_unref);
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, t);
+    while (g_hash_table_iter_next(&it, &k, &v))
+        g_hash_table_insert(n, k, ck_job_info_ref(v));
+    return n;
+}
+
+/* Rebuilds: `only` (one interned id) or, when NULL, every job, re-listing
+ * _jobs and _state.  Publishes the result; returns the ids whose snapshot
+ * changed (added, removed, replaced). */
+static void rebuild(CkCatalog *c, const char *only, GPtrArray *changed)
+{
+    g_mutex_lock(&c->scan_lock);
+    g_mutex_lock(&c->lock);
+    GHashTable *cur = g_hash_table_ref(c->jobs);
+    DirStamp old_top = c->top;
+    g_mutex_unlock(&c->lock);
+
+    g_autoptr(GHashTable) next = table_copy(cur);
+    g_autoptr(GHashTable) fresh = g_hash_table_new(g_direct_hash, g_direct_equal);
+    g_autoptr(GHashTable) names = g_hash_table_new(g_direct_hash, g_direct_equal);
+    GPtrArray *not_jobs = NULL;
+    DirStamp top = dir_stamp(c->dfd, ".");
+    bool top_changed = !dir_stamp_equal(top, old_top);
+    if (only) {
+        char p[CK_JOB_ID_MAX + 16];
+        g_snprintf(p, sizeof p, "_jobs/%s", only);
+        bool a = dir_stamp(c->dfd, p).exists;
+        g_snprintf(p, sizeof p, "_state/%s", only);
+        bool b = dir_stamp(c->dfd, p).exists;
+        if (a || b)
+            g_hash_table_add(names, (gpointer)only);
+        else if (g_hash_table_remove(next, only) && changed)
+            g_ptr_array_add(changed, (gpointer)only);
+        top_changed = false;
+    } else {
+        not_jobs = g_ptr_array_new_with_free_func(g_free);
+        list_names(c->dfd, "_jobs", names, not_jobs);
+        list_names(c->dfd, "_state", names, not_jobs);
+        g_ptr_array_sort(not_jobs, cmp_str);
+        /* vanished jobs */
+        GHashTableIter it;
+        gpointer k, v;
+        g_hash_table_iter_init(&it, next);
+        while (g_hash_table_iter_next(&it, &k, &v))
+            if (!g_hash_table_contains(names, k)) {
+                if (changed)
+                    g_ptr_array_add(changed, k);
+                g_hash_table_iter_remove(&it);
+            }
+    }
+
+    g_autoptr(CkRootCache) cache = ck_root_cache_new();
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, names);
+    while (g_hash_table_iter_next(&it, &k, NULL)) {
+        const char *job = k;
+        const JobPriv *old = g_hash_table_lookup(next, job);
+        bool reeval = false;
+        if (old) {
+            bool hd;
+            g_autoptr(GArray) st = marker_stamps(c->dfd, job, &hd);
+            char own[CK_JOB_ID_MAX + 16];
+            g_snprintf(own, sizeof own, "_state/%s", job);
+            DirStamp os = dir_stamp(c->dfd, own);
+            reeval = !dir_stamp_equal(os, old->own_root) || (top_changed && old->uses_top);
+            bool same = !reeval && hd == old->pub.has_markers_dir && st->len == old->stamps->len &&
+                        (st->len == 0 ||
+                         memcmp(st->data, old->stamps->data, st->len * sizeof(MarkerStamp)) == 0);
+            if (same)
+                continue;
+        }
+        JobPriv *jp = job_build(c, job, old, reeval, cache);
+        jp->pub.version = ++c->next_version;
+        g_hash_table_replace(next, (gpointer)job, jp);
+        g_hash_table_add(fresh, (gpointer)job);
+        if (changed)
+            g_ptr_array_add(changed, (gpointer)job);
+    }
+    (void)v;
+    bool any = g_hash_table_size(fresh) > 0 || g_hash_table_size(next) != g_hash_table_size(cur);
+    if (any)
+        compute_shared(next, fresh, changed);
+    guint nm = 0;
+    g_hash_table_iter_init(&it, next);
+    while (g_hash_table_iter_next(&it, &k, &v))
+        nm += ((JobPriv *)v)->pub.checkpoints->len;
+
+    g_mutex_lock(&c->lock);
+    if (any) {
+        g_hash_table_unref(c->jobs);
+        c->jobs = g_hash_table_ref(next);
+    }
+    if (not_jobs) {
+        g_ptr_array_unref(c->not_jobs);
+        c->not_jobs = not_jobs;
+    }
+    if (!only)
+        c->top = top;
+    c->n_markers = nm;
+    g_mutex_unlock(&c->lock);
+    g_hash_table_unref(cur);
+    g_mutex_unlock(&c->scan_lock);
+}
+
+CkCatalog *ck_catalog_open(const char *dir, const CkCatalogOptions *opts, GError **error)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), "%s: %s", dir, g_strerror(e));
+        return NULL;
+    }
+    CkCatalog *c = g_new0(CkCatalog, 1);
+    c->dir = g_strdup(dir);
+    c->dfd = fd;
+    if (opts) {
+        c->ropts.legacy_backend = g_strdup(opts->resolve.legacy_backend);
+        if (opts->resolve.legacy_backends)
+            c->ropts.legacy_backends = g_hash_table_ref(opts->resolve.legacy_backends);
+        if (opts->resolve.external_roots)
+            c->ropts.external_roots = g_ptr_array_ref(opts->resolve.external_roots);
+    }
+    c->views_name = g_strdup(opts && opts->views_name ? opts->views_name : "_views");
+    g_mutex_init(&c->lock);
+    g_mutex_init(&c->scan_lock);
+    c->jobs = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
+                                    (GDestroyNotify)ck_job_info_unref);
+    c->not_jobs = g_ptr_array_new_with_free_func(g_free);
+    c->top.exists = false;
+    rebuild(c, NULL, NULL);
+    return c;
+}
+
+void ck_catalog_free(CkCatalog *c)
+{
+    if (!c)
+        return;
+    g_hash_table_unref(c->jobs);
+    g_ptr_array_unref(c->not_jobs);
+    g_free(c->ropts.legacy_backend);
+    if (c->ropts.legacy_backends)
+        g_hash_table_unref(c->ropts.legacy_backends);
+    if (c->ropts.external_roots)
+        g_ptr_array_unref(c->ropts.external_roots);
+    g_mutex_clear(&c->lock);
+    g_mutex_clear(&c->scan_lock);
+    close(c->dfd);
+    g_free(c->views_name);
+    g_free(c->dir);
+    g_free(c);
+}
+
+GPtrArray *ck_catalog_job_names(CkCatalog *c)
+{
+    g_mutex_lock(&c->lock);
+    GPtrArray *out = keys_array(c->jobs);
+    g_mutex_unlock(&c->lock);
+    g_ptr_array_sort(out, cmp_str);
+    return out;
+}
+
+CkJobInfo *ck_catalog_get_job(CkCatalog *c, const char *job)
+{
+    const char *ij = g_intern_string(job);
+    g_mutex_lock(&c->lock);
+    CkJobInfo *j = ck_job_info_ref(g_hash_table_lookup(c->jobs, ij));
+    g_mutex_unlock(&c->lock);
+    return j;
+}
+
+bool ck_catalog_refresh_job(CkCatalog *c, const char *job)
+{
+    if (!ck_is_job_id(job, strlen(job)))
+        return false;
+    const char *ij = g_intern_string(job);
+    g_autoptr(GPtrArray) changed = g_ptr_array_new();
+    rebuild(c, ij, changed);
+    return g_ptr_array_find(changed, ij, NULL);
+}
+
+void ck_catalog_rescan(CkCatalog *c, GPtrArray *changed_out)
+{
+    rebuild(c, NULL, changed_out);
+}
+
+guint ck_catalog_n_jobs(CkCatalog *c)
+{
+    g_mutex_lock(&c->lock);
+    guint n = g_hash_table_size(c->jobs);
+    g_mutex_unlock(&c->lock);
+    return n;
+}
+
+guint ck_catalog_n_markers(CkCatalog *c)
+{
+    g_mutex_lock(&c->lock);
+    guint n = c->n_markers;
+    g_mutex_unlock(&c->lock);
+    return n;
+}
+
+/* A consistent view of every job: the table itself (immutable once published). */
+static GHashTable *snapshot_table(CkCatalog *c)
+{
+    g_mutex_lock(&c->lock);
+    GHashTable *t = g_hash_table_ref(c->jobs);
+    g_mutex_unlock(&c->lock);
+    return t;
+}
+
+static GPtrArray *sorted_jobs(GHashTable *t)
+{
+    GPtrArray *keys = keys_array(t);
+    g_ptr_array_sort(keys, cmp_str);
+    GPtrArray *out = g_ptr_array_new_full(keys->len, NULL);
+    for (guint i = 0; i < keys->len; i++)
+        g_ptr_array_add(out, g_hash_table_lookup(t, keys->pdata[i]));
+    g_ptr_array_unref(keys);
+    return out;
+}
+
+/* ---- layers ---- */
+
+static void layer_free(gpointer p)
+{
+    CkLayer *l = p;
+    g_free(l->prefix);
+    g_free(l->backing);
+    g_free(l);
+}
+
+static CkLayer *layer_new(char *prefix, const char *backing, bool local, const char *source,
+                          const CkRestore *r)
+{
+    CkLayer *l = g_new0(CkLayer, 1);
+    l->prefix = prefix;
+    l->backing = g_strdup(backing);
+    l->local = local;
+    l->source = source;
+    l->has_generation = r ? r->has_generation : false;
+    l->generation = r ? r->generation : 0;
+    return l;
+}
+
+static bool under_own_root(const char *job, const char *path)
+{
+    size_t jl = strlen(job);
+    return g_str_has_prefix(path, "_state/") && strncmp(path + 7, job, jl) == 0 &&
+           (path[7 + jl] == '/' || path[7 + jl] == '\0');
+}
+
+static const char *source_of(const CkJobInfo *j, const CkRestore *r, const char *read)
+{
+    if (r->root_kind == CK_ROOT_EXTERNAL)
+        return "external";
+    return under_own_root(j->job, read) ? "own" : "legacy";
+}
+
+GPtrArray *ck_job_state_layers(const CkJobInfo *j)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func(layer_free);
+    if (j->has_own_root) {
+        g_autofree char *own = g_strconcat("_state/", j->job, NULL);
+        g_ptr_array_add(out, layer_new(g_strdup(""), own, true, "own", NULL));
+    }
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    /* Newest checkpoint first: where two disagree about one prefix, the newer wins. */
+    for (guint i = j->checkpoints->len; i-- > 0;) {
+        const CkCheckpointInfo *cp = j->checkpoints->pdata[i];
+        const CkRestore *r = cp->restore;
+        if (!r->restorable || r->root_kind == CK_ROOT_REMOTE || r->root_kind == CK_ROOT_NONE)
+            continue;
+        if (r->foreign_job)
+            continue; /* another job's root: never shown as this job's state */
+        for (guint k = 0; k < r->reads->len; k++) {
+            const char *rd = r->reads->pdata[k];
+            if (r->root_kind == CK_ROOT_LOCAL && under_own_root(j->job, rd))
+                continue; /* already the own layer */
+            guint32 s = g_array_index(r->subtasks, guint32, k);
+            char *prefix = r->has_generation ? g_strdup_printf("v%" G_GUINT64_FORMAT "/%u",
+                                                               (guint64)r->generation, s)
+                                             : g_strdup_printf("%u", s);
+            g_autofree char *key = g_strconcat(prefix, "\n", rd, NULL);
+            if (!g_hash_table_add(seen, g_steal_pointer(&key))) {
+                g_free(prefix);
+                continue;
+            }
+            g_ptr_array_add(
+                out, layer_new(prefix, rd, r->root_kind == CK_ROOT_LOCAL, source_of(j, r, rd), r));
+        }
+    }
+    return out;
+}
+
+GPtrArray *ck_job_checkpoint_layers(const CkJobInfo *j, const CkCheckpointInfo *cp)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func(layer_free);
+    const CkRestore *r = cp->restore;
+    if (!r->restorable || r->root_kind == CK_ROOT_REMOTE || r->root_kind == CK_ROOT_NONE)
+        return out;
+    for (guint k = 0; k < r->reads->len; k++) {
+        const char *rd = r->reads->pdata[k];
+        guint32 s = g_array_index(r->subtasks, guint32, k);
+        g_ptr_array_add(out, layer_new(g_strdup_printf("%u", s), rd, r->root_kind == CK_ROOT_LOCAL,
+                                       source_of(j, r, rd), r));
+    }
+    return out;
+}
+
+/* ---- restore text ---- */
+
+static void append_u32_list(GString *s, const GArray *a)
+{
+    for (guint i = 0; a && i < a->len; i++)
+        g_string_append_printf(s, "%s%u", i ? "," : "", g_array_index(a, guint32, i));
+}
+
+char *ck_job_restore_text(const CkJobInfo *j)
+{
+    GString *s = g_string_new(NULL);
+    for (guint i = 0; i < j->checkpoints->len; i++) {
+        const CkCheckpointInfo *cp = j->checkpoints->pdata[i];
+        const CkRestore *r = cp->restore;
+        if (i)
+            g_string_append_c(s, '\n');
+        g_string_append_printf(s, "checkpoint: %" G_GUINT64_FORMAT "\n", (guint64)cp->n);
+        g_string_append_printf(s, "class: %s\n", ck_marker_class_name(r->cls));
+        if (r->root)
+            g_string_append_printf(s, "root: %s (%s)\n", r->root[0] ? r->root : ".",
+                                   ck_root_kind_name(r->root_kind));
+        else
+            g_string_append(s, "root: -\n");
+        if (r->has_generation)
+            g_string_append_printf(s, "generation: %" G_GUINT64_FORMAT "%s\n",
+                                   (guint64)r->generation,
+                                   r->generation_guessed ? " (guessed)" : "");
+        else
+            g_string_append(s, "generation: -\n");
+        g_string_append(s, "participants: ");
+        append_u32_list(s, r->participants);
+        g_string_append_c(s, '\n');
+        g_string_append_printf(s, "marker: %s\n", r->marker);
+        g_string_append_printf(s, "restorable: %s\n", r->restorable ? "yes" : "no");
+        g_string_append(s, "reads:");
+        for (guint k = 0; k < r->reads->len; k++)
+            g_string_append_printf(s, "%s%s", k ? ", " : " ", (char *)r->reads->pdata[k]);
+        g_string_append_c(s, '\n');
+        if (r->legacy_location)
+            g_string_append_printf(s, "legacy_location: yes%s\n",
+                                   r->older_layout ? " (older layout)" : "");
+        if (r->foreign_job)
+            g_string_append_printf(s, "foreign_root: %s\n", r->foreign_job);
+        g_string_append(s, "shared_with:");
+        for (guint k = 0; k < cp->shared_with->len; k++)
+            g_string_append_printf(s, "%s%s", k ? ", " : " ", (char *)cp->shared_with->pdata[k]);
+        g_string_append_c(s, '\n');
+        for (guint k = 0; k < cp->unknown->len; k++) {
+            const CkMarkerKv *kv = cp->unknown->pdata[k];
+            g_autofree char *v = g_strescape(kv->value, NULL);
+            g_string_append_printf(s, "unknown: %s=%s\n", kv->key, v);
+        }
+        if (r->error) {
+            g_autofree char *e = g_strescape(r->error, NULL);
+            g_string_append_printf(s, "error: %s\n", e);
+        } else {
+            g_string_append(s, "error: -\n");
+        }
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* ---- sizes ---- */
+
+typedef struct {
+    guint64 dev, ino;
+} DevIno;
+
+static guint devino_hash(gconstpointer p)
+{
+    const DevIno *d = p;
+    return (guint)(d->ino * 2654435761u) ^ (guint)d->dev;
+}
+
+static gboolean devino_equal(gconstpointer a, gconstpointer b)
+{
+    const DevIno *x = a, *y = b;
+    return x->dev == y->dev && x->ino == y->ino;
+}
+
+typedef struct {
+    GHashTable *seen; /* DevIno: directories and multiply linked files already counted */
+    bool blocks;      /* du-like st_blocks*512, else st_size of regular files */
+    guint64 bytes;
+} SizeWalk;
+
+static bool first_time(SizeWalk *w, const struct stat *sb)
+{
+    DevIno k = {sb->st_dev, sb->st_ino};
+    if (g_hash_table_contains(w->seen, &k))
+        return false;
+    g_hash_table_add(w->seen, g_memdup2(&k, sizeof k));
+    return true;
+}
+
+static void walk_dir(SizeWalk *w, int fd, int depth);
+
+/* Counts entry `name` of directory pfd (not followed if a symlink). */
+static void walk_entry(SizeWalk *w, int pfd, const char *name, int depth)
+{
+    struct stat sb;
+    if (fstatat(pfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return;
+    if (S_ISDIR(sb.st_mode)) {
+        if (depth > 64 || !first_time(w, &sb))
+            return;
+        if (w->blocks)
+            w->bytes += (guint64)sb.st_blocks * 512;
+        int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0)
+            walk_dir(w, fd, depth + 1);
+        return;
+    }
+    if (sb.st_nlink > 1 && !first_time(w, &sb))
+        return;
+    if (w->blocks)
+        w->bytes += (guint64)sb.st_blocks * 512;
+    else if (S_ISREG(sb.st_mode))
+        w->bytes += (guint64)sb.st_size;
+}
+
+static void walk_dir(SizeWalk *w, int fd, int depth)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        walk_entry(w, dirfd(d), de->d_name, depth);
+    }
+    closedir(d);
+}
+
+/* A local path relative to dfd, every component checked not to be a symlink. */
+static void walk_local(SizeWalk *w, int dfd, const char *path)
+{
+    g_autofree char *dir = g_path_get_dirname(path);
+    g_autofree char *base = g_path_get_basename(path);
+    int fd = dup(dfd);
+    if (strcmp(dir, ".") != 0) {
+        g_auto(GStrv) parts = g_strsplit(dir, "/", -1);
+        for (char **p = parts; *p && fd >= 0; p++) {
+            int n = openat(fd, *p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            close(fd);
+            fd = n;
+        }
+    }
+    if (fd < 0)
+        return;
+    walk_entry(w, fd, base, 0);
+    close(fd);
+}
+
+static void walk_external(SizeWalk *w, const char *abs)
+{
+    int fd = open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && first_time(w, &sb))
+        walk_dir(w, fd, 1);
+    else
+        close(fd);
+}
+
+static SizeWalk size_walk_new(bool blocks)
+{
+    SizeWalk w = {g_hash_table_new_full(devino_hash, devino_equal, g_free, NULL), blocks, 0};
+    return w;
+}
+
+guint64 ck_catalog_job_bytes(CkCatalog *c, const CkJobInfo *j)
+{
+    SizeWalk w = size_walk_new(false);
+    g_autoptr(GHashTable) done = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint i = 0; i < j->checkpoints->len; i++) {
+        const CkRestore *r = ((CkCheckpointInfo *)j->checkpoints->pdata[i])->restore;
+        if (!r->restorable)
+            continue;
+        for (guint k = 0; k < r->reads->len; k++) {
+            const char *rd = r->reads->pdata[k];
+            if (!g_hash_table_add(done, (gpointer)rd))
+                continue;
+            if (r->root_kind == CK_ROOT_LOCAL)
+                walk_local(&w, c->dfd, rd);
+            else if (r->root_kind == CK_ROOT_EXTERNAL)
+                walk_external(&w, rd);
+        }
+    }
+    g_hash_table_unref(w.seen);
+    return w.bytes;
+}
+
+/* ---- hazards ---- */
+
+static void hazard_free(gpointer p)
+{
+    CkHazard *h = p;
+    g_ptr_array_unref(h->jobs);
+    g_free(h->path);
+    g_free(h->detail);
+    g_free(h);
+}
+
+static CkHazard *hazard_add(GPtrArray *out, const char *kind, char *path, char *detail)
+{
+    CkHazard *h = g_new0(CkHazard, 1);
+    h->kind = kind;
+    h->jobs = g_ptr_array_new();
+    h->path = path;
+    h->detail = detail;
+    h->collision = strcmp(kind, "shared-location") == 0 || strcmp(kind, "foreign-root") == 0;
+    g_ptr_array_add(out, h);
+    return h;
+}
+
+static int kind_rank(const char *k)
+{
+    static const char *order[] = {"shared-location", "foreign-root", "malformed",
+                                  "cut-short",       "orphan-root",  "not-a-job"};
+    for (int i = 0; i < 6; i++)
+        if (strcmp(order[i], k) == 0)
+            return i;
+    return 6;
+}
+
+static gint cmp_hazard(gconstpointer a, gconstpointer b)
+{
+    const CkHazard *x = *(CkHazard *const *)a, *y = *(CkHazard *const *)b;
+    int d = kind_rank(x->kind) - kind_rank(y->kind);
+    if (d)
+        return d;
+    return strcmp(x->path, y->path);
+}
+
+GPtrArray *ck_catalog_hazards(CkCatalog *c)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func(hazard_free);
+    g_autoptr(GHashTable) t = snapshot_table(c);
+    g_mutex_lock(&c->lock);
+    g_autoptr(GPtrArray) not_jobs = g_ptr_array_ref(c->not_jobs);
+    g_mutex_unlock(&c->lock);
+    g_autoptr(GPtrArray) jobs = sorted_jobs(t);
+
+    /* shared-location: every location that restorable markers of two or more jobs read. */
+    g_autoptr(GHashTable) by_loc =
+        g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
+    g_autoptr(GPtrArray) locs = g_ptr_array_new();
+    for (guint i = 0; i < jobs->len; i++) {
+        const CkJobInfo *j = jobs->pdata[i];
+        for (guint k = 0; k < j->checkpoints->len; k++) {
+            const CkCheckpointInfo *cp = j->checkpoints->pdata[k];
+            const CkRestore *r = cp->restore;
+            if (!r->restorable || cp->shared_with->len == 0)
+                continue;
+            for (guint x = 0; x < r->reads->len; x++) {
+                const char *loc = r->reads->pdata[x];
+                GPtrArray *js = g_hash_table_lookup(by_loc, loc);
+                if (!js) {
+                    js = g_ptr_array_new_with_free_func(g_free);
+                    g_hash_table_insert(by_loc, (gpointer)loc, js);
+                    g_ptr_array_add(locs, (gpointer)loc);
+                }
+                g_autofree char *who =
+                    g_strdup_printf("%s:%" G_GUINT64_FORMAT, j->job, (guint64)cp->n);
+                g_ptr_array_add(js, g_strdup(who));
+            }
+        }
+    }
+    for (guint i = 0; i < locs->len; i++) {
+        GPtrArray *who = g_hash_table_lookup(by_loc, locs->pdata[i]);
+        g_autoptr(GPtrArray) names = g_ptr_array_new();
+        for (guint k = 0; k < who->len; k++) {
+            g_autofree char *jn =
+                g_strndup(who->pdata[k], strrchr(who->pdata[k], ':') - (char *)who->pdata[k]);
+            const char *ij = g_intern_string(jn);
+            if (!g_ptr_array_find(names, ij, NULL))
+                g_ptr_array_add(names, (gpointer)ij);
+        }
+        if (names->len < 2)
+            continue;
+        g_ptr_array_sort(names, cmp_str);
+        g_autoptr(GString) d = g_string_new("read by the restores of ");
+        for (guint k = 0; k < who->len; k++) {
+            if (k == 8) {
+                g_string_append_printf(d, " and %u more", who->len - 8);
+                break;
+            }
+            g_string_append_printf(d, "%s%s", k ? ", " : "", (char *)who->pdata[k]);
+        }
+        g_string_append(d, " (job:checkpoint)");
+        CkHazard *h = hazard_add(out, "shared-location", g_strdup(locs->pdata[i]),
+                                 g_string_free(g_steal_pointer(&d), FALSE));
+        for (guint k = 0; k < names->len; k++)
+            g_ptr_array_add(h->jobs, names->pdata[k]);
+    }
+
+    for (guint i = 0; i < jobs->len; i++) {
+        const CkJobInfo *j = jobs->pdata[i];
+        for (guint k = 0; k < j->checkpoints->len; k++) {
+            const CkCheckpointInfo *cp = j->checkpoints->pdata[k];
+            const CkRestore *r = cp->restore;
+            if (r->foreign_job) {
+                CkHazard *h = hazard_add(
+                    out, "foreign-root", g_strdup(r->marker),
+                    g_strdup_printf("state=%s names job %s's root: checkpoint %" G_GUINT64_FORMAT
+                                    " of %s restores another job's state",
+                                    r->state ? r->state : r->root, r->foreign_job, (guint64)cp->n,
+                                    j->job));
+                g_ptr_array_add(h->jobs, (gpointer)j->job);
+                g_ptr_array_add(h->jobs, (gpointer)r->foreign_job);
+            }
+            if (r->cls == CK_MARKER_MALFORMED) {
+                CkHazard *h = hazard_add(out, "malformed", g_strdup(r->marker),
+                                         g_strdup(r->error ? r->error : "malformed"));
+                g_ptr_array_add(h->jobs, (gpointer)j->job);
+            } else if (r->cls == CK_MARKER_CUT_SHORT) {
+                CkHazard *h = hazard_add(
+                    out, "cut-short", g_strdup(r->marker),
+                    r->restorable
+                        ? g_strdup_printf("no participants= and no state=: restores every "
+                                          "subtask found under %s/v%" G_GUINT64_FORMAT,
+                                          r->root, (guint64)r->generation)
+                        : g_strdup_printf("no participants= and no state=: not restorable "
+                                          "(%s)",
+                                          r->error ? r->error : "?"));
+                g_ptr_array_add(h->jobs, (gpointer)j->job);
+            }
+        }
+        if (j->has_own_root && j->checkpoints->len == 0) {
+            CkHazard *h = hazard_add(out, "orphan-root", g_strconcat("_state/", j->job, NULL),
+                                     g_strdup_printf("_state/%s has no markers in _jobs/%s "
+                                                     "(informational)",
+                                                     j->job, j->job));
+            g_ptr_array_add(h->jobs, (gpointer)j->job);
+        }
+    }
+    for (guint i = 0; i < not_jobs->len; i++) {
+        const char *p = not_jobs->pdata[i];
+        const char *nm = strchr(p, '/') + 1;
+        const char *why = ck_is_job_id(nm, strlen(nm)) ? "not a directory" : "not a job id";
+        g_autofree char *shown = g_strescape(nm, NULL);
+        hazard_add(out, "not-a-job", g_strdup(p),
+                   g_strdup_printf("\"%s\" is %s: passed through, never a view", shown, why));
+    }
+    g_ptr_array_sort(out, cmp_hazard);
+    return out;
+}
+
+/* ---- unused ---- */
+
+static void unused_free(gpointer p)
+{
+    CkUnused *u = p;
+    g_free(u->path);
+    g_free(u);
+}
+
+static gint cmp_unused(gconstpointer a, gconstpointer b)
+{
+    const CkUnused *x = *(CkUnused *const *)a, *y = *(CkUnused *const *)b;
+    return strcmp(x->path, y->path);
+}
+
+static guint64 du_local(SizeWalk *w, int dfd, const char *path)
+{
+    guint64 before = w->bytes;
+    walk_local(w, dfd, path);
+    return w->bytes - before;
+}
+
+/* True when some restorable local read is `path` or below it. */
+static bool read_below(GPtrArray *reads, const char *path)
+{
+    size_t l = strlen(path);
+    for (guint i = 0; i < reads->len; i++) {
+        const char *r = reads->pdata[i];
+        if (strncmp(r, path, l) == 0 && (r[l] == '\0' || r[l] == '/'))
+            return true;
+    }
+    return false;
+}
+
+GPtrArray *ck_catalog_unused(CkCatalog *c)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func(unused_free);
+    g_autoptr(GHashTable) t = snapshot_table(c);
+    g_autoptr(GPtrArray) jobs = sorted_jobs(t);
+    g_autoptr(GHashTable) used_top = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) state_reads =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_ptr_array_unref);
+    for (guint i = 0; i < jobs->len; i++) {
+        const CkJobInfo *j = jobs->pdata[i];
+        for (guint k = 0; k < j->checkpoints->len; k++) {
+            const CkRestore *r = ((CkCheckpointInfo *)j->checkpoints->pdata[k])->restore;
+            if (!r->restorable || r->root_kind != CK_ROOT_LOCAL)
+                continue;
+            for (guint x = 0; x < r->reads->len; x++) {
+                const char *rd = r->reads->pdata[x];
+                const char *sl = strchr(rd, '/');
+                g_autofree char *first = sl ? g_strndup(rd, (gsize)(sl - rd)) : g_strdup(rd);
+                g_hash_table_add(used_top, (gpointer)g_intern_string(first));
+                if (g_str_has_prefix(rd, "_state/")) {
+                    const char *js = rd + 7, *e = strchr(js, '/');
+                    g_autofree char *jn = e ? g_strndup(js, (gsize)(e - js)) : g_strdup(js);
+                    GPtrArray *a = g_hash_table_lookup(state_reads, jn);
+                    if (!a) {
+                        a = g_ptr_array_new();
+                        g_hash_table_insert(state_reads, g_strdup(jn), a);
+                    }
+                    g_ptr_array_add(a, (gpointer)rd);
+                }
+            }
+        }
+    }
+    SizeWalk w = size_walk_new(true);
+    /* Legacy top level: v<G> and bare subtask directories nothing reads. */
+    /* A description of its own: readdir must not share c->dfd's offset. */
+    int fd = openat(c->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            size_t l = strlen(de->d_name);
+            guint64 g;
+            guint32 s;
+            if (!ck_parse_generation_name(de->d_name, l, &g) &&
+                !ck_parse_subtask_name(de->d_name, l, &s))
+                continue;
+            struct stat sb;
+            if (fstatat(c->dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode))
+                continue;
+            if (g_hash_table_contains(used_top, g_intern_string(de->d_name)))
+                continue;
+            CkUnused *u = g_new0(CkUnused, 1);
+            u->path = g_strdup(de->d_name);
+            u->reason = "legacy-unread";
+            u->bytes = du_local(&w, c->dfd, u->path);
+            g_ptr_array_add(out, u);
+        }
+        closedir(d);
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    /* _state/<J>/v<G> older than every restorable marker of J reading its own root. */
+    for (guint i = 0; i < jobs->len; i++) {
+        const CkJobInfo *j = jobs->pdata[i];
+        if (!j->has_own_root)
+            continue;
+        g_autofree char *own = g_strconcat("_state/", j->job, NULL);
+        bool have = false;
+        guint64 min = 0;
+        for (guint k = 0; k < j->checkpoints->len; k++) {
+            const CkRestore *r = ((CkCheckpointInfo *)j->checkpoints->pdata[k])->restore;
+            if (!r->restorable || r->root_kind != CK_ROOT_LOCAL || !r->has_generation || !r->root ||
+                strcmp(r->root, own) != 0)
+                continue;
+            if (!have || r->generation < min)
+                min = r->generation;
+            have = true;
+        }
+        if (!have)
+            continue;
+        int sfd = openat(c->dfd, own, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sfd < 0)
+            continue;
+        DIR *sd = fdopendir(sfd);
+        if (!sd) {
+            close(sfd);
+            continue;
+        }
+        GPtrArray *reads = g_hash_table_lookup(state_reads, j->job);
+        struct dirent *de;
+        while ((de = readdir(sd)) != NULL) {
+            guint64 g;
+            if (!ck_parse_generation_name(de->d_name, strlen(de->d_name), &g) || g >= min)
+                continue;
+            struct stat sb;
+            if (fstatat(dirfd(sd), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+                !S_ISDIR(sb.st_mode))
+                continue;
+            g_autofree char *p = g_strconcat(own, "/", de->d_name, NULL);
+            if (reads && read_below(reads, p))
+                continue; /* another job's (foreign) marker still reads it */
+            CkUnused *u = g_new0(CkUnused, 1);
+            u->path = g_steal_pointer(&p);
+            u->reason = "superseded-generation";
+            u->bytes = du_local(&w, c->dfd, u->path);
+            g_ptr_array_add(out, u);
+        }
+        closedir(sd);
+    }
+    g_hash_table_unref(w.seen);
+    g_ptr_array_sort(out, cmp_unused);
+    return out;
+}

@@ -10,6 +10,12 @@
  * one with ck_catalog_get_job and may keep it as long as they like; a refresh
  * swaps in a new snapshot under the catalog's lock.  All calls thread-safe.
  *
+ * Freshness: rescan re-evaluates a job (re-parsing its markers) when a
+ * marker's (ino, size, mtime) changed, when _state/<J> changed (ino, mtime),
+ * or, for jobs with legacy markers, when the top level changed (mtime); a
+ * change deeper down (a subtask dir added under _state/<J>/v<G>) is seen at
+ * the job's next marker change or refresh.
+ *
  * Budget (SPEC §6): 10,000 jobs x 10 markers open in well under 1 s and take
  * at most 1 KiB per marker. */
 #pragma once
@@ -21,22 +27,22 @@
 
 typedef struct {
     uint64_t n;
-    CkRestore *restore; /* class, root, generation, participants, reads, error */
+    CkRestore *restore;     /* class, root, generation, participants, reads, error */
     GPtrArray *shared_with; /* interned job ids whose restores read a location this one reads */
     GPtrArray *unknown;     /* CkMarkerKv*: unknown keys, kept and shown */
 } CkCheckpointInfo;
 
 typedef struct {
-    const char *job;       /* interned */
+    const char *job;        /* interned */
     GPtrArray *checkpoints; /* CkCheckpointInfo*, ascending n */
     bool has_latest;
-    uint64_t latest;        /* highest restorable n */
-    bool has_markers_dir;   /* _jobs/<J> exists */
-    bool has_own_root;      /* _state/<J> exists */
-    const char *layout;     /* "namespaced", "legacy", "mixed" (or "none") */
-    guint64 bytes;          /* bytes of state its restorable markers read (computed lazily by
-                               ck_catalog_job_bytes, 0 here) */
-    guint64 version;        /* bumps each time this job's snapshot is replaced */
+    uint64_t latest;      /* highest restorable n */
+    bool has_markers_dir; /* _jobs/<J> exists */
+    bool has_own_root;    /* _state/<J> exists */
+    const char *layout;   /* "namespaced", "legacy", "mixed" (or "none") */
+    guint64 bytes;        /* bytes of state its restorable markers read (computed lazily by
+                             ck_catalog_job_bytes, 0 here) */
+    guint64 version;      /* bumps each time this job's snapshot is replaced */
 } CkJobInfo;
 
 /* One mapped subtree of a job's resolved state tree (_views/<J>/state):
@@ -47,8 +53,8 @@ typedef struct {
 typedef struct {
     char *prefix;
     char *backing;
-    bool local;             /* backing is relative to the checkpoint dir */
-    const char *source;     /* "own", "legacy", "external" */
+    bool local;         /* backing is relative to the checkpoint dir */
+    const char *source; /* "own", "legacy", "external" */
     bool has_generation;
     uint64_t generation;
 } CkLayer;
@@ -72,15 +78,38 @@ CkJobInfo *ck_job_info_ref(CkJobInfo *j);
 void ck_job_info_unref(CkJobInfo *j);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkJobInfo, ck_job_info_unref)
 
-/* The layers of _views/<J>/state (a new array of CkLayer*, freed with it). */
+/* The layers of _views/<J>/state (a new array of CkLayer*, freed with it):
+ *  - the own root "_state/<J>" at prefix "" (only when it exists), then
+ *  - for each restorable checkpoint of J, newest first, each read that is not
+ *    inside the own root: prefix "v<G>/<S>" (the older layout too; "<S>" when
+ *    an older-layout marker has no generation at all), source "legacy" for
+ *    local reads and "external" for external roots.  Remote roots are never
+ *    layers; nor is a foreign root (_state/<other>): another job's state is
+ *    never shown as J's (checkpoints/<N> still shows what that restore reads).
+ *  A legacy generation no marker of J references is never a layer. */
 GPtrArray *ck_job_state_layers(const CkJobInfo *j);
-/* The layers of _views/<J>/checkpoints/<N>: prefix "<S>" -> each read. */
+/* The layers of _views/<J>/checkpoints/<N>: prefix "<S>" -> each read
+ * (empty for a checkpoint that is not restorable, or whose root is remote). */
 GPtrArray *ck_job_checkpoint_layers(const CkJobInfo *j, const CkCheckpointInfo *cp);
-/* The text of _views/<J>/restore. */
+/* The text of _views/<J>/restore (g_free): one block per checkpoint,
+ * ascending, blocks separated by one blank line, each line "key: value":
+ *   checkpoint: 3
+ *   class: namespaced|legacy|cut-short|malformed
+ *   root: _state/j1 (local)          ("." for the dir itself, "-" for none)
+ *   generation: 2 (guessed)          ("-" when unknown)
+ *   participants: 0,1
+ *   marker: _jobs/j1/chk-3/COMPLETED
+ *   restorable: yes|no
+ *   reads: _state/j1/v2/0, _state/j1/v2/1
+ *   legacy_location: yes (older layout)   (only for legacy locations)
+ *   foreign_root: <job>                   (only when the root is another job's)
+ *   shared_with: a, b                     (empty when none)
+ *   unknown: key=value                    (one line per unknown key, C-escaped)
+ *   error: <reason, C-escaped>            ("-" when none) */
 char *ck_job_restore_text(const CkJobInfo *j);
 
 /* Bytes of state (regular files, st_size) under the locations j's restorable
- * markers read, each file counted once. */
+ * markers read, each file counted once (hard links too).  Remote roots count 0. */
 guint64 ck_catalog_job_bytes(CkCatalog *c, const CkJobInfo *j);
 
 /* Re-reads _jobs/<J> (and _state/<J>).  Returns true when the snapshot changed. */
@@ -93,22 +122,31 @@ guint ck_catalog_n_jobs(CkCatalog *c);
 guint ck_catalog_n_markers(CkCatalog *c);
 
 typedef struct {
-    const char *kind;   /* "shared-location", "foreign-root", "malformed", "cut-short",
-                           "orphan-root", "not-a-job" */
-    GPtrArray *jobs;    /* char* */
-    char *path;         /* relative to the dir */
+    const char *kind; /* "shared-location", "foreign-root", "malformed", "cut-short",
+                         "orphan-root", "not-a-job" */
+    GPtrArray *jobs;  /* char* */
+    char *path;       /* relative to the dir */
     char *detail;
-    bool collision;     /* shared-location, foreign-root */
+    bool collision; /* shared-location, foreign-root */
 } CkHazard;
 
-/* A new array of CkHazard* (freed with it), in a stable order. */
+/* A new array of CkHazard* (freed with it), sorted by kind (in the order
+ * above) then path.  path: the shared location (shared-location), the marker
+ * (foreign-root, malformed, cut-short; an unreadable marker is malformed),
+ * "_state/<J>" (orphan-root), "_jobs/<name>" or "_state/<name>" (not-a-job).
+ * jobs: sorted ids; for foreign-root [J, the other job]; empty for not-a-job. */
 GPtrArray *ck_catalog_hazards(CkCatalog *c);
 
 typedef struct {
     char *path;         /* relative to the dir: "v1", "3", "_state/j1/v2" */
     const char *reason; /* "legacy-unread", "superseded-generation" */
-    guint64 bytes;
+    guint64 bytes;      /* du-like: st_blocks * 512 of everything below, each inode once */
 } CkUnused;
 
-/* A new array of CkUnused* (freed with it).  Deletes nothing. */
+/* A new array of CkUnused* (freed with it), sorted by path.  Deletes nothing.
+ *  - "legacy-unread": a top-level v<G> or bare <S> directory that no
+ *    restorable marker of any job reads;
+ *  - "superseded-generation": _state/<J>/v<G> with G below the generation of
+ *    every restorable marker of J whose root is _state/<J> (J needs at least
+ *    one), and that no restorable marker of any job reads. */
 GPtrArray *ck_catalog_unused(CkCatalog *c);

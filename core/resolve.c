@@ -1,1 +1,962 @@
+/* Restore resolution: SPEC §1's marker classes and SPEC §2's table.
+ *
+ * Local roots are looked at through the checkpoint directory's descriptor
+ * only, component by component with AT_SYMLINK_NOFOLLOW, so a symlink in a
+ * root is reported, never followed out of the directory.  External roots
+ * (allowed by external_root) are opened by their absolute path; remote ones
+ * are never touched. */
 #include "resolve.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "classify.h"
+#include "stateroot.h"
+
+const char *ck_root_kind_name(CkRootKind k)
+{
+    switch (k) {
+    case CK_ROOT_NONE:
+        return "none";
+    case CK_ROOT_LOCAL:
+        return "local";
+    case CK_ROOT_EXTERNAL:
+        return "external";
+    case CK_ROOT_REMOTE:
+        return "remote";
+    }
+    return "none";
+}
+
+const char *ck_resolve_status_name(CkResolveStatus s)
+{
+    switch (s) {
+    case CK_RESOLVE_OK:
+        return "ok";
+    case CK_RESOLVE_REFUSED:
+        return "refused";
+    case CK_RESOLVE_AS_GIVEN:
+        return "as-given";
+    }
+    return "as-given";
+}
+
+/* ---- paths ---- */
+
+static char *normalize(const char *p, bool absolute)
+{
+    g_auto(GStrv) parts = g_strsplit(p, "/", -1);
+    g_autoptr(GPtrArray) out = g_ptr_array_new();
+    for (char **c = parts; *c; c++) {
+        if (**c == '\0' || strcmp(*c, ".") == 0)
+            continue;
+        if (strcmp(*c, "..") == 0) {
+            if (out->len > 0)
+                g_ptr_array_remove_index(out, out->len - 1);
+            else if (!absolute)
+                return NULL;
+            continue;
+        }
+        g_ptr_array_add(out, *c);
+    }
+    g_ptr_array_add(out, NULL);
+    g_autofree char *joined = g_strjoinv("/", (char **)out->pdata);
+    return absolute ? g_strconcat("/", joined, NULL) : g_steal_pointer(&joined);
+}
+
+char *ck_path_normalize_rel(const char *p)
+{
+    if (p[0] == '/')
+        return NULL;
+    return normalize(p, false);
+}
+
+char *ck_path_normalize_abs(const char *p)
+{
+    return normalize(p, true);
+}
+
+bool ck_path_is_under(const char *path, const char *prefix)
+{
+    g_autofree char *np = ck_path_normalize_abs(path);
+    g_autofree char *nx = ck_path_normalize_abs(prefix);
+    size_t lx = strlen(nx);
+    if (strcmp(nx, "/") == 0)
+        return true;
+    return strncmp(np, nx, lx) == 0 && (np[lx] == '\0' || np[lx] == '/');
+}
+
+static char *path_join(const char *root, const char *rest)
+{
+    if (root[0] == '\0')
+        return g_strdup(rest);
+    size_t l = strlen(root);
+    return g_strconcat(root, root[l - 1] == '/' ? "" : "/", rest, NULL);
+}
+
+/* "v<G>/<S>" into a URI's location, before any ?query. */
+static char *uri_join(const char *uri, const char *rest)
+{
+    const char *q = strchr(uri, '?');
+    if (!q)
+        return path_join(uri, rest);
+    g_autofree char *loc = g_strndup(uri, (gsize)(q - uri));
+    g_autofree char *j = path_join(loc, rest);
+    return g_strconcat(j, q, NULL);
+}
+
+/* ---- the look-up memo ---- */
+
+typedef enum {
+    ST_DIR,
+    ST_MISSING,
+    ST_SYMLINK, /* a component is a symlink: not followed */
+    ST_NOT_DIR,
+    ST_ERROR,
+} DirStatus;
+
+typedef struct {
+    DirStatus st;
+    int err;
+    char *bad;    /* the offending component path, for messages */
+    bool scanned; /* gens/subtasks below are valid */
+    bool has_gen;
+    uint64_t max_gen;
+    GArray *subtasks; /* guint32 sorted: canonical subtask dirs */
+} RootInfo;
+
+struct CkRootCache {
+    GHashTable *roots; /* "L:<rel>" / "E:<abs>" -> RootInfo* */
+};
+
+static void root_info_free(gpointer p)
+{
+    RootInfo *ri = p;
+    g_free(ri->bad);
+    if (ri->subtasks)
+        g_array_unref(ri->subtasks);
+    g_free(ri);
+}
+
+CkRootCache *ck_root_cache_new(void)
+{
+    CkRootCache *c = g_new0(CkRootCache, 1);
+    c->roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, root_info_free);
+    return c;
+}
+
+void ck_root_cache_free(CkRootCache *c)
+{
+    if (!c)
+        return;
+    g_hash_table_unref(c->roots);
+    g_free(c);
+}
+
+/* Opens a directory: local paths (relative to dirfd) component by component
+ * without following symlinks; external (absolute) paths directly.  Returns
+ * an O_PATH-free readable descriptor or -1 with *ri filled. */
+static int open_root(int dfd, bool local, const char *path, RootInfo *ri)
+{
+    if (!local) {
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+            ri->err = errno;
+            ri->st = errno == ENOENT ? ST_MISSING : errno == ENOTDIR ? ST_NOT_DIR : ST_ERROR;
+        } else {
+            ri->st = ST_DIR;
+        }
+        return fd;
+    }
+    /* A description of its own: a later readdir must not share dfd's offset. */
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        ri->err = errno;
+        ri->st = ST_ERROR;
+        return -1;
+    }
+    if (path[0] == '\0') {
+        ri->st = ST_DIR;
+        return fd;
+    }
+    g_auto(GStrv) parts = g_strsplit(path, "/", -1);
+    GString *sofar = g_string_new(NULL);
+    for (char **c = parts; *c; c++) {
+        if (sofar->len)
+            g_string_append_c(sofar, '/');
+        g_string_append(sofar, *c);
+        int nfd = openat(fd, *c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (nfd < 0) {
+            int e = errno;
+            struct stat sb;
+            if ((e == ELOOP || e == ENOTDIR) && fstatat(fd, *c, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISLNK(sb.st_mode))
+                ri->st = ST_SYMLINK;
+            else if (e == ENOENT)
+                ri->st = ST_MISSING;
+            else if (e == ENOTDIR)
+                ri->st = ST_NOT_DIR;
+            else
+                ri->st = ST_ERROR;
+            ri->err = e;
+            ri->bad = g_string_free(sofar, FALSE);
+            close(fd);
+            return -1;
+        }
+        close(fd);
+        fd = nfd;
+    }
+    g_string_free(sofar, TRUE);
+    ri->st = ST_DIR;
+    return fd;
+}
+
+static gint cmp_u32(gconstpointer a, gconstpointer b)
+{
+    guint32 x = *(const guint32 *)a, y = *(const guint32 *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool entry_is_dir(int fd, struct dirent *de)
+{
+    if (de->d_type == DT_DIR)
+        return true;
+    if (de->d_type != DT_UNKNOWN)
+        return false;
+    struct stat sb;
+    return fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* Status of a root, and (want_scan) its highest v<G> and its subtask dirs. */
+static const RootInfo *root_lookup(CkRootCache *cache, int dfd, bool local, const char *path,
+                                   bool want_scan)
+{
+    g_autofree char *key = g_strconcat(local ? "L:" : "E:", path, NULL);
+    RootInfo *ri = g_hash_table_lookup(cache->roots, key);
+    if (ri && (ri->scanned || !want_scan || ri->st != ST_DIR))
+        return ri;
+    if (!ri) {
+        ri = g_new0(RootInfo, 1);
+        g_hash_table_insert(cache->roots, g_steal_pointer(&key), ri);
+    } else {
+        g_free(ri->bad);
+        ri->bad = NULL;
+    }
+    int fd = open_root(dfd, local, path, ri);
+    if (fd < 0)
+        return ri;
+    if (!want_scan) {
+        close(fd);
+        return ri;
+    }
+    ri->scanned = true;
+    ri->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return ri;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t l = strlen(de->d_name);
+        uint64_t g;
+        uint32_t s;
+        if (ck_parse_generation_name(de->d_name, l, &g)) {
+            if (entry_is_dir(dirfd(d), de) && (!ri->has_gen || g > ri->max_gen)) {
+                ri->has_gen = true;
+                ri->max_gen = g;
+            }
+        } else if (ck_parse_subtask_name(de->d_name, l, &s)) {
+            if (entry_is_dir(dirfd(d), de))
+                g_array_append_val(ri->subtasks, s);
+        }
+    }
+    closedir(d);
+    g_array_sort(ri->subtasks, cmp_u32);
+    return ri;
+}
+
+/* ---- one marker ---- */
+
+void ck_restore_free(CkRestore *r)
+{
+    if (!r)
+        return;
+    g_free(r->root);
+    if (r->participants)
+        g_array_unref(r->participants);
+    if (r->subtasks)
+        g_array_unref(r->subtasks);
+    g_free(r->marker);
+    if (r->reads)
+        g_ptr_array_unref(r->reads);
+    g_free(r->error);
+    g_free(r->state);
+    g_free(r);
+}
+
+static GArray *u32_array_copy(const GArray *a)
+{
+    GArray *b = g_array_sized_new(FALSE, FALSE, sizeof(guint32), a ? a->len : 0);
+    if (a && a->len)
+        g_array_append_vals(b, a->data, a->len);
+    return b;
+}
+
+CkRestore *ck_restore_copy(const CkRestore *r)
+{
+    CkRestore *c = g_new0(CkRestore, 1);
+    *c = *r;
+    c->root = g_strdup(r->root);
+    c->participants = u32_array_copy(r->participants);
+    c->subtasks = u32_array_copy(r->subtasks);
+    c->marker = g_strdup(r->marker);
+    c->reads = g_ptr_array_new_full(r->reads->len, g_free);
+    for (guint i = 0; i < r->reads->len; i++)
+        g_ptr_array_add(c->reads, g_strdup(r->reads->pdata[i]));
+    c->error = g_strdup(r->error);
+    c->state = g_strdup(r->state);
+    return c;
+}
+
+static void fail(CkRestore *r, char *msg)
+{
+    r->restorable = false;
+    g_free(r->error);
+    r->error = msg;
+    g_ptr_array_set_size(r->reads, 0);
+    g_array_set_size(r->subtasks, 0);
+}
+
+static char *status_message(const RootInfo *ri, const char *path, bool local)
+{
+    const char *shown = path[0] ? path : ".";
+    switch (ri->st) {
+    case ST_DIR:
+        return NULL;
+    case ST_MISSING:
+        return g_strdup_printf("%s does not exist", shown);
+    case ST_SYMLINK:
+        return g_strdup_printf("%s: %s is a symlink, not followed", shown, ri->bad);
+    case ST_NOT_DIR:
+        return g_strdup_printf("%s is not a directory", shown);
+    case ST_ERROR:
+        break;
+    }
+    return g_strdup_printf("%s: %s%s", shown, g_strerror(ri->err), local ? "" : " (external root)");
+}
+
+/* A root the restore can look at: local (relative to dfd) or external. */
+typedef struct {
+    int dfd;
+    bool local;
+    const char *path;
+    CkRootCache *cache;
+} Root;
+
+static const RootInfo *lookup(const Root *rt, const char *sub, bool scan)
+{
+    g_autofree char *p = sub ? path_join(rt->path, sub) : g_strdup(rt->path);
+    return root_lookup(rt->cache, rt->dfd, rt->local, p, scan);
+}
+
+/* Generation: the marker's, else the highest v<G> under the root. */
+static bool pick_generation(CkRestore *r, const CkMarker *m, const Root *rt)
+{
+    if (m->has_generation) {
+        r->has_generation = true;
+        r->generation = m->generation;
+        return true;
+    }
+    if (!rt) {
+        fail(r, g_strdup_printf("no generation= and the root %s is remote: cannot guess the "
+                                "generation",
+                                r->root));
+        return false;
+    }
+    const RootInfo *ri = lookup(rt, NULL, true);
+    if (ri->st == ST_DIR && ri->has_gen) {
+        r->has_generation = true;
+        r->generation = ri->max_gen;
+        r->generation_guessed = true;
+        return true;
+    }
+    return false;
+}
+
+static void add_reads_gen(CkRestore *r, const CkMarker *m, bool uri)
+{
+    for (guint i = 0; i < m->participants->len; i++) {
+        guint32 s = g_array_index(m->participants, guint32, i);
+        g_autofree char *rest =
+            g_strdup_printf("v%" G_GUINT64_FORMAT "/%u", (guint64)r->generation, s);
+        g_ptr_array_add(r->reads, uri ? uri_join(r->root, rest) : path_join(r->root, rest));
+        g_array_append_val(r->subtasks, s);
+    }
+}
+
+static bool external_allowed(const CkResolveOptions *opts, const char *abs)
+{
+    if (!opts || !opts->external_roots)
+        return false;
+    for (guint i = 0; i < opts->external_roots->len; i++) {
+        const char *pfx = opts->external_roots->pdata[i];
+        if (pfx && pfx[0] == '/' && ck_path_is_under(abs, pfx))
+            return true;
+    }
+    return false;
+}
+
+/* Classifies a root value (state= or a legacy backend): sets root_kind and
+ * root; relative values are normalised and must stay inside the dir.
+ * Returns false (with r failed) when the value is unusable. */
+static bool classify_root(CkRestore *r, const char *value, const CkResolveOptions *opts,
+                          const char *what, bool *escapes)
+{
+    *escapes = false;
+    if (ck_is_remote_uri(value)) {
+        r->root_kind = CK_ROOT_REMOTE;
+        r->root = g_strdup(value);
+        return true;
+    }
+    const char *p = value;
+    if (g_str_has_prefix(value, "file://")) {
+        p = value + strlen("file://");
+        if (g_str_has_prefix(p, "localhost/"))
+            p += strlen("localhost");
+        if (p[0] != '/') {
+            r->root = g_strdup(value);
+            fail(r, g_strdup_printf("%s=%s: a file:// URI needs an absolute path", what, value));
+            return false;
+        }
+    }
+    if (p[0] == '/') {
+        r->root = ck_path_normalize_abs(p);
+        r->root_kind = external_allowed(opts, r->root) ? CK_ROOT_EXTERNAL : CK_ROOT_REMOTE;
+        return true;
+    }
+    if (p[0] == '\0') {
+        r->root = g_strdup("");
+        fail(r, g_strdup_printf("%s= is empty", what));
+        return false;
+    }
+    char *n = ck_path_normalize_rel(p);
+    if (!n) {
+        r->root = g_strdup(value);
+        *escapes = true;
+        fail(r, g_strdup_printf("%s=%s escapes the checkpoint directory", what, value));
+        return false;
+    }
+    r->root = n;
+    r->root_kind = CK_ROOT_LOCAL;
+    return true;
+}
+
+static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
+                               const CkResolveOptions *opts, CkRootCache *cache)
+{
+    bool escapes;
+    if (!classify_root(r, m->state, opts, "state", &escapes)) {
+        if (escapes) {
+            r->cls = CK_MARKER_MALFORMED; /* SPEC §1: an escaping relative root is malformed */
+            r->root_kind = CK_ROOT_NONE;
+        }
+        return;
+    }
+    if (r->root_kind == CK_ROOT_LOCAL) {
+        /* _state/<other>: resolved, but flagged (a collision hazard). */
+        const char *s = r->root;
+        if (g_str_has_prefix(s, "_state/")) {
+            const char *j = s + strlen("_state/");
+            const char *e = strchr(j, '/');
+            size_t l = e ? (size_t)(e - j) : strlen(j);
+            if (ck_is_job_id(j, l)) {
+                g_autofree char *other = g_strndup(j, l);
+                const char *oi = g_intern_string(other);
+                if (oi != r->job)
+                    r->foreign_job = oi;
+            }
+        }
+    }
+    if (r->root_kind == CK_ROOT_REMOTE) {
+        if (!pick_generation(r, m, NULL))
+            return;
+        add_reads_gen(r, m, true);
+        r->restorable = true;
+        return;
+    }
+    Root rt = {dfd, r->root_kind == CK_ROOT_LOCAL, r->root, cache};
+    const RootInfo *ri = lookup(&rt, NULL, false);
+    if (ri->st != ST_DIR) {
+        g_autofree char *msg = status_message(ri, r->root, rt.local);
+        fail(r, g_strdup_printf("state root %s", msg));
+        return;
+    }
+    if (!pick_generation(r, m, &rt)) {
+        if (!r->error)
+            fail(r, g_strdup_printf("no generation= and no v<G> under %s: cannot guess the "
+                                    "generation",
+                                    r->root));
+        return;
+    }
+    if (m->participants->len > 0) {
+        g_autofree char *vg = g_strdup_printf("v%" G_GUINT64_FORMAT, (guint64)r->generation);
+        const RootInfo *gi = lookup(&rt, vg, false);
+        if (gi->st != ST_DIR) {
+            g_autofree char *p = path_join(r->root, vg);
+            fail(r, status_message(gi, p, rt.local));
+            return;
+        }
+    }
+    add_reads_gen(r, m, false);
+    r->restorable = true;
+}
+
+static const char *legacy_backend_of(const CkResolveOptions *opts, const char *job)
+{
+    if (!opts)
+        return NULL;
+    if (opts->legacy_backends) {
+        const char *b = g_hash_table_lookup(opts->legacy_backends, job);
+        if (b)
+            return b;
+    }
+    return opts->legacy_backend;
+}
+
+static void restore_legacy(CkRestore *r, int dfd, const CkMarker *m, const CkResolveOptions *opts,
+                           CkRootCache *cache)
+{
+    r->legacy_location = true;
+    const char *backend = legacy_backend_of(opts, r->job);
+    if (backend) {
+        bool escapes;
+        if (!classify_root(r, backend, opts, "legacy_backend", &escapes))
+            return;
+    } else {
+        r->root = g_strdup("");
+        r->root_kind = CK_ROOT_LOCAL;
+    }
+    if (r->root_kind == CK_ROOT_REMOTE) {
+        if (!pick_generation(r, m, NULL))
+            return;
+        add_reads_gen(r, m, true);
+        r->restorable = true;
+        return;
+    }
+    Root rt = {dfd, r->root_kind == CK_ROOT_LOCAL, r->root, cache};
+    const RootInfo *ri = lookup(&rt, NULL, false);
+    if (ri->st != ST_DIR) {
+        g_autofree char *msg = status_message(ri, r->root, rt.local);
+        fail(r, g_strdup_printf("legacy backend %s", msg));
+        return;
+    }
+    bool have_gen = pick_generation(r, m, &rt);
+    if (m->participants->len == 0) {
+        if (!have_gen) {
+            fail(r, g_strdup_printf("no generation= and no v<G> under %s: cannot guess the "
+                                    "generation",
+                                    r->root[0] ? r->root : "the checkpoint directory"));
+            return;
+        }
+        r->restorable = true;
+        return;
+    }
+    const RootInfo *gi = NULL;
+    g_autofree char *vg = NULL;
+    if (have_gen) {
+        vg = g_strdup_printf("v%" G_GUINT64_FORMAT, (guint64)r->generation);
+        gi = lookup(&rt, vg, false);
+        if (gi->st == ST_DIR) {
+            add_reads_gen(r, m, false);
+            r->restorable = true;
+            return;
+        }
+        if (gi->st == ST_SYMLINK || gi->st == ST_NOT_DIR || gi->st == ST_ERROR) {
+            g_autofree char *p = path_join(r->root, vg);
+            fail(r, status_message(gi, p, rt.local));
+            return;
+        }
+    }
+    /* <dir>/v<G> is missing: the older layout <dir>/<S>, if any participant has one. */
+    ri = lookup(&rt, NULL, true);
+    bool any = false;
+    for (guint i = 0; i < m->participants->len && ri->subtasks; i++) {
+        guint32 s = g_array_index(m->participants, guint32, i);
+        for (guint k = 0; k < ri->subtasks->len; k++)
+            if (g_array_index(ri->subtasks, guint32, k) == s)
+                any = true;
+    }
+    if (!any) {
+        const char *where = r->root[0] ? r->root : "the checkpoint directory";
+        if (have_gen)
+            fail(r,
+                 g_strdup_printf("neither %s nor the older layout <S> exists under %s", vg, where));
+        else
+            fail(r, g_strdup_printf("no generation= and no v<G> (nor the older layout <S>) "
+                                    "under %s: cannot guess the generation",
+                                    where));
+        return;
+    }
+    r->older_layout = true;
+    r->generation_guessed = false;
+    if (!m->has_generation)
+        r->has_generation = false;
+    for (guint i = 0; i < m->participants->len; i++) {
+        guint32 s = g_array_index(m->participants, guint32, i);
+        g_autofree char *rest = g_strdup_printf("%u", s);
+        g_ptr_array_add(r->reads, path_join(r->root, rest));
+        g_array_append_val(r->subtasks, s);
+    }
+    r->restorable = true;
+}
+
+static void restore_cut_short(CkRestore *r, int dfd, const CkMarker *m, CkRootCache *cache)
+{
+    r->root = g_strconcat("_state/", r->job, NULL);
+    r->root_kind = CK_ROOT_LOCAL;
+    Root rt = {dfd, true, r->root, cache};
+    const RootInfo *ri = lookup(&rt, NULL, false);
+    if (ri->st != ST_DIR) {
+        g_autofree char *msg = status_message(ri, r->root, true);
+        fail(r, g_strdup_printf("cut short (neither participants= nor state=) and its own "
+                                "root %s",
+                                msg));
+        r->root_kind = CK_ROOT_NONE;
+        return;
+    }
+    if (!pick_generation(r, m, &rt)) {
+        fail(r, g_strdup_printf("cut short, no generation= and no v<G> under %s", r->root));
+        return;
+    }
+    g_autofree char *vg = g_strdup_printf("v%" G_GUINT64_FORMAT, (guint64)r->generation);
+    g_autofree char *gp = path_join(r->root, vg);
+    const RootInfo *gi = root_lookup(cache, dfd, true, gp, true);
+    if (gi->st != ST_DIR) {
+        g_autofree char *msg = status_message(gi, gp, true);
+        fail(r, g_strdup_printf("cut short and %s", msg));
+        return;
+    }
+    /* Participants unknown: a restore reads every subtask directory present. */
+    for (guint i = 0; gi->subtasks && i < gi->subtasks->len; i++) {
+        guint32 s = g_array_index(gi->subtasks, guint32, i);
+        g_autofree char *rest = g_strdup_printf("%u", s);
+        g_ptr_array_add(r->reads, path_join(gp, rest));
+        g_array_append_val(r->subtasks, s);
+    }
+    r->restorable = true;
+}
+
+CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t checkpoint,
+                                       const CkMarker *m, const CkResolveOptions *opts,
+                                       CkRootCache *cache)
+{
+    g_autoptr(CkRootCache) own = NULL;
+    if (!cache)
+        cache = own = ck_root_cache_new();
+    CkRestore *r = g_new0(CkRestore, 1);
+    r->job = g_intern_string(job);
+    r->checkpoint = checkpoint;
+    r->cls = m->cls;
+    r->participants = u32_array_copy(m->participants);
+    r->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
+    r->reads = g_ptr_array_new_with_free_func(g_free);
+    r->marker =
+        g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, (guint64)checkpoint);
+    r->state = g_strdup(m->state);
+    switch (m->cls) {
+    case CK_MARKER_MALFORMED:
+        r->root = NULL;
+        /* m->error already says "line N: ..." when it is about a line. */
+        fail(r, g_strdup_printf("malformed marker: %s", m->error ? m->error : "parse error"));
+        break;
+    case CK_MARKER_NAMESPACED:
+        restore_namespaced(r, dirfd, m, opts, cache);
+        break;
+    case CK_MARKER_LEGACY:
+        restore_legacy(r, dirfd, m, opts, cache);
+        break;
+    case CK_MARKER_CUT_SHORT:
+        restore_cut_short(r, dirfd, m, cache);
+        break;
+    }
+    return r;
+}
+
+CkRestore *ck_restore_of_marker(int dirfd, const char *job, uint64_t checkpoint, const CkMarker *m,
+                                const CkResolveOptions *opts)
+{
+    return ck_restore_of_marker_cached(dirfd, job, checkpoint, m, opts, NULL);
+}
+
+/* ---- SPEC §2 ---- */
+
+void ck_resolution_free(CkResolution *r)
+{
+    if (!r)
+        return;
+    ck_restore_free(r->restore);
+    if (r->candidates)
+        g_ptr_array_unref(r->candidates);
+    g_free(r->location);
+    g_free(r->error);
+    g_free(r->dir);
+    g_free(r);
+}
+
+static gint cmp_str(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static gint cmp_u64(gconstpointer a, gconstpointer b)
+{
+    guint64 x = *(const guint64 *)a, y = *(const guint64 *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Checkpoint ids with a COMPLETED file in _jobs/<job> (sorted ascending). */
+static GArray *job_checkpoints(int dfd, const char *job)
+{
+    GArray *out = g_array_new(FALSE, FALSE, sizeof(guint64));
+    g_autofree char *p = g_strconcat("_jobs/", job, NULL);
+    RootInfo ri = {0};
+    int fd = open_root(dfd, true, p, &ri);
+    g_free(ri.bad);
+    if (fd < 0)
+        return out;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return out;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        guint64 n;
+        if (!ck_parse_checkpoint_name(de->d_name, strlen(de->d_name), &n))
+            continue;
+        g_autofree char *c = g_strconcat(de->d_name, "/COMPLETED", NULL);
+        struct stat sb;
+        if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode) &&
+            fstatat(dirfd(d), c, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
+            g_array_append_val(out, n);
+    }
+    closedir(d);
+    g_array_sort(out, cmp_u64);
+    return out;
+}
+
+static bool has_marker(int dfd, const char *job, uint64_t n)
+{
+    g_autofree char *p = g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT, job, (guint64)n);
+    RootInfo ri = {0};
+    int fd = open_root(dfd, true, p, &ri);
+    g_free(ri.bad);
+    if (fd < 0)
+        return false;
+    struct stat sb;
+    bool ok = fstatat(fd, "COMPLETED", &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
+    close(fd);
+    return ok;
+}
+
+static CkRestore *load_restore(int dfd, const char *job, uint64_t n, const CkResolveOptions *opts,
+                               CkRootCache *cache)
+{
+    g_autofree char *p =
+        g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, (guint64)n);
+    CkMarker *m = NULL;
+    int rc = ck_marker_load(dfd, p, n, &m);
+    if (rc < 0) {
+        /* Unreadable: reported like a malformed marker, with the errno. */
+        g_autoptr(CkMarker) fake = ck_marker_parse("", 0, n);
+        CkRestore *r = ck_restore_of_marker_cached(dfd, job, n, fake, opts, cache);
+        r->cls = CK_MARKER_MALFORMED;
+        r->root_kind = CK_ROOT_NONE;
+        g_free(r->root);
+        r->root = NULL;
+        r->has_generation = r->generation_guessed = false;
+        r->legacy_location = r->older_layout = false;
+        fail(r, g_strdup_printf("cannot read %s: %s", p, g_strerror(-rc)));
+        return r;
+    }
+    CkRestore *r = ck_restore_of_marker_cached(dfd, job, n, m, opts, cache);
+    ck_marker_free(m);
+    return r;
+}
+
+/* The marker for N, or the latest restorable one (else the newest marker,
+ * not restorable, so the caller can say why).  NULL when there is none. */
+static CkRestore *job_restore(int dfd, const char *job, bool latest, uint64_t n,
+                              const CkResolveOptions *opts)
+{
+    g_autoptr(CkRootCache) cache = ck_root_cache_new();
+    if (!latest)
+        return has_marker(dfd, job, n) ? load_restore(dfd, job, n, opts, cache) : NULL;
+    g_autoptr(GArray) cps = job_checkpoints(dfd, job);
+    CkRestore *newest = NULL;
+    for (guint i = cps->len; i-- > 0;) {
+        CkRestore *r = load_restore(dfd, job, g_array_index(cps, guint64, i), opts, cache);
+        if (r->restorable) {
+            ck_restore_free(newest);
+            return r;
+        }
+        if (!newest)
+            newest = r;
+        else
+            ck_restore_free(r);
+    }
+    return newest;
+}
+
+/* Job ids under _jobs (sorted, interned) that have the marker for N (or any
+ * marker, for latest). */
+static GPtrArray *jobs_with_markers(int dfd, bool latest, uint64_t n)
+{
+    GPtrArray *out = g_ptr_array_new();
+    RootInfo ri = {0};
+    int fd = open_root(dfd, true, "_jobs", &ri);
+    g_free(ri.bad);
+    if (fd < 0)
+        return out;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return out;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!ck_is_job_id(de->d_name, strlen(de->d_name)))
+            continue;
+        bool yes;
+        if (latest) {
+            g_autoptr(GArray) cps = job_checkpoints(dfd, de->d_name);
+            yes = cps->len > 0;
+        } else {
+            yes = has_marker(dfd, de->d_name, n);
+        }
+        if (yes)
+            g_ptr_array_add(out, (gpointer)g_intern_string(de->d_name));
+    }
+    closedir(d);
+    g_ptr_array_sort(out, cmp_str);
+    return out;
+}
+
+static char *strip_trailing_slashes(const char *p)
+{
+    char *s = g_strdup(p);
+    size_t l = strlen(s);
+    while (l > 1 && s[l - 1] == '/')
+        s[--l] = '\0';
+    return s;
+}
+
+/* If path names <dir>/_jobs/<J>: sets *job (interned) and returns <dir>
+ * (lexically, as given; "." when the path is "_jobs/<J>"). */
+static char *split_jobs_dir(int fd, const char *path, const char **job)
+{
+    g_autofree char *p = strip_trailing_slashes(path);
+    g_autofree char *base = g_path_get_basename(p);
+    g_autofree char *parent = g_path_get_dirname(p);
+    g_autofree char *pbase = g_path_get_basename(parent);
+    if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0 || strcmp(pbase, ".") == 0 ||
+        strcmp(pbase, "..") == 0) {
+        /* Not lexically decidable: ask the file system where we are. */
+        g_autofree char *proc = g_strdup_printf("/proc/self/fd/%d", fd);
+        g_autofree char *real = g_file_read_link(proc, NULL);
+        if (!real)
+            return NULL;
+        g_free(base);
+        g_free(parent);
+        g_free(pbase);
+        base = g_path_get_basename(real);
+        parent = g_path_get_dirname(real);
+        pbase = g_path_get_basename(parent);
+        if (strcmp(pbase, "_jobs") != 0 || !ck_is_job_id(base, strlen(base)))
+            return NULL;
+        *job = g_intern_string(base);
+        return g_path_get_dirname(parent);
+    }
+    if (strcmp(pbase, "_jobs") != 0 || !ck_is_job_id(base, strlen(base)))
+        return NULL;
+    *job = g_intern_string(base);
+    return g_path_get_dirname(parent);
+}
+
+int ck_resolve(const char *location, bool latest, uint64_t checkpoint, const CkResolveOptions *opts,
+               CkResolution **out)
+{
+    *out = NULL;
+    g_autoptr(CkResolution) res = g_new0(CkResolution, 1);
+    res->location = g_strdup(location);
+    res->status = CK_RESOLVE_AS_GIVEN;
+    if (ck_is_remote_uri(location)) {
+        *out = g_steal_pointer(&res);
+        return 0;
+    }
+    const char *path = location;
+    if (g_str_has_prefix(path, "file://")) {
+        path += strlen("file://");
+        if (g_str_has_prefix(path, "localhost/"))
+            path += strlen("localhost");
+    }
+    if (path[0] == '\0')
+        return -ENOENT;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    const char *job = NULL;
+    g_autofree char *dir = split_jobs_dir(fd, path, &job);
+    if (dir) {
+        close(fd);
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+        res->dir = g_steal_pointer(&dir);
+        CkRestore *r = job_restore(fd, job, latest, checkpoint, opts);
+        close(fd);
+        if (r) {
+            res->status = CK_RESOLVE_OK;
+            res->restore = r;
+        }
+        *out = g_steal_pointer(&res);
+        return 0;
+    }
+    res->dir = strip_trailing_slashes(path);
+    g_autoptr(GPtrArray) jobs = jobs_with_markers(fd, latest, checkpoint);
+    if (jobs->len == 1) {
+        CkRestore *r = job_restore(fd, jobs->pdata[0], latest, checkpoint, opts);
+        if (r) {
+            res->status = CK_RESOLVE_OK;
+            res->restore = r;
+        }
+    } else if (jobs->len > 1) {
+        res->status = CK_RESOLVE_REFUSED;
+        res->candidates = g_ptr_array_new_with_free_func(g_free);
+        g_autoptr(GString) names = g_string_new(NULL);
+        for (guint i = 0; i < jobs->len; i++) {
+            char *c = path_join(res->dir, "_jobs");
+            char *cj = path_join(c, jobs->pdata[i]);
+            g_free(c);
+            g_ptr_array_add(res->candidates, cj);
+            g_string_append_printf(names, "%s%s", i ? ", " : "", cj);
+        }
+        if (latest)
+            res->error = g_strdup_printf("several jobs have markers in %s, so \"latest\" is "
+                                         "ambiguous: name one job's marker directory: %s",
+                                         location, names->str);
+        else
+            res->error = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT
+                                         " was completed by several jobs in %s: name one "
+                                         "job's marker directory: %s",
+                                         (guint64)checkpoint, location, names->str);
+    }
+    close(fd);
+    *out = g_steal_pointer(&res);
+    return 0;
+}

@@ -28,31 +28,60 @@ typedef struct {
 } CkResolveOptions;
 
 typedef struct {
-    const char *job;   /* interned */
+    const char *job; /* interned */
     uint64_t checkpoint;
     CkMarkerClass cls;
     bool restorable;
     CkRootKind root_kind;
-    char *root;        /* as recorded/derived: "_state/j1", "/abs", "s3://..", "" for the dir itself */
+    char *root; /* as recorded/derived: "_state/j1", "/abs", "s3://..", "" for the dir itself */
     bool has_generation;
     uint64_t generation;
     bool generation_guessed; /* generation_source=guessed */
     GArray *participants;    /* guint32 */
-    char *marker;      /* "_jobs/<J>/chk-<N>/COMPLETED", relative to the dir */
-    GPtrArray *reads;  /* char*: relative to the dir for CK_ROOT_LOCAL, else absolute/URI */
+    char *marker;            /* "_jobs/<J>/chk-<N>/COMPLETED", relative to the dir */
+    GPtrArray *reads;        /* char*: relative to the dir for CK_ROOT_LOCAL, else absolute/URI */
     bool legacy_location;    /* reads are in the shared legacy area (v<G>, <S>, legacy_backend) */
     bool older_layout;       /* legacy reads are <dir>/<S>, not <dir>/v<G>/<S> */
-    const char *foreign_job; /* relative root names _state/<other>: that job (interned), else NULL */
-    char *error;       /* why it is not restorable, else NULL */
+    const char
+        *foreign_job; /* relative root names _state/<other>: that job (interned), else NULL */
+    char *error;      /* why it is not restorable, else NULL */
+    /* Additions (core-b): */
+    GArray *subtasks; /* guint32, parallel to reads: the subtask each read is for.  Equal to
+                         participants except for cut-short markers, whose reads are the
+                         subtask directories found under _state/<J>/v<G>. */
+    char *state;      /* the marker's raw state= value (NULL if none), for display */
 } CkRestore;
 
 /* dirfd: the checkpoint directory (for guessing generations, legacy layout
  * detection, cut-short own-root existence).  Never follows a symlink out of
  * dirfd for local roots.  Returns a new CkRestore (ck_restore_free). */
-CkRestore *ck_restore_of_marker(int dirfd, const char *job, uint64_t checkpoint,
-                                const CkMarker *m, const CkResolveOptions *opts);
+CkRestore *ck_restore_of_marker(int dirfd, const char *job, uint64_t checkpoint, const CkMarker *m,
+                                const CkResolveOptions *opts);
 void ck_restore_free(CkRestore *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkRestore, ck_restore_free)
+CkRestore *ck_restore_copy(const CkRestore *r);
+
+/* A memo of directory look-ups (root status, highest generation, entries)
+ * shared by many ck_restore_of_marker_cached calls over one directory, so a
+ * catalog of 100,000 markers does not stat the same roots 100,000 times.
+ * Not thread-safe; drop it after one scan (it does not see later changes). */
+typedef struct CkRootCache CkRootCache;
+CkRootCache *ck_root_cache_new(void);
+void ck_root_cache_free(CkRootCache *c);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkRootCache, ck_root_cache_free)
+/* ck_restore_of_marker with a memo (cache may be NULL). */
+CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t checkpoint,
+                                       const CkMarker *m, const CkResolveOptions *opts,
+                                       CkRootCache *cache);
+
+/* Lexical normalisation of '/'-separated paths ("." and empty components
+ * dropped, ".." pops).  Relative: returns NULL when ".." climbs above the
+ * start; "" is the start itself.  Absolute: ".." at "/" stays at "/". */
+char *ck_path_normalize_rel(const char *p);
+char *ck_path_normalize_abs(const char *p);
+/* Component-wise prefix test on normalised absolute paths: /data/x is under
+ * /data and /data/x, never under /data/xy. */
+bool ck_path_is_under(const char *path, const char *prefix);
 
 typedef enum {
     CK_RESOLVE_OK,       /* "ok": one job's marker */
@@ -64,10 +93,15 @@ const char *ck_resolve_status_name(CkResolveStatus s);
 
 typedef struct {
     CkResolveStatus status;
-    CkRestore *restore;     /* CK_RESOLVE_OK (may be not restorable) */
-    GPtrArray *candidates;  /* CK_RESOLVE_REFUSED: "<dir>/_jobs/<J>" for each job */
-    char *location;         /* as given */
-    char *error;            /* refusal / failure reason */
+    CkRestore *restore;    /* CK_RESOLVE_OK (may be not restorable) */
+    GPtrArray *candidates; /* CK_RESOLVE_REFUSED: "<dir>/_jobs/<J>" for each job */
+    char *location;        /* as given */
+    char *error;           /* refusal / failure reason */
+    /* Addition (core-b): the checkpoint directory, derived lexically from the
+     * location as given (location itself, or location minus "/_jobs/<J>");
+     * restore->marker and local restore->reads are relative to it.  NULL for
+     * as-given URIs. */
+    char *dir;
 } CkResolution;
 
 /* location: a path or URI.  latest=true resolves the latest restorable
