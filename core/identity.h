@@ -5,7 +5,24 @@
  * /proc/<tgid>/environ, cached per process and keyed so that a reused pid
  * never inherits another process's job (pid + start time).  Callers without
  * VAR, or whose VAR is not a valid job id, are anonymous (NULL).
- * Thread-safe; the returned string is interned (g_intern_string). */
+ * Thread-safe; the returned string is interned (g_intern_string).
+ *
+ * Cost and pid-reuse safety: the cache is keyed by tid and each entry holds
+ * the thread's stamp from <proc>/<tid>/stat: start time (field 22, parsed
+ * after the last ')' since comm may hold anything) plus env_start/env_end
+ * (fields 50-51), which change on execve() (the pid and start time do not).
+ * A hit costs one small read of <proc>/<tid>/stat and no other /proc access;
+ * a reused tid (new start time) or an exec (new environment) is a miss.  A
+ * miss maps tid -> tgid ("Tgid:" of <proc>/<tid>/status), reads at most
+ * 1 MiB of <proc>/<tgid>/environ, takes the first VAR=, validates it with
+ * ck_is_job_id (invalid -> anonymous), then re-reads the stamp and retries
+ * if the thread changed meanwhile.  A vanished thread (ENOENT) is anonymous
+ * and not cached; an unreadable environ (EACCES) is cached as anonymous.
+ * 4096 entries; the cache is cleared when full.  Call it on write checks
+ * only (reads do not need an identity).
+ * With fixed_job (job=ID) the answer is always that job, interned, and /proc
+ * is never read; fixed_job wins over env_var; with neither, always NULL.
+ * tid <= 0 (a caller outside the daemon's pid namespace) is anonymous. */
 #pragma once
 #include <sys/types.h>
 
