@@ -1,1 +1,747 @@
-int main(void) { return 0; }
+/* ckptctl: inspect a clink checkpoint directory without a mount (SPEC §3).
+ * Every answer comes from core/ (catalog, resolve, stateroot, collision),
+ * the same code the views use, so ckptctl and a mount cannot disagree. */
+#include "ckptctl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "ckptfs-config.h"
+#include "classify.h"
+#include "collision.h"
+#include "resolve.h"
+#include "stateroot.h"
+
+static const char synopsis[] =
+    "Usage: ckptctl COMMAND [OPTION...] ARGS\n"
+    "\n"
+    "Inspect a clink checkpoint directory (SPEC §3).\n"
+    "\n"
+    "Commands:\n"
+    "  jobs DIR                 each job: checkpoints, latest restorable, layout, bytes\n"
+    "  resolve LOCATION [-c N]  what a restore of LOCATION (checkpoint N, else latest) reads\n"
+    "  check DIR                hazards: shared-location, foreign-root, malformed, cut-short,\n"
+    "                           orphan-root, not-a-job\n"
+    "  state-root BASE JOB      compose a job's state root\n"
+    "  unused DIR               dry run: legacy and superseded state no restore reads, with sizes\n"
+    "  collisions MOUNT         the collision log of a ckptfs mount\n"
+    "  fixture DIR [--jobs J] [--checkpoints C] [--subtasks S] [--bytes B] [--legacy L]\n"
+    "              [--seed X] [--force]\n"
+    "                           write a realistic checkpoint directory\n"
+    "\n"
+    "Every command takes --json (one JSON document on stdout) and --help.\n"
+    "Exit status: 0 success, 1 found what it looks for (collisions, hazards, a refusal,\n"
+    "a checkpoint that is not restorable, unused state, collision records), 2 usage or\n"
+    "I/O error (one line on stderr).\n";
+
+int ckptctl_fail(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    /* one line, whatever the message holds */
+    for (char *p = msg; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    fprintf(stderr, "ckptctl %s: %s\n", cmd, msg);
+    return CKPTCTL_ERROR;
+}
+
+void ckptctl_print_json(JsonBuilder *b)
+{
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_pretty(gen, TRUE);
+    json_generator_set_indent(gen, 2);
+    json_generator_set_root(gen, root);
+    g_autofree char *s = json_generator_to_data(gen, NULL);
+    fputs(s, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+/* ---- options shared by the commands that read a directory ---- */
+
+typedef struct {
+    gboolean json;
+    char *legacy_backend;
+    char **external_roots;
+    char *config;
+    char *views;
+} Common;
+
+static void common_clear(Common *c)
+{
+    g_free(c->legacy_backend);
+    g_strfreev(c->external_roots);
+    g_free(c->config);
+    g_free(c->views);
+}
+
+/* Appends the shared options to entries[*n]; with_resolve adds those that
+ * change what a restore reads. */
+static void common_entries(Common *c, bool with_resolve, GOptionEntry *entries, guint *n)
+{
+    entries[(*n)++] = (GOptionEntry){
+        "json", 0, 0, G_OPTION_ARG_NONE, &c->json, "Print one JSON document on stdout", NULL};
+    if (with_resolve) {
+        entries[(*n)++] =
+            (GOptionEntry){"legacy-backend",
+                           0,
+                           0,
+                           G_OPTION_ARG_FILENAME,
+                           &c->legacy_backend,
+                           "Where legacy markers' state lives (as the mount's legacy_backend=)",
+                           "PATH"};
+        entries[(*n)++] =
+            (GOptionEntry){"external-root",
+                           0,
+                           0,
+                           G_OPTION_ARG_FILENAME_ARRAY,
+                           &c->external_roots,
+                           "Absolute state roots under PREFIX are followed (repeatable)",
+                           "PREFIX"};
+        entries[(*n)++] = (GOptionEntry){
+            "config",
+            0,
+            0,
+            G_OPTION_ARG_FILENAME,
+            &c->config,
+            "A key file as the mount's config=FILE: [ckptfs] legacy_backend, external_root; "
+            "[job:<ID>] legacy_backend",
+            "FILE"};
+    }
+    entries[(*n)++] = (GOptionEntry){"views",   0,
+                                     0,         G_OPTION_ARG_STRING,
+                                     &c->views, "Name of the views directory (default _views)",
+                                     "NAME"};
+    entries[*n] = (GOptionEntry){NULL, 0, 0, 0, NULL, NULL, NULL};
+}
+
+/* Fills opts from the options and --config; returns 0 or an exit code. */
+static int common_resolve_options(const char *cmd, Common *c, CkResolveOptions *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    opts->external_roots = g_ptr_array_new_with_free_func(g_free);
+    opts->legacy_backends = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
+    if (c->config) {
+        g_autoptr(GKeyFile) kf = g_key_file_new();
+        g_autoptr(GError) err = NULL;
+        if (!g_key_file_load_from_file(kf, c->config, G_KEY_FILE_NONE, &err))
+            return ckptctl_fail(cmd, "--config %s: %s", c->config, err->message);
+        g_autofree char *lb = g_key_file_get_string(kf, "ckptfs", "legacy_backend", NULL);
+        if (lb && !c->legacy_backend)
+            opts->legacy_backend = g_steal_pointer(&lb);
+        g_auto(GStrv) er = g_key_file_get_string_list(kf, "ckptfs", "external_root", NULL, NULL);
+        for (char **p = er; p && *p; p++)
+            g_ptr_array_add(opts->external_roots, g_strdup(*p));
+        g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);
+        for (char **g = groups; *g; g++) {
+            if (!g_str_has_prefix(*g, "job:"))
+                continue;
+            const char *job = *g + 4;
+            if (!ck_is_job_id(job, strlen(job)))
+                return ckptctl_fail(cmd, "--config %s: [%s] is not a job id", c->config, *g);
+            char *v = g_key_file_get_string(kf, *g, "legacy_backend", NULL);
+            if (v)
+                g_hash_table_insert(opts->legacy_backends, (gpointer)g_intern_string(job), v);
+        }
+    }
+    if (c->legacy_backend) {
+        g_free(opts->legacy_backend);
+        opts->legacy_backend = g_strdup(c->legacy_backend);
+    }
+    for (char **p = c->external_roots; p && *p; p++) {
+        if ((*p)[0] != '/')
+            return ckptctl_fail(cmd, "--external-root %s: not an absolute path", *p);
+        g_ptr_array_add(opts->external_roots, g_strdup(*p));
+    }
+    return 0;
+}
+
+static void resolve_options_clear(CkResolveOptions *o)
+{
+    g_free(o->legacy_backend);
+    if (o->external_roots)
+        g_ptr_array_unref(o->external_roots);
+    if (o->legacy_backends)
+        g_hash_table_unref(o->legacy_backends);
+}
+
+/* Parses a subcommand's options; returns -1 to go on, else an exit code. */
+static int parse(const char *cmd, const char *params, const char *summary, GOptionEntry *entries,
+                 int *argc, char ***argv, int nargs_min, int nargs_max)
+{
+    g_autoptr(GOptionContext) ctx = g_option_context_new(params);
+    g_option_context_set_summary(ctx, summary);
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse(ctx, argc, argv, &err))
+        return ckptctl_fail(cmd, "%s (try ckptctl %s --help)", err->message, cmd);
+    int n = *argc - 1;
+    if (n < nargs_min || n > nargs_max)
+        return ckptctl_fail(cmd, "expected %s (try ckptctl %s --help)", params, cmd);
+    return -1;
+}
+
+static CkCatalog *open_catalog(const char *cmd, const char *dir, Common *c, CkResolveOptions *ro,
+                               int *rc)
+{
+    *rc = common_resolve_options(cmd, c, ro);
+    if (*rc)
+        return NULL;
+    CkCatalogOptions co = {*ro, c->views ? c->views : "_views"};
+    g_autoptr(GError) err = NULL;
+    CkCatalog *cat = ck_catalog_open(dir, &co, &err);
+    if (!cat)
+        *rc = ckptctl_fail(cmd, "%s", err->message);
+    return cat;
+}
+
+/* ---- jobs ---- */
+
+static int cmd_jobs(int argc, char **argv)
+{
+    Common c = {0};
+    GOptionEntry entries[8];
+    guint n = 0;
+    common_entries(&c, true, entries, &n);
+    int rc = parse("jobs", "DIR",
+                   "Each job of DIR: its checkpoints, the latest restorable one, its layout "
+                   "(namespaced, legacy, mixed, none) and the bytes of state its restorable "
+                   "checkpoints read (regular files, st_size, each counted once).",
+                   entries, &argc, &argv, 1, 1);
+    if (rc >= 0) {
+        common_clear(&c);
+        return rc;
+    }
+    CkResolveOptions ro;
+    g_autoptr(CkCatalog) cat = open_catalog("jobs", argv[1], &c, &ro, &rc);
+    if (!cat) {
+        resolve_options_clear(&ro);
+        common_clear(&c);
+        return rc;
+    }
+    g_autoptr(GPtrArray) names = ck_catalog_job_names(cat);
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "jobs");
+    json_builder_begin_array(b);
+    if (!c.json)
+        printf("%-34s %-24s %-8s %-10s %s\n", "JOB", "CHECKPOINTS", "LATEST", "LAYOUT", "BYTES");
+    for (guint i = 0; i < names->len; i++) {
+        g_autoptr(CkJobInfo) j = ck_catalog_get_job(cat, names->pdata[i]);
+        if (!j)
+            continue;
+        guint64 bytes = ck_catalog_job_bytes(cat, j);
+        if (c.json) {
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "job");
+            json_builder_add_string_value(b, j->job);
+            json_builder_set_member_name(b, "checkpoints");
+            json_builder_begin_array(b);
+            for (guint k = 0; k < j->checkpoints->len; k++)
+                json_builder_add_int_value(
+                    b, (gint64)((CkCheckpointInfo *)j->checkpoints->pdata[k])->n);
+            json_builder_end_array(b);
+            json_builder_set_member_name(b, "latest");
+            if (j->has_latest)
+                json_builder_add_int_value(b, (gint64)j->latest);
+            else
+                json_builder_add_null_value(b);
+            json_builder_set_member_name(b, "layout");
+            json_builder_add_string_value(b, j->layout);
+            json_builder_set_member_name(b, "bytes");
+            json_builder_add_int_value(b, (gint64)bytes);
+            json_builder_end_object(b);
+        } else {
+            g_autoptr(GString) cps = g_string_new(NULL);
+            for (guint k = 0; k < j->checkpoints->len; k++) {
+                if (k == 6 && j->checkpoints->len > 7) {
+                    g_string_append_printf(cps, ",...(%u)", j->checkpoints->len);
+                    break;
+                }
+                g_string_append_printf(cps, "%s%" G_GUINT64_FORMAT, k ? "," : "",
+                                       (guint64)((CkCheckpointInfo *)j->checkpoints->pdata[k])->n);
+            }
+            g_autofree char *latest =
+                j->has_latest ? g_strdup_printf("%" G_GUINT64_FORMAT, (guint64)j->latest)
+                              : g_strdup("-");
+            printf("%-34s %-24s %-8s %-10s %" G_GUINT64_FORMAT "\n", j->job,
+                   cps->len ? cps->str : "-", latest, j->layout, bytes);
+        }
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    if (c.json)
+        ckptctl_print_json(b);
+    resolve_options_clear(&ro);
+    common_clear(&c);
+    return CKPTCTL_OK;
+}
+
+/* ---- resolve ---- */
+
+static char *joined(const char *dir, const char *rel)
+{
+    if (!dir || strcmp(dir, ".") == 0)
+        return g_strdup(rel[0] ? rel : ".");
+    if (rel[0] == '\0')
+        return g_strdup(dir);
+    size_t l = strlen(dir);
+    return g_strconcat(dir, dir[l - 1] == '/' ? "" : "/", rel, NULL);
+}
+
+static void add_str_or_null(JsonBuilder *b, const char *name, const char *v)
+{
+    json_builder_set_member_name(b, name);
+    if (v)
+        json_builder_add_string_value(b, v);
+    else
+        json_builder_add_null_value(b);
+}
+
+static int cmd_resolve(int argc, char **argv)
+{
+    Common c = {0};
+    char *cp_arg = NULL;
+    GOptionEntry entries[8];
+    guint n = 0;
+    entries[n++] = (GOptionEntry){"checkpoint",
+                                  'c',
+                                  0,
+                                  G_OPTION_ARG_STRING,
+                                  &cp_arg,
+                                  "Checkpoint N (default: the latest restorable)",
+                                  "N"};
+    common_entries(&c, true, entries, &n);
+    int rc = parse("resolve", "LOCATION",
+                   "What a restore of LOCATION reads (SPEC §2): a job's marker directory "
+                   "<dir>/_jobs/<J>, a checkpoint directory, or a state backend URI.  status is "
+                   "ok (one job's marker), refused (several jobs: candidates names each job's "
+                   "marker directory) or as-given.  Paths are joined to the location as given.  "
+                   "Exit 0 for ok and as-given, 1 for refused and for a checkpoint that is not "
+                   "restorable (error says why), 2 for usage or I/O errors.",
+                   entries, &argc, &argv, 1, 1);
+    if (rc >= 0) {
+        g_free(cp_arg);
+        common_clear(&c);
+        return rc;
+    }
+    guint64 cpn = 0;
+    bool latest = cp_arg == NULL;
+    if (cp_arg && !ck_parse_u64(cp_arg, strlen(cp_arg), &cpn)) {
+        rc = ckptctl_fail("resolve", "-c %s: not a checkpoint number", cp_arg);
+        g_free(cp_arg);
+        common_clear(&c);
+        return rc;
+    }
+    g_free(cp_arg);
+    CkResolveOptions ro;
+    rc = common_resolve_options("resolve", &c, &ro);
+    if (rc) {
+        resolve_options_clear(&ro);
+        common_clear(&c);
+        return rc;
+    }
+    const char *loc = argv[1];
+    g_autoptr(CkResolution) res = NULL;
+    int e = ck_resolve(loc, latest, cpn, &ro, &res);
+    resolve_options_clear(&ro);
+    if (e < 0) {
+        common_clear(&c);
+        return ckptctl_fail("resolve", "%s: %s", loc, g_strerror(-e));
+    }
+    const CkRestore *r = res->restore;
+    bool local = r && r->root_kind == CK_ROOT_LOCAL;
+    g_autofree char *root = NULL;
+    if (r && r->root)
+        root = local ? joined(res->dir, r->root) : g_strdup(r->root);
+    else if (res->status == CK_RESOLVE_AS_GIVEN)
+        root = g_strdup(loc);
+    g_autofree char *marker = r ? joined(res->dir, r->marker) : NULL;
+    g_autoptr(GPtrArray) reads = g_ptr_array_new_with_free_func(g_free);
+    if (r) {
+        for (guint i = 0; i < r->reads->len; i++)
+            g_ptr_array_add(reads, local ? joined(res->dir, r->reads->pdata[i])
+                                         : g_strdup(r->reads->pdata[i]));
+    } else if (res->status == CK_RESOLVE_AS_GIVEN) {
+        g_ptr_array_add(reads, g_strdup(loc));
+    }
+    const char *error = r && r->error ? r->error : res->error;
+    int exit_code =
+        res->status == CK_RESOLVE_REFUSED || (r && !r->restorable) ? CKPTCTL_FOUND : CKPTCTL_OK;
+    if (c.json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+        add_str_or_null(b, "status", ck_resolve_status_name(res->status));
+        add_str_or_null(b, "job", r ? r->job : NULL);
+        json_builder_set_member_name(b, "checkpoint");
+        if (r)
+            json_builder_add_int_value(b, (gint64)r->checkpoint);
+        else if (!latest)
+            json_builder_add_int_value(b, (gint64)cpn);
+        else
+            json_builder_add_null_value(b);
+        add_str_or_null(b, "class", r ? ck_marker_class_name(r->cls) : NULL);
+        add_str_or_null(b, "root", root);
+        json_builder_set_member_name(b, "generation");
+        if (r && r->has_generation)
+            json_builder_add_int_value(b, (gint64)r->generation);
+        else
+            json_builder_add_null_value(b);
+        add_str_or_null(b, "generation_source",
+                        r && r->has_generation ? (r->generation_guessed ? "guessed" : "marker")
+                                               : NULL);
+        json_builder_set_member_name(b, "participants");
+        if (r) {
+            json_builder_begin_array(b);
+            for (guint i = 0; i < r->participants->len; i++)
+                json_builder_add_int_value(b, g_array_index(r->participants, guint32, i));
+            json_builder_end_array(b);
+        } else {
+            json_builder_add_null_value(b);
+        }
+        add_str_or_null(b, "marker", marker);
+        json_builder_set_member_name(b, "reads");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < reads->len; i++)
+            json_builder_add_string_value(b, reads->pdata[i]);
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "candidates");
+        if (res->candidates) {
+            json_builder_begin_array(b);
+            for (guint i = 0; i < res->candidates->len; i++)
+                json_builder_add_string_value(b, res->candidates->pdata[i]);
+            json_builder_end_array(b);
+        } else {
+            json_builder_add_null_value(b);
+        }
+        add_str_or_null(b, "error", error);
+        json_builder_end_object(b);
+        ckptctl_print_json(b);
+    } else {
+        printf("status: %s\n", ck_resolve_status_name(res->status));
+        if (r) {
+            printf("job: %s\ncheckpoint: %" G_GUINT64_FORMAT "\nclass: %s\n", r->job,
+                   (guint64)r->checkpoint, ck_marker_class_name(r->cls));
+            printf("root: %s (%s)\n", root ? root : "-", ck_root_kind_name(r->root_kind));
+            if (r->has_generation)
+                printf("generation: %" G_GUINT64_FORMAT " (%s)\n", (guint64)r->generation,
+                       r->generation_guessed ? "guessed" : "marker");
+            else
+                printf("generation: -\n");
+            printf("participants:");
+            for (guint i = 0; i < r->participants->len; i++)
+                printf("%s%u", i ? "," : " ", g_array_index(r->participants, guint32, i));
+            printf("\nmarker: %s\n", marker);
+        } else if (root) {
+            printf("root: %s\n", root);
+        }
+        for (guint i = 0; i < reads->len; i++)
+            printf("reads: %s\n", (char *)reads->pdata[i]);
+        for (guint i = 0; res->candidates && i < res->candidates->len; i++)
+            printf("candidate: %s\n", (char *)res->candidates->pdata[i]);
+        if (error)
+            printf("error: %s\n", error);
+    }
+    if (exit_code == CKPTCTL_FOUND && error)
+        fprintf(stderr, "ckptctl resolve: %s\n", error);
+    common_clear(&c);
+    return exit_code;
+}
+
+/* ---- check ---- */
+
+static int cmd_check(int argc, char **argv)
+{
+    Common c = {0};
+    GOptionEntry entries[8];
+    guint n = 0;
+    common_entries(&c, true, entries, &n);
+    int rc = parse("check", "DIR",
+                   "Every hazard of DIR: shared-location (two jobs' restores read one "
+                   "location), foreign-root, malformed (also unreadable markers), cut-short, "
+                   "orphan-root (informational), not-a-job.  Paths are relative to DIR.  Exit 1 "
+                   "when a collision (shared-location, foreign-root) or a malformed marker is "
+                   "found, else 0.",
+                   entries, &argc, &argv, 1, 1);
+    if (rc >= 0) {
+        common_clear(&c);
+        return rc;
+    }
+    CkResolveOptions ro;
+    g_autoptr(CkCatalog) cat = open_catalog("check", argv[1], &c, &ro, &rc);
+    resolve_options_clear(&ro);
+    if (!cat) {
+        common_clear(&c);
+        return rc;
+    }
+    g_autoptr(GPtrArray) hz = ck_catalog_hazards(cat);
+    guint collisions = 0;
+    bool malformed = false;
+    for (guint i = 0; i < hz->len; i++) {
+        const CkHazard *h = hz->pdata[i];
+        collisions += h->collision;
+        malformed |= strcmp(h->kind, "malformed") == 0;
+    }
+    if (c.json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "hazards");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < hz->len; i++) {
+            const CkHazard *h = hz->pdata[i];
+            json_builder_begin_object(b);
+            add_str_or_null(b, "kind", h->kind);
+            json_builder_set_member_name(b, "jobs");
+            json_builder_begin_array(b);
+            for (guint k = 0; k < h->jobs->len; k++)
+                json_builder_add_string_value(b, h->jobs->pdata[k]);
+            json_builder_end_array(b);
+            add_str_or_null(b, "path", h->path);
+            add_str_or_null(b, "detail", h->detail);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "collisions");
+        json_builder_add_int_value(b, collisions);
+        json_builder_end_object(b);
+        ckptctl_print_json(b);
+    } else {
+        if (hz->len)
+            printf("%-16s %-24s %-40s %s\n", "KIND", "JOBS", "PATH", "DETAIL");
+        for (guint i = 0; i < hz->len; i++) {
+            const CkHazard *h = hz->pdata[i];
+            g_autoptr(GString) js = g_string_new(NULL);
+            for (guint k = 0; k < h->jobs->len; k++)
+                g_string_append_printf(js, "%s%s", k ? "," : "", (char *)h->jobs->pdata[k]);
+            printf("%-16s %-24s %-40s %s\n", h->kind, js->len ? js->str : "-", h->path, h->detail);
+        }
+        printf("%u hazard(s), %u collision(s)\n", hz->len, collisions);
+    }
+    common_clear(&c);
+    return collisions || malformed ? CKPTCTL_FOUND : CKPTCTL_OK;
+}
+
+/* ---- state-root ---- */
+
+static int cmd_state_root(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print {\"base\",\"job\",\"state_root\"}", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    int rc = parse("state-root", "BASE JOB",
+                   "job_state_root(BASE, JOB) (SPEC §1): <base>/_state/<job> for paths and "
+                   "file:// URIs, the segment before any ?query and into local=, URIs naming no "
+                   "location unchanged.",
+                   entries, &argc, &argv, 2, 2);
+    if (rc >= 0)
+        return rc;
+    const char *base = argv[1], *job = argv[2];
+    if (!ck_is_job_id(job, strlen(job)))
+        return ckptctl_fail("state-root",
+                            "%s: not a job id (1 to 128 of [A-Za-z0-9_.-], not "
+                            "starting with '.')",
+                            job);
+    if (base[0] == '\0')
+        return ckptctl_fail("state-root", "BASE is empty");
+    g_autofree char *root = ck_job_state_root(base, job);
+    if (json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+        add_str_or_null(b, "base", base);
+        add_str_or_null(b, "job", job);
+        add_str_or_null(b, "state_root", root);
+        json_builder_end_object(b);
+        ckptctl_print_json(b);
+    } else {
+        printf("%s\n", root);
+    }
+    return CKPTCTL_OK;
+}
+
+/* ---- unused ---- */
+
+static int cmd_unused(int argc, char **argv)
+{
+    Common c = {0};
+    GOptionEntry entries[8];
+    guint n = 0;
+    common_entries(&c, true, entries, &n);
+    int rc = parse("unused", "DIR",
+                   "Dry run, deletes nothing: the legacy v<G> and bare <S> directories no "
+                   "restorable marker reads (legacy-unread), and _state/<J>/v<G> generations "
+                   "older than every restorable marker of J (superseded-generation).  Sizes are "
+                   "du-like (st_blocks * 512, each inode once).  Exit 1 when something is "
+                   "unused, 0 when nothing is.",
+                   entries, &argc, &argv, 1, 1);
+    if (rc >= 0) {
+        common_clear(&c);
+        return rc;
+    }
+    CkResolveOptions ro;
+    g_autoptr(CkCatalog) cat = open_catalog("unused", argv[1], &c, &ro, &rc);
+    resolve_options_clear(&ro);
+    if (!cat) {
+        common_clear(&c);
+        return rc;
+    }
+    g_autoptr(GPtrArray) un = ck_catalog_unused(cat);
+    guint64 total = 0;
+    for (guint i = 0; i < un->len; i++)
+        total += ((CkUnused *)un->pdata[i])->bytes;
+    if (c.json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "unused");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < un->len; i++) {
+            const CkUnused *u = un->pdata[i];
+            json_builder_begin_object(b);
+            add_str_or_null(b, "path", u->path);
+            add_str_or_null(b, "reason", u->reason);
+            json_builder_set_member_name(b, "bytes");
+            json_builder_add_int_value(b, (gint64)u->bytes);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "bytes");
+        json_builder_add_int_value(b, (gint64)total);
+        json_builder_end_object(b);
+        ckptctl_print_json(b);
+    } else {
+        if (un->len)
+            printf("%-48s %-22s %s\n", "PATH", "REASON", "BYTES");
+        for (guint i = 0; i < un->len; i++) {
+            const CkUnused *u = un->pdata[i];
+            printf("%-48s %-22s %" G_GUINT64_FORMAT "\n", u->path, u->reason, u->bytes);
+        }
+        printf("%u unused, %" G_GUINT64_FORMAT " bytes (nothing deleted)\n", un->len, total);
+    }
+    common_clear(&c);
+    return un->len ? CKPTCTL_FOUND : CKPTCTL_OK;
+}
+
+/* ---- collisions ---- */
+
+static const char *member_str(JsonObject *o, const char *k)
+{
+    JsonNode *n = json_object_get_member(o, k);
+    if (!n || JSON_NODE_TYPE(n) != JSON_NODE_VALUE || json_node_get_value_type(n) != G_TYPE_STRING)
+        return "-";
+    return json_node_get_string(n);
+}
+
+static int cmd_collisions(int argc, char **argv)
+{
+    Common c = {0};
+    char *file = NULL;
+    GOptionEntry entries[8];
+    guint n = 0;
+    entries[n++] = (GOptionEntry){"file", 0,
+                                  0,      G_OPTION_ARG_FILENAME,
+                                  &file,  "Read FILE (a collision_log=FILE) instead of MOUNT's log",
+                                  "FILE"};
+    common_entries(&c, false, entries, &n);
+    int rc = parse("collisions", "[MOUNT]",
+                   "The collision log of a ckptfs mount (MOUNT/<views>/.collisions, JSON "
+                   "lines), or of --file.  --json prints {\"records\":[...]}.  Exit 1 when there "
+                   "are records, 0 when there are none.",
+                   entries, &argc, &argv, file ? 0 : 1, file ? 0 : 1);
+    if (rc >= 0) {
+        g_free(file);
+        common_clear(&c);
+        return rc;
+    }
+    g_autofree char *path =
+        file ? g_strdup(file)
+             : g_build_filename(argv[1], c.views ? c.views : "_views", ".collisions", NULL);
+    g_free(file);
+    g_autofree char *buf = NULL;
+    gsize len = 0;
+    g_autoptr(GError) err = NULL;
+    if (!g_file_get_contents(path, &buf, &len, &err)) {
+        common_clear(&c);
+        return ckptctl_fail("collisions", "%s", err->message);
+    }
+    g_autoptr(GPtrArray) recs = ck_collision_parse_lines(buf, len, &err);
+    if (!recs) {
+        common_clear(&c);
+        return ckptctl_fail("collisions", "%s: %s", path, err->message);
+    }
+    if (c.json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "records");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < recs->len; i++) {
+            JsonNode *node = json_node_new(JSON_NODE_OBJECT);
+            json_node_set_object(node, recs->pdata[i]);
+            json_builder_add_value(b, node);
+        }
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+        ckptctl_print_json(b);
+    } else {
+        if (recs->len)
+            printf("%-24s %-24s %-7s %-8s %-8s %-8s %-40s %s\n", "TIME", "KIND", "VERDICT", "OP",
+                   "CALLER", "OWNER", "PATH", "PATH2");
+        for (guint i = 0; i < recs->len; i++) {
+            JsonObject *o = recs->pdata[i];
+            printf("%-24s %-24s %-7s %-8s %-8s %-8s %-40s %s\n", member_str(o, "time"),
+                   member_str(o, "kind"), member_str(o, "verdict"), member_str(o, "op"),
+                   member_str(o, "caller_job"), member_str(o, "owner_job"), member_str(o, "path"),
+                   member_str(o, "path2"));
+        }
+        printf("%u record(s)\n", recs->len);
+    }
+    common_clear(&c);
+    return recs->len ? CKPTCTL_FOUND : CKPTCTL_OK;
+}
+
+/* ---- main ---- */
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+} Command;
+
+static const Command commands[] = {
+    {"jobs", cmd_jobs},           {"resolve", cmd_resolve},
+    {"check", cmd_check},         {"state-root", cmd_state_root},
+    {"unused", cmd_unused},       {"collisions", cmd_collisions},
+    {"fixture", ckptctl_fixture},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(synopsis, stderr);
+        return CKPTCTL_ERROR;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(synopsis, stdout);
+        return CKPTCTL_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("ckptctl %s\n", CKPTFS_VERSION);
+        return CKPTCTL_OK;
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(commands); i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            /* argv[0] becomes the command, so GOption prints "ckptctl CMD". */
+            g_autofree char *prg = g_strdup_printf("ckptctl %s", argv[1]);
+            g_set_prgname(prg);
+            argv[1] = argv[0];
+            return commands[i].fn(argc - 1, argv + 1);
+        }
+    }
+    return ckptctl_fail(argv[1], "unknown command (try ckptctl --help)");
+}
