@@ -1,1 +1,226 @@
-int main(void) { return 0; }
+/* ckptfs: the daemon (SPEC §4).  Parses and validates the options, clears a
+ * stale mount, sets up the one struct ckptfs and runs the FUSE session. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ckptfs-config.h"
+#include "ckptfs.h"
+#include "ops.h"
+#include "views.h"
+
+static int fail(int code, const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "ckptfs: ");
+    fprintf(stderr, fmt, a, b);
+    fputc('\n', stderr);
+    return code;
+}
+
+/* A daemon killed without unmounting leaves a mount whose every access
+ * fails with ENOTCONN; detach it so the new mount can take its place. */
+static void clear_stale_mount(const char *mnt)
+{
+    struct stat st;
+    if (stat(mnt, &st) == 0 || errno != ENOTCONN)
+        return;
+    g_message("ckptfs: %s: clearing a stale mount left by a dead daemon", mnt);
+    if (geteuid() == 0 && umount2(mnt, MNT_DETACH) == 0)
+        return;
+    const char *argv[] = {"fusermount3", "-u", "-z", mnt, NULL};
+    int status = 0;
+    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL,
+                      &status, NULL) ||
+        !g_spawn_check_wait_status(status, NULL))
+        g_warning("ckptfs: %s: fusermount3 -u -z failed", mnt);
+}
+
+static bool path_within(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* collision_log must not be inside the backing directory: the daemon never
+ * writes there on its own.  Returns the absolute path to use. */
+static int check_collision_log(struct ckptfs *fs, char **abs_out)
+{
+    const char *arg = fs->opt.collision_log;
+    g_autofree char *abs = g_canonicalize_filename(arg, NULL);
+    g_autofree char *dir = g_path_get_dirname(abs);
+    g_autofree char *base = g_path_get_basename(abs);
+    char *real_dir = realpath(dir, NULL);
+    if (!real_dir)
+        return fail(2, "collision_log=%s: %s", arg, g_strerror(errno));
+    g_autofree char *full = g_build_filename(real_dir, base, NULL);
+    bool inside = path_within(real_dir, fs->backing) || path_within(real_dir, fs->mountpoint);
+    free(real_dir);
+    if (inside)
+        return fail(2, "collision_log=%s: %s", arg,
+                    "is inside the backing directory or the mount (ckptfs never writes there)");
+    *abs_out = g_steal_pointer(&full);
+    return 0;
+}
+
+static int setup(struct ckptfs *fs, const char *mountpoint)
+{
+    FsOptions *o = &fs->opt;
+    if (!o->backing_arg || !mountpoint)
+        return fail(2, "usage: ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT%s%s",
+                    "", "");
+
+    clear_stale_mount(mountpoint);
+    struct stat st;
+    char *real = realpath(o->backing_arg, NULL);
+    if (!real)
+        return fail(2, "%s: %s", o->backing_arg, g_strerror(errno));
+    fs->backing = real;
+    fs->backing_len = strlen(real);
+    if (fs->backing_len == 1)
+        fs->backing_len = 0; /* "/": every path is below it */
+    if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+        return fail(2, "%s: %s", o->backing_arg, "not a directory");
+    real = realpath(mountpoint, NULL);
+    if (!real)
+        return fail(2, "%s: %s", mountpoint, g_strerror(errno));
+    fs->mountpoint = real;
+    if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+        return fail(2, "%s: %s", mountpoint, "not a directory");
+
+    fs->root_fd = open(fs->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fs->root_fd < 0)
+        return fail(2, "%s: %s", o->backing_arg, g_strerror(errno));
+    fs->mount_fd = open(fs->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fs->mount_fd < 0)
+        return fail(2, "%s: %s", o->backing_arg, g_strerror(errno));
+    if (fstatat(fs->root_fd, o->views_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        g_autofree char *msg = g_strdup_printf(
+            "the backing directory already has an entry named %s; choose another name for "
+            "the views with -o views=NAME",
+            o->views_name);
+        return fail(2, "%s: %s", o->backing_arg, msg);
+    }
+
+    g_autofree char *log_path = NULL;
+    if (o->collision_log) {
+        int rc = check_collision_log(fs, &log_path);
+        if (rc)
+            return rc;
+    }
+    g_autoptr(GError) err = NULL;
+    fs->collisions = ck_collision_log_new(CK_COLLISION_LOG_KEEP, log_path, &err);
+    if (!fs->collisions)
+        return fail(2, "collision_log=%s: %s", o->collision_log, err ? err->message : "?");
+    if (o->job_interned || o->identity_env)
+        fs->identity = ck_identity_new(o->job_interned, o->identity_env, "/proc");
+
+    fs->policy.legacy_rw = o->legacy_rw;
+    fs->entry_timeout = o->entry_timeout_s;
+    fs->attr_timeout = o->attr_timeout_s;
+    if (ckptfs_creds_init(fs) < 0)
+        return fail(1, "%s%s", "cannot read the daemon's groups", "");
+    int rc = node_table_init(fs);
+    if (rc < 0)
+        return fail(1, "%s: %s", o->backing_arg, g_strerror(-rc));
+    rc = views_init(fs);
+    if (rc < 0)
+        return fail(1, "%s: %s", "views", g_strerror(-rc));
+    return 0;
+}
+
+static void teardown(struct ckptfs *fs)
+{
+    if (fs->views)
+        views_destroy(fs);
+    node_table_destroy(fs);
+    if (fs->identity)
+        ck_identity_free(fs->identity);
+    if (fs->collisions)
+        ck_collision_log_free(fs->collisions);
+    if (fs->root_fd >= 0)
+        close(fs->root_fd);
+    if (fs->mount_fd >= 0)
+        close(fs->mount_fd);
+    free(fs->backing);
+    free(fs->mountpoint);
+    g_free(fs->groups);
+    fs_options_clear(&fs->opt);
+}
+
+int main(int argc, char *argv[])
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct ckptfs fs;
+    memset(&fs, 0, sizeof fs);
+    fs.root_fd = fs.mount_fd = -1;
+    struct fuse_cmdline_opts c;
+    memset(&c, 0, sizeof c);
+    int rc = fs_options_parse(&args, &fs.opt);
+    if (rc)
+        goto out;
+    if (fuse_parse_cmdline(&args, &c) != 0) {
+        rc = 2;
+        goto out;
+    }
+    if (c.show_help) {
+        fs_options_help();
+        fuse_cmdline_help();
+        fuse_lowlevel_help();
+        rc = 0;
+        goto out;
+    }
+    if (c.show_version) {
+        printf("ckptfs %s\n", CKPTFS_VERSION);
+        fuse_lowlevel_version();
+        rc = 0;
+        goto out;
+    }
+    rc = setup(&fs, c.mountpoint);
+    if (rc)
+        goto out;
+
+    /* creates pass the caller's mode through as the kernel computed it */
+    umask(0);
+    fs.se = fuse_session_new(&args, &ckptfs_ops, sizeof ckptfs_ops, &fs);
+    if (!fs.se) {
+        rc = 2;
+        goto out;
+    }
+    if (fuse_set_signal_handlers(fs.se) != 0) {
+        rc = 1;
+        goto out_session;
+    }
+    if (fuse_session_mount(fs.se, fs.mountpoint) != 0) {
+        rc = 1;
+        goto out_signals;
+    }
+    fuse_daemonize(c.foreground);
+    if (c.singlethread) {
+        rc = fuse_session_loop(fs.se);
+    } else {
+        struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+        fuse_loop_cfg_set_clone_fd(cfg, (unsigned)c.clone_fd);
+        fuse_loop_cfg_set_max_threads(cfg, c.max_threads);
+        if (c.max_idle_threads != UINT_MAX)
+            fuse_loop_cfg_set_idle_threads(cfg, c.max_idle_threads);
+        rc = fuse_session_loop_mt(fs.se, cfg);
+        fuse_loop_cfg_destroy(cfg);
+    }
+    rc = rc == 0 ? 0 : 1;
+    fuse_session_unmount(fs.se);
+out_signals:
+    fuse_remove_signal_handlers(fs.se);
+out_session:
+    fuse_session_destroy(fs.se);
+out:
+    free(c.mountpoint);
+    fuse_opt_free_args(&args);
+    teardown(&fs);
+    return rc;
+}

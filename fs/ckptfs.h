@@ -1,0 +1,56 @@
+/* The one userdata of the ckptfs daemon (SPEC §4): options, the backing
+ * root, the node table, the policy, the collision log and the counters.
+ *
+ * Everything here is set up before the session starts and torn down after
+ * it ends; while requests run, only the fields marked "mutable" change, each
+ * under the lock named beside it.
+ *
+ * Lock order (outermost first), for every file of fs/:
+ *   1. NodeTable.lock         (inode.c: the hash tables and nlookup counts)
+ *   2. FdCache.lock           (inode.c: the bounded descriptor cache)
+ *   3. locks inside core/     (CkIdentity, CkCollisionLog: leaf locks)
+ * No lock is held across a reply to the kernel or across a backing syscall
+ * other than close(). */
+#pragma once
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <glib.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "collision.h"
+#include "identity.h"
+#include "policy.h"
+#include "inode.h"
+#include "metrics.h"
+#include "options.h"
+
+struct ckptfs {
+    /* immutable while mounted */
+    FsOptions opt;
+    char *backing; /* realpath of BACKING_DIR, no trailing '/' */
+    size_t backing_len;
+    char *mountpoint; /* realpath of MOUNTPOINT */
+    int root_fd;      /* O_PATH|O_DIRECTORY of the backing root */
+    int mount_fd;     /* O_RDONLY of the backing root: open_by_handle_at's mount_fd (no O_PATH) */
+    bool handles;     /* the backing fs gives file handles (else one O_PATH fd per node) */
+    bool is_root;     /* the daemon runs with euid 0 (AT_EMPTY_PATH links, open_by_handle_at) */
+    uid_t euid;
+    gid_t egid;
+    gid_t *groups; /* the daemon's supplementary groups, restored after acting as a caller */
+    int ngroups;
+    CkPolicy policy;
+    CkIdentity *identity;       /* NULL when neither job= nor identity= is given */
+    CkCollisionLog *collisions; /* never NULL */
+    double entry_timeout;       /* passthrough tree */
+    double attr_timeout;
+
+    /* mutable, each with its own lock */
+    NodeTable nodes;   /* NodeTable.lock */
+    FdCache fdcache;   /* FdCache.lock */
+    FsMetrics metrics; /* atomics only */
+    void *views;       /* fs/views.c private state; its own locks, leaf level */
+
+    struct fuse_session *se;
+};

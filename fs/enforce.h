@@ -1,0 +1,38 @@
+/* The write-policy hooks (SPEC §4 "Namespaces and the write policy").
+ *
+ * Every write request asks one of these before its first backing syscall, so
+ * a refused write changes nothing.  Each returns 0 to go on, or -errno to
+ * answer with: EACCES for a refusal in enforce mode, EROFS for anything in
+ * the views (not logged).  A refusal (or, in audit mode, a write that would
+ * have been refused, which then goes on) is appended to the collision log
+ * with the caller's pid, uid and comm, and counted in the metrics.
+ * With -o no_policy nothing is checked (the namespace out-params are still
+ * set).  Paths for the record are derived only when a record is written. */
+#pragma once
+#include <stdbool.h>
+
+#include "ckptfs.h"
+
+/* The job the caller acts as (interned), or NULL for anonymous. */
+const char *fs_caller_job(struct ckptfs *fs, fuse_req_t req);
+
+/* A write to existing object `n` (open for writing, setattr, xattr), or the
+ * removal of entry `name` of directory `n` (unlink, rmdir: name != NULL). */
+int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n, const char *name);
+/* Creating entry `name` in `parent` (create, mknod, mkdir). */
+int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *parent,
+                    const char *name, bool is_dir, CkNs *child_out);
+/* rename(parent/name -> newparent/newname, flags): RENAME_EXCHANGE checks both
+ * ways.  *moved_out: the moved entry's ns afterwards; *back_out (exchange):
+ * the ns of the entry that moved the other way. */
+int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
+                    Node *newparent, const char *newname, unsigned flags, CkNs *moved_out,
+                    CkNs *back_out);
+int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, const char *newname,
+                  CkNs *out);
+int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
+                     const char *target, CkNs *out);
+
+/* The path of a backing node relative to the mount root ("" for the root),
+ * derived from its descriptor; NULL if it has none. */
+char *fs_node_path(struct ckptfs *fs, Node *n);

@@ -1,0 +1,532 @@
+#include "inode.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckptfs.h"
+
+#define FD_CACHE_CAPACITY 512
+
+typedef struct {
+    Node *node;
+    int fd;
+    int refs; /* the cache's own reference + borrowers */
+    GList link;
+} FdEntry;
+
+static guint key_hash(gconstpointer p)
+{
+    const NodeKey *k = p;
+    guint64 v = (guint64)k->ino * 0x9E3779B97F4A7C15ull ^ (guint64)k->dev;
+    return (guint)(v ^ (v >> 32));
+}
+
+static gboolean key_equal(gconstpointer a, gconstpointer b)
+{
+    const NodeKey *x = a, *y = b;
+    return x->ino == y->ino && x->dev == y->dev;
+}
+
+static void fdentry_unref_locked(FdEntry *e)
+{
+    if (--e->refs == 0) {
+        close(e->fd);
+        g_free(e);
+    }
+}
+
+/* Removes n's cached descriptor, if any. */
+static void fdcache_drop(struct ckptfs *fs, Node *n)
+{
+    FdCache *c = &fs->fdcache;
+    g_mutex_lock(&c->lock);
+    FdEntry *e = g_hash_table_lookup(c->map, n);
+    if (e) {
+        g_hash_table_remove(c->map, n);
+        g_queue_unlink(&c->lru, &e->link);
+        fdentry_unref_locked(e);
+    }
+    g_mutex_unlock(&c->lock);
+}
+
+/* Caches fd (O_PATH) for n; returns the descriptor to use, borrowed in *out. */
+static void fdcache_insert(struct ckptfs *fs, Node *n, int fd, NodeFd *out)
+{
+    FdCache *c = &fs->fdcache;
+    g_mutex_lock(&c->lock);
+    FdEntry *e = g_hash_table_lookup(c->map, n);
+    if (e) {
+        /* another thread opened it meanwhile */
+        close(fd);
+    } else {
+        e = g_new0(FdEntry, 1);
+        e->node = n;
+        e->fd = fd;
+        e->refs = 1;
+        e->link.data = e;
+        g_hash_table_insert(c->map, n, e);
+        g_queue_push_head_link(&c->lru, &e->link);
+        while (c->lru.length > c->capacity) {
+            GList *tail = g_queue_pop_tail_link(&c->lru);
+            FdEntry *old = tail->data;
+            g_hash_table_remove(c->map, old->node);
+            fdentry_unref_locked(old);
+        }
+    }
+    if (out) {
+        e->refs++;
+        out->fd = e->fd;
+        out->entry = e;
+    }
+    g_mutex_unlock(&c->lock);
+}
+
+static void fdcache_drop(struct ckptfs *fs, Node *n);
+
+int node_mark_stale(struct ckptfs *fs, Node *n, int err)
+{
+    if (err == -ESTALE && n != fs->nodes.root) {
+        g_mutex_lock(&fs->nodes.lock);
+        n->stale = true;
+        g_mutex_unlock(&fs->nodes.lock);
+        fdcache_drop(fs, n);
+    }
+    return err;
+}
+
+static bool handle_equal(const struct file_handle *a, const struct file_handle *b)
+{
+    if (!a || !b)
+        return a == b;
+    return a->handle_type == b->handle_type && a->handle_bytes == b->handle_bytes &&
+           memcmp(a->f_handle, b->f_handle, a->handle_bytes) == 0;
+}
+
+int node_fd(struct ckptfs *fs, Node *n, NodeFd *out)
+{
+    if (n->pinned_fd >= 0) {
+        out->fd = n->pinned_fd;
+        out->entry = NULL;
+        return 0;
+    }
+    if (!n->handle)
+        return -ESTALE; /* a virtual node has no backing object */
+    FdCache *c = &fs->fdcache;
+    g_mutex_lock(&c->lock);
+    FdEntry *e = g_hash_table_lookup(c->map, n);
+    if (e) {
+        e->refs++;
+        if (c->lru.head != &e->link) {
+            g_queue_unlink(&c->lru, &e->link);
+            g_queue_push_head_link(&c->lru, &e->link);
+        }
+        out->fd = e->fd;
+        out->entry = e;
+        g_mutex_unlock(&c->lock);
+        return 0;
+    }
+    g_mutex_unlock(&c->lock);
+    int fd = open_by_handle_at(fs->mount_fd, n->handle, O_PATH | O_CLOEXEC);
+    if (fd < 0)
+        return node_mark_stale(fs, n, -errno);
+    fdcache_insert(fs, n, fd, out);
+    return 0;
+}
+
+void node_fd_put(struct ckptfs *fs, NodeFd *f)
+{
+    if (!f->entry)
+        return;
+    g_mutex_lock(&fs->fdcache.lock);
+    fdentry_unref_locked(f->entry);
+    g_mutex_unlock(&fs->fdcache.lock);
+    f->entry = NULL;
+}
+
+int node_open(struct ckptfs *fs, Node *n, int flags)
+{
+    flags &= ~(O_CREAT | O_EXCL | O_NOCTTY);
+    flags |= O_CLOEXEC;
+    int fd;
+    if (n->handle) {
+        fd = open_by_handle_at(fs->mount_fd, n->handle, flags);
+    } else if (n->pinned_fd >= 0) {
+        char proc[64];
+        g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", n->pinned_fd);
+        fd = open(proc, flags);
+    } else {
+        return -ESTALE;
+    }
+    return fd < 0 ? node_mark_stale(fs, n, -errno) : fd;
+}
+
+int node_set_handle_from_fd(struct ckptfs *fs, Node *n, int fd)
+{
+    if (fs->handles) {
+        union {
+            struct file_handle fh;
+            char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+        } h;
+        h.fh.handle_bytes = MAX_HANDLE_SZ;
+        int mnt = 0;
+        if (name_to_handle_at(fd, "", &h.fh, &mnt, AT_EMPTY_PATH) == 0 &&
+            mnt == fs->nodes.root_mount_id) {
+            n->handle = g_malloc(sizeof(struct file_handle) + h.fh.handle_bytes);
+            memcpy(n->handle, &h.fh, sizeof(struct file_handle) + h.fh.handle_bytes);
+            n->pinned_fd = -1;
+            return 0;
+        }
+    }
+    /* no handles here (or another file system mounted inside the backing
+     * directory): keep the descriptor itself */
+    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dup_fd < 0)
+        return -errno;
+    n->pinned_fd = dup_fd;
+    return 0;
+}
+
+static Node *node_new(struct ckptfs *fs, NodeKind kind, mode_t type)
+{
+    Node *n = g_new0(Node, 1);
+    n->kind = kind;
+    n->type = type & S_IFMT;
+    n->pinned_fd = -1;
+    (void)fs;
+    return n;
+}
+
+static void node_free(struct ckptfs *fs, Node *n)
+{
+    fdcache_drop(fs, n);
+    if (n->pinned_fd >= 0 && n != fs->nodes.root)
+        close(n->pinned_fd);
+    if (n->vdata && n->vdata_free)
+        n->vdata_free(n->vdata);
+    g_free(n->handle);
+    g_free(n->vkey);
+    g_free(n);
+}
+
+int node_table_init(struct ckptfs *fs)
+{
+    NodeTable *t = &fs->nodes;
+    g_mutex_init(&t->lock);
+    t->backing = g_hash_table_new(key_hash, key_equal);
+    t->virtuals = g_hash_table_new(g_str_hash, g_str_equal);
+    g_mutex_init(&fs->fdcache.lock);
+    fs->fdcache.map = g_hash_table_new(g_direct_hash, g_direct_equal);
+    g_queue_init(&fs->fdcache.lru);
+    fs->fdcache.capacity = FD_CACHE_CAPACITY;
+
+    struct stat st;
+    if (fstat(fs->root_fd, &st) < 0)
+        return -errno;
+
+    /* Probe handle support: a handle of the root that opens again. */
+    union {
+        struct file_handle fh;
+        char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+    } h;
+    h.fh.handle_bytes = MAX_HANDLE_SZ;
+    int mnt = 0;
+    fs->handles = false;
+    int probe_err = 0;
+    if (name_to_handle_at(fs->root_fd, "", &h.fh, &mnt, AT_EMPTY_PATH) != 0) {
+        probe_err = errno;
+    } else {
+        int fd = open_by_handle_at(fs->mount_fd, &h.fh, O_PATH | O_CLOEXEC);
+        if (fd >= 0) {
+            close(fd);
+            fs->handles = true;
+            t->root_mount_id = mnt;
+        } else {
+            probe_err = errno;
+        }
+    }
+    if (!fs->handles)
+        g_warning("ckptfs: %s gives no usable file handles (%s); keeping one O_PATH descriptor "
+                  "per cached node, so RLIMIT_NOFILE bounds the nodes the kernel can hold",
+                  fs->backing, g_strerror(probe_err));
+
+    Node *root = node_new(fs, NODE_BACKING, st.st_mode);
+    root->key.dev = st.st_dev;
+    root->key.ino = st.st_ino;
+    root->ns = ck_ns_root();
+    root->nlookup = 1;
+    root->pinned_fd = fs->root_fd;
+    root->generation = 0;
+    t->root = root;
+    t->next_generation = 1;
+    g_hash_table_insert(t->backing, &root->key, root);
+    return 0;
+}
+
+void node_table_destroy(struct ckptfs *fs)
+{
+    NodeTable *t = &fs->nodes;
+    if (!t->backing)
+        return;
+    GHashTableIter it;
+    gpointer k, v;
+    GPtrArray *all = g_ptr_array_new();
+    g_hash_table_iter_init(&it, t->backing);
+    while (g_hash_table_iter_next(&it, &k, &v))
+        g_ptr_array_add(all, v);
+    g_hash_table_iter_init(&it, t->virtuals);
+    while (g_hash_table_iter_next(&it, &k, &v))
+        g_ptr_array_add(all, v);
+    g_hash_table_destroy(t->backing);
+    g_hash_table_destroy(t->virtuals);
+    t->backing = t->virtuals = NULL;
+    for (guint i = 0; i < all->len; i++)
+        node_free(fs, all->pdata[i]);
+    g_ptr_array_free(all, TRUE);
+    t->root = NULL;
+    /* whatever is left in the cache belonged to freed nodes */
+    GList *l;
+    while ((l = g_queue_pop_head_link(&fs->fdcache.lru))) {
+        FdEntry *e = l->data;
+        fdentry_unref_locked(e);
+    }
+    g_hash_table_destroy(fs->fdcache.map);
+    fs->fdcache.map = NULL;
+    g_mutex_clear(&fs->fdcache.lock);
+    g_mutex_clear(&t->lock);
+}
+
+guint64 node_table_count(struct ckptfs *fs)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    guint64 c = fs->nodes.count;
+    g_mutex_unlock(&fs->nodes.lock);
+    return c;
+}
+
+CkNs node_ns(struct ckptfs *fs, Node *n)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    CkNs ns = n->ns;
+    g_mutex_unlock(&fs->nodes.lock);
+    return ns;
+}
+
+void node_set_ns(struct ckptfs *fs, Node *n, CkNs ns)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    n->ns = ns;
+    g_mutex_unlock(&fs->nodes.lock);
+}
+
+Node *node_find_backing(struct ckptfs *fs, dev_t dev, ino_t ino)
+{
+    NodeKey k = {dev, ino};
+    g_mutex_lock(&fs->nodes.lock);
+    Node *n = g_hash_table_lookup(fs->nodes.backing, &k);
+    g_mutex_unlock(&fs->nodes.lock);
+    return n;
+}
+
+void node_ref(struct ckptfs *fs, Node *n, uint64_t count)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    n->nlookup += count;
+    g_mutex_unlock(&fs->nodes.lock);
+}
+
+/* Finds or adds the node of the object open as fd (any kind of descriptor),
+ * found as `name` in a directory of namespace pns.  When cache_fd, fd is an
+ * O_PATH descriptor handed over to the descriptor cache (or closed). */
+static int node_from_fd(struct ckptfs *fs, CkNs pns, const char *name, int fd, bool cache_fd,
+                        struct stat *st, Node **out)
+{
+    NodeTable *t = &fs->nodes;
+    if (fstat(fd, st) < 0) {
+        int err = -errno;
+        if (cache_fd)
+            close(fd);
+        return err;
+    }
+    NodeKey k = {st->st_dev, st->st_ino};
+    Node *fresh = node_new(fs, NODE_BACKING, st->st_mode);
+    fresh->key = k;
+    fresh->ns = ck_ns_child(pns, name, fs->opt.views_name);
+    int err = node_set_handle_from_fd(fs, fresh, fd);
+    if (err) {
+        if (cache_fd)
+            close(fd);
+        node_free(fs, fresh);
+        return err;
+    }
+
+    g_mutex_lock(&t->lock);
+    Node *n = g_hash_table_lookup(t->backing, &k);
+    if (n && (n->type != fresh->type || (n->stale && !handle_equal(n->handle, fresh->handle)))) {
+        /* the inode number was recycled for another object while the kernel
+         * still holds the old node: the old node stays stale (ESTALE) */
+        g_hash_table_remove(t->backing, &n->key);
+        n = NULL;
+    }
+    if (n) {
+        n->nlookup++;
+        g_mutex_unlock(&t->lock);
+        if (cache_fd)
+            close(fd);
+        node_free(fs, fresh);
+        *out = n;
+        return 0;
+    }
+    fresh->generation = t->next_generation++;
+    fresh->nlookup = 1;
+    g_hash_table_insert(t->backing, &fresh->key, fresh);
+    t->count++;
+    g_mutex_unlock(&t->lock);
+    if (cache_fd) {
+        if (fresh->handle)
+            fdcache_insert(fs, fresh, fd, NULL);
+        else
+            close(fd);
+    }
+    *out = fresh;
+    return 0;
+}
+
+int node_lookup_backing(struct ckptfs *fs, Node *parent, int dirfd, const char *name,
+                        struct stat *st, Node **out)
+{
+    NodeTable *t = &fs->nodes;
+    if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -errno;
+    NodeKey k = {st->st_dev, st->st_ino};
+    g_mutex_lock(&t->lock);
+    Node *n = g_hash_table_lookup(t->backing, &k);
+    if (n && !n->stale && (n->type == (st->st_mode & S_IFMT))) {
+        n->nlookup++;
+        g_mutex_unlock(&t->lock);
+        *out = n;
+        return 0;
+    }
+    CkNs pns = parent->ns;
+    g_mutex_unlock(&t->lock);
+
+    /* A new object: pin down exactly the object we look at, then take its handle. */
+    int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    return node_from_fd(fs, pns, name, fd, true, st, out);
+}
+
+int node_lookup_fd(struct ckptfs *fs, Node *parent, const char *name, int fd, struct stat *st,
+                   Node **out)
+{
+    return node_from_fd(fs, node_ns(fs, parent), name, fd, false, st, out);
+}
+
+void node_forget(struct ckptfs *fs, Node *n, uint64_t count)
+{
+    NodeTable *t = &fs->nodes;
+    g_mutex_lock(&t->lock);
+    if (n == t->root) {
+        g_mutex_unlock(&t->lock);
+        return;
+    }
+    if (count > n->nlookup) {
+        g_warning("ckptfs: forget of %" G_GUINT64_FORMAT
+                  " references on a node holding %" G_GUINT64_FORMAT,
+                  count, n->nlookup);
+        count = n->nlookup;
+    }
+    n->nlookup -= count;
+    if (n->nlookup > 0) {
+        g_mutex_unlock(&t->lock);
+        return;
+    }
+    /* Erase only if the table still maps the key to this node: a recycled
+     * inode number may already belong to a newer node. */
+    if (n->kind == NODE_BACKING) {
+        if (g_hash_table_lookup(t->backing, &n->key) == n)
+            g_hash_table_remove(t->backing, &n->key);
+    } else if (n->vkey && g_hash_table_lookup(t->virtuals, n->vkey) == n) {
+        g_hash_table_remove(t->virtuals, n->vkey);
+    }
+    t->count--;
+    g_mutex_unlock(&t->lock);
+    node_free(fs, n);
+}
+
+Node *node_get_virtual(struct ckptfs *fs, const char *vkey, void (*make)(Node *n, void *ctx),
+                       void *ctx)
+{
+    NodeTable *t = &fs->nodes;
+    g_mutex_lock(&t->lock);
+    Node *n = g_hash_table_lookup(t->virtuals, vkey);
+    if (n) {
+        n->nlookup++;
+        g_mutex_unlock(&t->lock);
+        return n;
+    }
+    g_mutex_unlock(&t->lock);
+
+    Node *fresh = node_new(fs, NODE_VIRTUAL, 0);
+    fresh->vkey = g_strdup(vkey);
+    fresh->ns = (CkNs){CK_NS_VIEWS, NULL};
+    make(fresh, ctx);
+
+    g_mutex_lock(&t->lock);
+    n = g_hash_table_lookup(t->virtuals, vkey);
+    if (n) {
+        n->nlookup++;
+        g_mutex_unlock(&t->lock);
+        node_free(fs, fresh);
+        return n;
+    }
+    fresh->generation = t->next_generation++;
+    if (fresh->kind == NODE_VIRTUAL && fresh->vino == 0)
+        fresh->vino = (ino_t)((1ull << 63) | (t->next_virtual_ino++));
+    fresh->nlookup = 1;
+    g_hash_table_insert(t->virtuals, fresh->vkey, fresh);
+    t->count++;
+    g_mutex_unlock(&t->lock);
+    return fresh;
+}
+
+bool node_unchanged_since_open(struct ckptfs *fs, Node *n, const struct stat *st)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    bool same = n->open_seen && n->open_size == st->st_size &&
+                n->open_mtime.tv_sec == st->st_mtim.tv_sec &&
+                n->open_mtime.tv_nsec == st->st_mtim.tv_nsec;
+    n->open_seen = true;
+    n->open_size = st->st_size;
+    n->open_mtime = st->st_mtim;
+    g_mutex_unlock(&fs->nodes.lock);
+    return same;
+}
+
+void node_note_release(struct ckptfs *fs, Node *n, const struct stat *st)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    n->open_seen = true;
+    n->open_size = st->st_size;
+    n->open_mtime = st->st_mtim;
+    g_mutex_unlock(&fs->nodes.lock);
+}
+
+void node_open_count(struct ckptfs *fs, Node *n, int delta)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    n->nopen += delta;
+    g_mutex_unlock(&fs->nodes.lock);
+}
+
+int node_nopen(struct ckptfs *fs, Node *n)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    int v = n->nopen;
+    g_mutex_unlock(&fs->nodes.lock);
+    return v;
+}

@@ -1,0 +1,75 @@
+/* Counters behind _views/.metrics (SPEC §4): lock-free atomics bumped on
+ * every request, rendered in the Prometheus text exposition format. */
+#pragma once
+#include <glib.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+/* Keep in step with fs_op_names in metrics.c. */
+typedef enum {
+    FS_OP_LOOKUP,
+    FS_OP_FORGET,
+    FS_OP_GETATTR,
+    FS_OP_SETATTR,
+    FS_OP_READLINK,
+    FS_OP_MKNOD,
+    FS_OP_MKDIR,
+    FS_OP_UNLINK,
+    FS_OP_RMDIR,
+    FS_OP_SYMLINK,
+    FS_OP_RENAME,
+    FS_OP_LINK,
+    FS_OP_OPEN,
+    FS_OP_READ,
+    FS_OP_WRITE,
+    FS_OP_FLUSH,
+    FS_OP_RELEASE,
+    FS_OP_FSYNC,
+    FS_OP_OPENDIR,
+    FS_OP_READDIR,
+    FS_OP_READDIRPLUS,
+    FS_OP_RELEASEDIR,
+    FS_OP_FSYNCDIR,
+    FS_OP_STATFS,
+    FS_OP_SETXATTR,
+    FS_OP_GETXATTR,
+    FS_OP_LISTXATTR,
+    FS_OP_REMOVEXATTR,
+    FS_OP_ACCESS,
+    FS_OP_CREATE,
+    FS_OP_FALLOCATE,
+    FS_OP_LSEEK,
+    FS_OP_COPY_FILE_RANGE,
+    FS_OP_COUNT
+} FsOp;
+
+#define FS_ERRNO_MAX 134
+
+typedef struct {
+    atomic_uint_fast64_t ops[FS_OP_COUNT];
+    atomic_uint_fast64_t errors[FS_ERRNO_MAX + 1];      /* [0] counts errnos above the max */
+    atomic_uint_fast64_t refusals[CK_VERDICT_COUNT][2]; /* [kind][0 denied, 1 allowed] */
+    atomic_uint_fast64_t views_served;
+    atomic_uint_fast64_t rescans;
+    atomic_uint_fast64_t catalog_jobs; /* gauges, set by the views */
+    atomic_uint_fast64_t catalog_markers;
+} FsMetrics;
+
+const char *fs_op_name(FsOp op);
+
+static inline void fs_metric_op(FsMetrics *m, FsOp op)
+{
+    atomic_fetch_add_explicit(&m->ops[op], 1, memory_order_relaxed);
+}
+
+static inline void fs_metric_err(FsMetrics *m, int err)
+{
+    if (err > 0)
+        atomic_fetch_add_explicit(&m->errors[err <= FS_ERRNO_MAX ? err : 0], 1,
+                                  memory_order_relaxed);
+}
+
+/* The exposition text; nodes is the node table's current size. */
+GString *fs_metrics_render(FsMetrics *m, guint64 nodes);

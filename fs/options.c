@@ -1,0 +1,294 @@
+#include "options.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "classify.h"
+
+enum {
+    KEY_ALLOW_OTHER,
+    KEY_DEFAULT_PERMISSIONS,
+    KEY_HELP,
+};
+
+#define OPT(t, f)                                                                                  \
+    {                                                                                              \
+        t, offsetof(FsOptions, f), 0                                                               \
+    }
+
+static const struct fuse_opt fs_opt_spec[] = {
+    OPT("policy=%s", policy),
+    OPT("job=%s", job),
+    OPT("identity=%s", identity),
+    OPT("legacy=%s", legacy),
+    OPT("legacy_backend=%s", legacy_backend),
+    OPT("external_root=%s", external_root),
+    OPT("views=%s", views),
+    OPT("rescan=%s", rescan),
+    OPT("config=%s", config),
+    OPT("collision_log=%s", collision_log),
+    OPT("entry_timeout=%s", entry_timeout),
+    OPT("attr_timeout=%s", attr_timeout),
+    {"no_policy", offsetof(FsOptions, no_policy), 1},
+    {"no_default_permissions", offsetof(FsOptions, no_default_permissions), 1},
+    {"writeback", offsetof(FsOptions, writeback), 1},
+    FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
+    FUSE_OPT_KEY("default_permissions", KEY_DEFAULT_PERMISSIONS),
+    FUSE_OPT_KEY("-h", KEY_HELP),
+    FUSE_OPT_KEY("--help", KEY_HELP),
+    FUSE_OPT_END,
+};
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+    (void)outargs;
+    FsOptions *opt = data; /* fuse_opt_parse hands the same pointer the templates write into */
+    switch (key) {
+    case FUSE_OPT_KEY_NONOPT:
+        opt->nonopts++;
+        if (opt->nonopts == 1) {
+            opt->backing_arg = g_strdup(arg);
+            return 0;
+        }
+        if (opt->nonopts == 2) {
+            opt->mountpoint_arg = g_strdup(arg);
+            return 1; /* fuse_parse_cmdline takes it as the mountpoint */
+        }
+        fprintf(stderr, "ckptfs: unexpected argument '%s'\n", arg);
+        opt->parse_error = 2;
+        return -1;
+    case KEY_ALLOW_OTHER:
+        opt->allow_other = true;
+        return 1;
+    case KEY_DEFAULT_PERMISSIONS:
+        opt->default_permissions = true;
+        return 1;
+    default:
+        return 1;
+    }
+}
+
+void fs_options_help(void)
+{
+    printf("usage: ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT\n"
+           "\n"
+           "ckptfs options:\n"
+           "    -o policy=enforce|audit   refuse and record, or allow and record (enforce)\n"
+           "    -o job=ID                 every caller acts as job ID\n"
+           "    -o identity=env:VAR       a caller's job is VAR in its environment\n"
+           "    -o legacy=ro|rw           the legacy area is read-only or writable (ro)\n"
+           "    -o legacy_backend=PATH    where legacy markers' state lives\n"
+           "    -o external_root=PREFIX   absolute state roots under PREFIX are browsable\n"
+           "    -o views=NAME             name of the virtual directory (_views)\n"
+           "    -o rescan=SECONDS         rescan delay for changes behind the mount (2)\n"
+           "    -o config=FILE            key file: [ckptfs] and [job:<ID>] groups\n"
+           "    -o collision_log=FILE     also append collision records to FILE\n"
+           "    -o entry_timeout=SECONDS  kernel name cache of the passthrough tree (60)\n"
+           "    -o attr_timeout=SECONDS   kernel attribute cache of the passthrough tree (60)\n"
+           "    -o writeback              use the kernel's writeback cache\n"
+           "    -o no_default_permissions with allow_other: the daemon checks permissions\n"
+           "\n");
+}
+
+/* Sets *field from the key file when the command line left it unset. */
+static int from_keyfile(GKeyFile *kf, const char *key, char **field)
+{
+    if (*field)
+        return 0;
+    g_autoptr(GError) err = NULL;
+    char *v = g_key_file_get_string(kf, "ckptfs", key, &err);
+    if (!v) {
+        if (g_error_matches(err, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_KEY_NOT_FOUND) ||
+            g_error_matches(err, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_GROUP_NOT_FOUND))
+            return 0;
+        fprintf(stderr, "ckptfs: config: %s: %s\n", key, err->message);
+        return 2;
+    }
+    *field = v;
+    return 0;
+}
+
+static int load_config(FsOptions *opt)
+{
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    g_autoptr(GError) err = NULL;
+    if (!g_key_file_load_from_file(kf, opt->config, G_KEY_FILE_NONE, &err)) {
+        fprintf(stderr, "ckptfs: config=%s: %s\n", opt->config, err->message);
+        return 2;
+    }
+    static const struct {
+        const char *key;
+        size_t off;
+    } keys[] = {
+        {"policy", offsetof(FsOptions, policy)},
+        {"job", offsetof(FsOptions, job)},
+        {"identity", offsetof(FsOptions, identity)},
+        {"legacy", offsetof(FsOptions, legacy)},
+        {"legacy_backend", offsetof(FsOptions, legacy_backend)},
+        {"external_root", offsetof(FsOptions, external_root)},
+        {"views", offsetof(FsOptions, views)},
+        {"rescan", offsetof(FsOptions, rescan)},
+        {"collision_log", offsetof(FsOptions, collision_log)},
+        {"entry_timeout", offsetof(FsOptions, entry_timeout)},
+        {"attr_timeout", offsetof(FsOptions, attr_timeout)},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+        int rc = from_keyfile(kf, keys[i].key, (char **)((char *)opt + keys[i].off));
+        if (rc)
+            return rc;
+    }
+    gsize ngroups = 0;
+    g_auto(GStrv) groups = g_key_file_get_groups(kf, &ngroups);
+    for (gsize i = 0; i < ngroups; i++) {
+        const char *g = groups[i];
+        if (strcmp(g, "ckptfs") == 0)
+            continue;
+        if (!g_str_has_prefix(g, "job:")) {
+            fprintf(stderr, "ckptfs: config=%s: unknown group [%s]\n", opt->config, g);
+            return 2;
+        }
+        const char *job = g + 4;
+        if (!ck_is_job_id(job, strlen(job))) {
+            fprintf(stderr, "ckptfs: config=%s: [%s]: not a valid job id\n", opt->config, g);
+            return 2;
+        }
+        char *path = g_key_file_get_string(kf, g, "legacy_backend", NULL);
+        if (path)
+            g_hash_table_replace(opt->job_legacy_backends, (gpointer)g_intern_string(job), path);
+    }
+    return 0;
+}
+
+static int parse_seconds(const char *name, const char *s, double *out, bool positive)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = g_ascii_strtod(s, &end);
+    if (errno || end == s || *end || v < 0 || (positive && v <= 0) || v > 1e9) {
+        fprintf(stderr, "ckptfs: %s=%s: expected a %s number of seconds\n", name, s,
+                positive ? "positive" : "non-negative");
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+static bool valid_views_name(const char *s)
+{
+    return *s && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 &&
+           strcmp(s, "_state") != 0 && strcmp(s, "_jobs") != 0 && strlen(s) <= 255;
+}
+
+int fs_options_parse(struct fuse_args *args, FsOptions *opt)
+{
+    opt->job_legacy_backends = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+    if (fuse_opt_parse(args, opt, fs_opt_spec, opt_proc) != 0) {
+        if (!opt->parse_error)
+            fprintf(stderr, "ckptfs: invalid options\n");
+        return 2;
+    }
+    if (opt->config) {
+        int rc = load_config(opt);
+        if (rc)
+            return rc;
+    }
+
+    const char *policy = opt->policy ? opt->policy : "enforce";
+    if (strcmp(policy, "enforce") == 0) {
+        opt->audit = false;
+    } else if (strcmp(policy, "audit") == 0) {
+        opt->audit = true;
+    } else {
+        fprintf(stderr, "ckptfs: policy=%s: expected enforce or audit\n", policy);
+        return 2;
+    }
+    const char *legacy = opt->legacy ? opt->legacy : "ro";
+    if (strcmp(legacy, "ro") == 0) {
+        opt->legacy_rw = false;
+    } else if (strcmp(legacy, "rw") == 0) {
+        opt->legacy_rw = true;
+    } else {
+        fprintf(stderr, "ckptfs: legacy=%s: expected ro or rw\n", legacy);
+        return 2;
+    }
+    if (opt->job) {
+        if (!ck_is_job_id(opt->job, strlen(opt->job))) {
+            fprintf(stderr,
+                    "ckptfs: job=%s: not a valid job id (1-128 of [A-Za-z0-9_.-], not "
+                    "starting with '.')\n",
+                    opt->job);
+            return 2;
+        }
+        opt->job_interned = g_intern_string(opt->job);
+    }
+    if (opt->identity) {
+        if (!g_str_has_prefix(opt->identity, "env:") || !opt->identity[4] ||
+            strchr(opt->identity + 4, '=')) {
+            fprintf(stderr, "ckptfs: identity=%s: expected env:VAR\n", opt->identity);
+            return 2;
+        }
+        opt->identity_env = g_strdup(opt->identity + 4);
+    }
+    if (opt->job && opt->identity) {
+        fprintf(stderr, "ckptfs: job= and identity= exclude each other\n");
+        return 2;
+    }
+    const char *views = opt->views ? opt->views : "_views";
+    if (!valid_views_name(views)) {
+        fprintf(stderr, "ckptfs: views=%s: expected one file name other than _state or _jobs\n",
+                views);
+        return 2;
+    }
+    opt->views_name = g_intern_string(views);
+    opt->rescan_s = 2;
+    if (opt->rescan && parse_seconds("rescan", opt->rescan, &opt->rescan_s, true))
+        return 2;
+    opt->entry_timeout_s = opt->attr_timeout_s = 60;
+    if (opt->entry_timeout &&
+        parse_seconds("entry_timeout", opt->entry_timeout, &opt->entry_timeout_s, false))
+        return 2;
+    if (opt->attr_timeout &&
+        parse_seconds("attr_timeout", opt->attr_timeout, &opt->attr_timeout_s, false))
+        return 2;
+    if (opt->legacy_backend && !g_path_is_absolute(opt->legacy_backend)) {
+        fprintf(stderr, "ckptfs: legacy_backend=%s: expected an absolute path\n",
+                opt->legacy_backend);
+        return 2;
+    }
+    if (opt->external_root && !g_path_is_absolute(opt->external_root)) {
+        fprintf(stderr, "ckptfs: external_root=%s: expected an absolute path\n",
+                opt->external_root);
+        return 2;
+    }
+    if (opt->allow_other && !opt->no_default_permissions && !opt->default_permissions) {
+        fuse_opt_add_arg(args, "-odefault_permissions");
+        opt->default_permissions = true;
+    }
+    return 0;
+}
+
+void fs_options_clear(FsOptions *opt)
+{
+    /* fuse_opt_parse allocates with malloc */
+    free(opt->policy);
+    free(opt->job);
+    free(opt->identity);
+    free(opt->legacy);
+    free(opt->legacy_backend);
+    free(opt->external_root);
+    free(opt->views);
+    free(opt->rescan);
+    free(opt->config);
+    free(opt->collision_log);
+    free(opt->entry_timeout);
+    free(opt->attr_timeout);
+    g_free(opt->identity_env);
+    g_free(opt->backing_arg);
+    g_free(opt->mountpoint_arg);
+    if (opt->job_legacy_backends)
+        g_hash_table_unref(opt->job_legacy_backends);
+    memset(opt, 0, sizeof *opt);
+}

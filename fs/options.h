@@ -1,0 +1,59 @@
+/* Command line and config file of the daemon (SPEC §4):
+ *   ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT
+ * Our -o options are taken out of the argument vector; everything else
+ * (allow_other, default_permissions, max_threads, fsname, ...) is left for
+ * fuse_parse_cmdline / fuse_session_new.  config=FILE fills in what the
+ * command line did not set.  fs_options_parse prints one line on stderr and
+ * returns the exit code (2 usage, 1 environment) on a bad value. */
+#pragma once
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <glib.h>
+#include <stdbool.h>
+
+typedef struct {
+    /* our options; strings are g_malloc'ed, NULL when unset */
+    char *policy;   /* "enforce" | "audit" */
+    char *job;      /* job=ID */
+    char *identity; /* "env:VAR" */
+    char *legacy;   /* "ro" | "rw" */
+    char *legacy_backend;
+    char *external_root;
+    char *views;  /* views name, default "_views" */
+    char *rescan; /* seconds, default 2 */
+    char *config;
+    char *collision_log;
+    char *entry_timeout;
+    char *attr_timeout;
+    int no_policy; /* benchmarking: skip every check */
+    int no_default_permissions;
+    int writeback; /* -o writeback: the kernel writeback cache */
+
+    /* derived */
+    bool audit;
+    bool legacy_rw;
+    const char *job_interned; /* g_intern_string(job) or NULL */
+    char *identity_env;       /* VAR of identity=env:VAR */
+    const char *views_name;   /* interned */
+    double rescan_s;
+    double entry_timeout_s;
+    double attr_timeout_s;
+    GHashTable *job_legacy_backends; /* interned job -> g_strdup path ([job:<ID>] groups) */
+    bool allow_other;
+    bool default_permissions; /* the kernel checks permissions */
+
+    /* parsing state */
+    int nonopts;
+    int parse_error;
+
+    /* positional */
+    char *backing_arg;
+    char *mountpoint_arg;
+} FsOptions;
+
+/* Parses argv into opt and leaves in args what libfuse must see (including
+ * MOUNTPOINT).  Returns 0, or an exit code after printing one line. */
+int fs_options_parse(struct fuse_args *args, FsOptions *opt);
+void fs_options_clear(FsOptions *opt);
+/* The usage text of our own options. */
+void fs_options_help(void);

@@ -1,0 +1,56 @@
+/* The views (SPEC §5): the read-only virtual tree under the views name.
+ *
+ * fs/ops.c sends here every request on a VIRTUAL or ALIAS node, and the
+ * lookup of the views name at the root.  Writes never arrive: ops.c answers
+ * them with EROFS before calling anything (the nodes' CkNs is CK_NS_VIEWS).
+ *
+ * Nodes come from node_get_virtual(fs, vkey, make, ctx) (inode.h), keyed by
+ * the entry's path below the views dir ("" is the views dir itself), so a
+ * second lookup of one entry gives the same node; VIRTUAL nodes report
+ * n->vino as st_ino (top bit set: never a backing number), ALIAS nodes the
+ * backing object's st_ino and attributes.  Each function returns 0 (or a
+ * size) or -errno and may be called from any worker thread at once. */
+#pragma once
+#include <glib.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "ckptfs.h"
+
+int views_init(struct ckptfs *fs);
+void views_destroy(struct ckptfs *fs);
+
+/* Entry `name` of `parent` (the mount root, for the views dir itself, or a
+ * VIRTUAL directory): fills e (ino, generation, attr, timeouts) with a node
+ * that got nlookup+1. */
+int views_lookup(struct ckptfs *fs, Node *parent, const char *name, struct fuse_entry_param *e);
+/* Attributes of a VIRTUAL or ALIAS node; *timeout: the attr timeout to give. */
+int views_getattr(struct ckptfs *fs, Node *n, struct stat *st, double *timeout);
+/* The views dir's attributes, for the root's readdir (no node needed). */
+void views_dir_stat(struct ckptfs *fs, struct stat *st);
+/* Target of a VIRTUAL symlink (g_free). */
+int views_readlink(struct ckptfs *fs, Node *n, char **target);
+
+/* Directories: a snapshot at opendir keeps offsets stable until releasedir. */
+int views_opendir(struct ckptfs *fs, Node *n, void **dh);
+/* Fills buf (at most size bytes) with fuse_add_direntry[_plus] entries
+ * following offset `off`; returns the bytes used.  With plus, each entry
+ * but "." and ".." holds nlookup+1 only if it fitted in buf. */
+ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char *buf, size_t size,
+                      off_t off, bool plus);
+void views_releasedir(struct ckptfs *fs, void *dh);
+
+/* Files: what an open of a VIRTUAL or ALIAS file serves. */
+typedef struct {
+    int fd;          /* >= 0: read this backing descriptor (ALIAS; ops.c closes it) */
+    GBytes *content; /* else: this snapshot (ops.c unrefs it) */
+    bool direct_io;  /* content whose size may differ from what getattr said */
+    bool keep_cache;
+} ViewsOpen;
+/* flags: open(2) flags, always read-only here. */
+int views_open(struct ckptfs *fs, Node *n, int flags, ViewsOpen *out);
+
+/* Extended attributes (user.ckptfs.source, .backing, .generation). */
+int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value);
+/* Appends each name and its NUL to names. */
+int views_listxattr(struct ckptfs *fs, Node *n, GString *names);
