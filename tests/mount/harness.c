@@ -1,0 +1,252 @@
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Mounts alive in this test process, for the atexit safety net. */
+static GPtrArray *live_mounts;
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void at_exit_cleanup(void)
+{
+    if (!live_mounts)
+        return;
+    while (live_mounts->len) {
+        Mount *m = live_mounts->pdata[live_mounts->len - 1];
+        mount_stop(m);
+    }
+}
+
+int run_cmd(const char *const *argv, char **out)
+{
+    int status = -1;
+    g_autoptr(GError) err = NULL;
+    if (!g_spawn_sync(NULL, (char **)argv, NULL,
+                      G_SPAWN_SEARCH_PATH | (out ? 0 : G_SPAWN_STDOUT_TO_DEV_NULL) |
+                          G_SPAWN_STDERR_TO_DEV_NULL,
+                      NULL, NULL, out, NULL, &status, &err))
+        return -1;
+    return status;
+}
+
+Mount *mount_new(void)
+{
+    Mount *m = g_new0(Mount, 1);
+    g_autoptr(GError) err = NULL;
+    m->base = g_dir_make_tmp("ckptfs-mount-XXXXXX", &err);
+    g_assert_no_error(err);
+    m->backing = g_build_filename(m->base, "backing", NULL);
+    m->mnt = g_build_filename(m->base, "mnt", NULL);
+    m->work = g_build_filename(m->mnt, "_state", "t", NULL);
+    m->bwork = g_build_filename(m->backing, "_state", "t", NULL);
+    m->log = g_build_filename(m->base, "daemon.log", NULL);
+    g_assert_cmpint(g_mkdir_with_parents(m->bwork, 0755), ==, 0);
+    g_assert_cmpint(g_mkdir(m->mnt, 0755), ==, 0);
+    /* the base must be reachable by the unprivileged users of the permission tests */
+    chmod(m->base, 0755);
+    return m;
+}
+
+static bool is_mounted(Mount *m)
+{
+    struct stat a, b;
+    g_autofree char *parent = g_path_get_dirname(m->mnt);
+    if (stat(parent, &a) < 0 || stat(m->mnt, &b) < 0)
+        return false;
+    return a.st_dev != b.st_dev;
+}
+
+void mount_dump_log(Mount *m)
+{
+    g_autofree char *text = NULL;
+    if (g_file_get_contents(m->log, &text, NULL, NULL) && *text)
+        fprintf(stderr, "--- ckptfs log (%s) ---\n%s--- end of log ---\n", m->log, text);
+}
+
+int mount_start(Mount *m, const char *const *args)
+{
+    const char *bin = g_getenv("CKPTFS_BIN");
+    g_assert_nonnull(bin);
+    GPtrArray *argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)bin);
+    g_ptr_array_add(argv, "-f");
+    for (size_t i = 0; args && args[i]; i++)
+        g_ptr_array_add(argv, (gpointer)args[i]);
+    g_ptr_array_add(argv, m->backing);
+    g_ptr_array_add(argv, m->mnt);
+    g_ptr_array_add(argv, NULL);
+
+    int logfd = open(m->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    g_assert_cmpint(logfd, >=, 0);
+    pid_t pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        /* a test process that dies without teardown takes its daemon along
+         * (SIGTERM: the daemon unmounts cleanly) */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        dup2(logfd, 2);
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(null, 1);
+        if (m->nofile > 0) {
+            struct rlimit rl = {(rlim_t)m->nofile, (rlim_t)m->nofile};
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        execv(bin, (char **)argv->pdata);
+        _exit(127);
+    }
+    close(logfd);
+    g_ptr_array_free(argv, TRUE);
+    m->pid = pid;
+    if (!live_mounts) {
+        live_mounts = g_ptr_array_new();
+        atexit(at_exit_cleanup);
+    }
+    g_ptr_array_add(live_mounts, m);
+
+    /* ASan start-up can take a while on a loaded machine */
+    for (int i = 0; i < 600; i++) {
+        if (is_mounted(m))
+            return 0;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            m->pid = 0;
+            m->exit_status = status;
+            g_ptr_array_remove(live_mounts, m);
+            mount_dump_log(m);
+            return -1;
+        }
+        sleep_ms(50);
+    }
+    mount_dump_log(m);
+    mount_stop(m);
+    return -1;
+}
+
+int mount_stop(Mount *m)
+{
+    if (!m->pid)
+        return m->exit_status == 0 ? 0 : -1;
+    const char *umount[] = {"fusermount3", "-u", m->mnt, NULL};
+    bool done = false;
+    for (int i = 0; i < 20 && !done; i++) {
+        if (!is_mounted(m) || run_cmd(umount, NULL) == 0)
+            done = true;
+        else
+            sleep_ms(100); /* busy: a test process may still be closing files */
+    }
+    int status = 0;
+    bool reaped = false;
+    for (int i = 0; done && i < 400; i++) {
+        if (waitpid(m->pid, &status, WNOHANG) == m->pid) {
+            reaped = true;
+            break;
+        }
+        sleep_ms(25);
+    }
+    if (!reaped) {
+        const char *lazy[] = {"fusermount3", "-u", "-z", m->mnt, NULL};
+        run_cmd(lazy, NULL);
+        kill(m->pid, SIGKILL);
+        waitpid(m->pid, &status, 0);
+        status = -1;
+    }
+    m->pid = 0;
+    m->exit_status = status;
+    if (live_mounts)
+        g_ptr_array_remove(live_mounts, m);
+    if (status != 0)
+        mount_dump_log(m);
+    return status == 0 ? 0 : -1;
+}
+
+void mount_free(Mount *m)
+{
+    if (!m)
+        return;
+    mount_stop(m);
+    const char *rm[] = {"rm", "-rf", "--one-file-system", m->base, NULL};
+    run_cmd(rm, NULL);
+    g_free(m->base);
+    g_free(m->backing);
+    g_free(m->mnt);
+    g_free(m->work);
+    g_free(m->bwork);
+    g_free(m->log);
+    g_free(m);
+}
+
+char *mp(Mount *m, const char *rel)
+{
+    return g_build_filename(m->work, rel, NULL);
+}
+
+char *bp(Mount *m, const char *rel)
+{
+    return g_build_filename(m->bwork, rel, NULL);
+}
+
+void put_file(const char *path, const char *data)
+{
+    g_autoptr(GError) err = NULL;
+    g_file_set_contents_full(path, data, -1, G_FILE_SET_CONTENTS_NONE, 0644, &err);
+    g_assert_no_error(err);
+}
+
+char *get_file(const char *path)
+{
+    char *text = NULL;
+    g_autoptr(GError) err = NULL;
+    g_file_get_contents(path, &text, NULL, &err);
+    g_assert_no_error(err);
+    return text;
+}
+
+int64_t mount_metric(Mount *m, const char *series)
+{
+    g_autofree char *path = g_build_filename(m->mnt, "_views", ".metrics", NULL);
+    g_autofree char *text = get_file(path);
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    size_t n = strlen(series);
+    for (char **l = lines; *l; l++) {
+        if (strncmp(*l, series, n) == 0 && (*l)[n] == ' ')
+            return g_ascii_strtoll(*l + n + 1, NULL, 10);
+    }
+    return -1;
+}
+
+int mount_setup(void **state)
+{
+    Mount *m = mount_new();
+    if (mount_start(m, NULL) != 0) {
+        mount_free(m);
+        return -1;
+    }
+    *state = m;
+    return 0;
+}
+
+int mount_teardown(void **state)
+{
+    Mount *m = *state;
+    int rc = mount_stop(m);
+    mount_free(m);
+    return rc;
+}

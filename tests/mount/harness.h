@@ -1,0 +1,56 @@
+/* Mount tests' harness: a fresh backing dir and mountpoint under a temp
+ * dir, `ckptfs -f [opts] BACKING MNT` started from $CKPTFS_BIN, a wait until
+ * the mount shows, and a teardown that always unmounts: fusermount3 -u, and
+ * on failure -u -z and SIGKILL of the daemon by its pid.  Mounts still up at
+ * exit (a failed assertion that skipped teardown) are cleared by an atexit
+ * hook.  Every test works in _state/t (a job namespace an anonymous caller
+ * may write), m->work in the mount and m->bwork in the backing dir. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct {
+    char *base;      /* temp dir holding everything */
+    char *backing;   /* base/backing */
+    char *mnt;       /* base/mnt */
+    char *work;      /* mnt/_state/t */
+    char *bwork;     /* backing/_state/t */
+    char *log;       /* daemon's stderr */
+    pid_t pid;       /* daemon, 0 when not running */
+    int exit_status; /* of the last stop (waitpid status) */
+    long nofile;     /* RLIMIT_NOFILE for the daemon, 0: inherited */
+} Mount;
+
+/* Makes the directories (backing/_state/t exists) without mounting. */
+Mount *mount_new(void);
+/* Starts the daemon with extra arguments (NULL-terminated, may be NULL);
+ * returns 0 once mounted, -1 (and prints the daemon log) otherwise. */
+int mount_start(Mount *m, const char *const *args);
+/* Unmounts and reaps the daemon; returns 0 when it exited with status 0
+ * (an ASan leak report makes it non-zero). */
+int mount_stop(Mount *m);
+/* mount_stop if needed, then removes the temp dir. */
+void mount_free(Mount *m);
+/* Prints the daemon log to stderr. */
+void mount_dump_log(Mount *m);
+
+/* g_build_filename shorthands (g_free the result). */
+char *mp(Mount *m, const char *rel); /* inside m->work */
+char *bp(Mount *m, const char *rel); /* inside m->bwork */
+
+/* Whole-file helpers; abort the test on I/O errors. */
+void put_file(const char *path, const char *data);
+char *get_file(const char *path); /* g_free */
+
+/* The value of one line of _views/.metrics, e.g.
+ * "ckptfs_ops_total{op=\"fsyncdir\"}"; -1 if absent. */
+int64_t mount_metric(Mount *m, const char *series);
+
+/* Runs argv, returns the wait status (-1 when it could not start). */
+int run_cmd(const char *const *argv, char **out);
+
+/* cmocka setup/teardown that mount with no extra options. */
+int mount_setup(void **state);
+int mount_teardown(void **state);
