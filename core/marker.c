@@ -101,8 +101,10 @@ CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpo
     CkMarker *m = marker_new();
     if (len > CK_MARKER_MAX_BYTES)
         return malformed(m, 0, "file over %u bytes (64 KiB)", (unsigned)CK_MARKER_MAX_BYTES);
-    if (buf == NULL)
+    if (buf == NULL) {
+        buf = "";
         len = 0;
+    }
 
     const char *p = buf, *end = buf + len;
     unsigned lineno = 0;
