@@ -771,8 +771,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     fs_metric_op(&fs->metrics, FS_OP_READ);
     FileHandle *h = FH(fi);
     if (h->fd < 0) {
+        /* The kernel may release the handle as soon as it has the reply,
+         * before fuse_reply_buf returns: keep the snapshot alive until then. */
+        g_autoptr(GBytes) content = h->content ? g_bytes_ref(h->content) : NULL;
         gsize len = 0;
-        const char *data = h->content ? g_bytes_get_data(h->content, &len) : NULL;
+        const char *data = content ? g_bytes_get_data(content, &len) : NULL;
         if (off < 0 || (gsize)off >= len)
             fuse_reply_buf(req, NULL, 0);
         else

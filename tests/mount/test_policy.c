@@ -1,0 +1,285 @@
+/* The write policy through a real mount (SPEC §4): refused writes return
+ * EACCES, change nothing in the backing dir and are recorded; audit mode
+ * carries them out and records them as allowed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+/* A mount with _state/a, _state/b (file f), _jobs/a, a legacy v1/0/s. */
+static Mount *policy_mount(const char *const *args)
+{
+    Mount *m = mount_new();
+    const char *dirs[] = {"_state/a", "_state/b", "_jobs/a", "v1/0"};
+    for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++) {
+        g_autofree char *d = g_build_filename(m->backing, dirs[i], NULL);
+        g_mkdir_with_parents(d, 0755);
+    }
+    g_autofree char *bf = g_build_filename(m->backing, "_state/b/f", NULL);
+    put_file(bf, "b's state");
+    g_autofree char *ls = g_build_filename(m->backing, "v1/0/s", NULL);
+    put_file(ls, "legacy");
+    if (mount_start(m, args) != 0) {
+        mount_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static char *M(Mount *m, const char *rel)
+{
+    return g_build_filename(m->mnt, rel, NULL);
+}
+
+static char *B(Mount *m, const char *rel)
+{
+    return g_build_filename(m->backing, rel, NULL);
+}
+
+static char *collisions(Mount *m)
+{
+    g_autofree char *p = M(m, "_views/.collisions");
+    return get_file(p);
+}
+
+static int setup_job_a(void **state)
+{
+    const char *args[] = {"-o", "job=a", NULL};
+    *state = policy_mount(args);
+    return *state ? 0 : -1;
+}
+
+static int setup_anonymous(void **state)
+{
+    *state = policy_mount(NULL);
+    return *state ? 0 : -1;
+}
+
+static int setup_audit(void **state)
+{
+    const char *args[] = {"-o", "job=a,policy=audit", NULL};
+    *state = policy_mount(args);
+    return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    Mount *m = *state;
+    int rc = mount_stop(m);
+    mount_free(m);
+    return rc;
+}
+
+#define assert_errno(call, e)                                                                      \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        assert_int_equal((call), -1);                                                              \
+        assert_int_equal(errno, (e));                                                              \
+    } while (0)
+
+static void test_foreign_writes_refused(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *bf = M(m, "_state/b/f"), *bnew = M(m, "_state/b/new");
+    g_autofree char *bdir = M(m, "_state/b/d"), *own = M(m, "_state/a/mine");
+    /* reads are fine */
+    g_autofree char *text = get_file(bf);
+    assert_string_equal(text, "b's state");
+    assert_errno(open(bnew, O_WRONLY | O_CREAT, 0644), EACCES);
+    assert_errno(open(bf, O_WRONLY), EACCES);
+    assert_errno(open(bf, O_RDONLY | O_TRUNC), EACCES);
+    assert_errno(truncate(bf, 0), EACCES);
+    assert_errno(chmod(bf, 0600), EACCES);
+    assert_errno(setxattr(bf, "user.x", "1", 1, 0), EACCES);
+    assert_errno(mkdir(bdir, 0755), EACCES);
+    assert_errno(unlink(bf), EACCES);
+    assert_errno(rename(bf, own), EACCES);
+    assert_errno(link(bf, own), EACCES);
+
+    /* nothing changed in the backing dir */
+    g_autofree char *b_bf = B(m, "_state/b/f"), *b_bnew = B(m, "_state/b/new");
+    g_autofree char *b_bdir = B(m, "_state/b/d"), *b_own = B(m, "_state/a/mine");
+    g_autofree char *after = get_file(b_bf);
+    assert_string_equal(after, "b's state");
+    struct stat st;
+    assert_int_equal(stat(b_bf, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+    assert_int_equal(access(b_bnew, F_OK), -1);
+    assert_int_equal(access(b_bdir, F_OK), -1);
+    assert_int_equal(access(b_own, F_OK), -1);
+    char v[4];
+    assert_int_equal(getxattr(b_bf, "user.x", v, sizeof v), -1);
+
+    /* own namespace is writable */
+    put_file(own, "a's");
+    g_autofree char *b_own_text = get_file(b_own);
+    assert_string_equal(b_own_text, "a's");
+
+    g_autofree char *log = collisions(m);
+    assert_non_null(strstr(log, "\"kind\":\"foreign-write\""));
+    assert_non_null(strstr(log, "\"path\":\"_state/b/new\""));
+    assert_non_null(strstr(log, "\"caller_job\":\"a\""));
+    assert_non_null(strstr(log, "\"owner_job\":\"b\""));
+    assert_non_null(strstr(log, "\"verdict\":\"denied\""));
+    assert_null(strstr(log, "\"verdict\":\"allowed\""));
+    assert_non_null(strstr(log, "\"op\":\"rename\""));
+    assert_true(
+        mount_metric(m, "ckptfs_refusals_total{kind=\"foreign-write\",verdict=\"denied\"}") >= 8);
+}
+
+static void test_structure_and_legacy(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *top = M(m, "topfile"), *leg = M(m, "v1/0/s"), *legnew = M(m, "v1/0/n");
+    g_autofree char *newjob = M(m, "_state/newjob"), *bad = M(m, "_state/.bad");
+    g_autofree char *stray = M(m, "_state/file");
+    assert_errno(open(top, O_WRONLY | O_CREAT, 0644), EACCES);
+    assert_errno(open(leg, O_WRONLY), EACCES);
+    assert_errno(open(legnew, O_WRONLY | O_CREAT, 0644), EACCES);
+    assert_errno(mkdir(bad, 0755), EACCES);
+    assert_errno(open(stray, O_WRONLY | O_CREAT, 0644), EACCES);
+    assert_int_equal(mkdir(newjob, 0755), 0);
+    g_autofree char *b_newjob = B(m, "_state/newjob"), *b_top = B(m, "topfile");
+    g_autofree char *b_legnew = B(m, "v1/0/n"), *b_bad = B(m, "_state/.bad");
+    assert_int_equal(access(b_newjob, F_OK), 0);
+    assert_int_equal(access(b_top, F_OK), -1);
+    assert_int_equal(access(b_legnew, F_OK), -1);
+    assert_int_equal(access(b_bad, F_OK), -1);
+    /* an anonymous caller writes any job's namespace */
+    g_autofree char *bnew = M(m, "_state/b/anon");
+    put_file(bnew, "x");
+    /* cross-namespace rename is refused, never EXDEV (mv would copy) */
+    g_autofree char *bf = M(m, "_state/b/f"), *af = M(m, "_state/a/f");
+    assert_errno(rename(bf, af), EACCES);
+    assert_errno(link(bf, af), EACCES);
+    g_autofree char *b_af = B(m, "_state/a/f");
+    assert_int_equal(access(b_af, F_OK), -1);
+    g_autofree char *log = collisions(m);
+    assert_non_null(strstr(log, "\"kind\":\"legacy-write\""));
+    assert_non_null(strstr(log, "\"kind\":\"outside-namespace\""));
+    assert_non_null(strstr(log, "\"kind\":\"cross-namespace-rename\""));
+    assert_non_null(strstr(log, "\"kind\":\"cross-namespace-link\""));
+    assert_non_null(strstr(log, "\"path2\":\"_state/a/f\""));
+}
+
+static void test_cross_namespace_symlink(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *l1 = M(m, "_state/a/l1"), *l2 = M(m, "_state/a/l2");
+    g_autofree char *l3 = M(m, "_state/a/l3");
+    assert_errno(symlink("../b/f", l1), EACCES);
+    assert_errno(symlink("/v1/0/s", l2), EACCES);
+    assert_int_equal(symlink("v1/0", l3), 0); /* stays inside _state/a */
+    g_autofree char *b1 = B(m, "_state/a/l1"), *b3 = B(m, "_state/a/l3");
+    assert_int_equal(access(b1, F_OK), -1);
+    struct stat st;
+    assert_int_equal(lstat(b3, &st), 0);
+    g_autofree char *log = collisions(m);
+    assert_non_null(strstr(log, "\"kind\":\"cross-namespace-symlink\""));
+}
+
+static void test_audit_allows_and_records(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *bnew = M(m, "_state/b/new");
+    put_file(bnew, "written by a");
+    g_autofree char *b_bnew = B(m, "_state/b/new");
+    g_autofree char *text = get_file(b_bnew);
+    assert_string_equal(text, "written by a");
+    g_autofree char *log = collisions(m);
+    assert_non_null(strstr(log, "\"verdict\":\"allowed\""));
+    assert_non_null(strstr(log, "\"kind\":\"foreign-write\""));
+    assert_null(strstr(log, "\"verdict\":\"denied\""));
+    assert_true(
+        mount_metric(m, "ckptfs_refusals_total{kind=\"foreign-write\",verdict=\"allowed\"}") >= 1);
+}
+
+static void test_views_writes_are_erofs_not_logged(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *c = M(m, "_views/.collisions"), *n = M(m, "_views/new");
+    assert_errno(open(c, O_WRONLY), EROFS);
+    assert_errno(open(n, O_WRONLY | O_CREAT, 0644), EROFS);
+    assert_errno(truncate(c, 0), EROFS);
+    g_autofree char *log = collisions(m);
+    assert_string_equal(log, "");
+}
+
+/* identity=env:VAR: the job is read from each caller's environment. */
+static void test_identity_from_environment(void **state)
+{
+    (void)state;
+    const char *args[] = {"-o", "identity=env:CKJOB", NULL};
+    Mount *m = policy_mount(args);
+    assert_non_null(m);
+    g_autofree char *target = M(m, "_state/a/by-b");
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("CKJOB", "b", 1);
+        char *argv[] = {"/bin/sh", "-c", "echo x > \"$0\"", target, NULL};
+        execve("/bin/sh", argv, environ);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    g_autofree char *b_target = B(m, "_state/a/by-b");
+    assert_int_equal(access(b_target, F_OK), -1);
+    /* without the variable: anonymous, allowed */
+    put_file(target, "anon");
+    assert_int_equal(access(b_target, F_OK), 0);
+    g_autofree char *log = collisions(m);
+    assert_non_null(strstr(log, "\"caller_job\":\"b\""));
+    assert_non_null(strstr(log, "\"comm\":\"sh\""));
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+/* collision_log=FILE gets the same records, and survives the mount. */
+static void test_collision_log_file(void **state)
+{
+    (void)state;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *dir = g_dir_make_tmp("ckptfs-log-XXXXXX", &err);
+    g_autofree char *file = g_build_filename(dir, "collisions.jsonl", NULL);
+    g_autofree char *opt = g_strdup_printf("job=a,collision_log=%s", file);
+    const char *args[] = {"-o", opt, NULL};
+    Mount *m = policy_mount(args);
+    assert_non_null(m);
+    g_autofree char *bnew = M(m, "_state/b/x");
+    assert_errno(open(bnew, O_WRONLY | O_CREAT, 0644), EACCES);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+    g_autofree char *text = get_file(file);
+    assert_non_null(strstr(text, "\"path\":\"_state/b/x\""));
+    assert_int_equal(text[strlen(text) - 1], '\n');
+    unlink(file);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_foreign_writes_refused, setup_job_a, teardown),
+        cmocka_unit_test_setup_teardown(test_structure_and_legacy, setup_anonymous, teardown),
+        cmocka_unit_test_setup_teardown(test_cross_namespace_symlink, setup_job_a, teardown),
+        cmocka_unit_test_setup_teardown(test_audit_allows_and_records, setup_audit, teardown),
+        cmocka_unit_test_setup_teardown(test_views_writes_are_erofs_not_logged, setup_job_a,
+                                        teardown),
+        cmocka_unit_test(test_identity_from_environment),
+        cmocka_unit_test(test_collision_log_file),
+    };
+    return cmocka_run_group_tests_name("mount/policy", tests, NULL, NULL);
+}
