@@ -227,6 +227,10 @@ const char *ck_identity_of(CkIdentity *id, pid_t tid)
         if (read_tgid(id, tid, &tgid) < 0)
             return NULL;
         int r = read_env_job(id, tgid, &job);
+        /* A leader that exited before its threads is a zombie without an
+         * environment; the thread's own entry reads the same mm. */
+        if (job == NULL && tgid != tid)
+            r = read_env_job(id, tid, &job);
         if (r == -ENOENT || r == -ESRCH)
             return NULL;
         /* other errors (EACCES: not ours to read) leave it anonymous, cached */

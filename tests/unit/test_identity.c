@@ -156,6 +156,22 @@ static void test_threads_map_to_tgid(void **st)
     ck_identity_free(id);
 }
 
+static void test_zombie_leader(void **st)
+{
+    (void)st;
+    /* the leader exited (zombie: empty environ); its thread still runs */
+    put_stat(800, "w", 10, 1000);
+    put_status(800, 800);
+    put(800, "environ", "", 0);
+    put_stat(801, "w-thr", 11, 1000);
+    put_status(801, 800);
+    put_environ(801, "CKPT_JOB=orphaned-thread");
+    CkIdentity *id = ck_identity_new(NULL, "CKPT_JOB", proc);
+    assert_ptr_equal(ck_identity_of(id, 801), g_intern_string("orphaned-thread"));
+    assert_null(ck_identity_of(id, 800));
+    ck_identity_free(id);
+}
+
 static void test_cached_then_pid_reuse(void **st)
 {
     (void)st;
@@ -260,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_env),
         cmocka_unit_test(test_comm_with_parens),
         cmocka_unit_test(test_threads_map_to_tgid),
+        cmocka_unit_test(test_zombie_leader),
         cmocka_unit_test(test_cached_then_pid_reuse),
         cmocka_unit_test(test_exec_new_environment),
         cmocka_unit_test(test_vanished_not_cached),
