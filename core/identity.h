@@ -14,8 +14,8 @@
  * A hit costs one small read of <proc>/<tid>/stat and no other /proc access;
  * a reused tid (new start time) or an exec (new environment) is a miss.  A
  * miss maps tid -> tgid ("Tgid:" of <proc>/<tid>/status), reads at most
- * 1 MiB of <proc>/<tgid>/environ, takes the first VAR=, validates it with
- * ck_is_job_id (invalid -> anonymous), then re-reads the stamp and retries
+ * 1 MiB of <proc>/<tgid>/environ (the thread's own when the leader is a zombie), takes the first
+ * VAR=, validates it with ck_is_job_id (invalid -> anonymous), then re-reads the stamp and retries
  * if the thread changed meanwhile.  A vanished thread (ENOENT) is anonymous
  * and not cached; an unreadable environ (EACCES) is cached as anonymous.
  * 4096 entries; the cache is cleared when full.  Call it on write checks
