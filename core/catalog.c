@@ -173,38 +173,42 @@ static gint cmp_stamp(gconstpointer a, gconstpointer b)
     return x->n < y->n ? -1 : x->n > y->n;
 }
 
-/* The markers of _jobs/<job>: every canonical chk-<N> holding a COMPLETED
- * entry (of any type: a non-regular one is reported malformed). */
-static GArray *marker_stamps(int dfd, const char *job, bool *has_dir)
+/* The chk-<N> directories of _jobs/<job> (jfd), ascending.  with_stamps:
+ * also (ino, size, mtime) of each COMPLETED, dropping those without one (a
+ * checkpoint in progress); a COMPLETED of any type counts (a non-regular one
+ * is reported malformed).  jfd < 0: none. */
+static GArray *marker_list(int jfd, bool with_stamps)
 {
     GArray *out = g_array_new(FALSE, FALSE, sizeof(MarkerStamp));
-    *has_dir = false;
-    int jfd = openat(dfd, "_jobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (jfd < 0)
         return out;
-    int fd = openat(jfd, job, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    close(jfd);
-    if (fd < 0)
-        return out;
-    *has_dir = true;
-    DIR *d = fdopendir(fd);
+    int fd = openat(jfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
-        close(fd);
+        if (fd >= 0)
+            close(fd);
         return out;
     }
     char path[64];
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         guint64 n;
-        if (!ck_parse_checkpoint_name(de->d_name, strlen(de->d_name), &n))
-            continue;
+        /* DT_DIR, never DT_LNK: chk-<N> is not followed if it is a symlink */
         if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
             continue;
-        g_snprintf(path, sizeof path, "%s/COMPLETED", de->d_name);
+        if (!ck_parse_checkpoint_name(de->d_name, strlen(de->d_name), &n))
+            continue;
         struct stat sb;
-        if (fstatat(dirfd(d), path, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-            continue; /* a checkpoint in progress, or chk-<N> is not a directory */
-        MarkerStamp ms = {n, sb.st_ino, (guint64)sb.st_size, mtime_ns_of(&sb)};
+        if (de->d_type == DT_UNKNOWN &&
+            (fstatat(jfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode)))
+            continue;
+        MarkerStamp ms = {n, 0, 0, 0};
+        if (with_stamps) {
+            g_snprintf(path, sizeof path, "%s/COMPLETED", de->d_name);
+            if (fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+                continue;
+            ms = (MarkerStamp){n, sb.st_ino, (guint64)sb.st_size, mtime_ns_of(&sb)};
+        }
         g_array_append_val(out, ms);
     }
     closedir(d);
@@ -212,26 +216,86 @@ static GArray *marker_stamps(int dfd, const char *job, bool *has_dir)
     return out;
 }
 
-static CkCheckpointInfo *checkpoint_load(CkCatalog *c, const char *job, guint64 n,
-                                         CkRootCache *cache)
+static int open_job_dir(CkCatalog *c, const char *job)
 {
-    char path[CK_JOB_ID_MAX + 64];
-    g_snprintf(path, sizeof path, "_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, n);
+    char p[CK_JOB_ID_MAX + 16];
+    g_snprintf(p, sizeof p, "_jobs/%s", job);
+    int fd = ck_open_beneath(c->dfd, p, O_RDONLY | O_DIRECTORY, NULL);
+    return fd < 0 ? -1 : fd;
+}
+
+#define MARKER_BUF (CK_MARKER_MAX_BYTES + 1)
+
+/* Reads and parses chk-<n>/COMPLETED of jfd.  The stamp comes from the
+ * descriptor that is read, so it always describes the bytes parsed (a
+ * separate stat could race a rewrite); parsing is ck_marker_parse's.
+ * Anything but a regular file goes to ck_marker_load, which says why it is
+ * malformed.  buf: MARKER_BUF bytes of scratch.  Returns 0 or -errno
+ * (-ENOENT: no COMPLETED yet, a checkpoint in progress). */
+static int marker_read(int jfd, guint64 n, char *buf, CkMarker **out, MarkerStamp *st)
+{
+    char path[64];
+    g_snprintf(path, sizeof path, "chk-%" G_GUINT64_FORMAT "/COMPLETED", n);
+    *out = NULL;
+    int fd = openat(jfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        struct stat sb;
+        if (e == ENOENT)
+            return -ENOENT;
+        if (fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+            *st = (MarkerStamp){n, sb.st_ino, (guint64)sb.st_size, mtime_ns_of(&sb)};
+        if (e == ELOOP) /* a symlink named COMPLETED: not followed, reported */
+            return ck_marker_load(jfd, path, n, out) == 0 ? 0 : -ELOOP;
+        return -e;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    *st = (MarkerStamp){n, sb.st_ino, (guint64)sb.st_size, mtime_ns_of(&sb)};
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return ck_marker_load(jfd, path, n, out);
+    }
+    size_t len = 0;
+    while (len < MARKER_BUF) {
+        ssize_t r = read(fd, buf + len, MARKER_BUF - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+        if (sb.st_size < MARKER_BUF && len == (size_t)sb.st_size)
+            break; /* all of it, as stamped: skip the read that would return 0 */
+    }
+    close(fd);
+    *out = ck_marker_parse(buf, len, n);
+    return 0;
+}
+
+static CkCheckpointInfo *checkpoint_new(CkCatalog *c, const char *job, guint64 n, CkMarker *m,
+                                        int rc, CkRootCache *cache)
+{
     CkCheckpointInfo *cp = g_new0(CkCheckpointInfo, 1);
     cp->n = n;
     cp->shared_with = g_ptr_array_new();
-    CkMarker *m = NULL;
-    int rc = ck_marker_load(c->dfd, path, n, &m);
-    if (rc < 0) {
-        g_autoptr(CkMarker) empty = ck_marker_parse("", 0, n);
+    if (!m) {
         CkRestore *r = g_new0(CkRestore, 1);
         r->job = job;
         r->checkpoint = n;
         r->cls = CK_MARKER_MALFORMED;
         r->participants = g_array_new(FALSE, FALSE, sizeof(guint32));
-        r->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
+        r->subtasks = g_array_ref(r->participants);
         r->reads = g_ptr_array_new_with_free_func(g_free);
-        r->marker = g_strdup(path);
+        r->marker = g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, n);
         r->error = g_strdup_printf("cannot read the marker: %s", g_strerror(-rc));
         cp->restore = r;
         cp->unknown = g_ptr_array_new_with_free_func(kv_free);
@@ -241,39 +305,50 @@ static CkCheckpointInfo *checkpoint_load(CkCatalog *c, const char *job, guint64 
     /* Keep the unknown keys, drop the rest of the parse. */
     cp->unknown = g_steal_pointer(&m->unknown);
     m->unknown = g_ptr_array_new();
-    ck_marker_free(m);
     return cp;
 }
 
-/* Builds a snapshot of `job`.  Markers whose stamp equals old's are copied
- * from old instead of re-parsed, unless `reeval` (their surroundings changed). */
+/* Builds a snapshot of `job`.  stamps: the fresh stamps of its markers (a
+ * rescan), or NULL (first build).  A marker whose fresh stamp equals old's
+ * is copied from old instead of re-read, unless `reeval` (its surroundings
+ * changed). */
 static JobPriv *job_build(CkCatalog *c, const char *job, const JobPriv *old, bool reeval,
-                          CkRootCache *cache)
+                          const GArray *stamps, CkRootCache *cache, char *buf)
 {
     JobPriv *jp = job_priv_new(job);
-    g_array_unref(jp->stamps);
-    jp->stamps = marker_stamps(c->dfd, job, &jp->pub.has_markers_dir);
+    int jfd = open_job_dir(c, job);
+    jp->pub.has_markers_dir = jfd >= 0;
+    g_autoptr(GArray) list = stamps ? g_array_ref((GArray *)stamps) : marker_list(jfd, false);
     char own[CK_JOB_ID_MAX + 16];
     g_snprintf(own, sizeof own, "_state/%s", job);
     jp->own_root = dir_stamp(c->dfd, own);
     jp->pub.has_own_root = jp->own_root.exists;
     guint k = 0;
-    for (guint i = 0; i < jp->stamps->len; i++) {
-        const MarkerStamp *ms = &g_array_index(jp->stamps, MarkerStamp, i);
+    for (guint i = 0; i < list->len; i++) {
+        MarkerStamp ms = g_array_index(list, MarkerStamp, i);
         CkCheckpointInfo *cp = NULL;
-        if (old && !reeval) {
-            while (k < old->stamps->len && g_array_index(old->stamps, MarkerStamp, k).n < ms->n)
+        if (old && !reeval && stamps) {
+            while (k < old->stamps->len && g_array_index(old->stamps, MarkerStamp, k).n < ms.n)
                 k++;
             if (k < old->stamps->len) {
                 const MarkerStamp *os = &g_array_index(old->stamps, MarkerStamp, k);
-                if (memcmp(os, ms, sizeof *ms) == 0)
+                if (memcmp(os, &ms, sizeof ms) == 0)
                     cp = checkpoint_copy(old->pub.checkpoints->pdata[k]);
             }
         }
-        if (!cp)
-            cp = checkpoint_load(c, job, ms->n, cache);
+        if (!cp) {
+            CkMarker *m = NULL;
+            int rc = marker_read(jfd, ms.n, buf, &m, &ms);
+            if (rc == -ENOENT && !m)
+                continue;
+            cp = checkpoint_new(c, job, ms.n, m, rc, cache);
+            ck_marker_free(m);
+        }
+        g_array_append_val(jp->stamps, ms);
         g_ptr_array_add(jp->pub.checkpoints, cp);
     }
+    if (jfd >= 0)
+        close(jfd);
     job_finish(jp);
     return jp;
 }
@@ -302,16 +377,61 @@ static bool same_string_sets(const GPtrArray *a, const GPtrArray *b)
     return true;
 }
 
-/* shared_with for every checkpoint of every job in `jobs` (id -> JobPriv*,
- * owned by the table).  Jobs in `fresh` (not yet published) are filled in
- * place; a published job whose answer changes is replaced by a clone. */
+static bool under_own_root(const char *job, const char *path)
+{
+    size_t jl = strlen(job);
+    return g_str_has_prefix(path, "_state/") && strncmp(path + 7, job, jl) == 0 &&
+           (path[7 + jl] == '/' || path[7 + jl] == '\0');
+}
+
+/* "_state/<X>/..." (local): the interned X, else NULL. */
+static const char *state_owner(const char *path)
+{
+    if (!g_str_has_prefix(path, "_state/"))
+        return NULL;
+    const char *j = path + 7, *e = strchr(j, '/');
+    size_t l = e ? (size_t)(e - j) : strlen(j);
+    char buf[CK_JOB_ID_MAX + 1];
+    if (!ck_is_job_id(j, l))
+        return NULL;
+    memcpy(buf, j, l);
+    buf[l] = '\0';
+    return g_intern_string(buf);
+}
+
+/* A read no other job can share: inside the job's own root, when no other
+ * job reads anything in that root. */
+static bool read_private(const CkJobInfo *j, const CkRestore *r, const char *rd, GHashTable *hot)
+{
+    return r->root_kind == CK_ROOT_LOCAL && under_own_root(j->job, rd) &&
+           !g_hash_table_contains(hot, j->job);
+}
+
+static void index_read(GHashTable *by_loc, const char *loc, const char *job)
+{
+    GPtrArray *js = g_hash_table_lookup(by_loc, loc);
+    if (!js) {
+        js = g_ptr_array_new();
+        g_hash_table_insert(by_loc, (gpointer)loc, js);
+    }
+    if (!g_ptr_array_find(js, job, NULL))
+        g_ptr_array_add(js, (gpointer)job);
+}
+
+/* shared_with for every checkpoint of every job in `jobs` (id -> JobPriv*).
+ * Jobs in `fresh` (not yet published) are filled in place; a published job
+ * whose answer changes is replaced by a clone.  Only reads that can be
+ * shared are hashed: those outside the reader's own root, and the own-root
+ * reads of jobs whose root another job reads ("hot") -- so 10,000 jobs that
+ * keep to their own roots cost one pass and no hashing. */
 static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *changed)
 {
-    /* read location -> sorted unique interned job ids */
     g_autoptr(GHashTable) by_loc =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
+    g_autoptr(GHashTable) hot = g_hash_table_new(g_direct_hash, g_direct_equal);
     GHashTableIter it;
     gpointer key, val;
+    /* pass 1: reads outside their own root; note whose roots they enter */
     g_hash_table_iter_init(&it, jobs);
     while (g_hash_table_iter_next(&it, &key, &val)) {
         const JobPriv *jp = val;
@@ -320,16 +440,27 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
             if (!r->restorable)
                 continue;
             for (guint k = 0; k < r->reads->len; k++) {
-                const char *loc = r->reads->pdata[k];
-                GPtrArray *js = g_hash_table_lookup(by_loc, loc);
-                if (!js) {
-                    js = g_ptr_array_new();
-                    g_hash_table_insert(by_loc, (gpointer)loc, js);
-                }
-                if (js->len == 0 || js->pdata[js->len - 1] != jp->pub.job)
-                    if (!g_ptr_array_find(js, jp->pub.job, NULL))
-                        g_ptr_array_add(js, (gpointer)jp->pub.job);
+                const char *rd = r->reads->pdata[k];
+                if (r->root_kind == CK_ROOT_LOCAL && under_own_root(jp->pub.job, rd))
+                    continue;
+                index_read(by_loc, rd, jp->pub.job);
+                const char *owner = r->root_kind == CK_ROOT_LOCAL ? state_owner(rd) : NULL;
+                if (owner)
+                    g_hash_table_add(hot, (gpointer)owner);
             }
+        }
+    }
+    /* pass 2: the own-root reads of hot jobs */
+    g_hash_table_iter_init(&it, hot);
+    while (g_hash_table_iter_next(&it, &key, NULL)) {
+        const JobPriv *jp = g_hash_table_lookup(jobs, key);
+        for (guint i = 0; jp && i < jp->pub.checkpoints->len; i++) {
+            const CkRestore *r = ((CkCheckpointInfo *)jp->pub.checkpoints->pdata[i])->restore;
+            if (!r->restorable || r->root_kind != CK_ROOT_LOCAL)
+                continue;
+            for (guint k = 0; k < r->reads->len; k++)
+                if (under_own_root(jp->pub.job, r->reads->pdata[k]))
+                    index_read(by_loc, r->reads->pdata[k], jp->pub.job);
         }
     }
     g_autoptr(GPtrArray) replace = g_ptr_array_new();
@@ -337,39 +468,54 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
     while (g_hash_table_iter_next(&it, &key, &val)) {
         JobPriv *jp = val;
         bool is_fresh = fresh && g_hash_table_contains(fresh, key);
-        GPtrArray *answers = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
+        GPtrArray *answers = NULL; /* per checkpoint, NULL: none */
         bool differs = false;
         for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
             CkCheckpointInfo *cp = jp->pub.checkpoints->pdata[i];
-            GPtrArray *sw = g_ptr_array_new();
-            if (cp->restore->restorable) {
-                for (guint k = 0; k < cp->restore->reads->len; k++) {
-                    GPtrArray *js = g_hash_table_lookup(by_loc, cp->restore->reads->pdata[k]);
-                    for (guint x = 0; js && x < js->len; x++)
-                        if (js->pdata[x] != jp->pub.job &&
-                            !g_ptr_array_find(sw, js->pdata[x], NULL))
-                            g_ptr_array_add(sw, js->pdata[x]);
+            GPtrArray *sw = NULL;
+            const CkRestore *r = cp->restore;
+            for (guint k = 0; r->restorable && k < r->reads->len; k++) {
+                const char *rd = r->reads->pdata[k];
+                if (read_private(&jp->pub, r, rd, hot))
+                    continue;
+                GPtrArray *js = g_hash_table_lookup(by_loc, rd);
+                for (guint x = 0; js && x < js->len; x++) {
+                    if (js->pdata[x] == jp->pub.job)
+                        continue;
+                    if (!sw)
+                        sw = g_ptr_array_new();
+                    if (!g_ptr_array_find(sw, js->pdata[x], NULL))
+                        g_ptr_array_add(sw, js->pdata[x]);
                 }
             }
-            g_ptr_array_sort(sw, cmp_str);
-            if (!same_string_sets(sw, cp->shared_with))
+            if (sw)
+                g_ptr_array_sort(sw, cmp_str);
+            static const GPtrArray empty = {NULL, 0};
+            if (!same_string_sets(sw ? sw : &empty, cp->shared_with))
                 differs = true;
-            g_ptr_array_add(answers, sw);
+            if (sw || differs) {
+                if (!answers)
+                    answers = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
+                while (answers->len < i)
+                    g_ptr_array_add(answers, NULL);
+                g_ptr_array_add(answers, sw ? sw : g_ptr_array_new());
+            }
         }
-        if (is_fresh) {
-            for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
-                CkCheckpointInfo *cp = jp->pub.checkpoints->pdata[i];
-                g_ptr_array_unref(cp->shared_with);
-                cp->shared_with = g_ptr_array_ref(answers->pdata[i]);
-            }
-        } else if (differs) {
-            JobPriv *cl = job_clone(jp);
-            for (guint i = 0; i < cl->pub.checkpoints->len; i++) {
-                CkCheckpointInfo *cp = cl->pub.checkpoints->pdata[i];
-                g_ptr_array_unref(cp->shared_with);
-                cp->shared_with = g_ptr_array_ref(answers->pdata[i]);
-            }
-            g_ptr_array_add(replace, cl);
+        if (!answers || !differs) {
+            if (answers)
+                g_ptr_array_unref(answers);
+            continue;
+        }
+        JobPriv *target = jp;
+        if (!is_fresh) {
+            target = job_clone(jp);
+            g_ptr_array_add(replace, target);
+        }
+        for (guint i = 0; i < target->pub.checkpoints->len; i++) {
+            CkCheckpointInfo *cp = target->pub.checkpoints->pdata[i];
+            GPtrArray *a = i < answers->len ? answers->pdata[i] : NULL;
+            g_ptr_array_unref(cp->shared_with);
+            cp->shared_with = a ? g_ptr_array_ref(a) : g_ptr_array_new();
         }
         g_ptr_array_unref(answers);
     }
@@ -436,6 +582,56 @@ static GHashTable *table_copy(GHashTable *t)
     return n;
 }
 
+/* A job's new snapshot, or NULL when nothing it depends on changed. */
+static JobPriv *job_update(CkCatalog *c, const char *job, const JobPriv *old, bool top_changed,
+                           CkRootCache *cache, char *buf)
+{
+    bool reeval = false;
+    g_autoptr(GArray) st = NULL;
+    if (old) {
+        int jfd = open_job_dir(c, job);
+        bool hd = jfd >= 0;
+        st = marker_list(jfd, true);
+        if (jfd >= 0)
+            close(jfd);
+        char own[CK_JOB_ID_MAX + 16];
+        g_snprintf(own, sizeof own, "_state/%s", job);
+        DirStamp os = dir_stamp(c->dfd, own);
+        reeval = !dir_stamp_equal(os, old->own_root) || (top_changed && old->uses_top);
+        bool same = !reeval && hd == old->pub.has_markers_dir && st->len == old->stamps->len &&
+                    (st->len == 0 ||
+                     memcmp(st->data, old->stamps->data, st->len * sizeof(MarkerStamp)) == 0);
+        if (same)
+            return NULL;
+    }
+    return job_build(c, job, old, reeval, st, cache, buf);
+}
+
+typedef struct {
+    CkCatalog *c;
+    GHashTable *current; /* read-only while workers run */
+    bool top_changed;
+    GPtrArray *todo; /* sorted interned ids */
+    JobPriv **results;
+    gint next; /* atomic index into todo */
+} BuildWork;
+
+static gpointer build_worker(gpointer p)
+{
+    BuildWork *bw = p;
+    g_autoptr(CkRootCache) cache = ck_root_cache_new();
+    g_autofree char *buf = g_malloc(MARKER_BUF);
+    for (;;) {
+        gint i = g_atomic_int_add(&bw->next, 1);
+        if (i >= (gint)bw->todo->len)
+            break;
+        const char *job = bw->todo->pdata[i];
+        const JobPriv *old = g_hash_table_lookup(bw->current, job);
+        bw->results[i] = job_update(bw->c, job, old, bw->top_changed, cache, buf);
+    }
+    return NULL;
+}
+
 /* Rebuilds: `only` (one interned id) or, when NULL, every job, re-listing
  * _jobs and _state.  Publishes the result; returns the ids whose snapshot
  * changed (added, removed, replaced). */
@@ -481,35 +677,38 @@ static void rebuild(CkCatalog *c, const char *only, GPtrArray *changed)
             }
     }
 
-    g_autoptr(CkRootCache) cache = ck_root_cache_new();
-    GHashTableIter it;
-    gpointer k, v;
-    g_hash_table_iter_init(&it, names);
-    while (g_hash_table_iter_next(&it, &k, NULL)) {
-        const char *job = k;
-        const JobPriv *old = g_hash_table_lookup(next, job);
-        bool reeval = false;
-        if (old) {
-            bool hd;
-            g_autoptr(GArray) st = marker_stamps(c->dfd, job, &hd);
-            char own[CK_JOB_ID_MAX + 16];
-            g_snprintf(own, sizeof own, "_state/%s", job);
-            DirStamp os = dir_stamp(c->dfd, own);
-            reeval = !dir_stamp_equal(os, old->own_root) || (top_changed && old->uses_top);
-            bool same = !reeval && hd == old->pub.has_markers_dir && st->len == old->stamps->len &&
-                        (st->len == 0 ||
-                         memcmp(st->data, old->stamps->data, st->len * sizeof(MarkerStamp)) == 0);
-            if (same)
-                continue;
-        }
-        JobPriv *jp = job_build(c, job, old, reeval, cache);
+    /* Jobs are independent: build them on a few threads (each with its own
+     * memo), then merge in name order so versions are deterministic. */
+    BuildWork bw = {c, next, top_changed, keys_array(names), NULL, 0};
+    g_ptr_array_sort(bw.todo, cmp_str);
+    bw.results = g_new0(JobPriv *, bw.todo->len + 1);
+    guint nthreads = MIN(g_get_num_processors(), 4);
+    if (bw.todo->len < 256)
+        nthreads = 1;
+    if (nthreads <= 1) {
+        build_worker(&bw);
+    } else {
+        GThread *th[4];
+        for (guint i = 0; i < nthreads; i++)
+            th[i] = g_thread_new("ck-catalog", build_worker, &bw);
+        for (guint i = 0; i < nthreads; i++)
+            g_thread_join(th[i]);
+    }
+    for (guint i = 0; i < bw.todo->len; i++) {
+        JobPriv *jp = bw.results[i];
+        if (!jp)
+            continue;
+        const char *job = bw.todo->pdata[i];
         jp->pub.version = ++c->next_version;
         g_hash_table_replace(next, (gpointer)job, jp);
         g_hash_table_add(fresh, (gpointer)job);
         if (changed)
             g_ptr_array_add(changed, (gpointer)job);
     }
-    (void)v;
+    g_free(bw.results);
+    g_ptr_array_unref(bw.todo);
+    GHashTableIter it;
+    gpointer k, v;
     bool any = g_hash_table_size(fresh) > 0 || g_hash_table_size(next) != g_hash_table_size(cur);
     if (any)
         compute_shared(next, fresh, changed);
@@ -673,13 +872,6 @@ static CkLayer *layer_new(char *prefix, const char *backing, bool local, const c
     l->has_generation = r ? r->has_generation : false;
     l->generation = r ? r->generation : 0;
     return l;
-}
-
-static bool under_own_root(const char *job, const char *path)
-{
-    size_t jl = strlen(job);
-    return g_str_has_prefix(path, "_state/") && strncmp(path + 7, job, jl) == 0 &&
-           (path[7 + jl] == '/' || path[7 + jl] == '\0');
 }
 
 static const char *source_of(const CkJobInfo *j, const CkRestore *r, const char *read)
@@ -877,24 +1069,29 @@ static void walk_dir(SizeWalk *w, int fd, int depth)
     closedir(d);
 }
 
-/* A local path relative to dfd, every component checked not to be a symlink. */
+/* A local path beneath dfd, through no symlink. */
 static void walk_local(SizeWalk *w, int dfd, const char *path)
 {
-    g_autofree char *dir = g_path_get_dirname(path);
-    g_autofree char *base = g_path_get_basename(path);
-    int fd = dup(dfd);
-    if (strcmp(dir, ".") != 0) {
-        g_auto(GStrv) parts = g_strsplit(dir, "/", -1);
-        for (char **p = parts; *p && fd >= 0; p++) {
-            int n = openat(fd, *p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            close(fd);
-            fd = n;
+    int fd = ck_open_beneath(dfd, path, O_RDONLY | O_DIRECTORY, NULL);
+    if (fd < 0) {
+        /* not a directory (or gone): count the entry itself */
+        g_autofree char *dir = g_path_get_dirname(path);
+        g_autofree char *base = g_path_get_basename(path);
+        int pfd = ck_open_beneath(dfd, strcmp(dir, ".") ? dir : "", O_RDONLY | O_DIRECTORY, NULL);
+        if (pfd >= 0) {
+            walk_entry(w, pfd, base, 0);
+            close(pfd);
         }
-    }
-    if (fd < 0)
         return;
-    walk_entry(w, fd, base, 0);
-    close(fd);
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !first_time(w, &sb)) {
+        close(fd);
+        return;
+    }
+    if (w->blocks)
+        w->bytes += (guint64)sb.st_blocks * 512;
+    walk_dir(w, fd, 1);
 }
 
 static void walk_external(SizeWalk *w, const char *abs)

@@ -12,7 +12,9 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/openat2.h>
 
 #include "classify.h"
 #include "stateroot.h"
@@ -122,11 +124,10 @@ typedef enum {
 typedef struct {
     DirStatus st;
     int err;
-    char *bad;    /* the offending component path, for messages */
-    bool scanned; /* gens/subtasks below are valid */
-    bool has_gen;
-    uint64_t max_gen;
-    GArray *subtasks; /* guint32 sorted: canonical subtask dirs */
+    char *bad;        /* the offending component path, for messages */
+    bool scanned;     /* gens/subtasks below are valid */
+    GArray *gens;     /* guint64 sorted: canonical v<G> directories */
+    GArray *subtasks; /* guint32 sorted: canonical <S> directories */
 } RootInfo;
 
 struct CkRootCache {
@@ -137,6 +138,8 @@ static void root_info_free(gpointer p)
 {
     RootInfo *ri = p;
     g_free(ri->bad);
+    if (ri->gens)
+        g_array_unref(ri->gens);
     if (ri->subtasks)
         g_array_unref(ri->subtasks);
     g_free(ri);
@@ -157,60 +160,96 @@ void ck_root_cache_free(CkRootCache *c)
     g_free(c);
 }
 
-/* Opens a directory: local paths (relative to dirfd) component by component
- * without following symlinks; external (absolute) paths directly.  Returns
- * an O_PATH-free readable descriptor or -1 with *ri filled. */
-static int open_root(int dfd, bool local, const char *path, RootInfo *ri)
+/* The slow path: component by component, to say which one is a symlink. */
+static int open_walk(int dfd, const char *path, int flags, char **bad)
 {
-    if (!local) {
-        int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0) {
-            ri->err = errno;
-            ri->st = errno == ENOENT ? ST_MISSING : errno == ENOTDIR ? ST_NOT_DIR : ST_ERROR;
-        } else {
-            ri->st = ST_DIR;
-        }
-        return fd;
-    }
-    /* A description of its own: a later readdir must not share dfd's offset. */
     int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        ri->err = errno;
-        ri->st = ST_ERROR;
-        return -1;
-    }
-    if (path[0] == '\0') {
-        ri->st = ST_DIR;
-        return fd;
-    }
+    if (fd < 0)
+        return -errno;
     g_auto(GStrv) parts = g_strsplit(path, "/", -1);
-    GString *sofar = g_string_new(NULL);
+    g_autoptr(GString) sofar = g_string_new(NULL);
     for (char **c = parts; *c; c++) {
+        if (**c == '\0' || strcmp(*c, ".") == 0)
+            continue;
         if (sofar->len)
             g_string_append_c(sofar, '/');
         g_string_append(sofar, *c);
-        int nfd = openat(fd, *c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        bool last = c[1] == NULL;
+        int nfd = openat(fd, *c, (last ? flags : O_RDONLY | O_DIRECTORY) | O_NOFOLLOW | O_CLOEXEC);
         if (nfd < 0) {
             int e = errno;
             struct stat sb;
             if ((e == ELOOP || e == ENOTDIR) && fstatat(fd, *c, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
                 S_ISLNK(sb.st_mode))
-                ri->st = ST_SYMLINK;
-            else if (e == ENOENT)
-                ri->st = ST_MISSING;
-            else if (e == ENOTDIR)
-                ri->st = ST_NOT_DIR;
-            else
-                ri->st = ST_ERROR;
-            ri->err = e;
-            ri->bad = g_string_free(sofar, FALSE);
+                e = ELOOP;
+            if (bad)
+                *bad = g_strdup(sofar->str);
             close(fd);
-            return -1;
+            return -e;
         }
         close(fd);
         fd = nfd;
     }
-    g_string_free(sofar, TRUE);
+    return fd;
+}
+
+int ck_open_beneath(int dirfd, const char *path, int flags, char **bad)
+{
+    if (bad)
+        *bad = NULL;
+    if (path[0] == '\0' || strcmp(path, ".") == 0)
+        return open_walk(dirfd, ".", flags, bad);
+    struct open_how how = {
+        .flags = (guint64)(flags | O_CLOEXEC),
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+    if (fd >= 0)
+        return fd;
+    int e = errno;
+    if (e == ELOOP || e == ENOSYS || e == EPERM || e == EXDEV || e == ENOTDIR)
+        return open_walk(dirfd, path, flags, bad); /* which component, or no openat2 */
+    if (bad)
+        *bad = g_strdup(path);
+    return -e;
+}
+
+static DirStatus status_of_errno(int e)
+{
+    switch (e) {
+    case ENOENT:
+        return ST_MISSING;
+    case ELOOP:
+        return ST_SYMLINK;
+    case ENOTDIR:
+        return ST_NOT_DIR;
+    default:
+        return ST_ERROR;
+    }
+}
+
+/* Opens a root directory: local paths beneath dfd, never through a symlink;
+ * external (absolute) paths directly.  Returns a descriptor or -1 with *ri
+ * filled. */
+static int open_root(int dfd, bool local, const char *path, RootInfo *ri)
+{
+    int fd;
+    char *bad = NULL;
+    if (local) {
+        fd = ck_open_beneath(dfd, path, O_RDONLY | O_DIRECTORY, &bad);
+    } else {
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            fd = -errno;
+    }
+    if (fd < 0) {
+        ri->err = -fd;
+        ri->st = status_of_errno(-fd);
+        g_free(ri->bad);
+        ri->bad = bad ? bad : g_strdup(path);
+        return -1;
+    }
+    g_free(bad);
     ri->st = ST_DIR;
     return fd;
 }
@@ -218,6 +257,12 @@ static int open_root(int dfd, bool local, const char *path, RootInfo *ri)
 static gint cmp_u32(gconstpointer a, gconstpointer b)
 {
     guint32 x = *(const guint32 *)a, y = *(const guint32 *)b;
+    return x < y ? -1 : x > y;
+}
+
+static gint cmp_u64(gconstpointer a, gconstpointer b)
+{
+    guint64 x = *(const guint64 *)a, y = *(const guint64 *)b;
     return x < y ? -1 : x > y;
 }
 
@@ -231,21 +276,65 @@ static bool entry_is_dir(int fd, struct dirent *de)
     return fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
 }
 
-/* Status of a root, and (want_scan) its highest v<G> and its subtask dirs. */
+static bool has_u64(const GArray *a, guint64 v)
+{
+    for (guint i = 0; a && i < a->len; i++)
+        if (g_array_index(a, guint64, i) == v)
+            return true;
+    return false;
+}
+
+static bool has_u32(const GArray *a, guint32 v)
+{
+    for (guint i = 0; a && i < a->len; i++)
+        if (g_array_index(a, guint32, i) == v)
+            return true;
+    return false;
+}
+
+static RootInfo *root_find(CkRootCache *cache, bool local, const char *path, bool create)
+{
+    char buf[512];
+    g_autofree char *big = NULL;
+    const char *key = buf;
+    if (g_snprintf(buf, sizeof buf, "%s%s", local ? "L:" : "E:", path) >= (gint)sizeof buf)
+        key = big = g_strconcat(local ? "L:" : "E:", path, NULL);
+    RootInfo *ri = g_hash_table_lookup(cache->roots, key);
+    if (!ri && create) {
+        ri = g_new0(RootInfo, 1);
+        g_hash_table_insert(cache->roots, g_strdup(key), ri);
+    }
+    return ri;
+}
+
+/* Status of a directory, and (want_scan) its v<G> and <S> subdirectories.
+ * A directory named v<G> or <S> inside an already scanned parent is answered
+ * from the parent's scan, without a system call. */
 static const RootInfo *root_lookup(CkRootCache *cache, int dfd, bool local, const char *path,
                                    bool want_scan)
 {
-    g_autofree char *key = g_strconcat(local ? "L:" : "E:", path, NULL);
-    RootInfo *ri = g_hash_table_lookup(cache->roots, key);
+    RootInfo *ri = root_find(cache, local, path, false);
     if (ri && (ri->scanned || !want_scan || ri->st != ST_DIR))
         return ri;
-    if (!ri) {
-        ri = g_new0(RootInfo, 1);
-        g_hash_table_insert(cache->roots, g_steal_pointer(&key), ri);
-    } else {
-        g_free(ri->bad);
-        ri->bad = NULL;
+    if (!ri && !want_scan && path[0] != '\0') {
+        const char *sl = strrchr(path, '/');
+        {
+            g_autofree char *parent = sl ? g_strndup(path, (gsize)(sl - path)) : g_strdup("");
+            const RootInfo *pi = root_find(cache, local, parent, false);
+            guint64 g;
+            guint32 s;
+            const char *nm = sl ? sl + 1 : path;
+            if (pi && pi->scanned &&
+                ((ck_parse_generation_name(nm, strlen(nm), &g) && has_u64(pi->gens, g)) ||
+                 (ck_parse_subtask_name(nm, strlen(nm), &s) && has_u32(pi->subtasks, s)))) {
+                ri = root_find(cache, local, path, true);
+                ri->st = ST_DIR;
+                return ri;
+            }
+        }
     }
+    if (!ri)
+        ri = root_find(cache, local, path, true);
     int fd = open_root(dfd, local, path, ri);
     if (fd < 0)
         return ri;
@@ -254,6 +343,7 @@ static const RootInfo *root_lookup(CkRootCache *cache, int dfd, bool local, cons
         return ri;
     }
     ri->scanned = true;
+    ri->gens = g_array_new(FALSE, FALSE, sizeof(guint64));
     ri->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
     DIR *d = fdopendir(fd);
     if (!d) {
@@ -263,19 +353,18 @@ static const RootInfo *root_lookup(CkRootCache *cache, int dfd, bool local, cons
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         size_t l = strlen(de->d_name);
-        uint64_t g;
-        uint32_t s;
+        guint64 g;
+        guint32 s;
         if (ck_parse_generation_name(de->d_name, l, &g)) {
-            if (entry_is_dir(dirfd(d), de) && (!ri->has_gen || g > ri->max_gen)) {
-                ri->has_gen = true;
-                ri->max_gen = g;
-            }
+            if (entry_is_dir(dirfd(d), de))
+                g_array_append_val(ri->gens, g);
         } else if (ck_parse_subtask_name(de->d_name, l, &s)) {
             if (entry_is_dir(dirfd(d), de))
                 g_array_append_val(ri->subtasks, s);
         }
     }
     closedir(d);
+    g_array_sort(ri->gens, cmp_u64);
     g_array_sort(ri->subtasks, cmp_u32);
     return ri;
 }
@@ -313,7 +402,8 @@ CkRestore *ck_restore_copy(const CkRestore *r)
     *c = *r;
     c->root = g_strdup(r->root);
     c->participants = u32_array_copy(r->participants);
-    c->subtasks = u32_array_copy(r->subtasks);
+    c->subtasks =
+        r->subtasks == r->participants ? g_array_ref(c->participants) : u32_array_copy(r->subtasks);
     c->marker = g_strdup(r->marker);
     c->reads = g_ptr_array_new_full(r->reads->len, g_free);
     for (guint i = 0; i < r->reads->len; i++)
@@ -379,9 +469,9 @@ static bool pick_generation(CkRestore *r, const CkMarker *m, const Root *rt)
         return false;
     }
     const RootInfo *ri = lookup(rt, NULL, true);
-    if (ri->st == ST_DIR && ri->has_gen) {
+    if (ri->st == ST_DIR && ri->gens && ri->gens->len) {
         r->has_generation = true;
-        r->generation = ri->max_gen;
+        r->generation = g_array_index(ri->gens, guint64, ri->gens->len - 1);
         r->generation_guessed = true;
         return true;
     }
@@ -490,7 +580,7 @@ static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
         return;
     }
     Root rt = {dfd, r->root_kind == CK_ROOT_LOCAL, r->root, cache};
-    const RootInfo *ri = lookup(&rt, NULL, false);
+    const RootInfo *ri = lookup(&rt, NULL, true);
     if (ri->st != ST_DIR) {
         g_autofree char *msg = status_message(ri, r->root, rt.local);
         fail(r, g_strdup_printf("state root %s", msg));
@@ -549,7 +639,7 @@ static void restore_legacy(CkRestore *r, int dfd, const CkMarker *m, const CkRes
         return;
     }
     Root rt = {dfd, r->root_kind == CK_ROOT_LOCAL, r->root, cache};
-    const RootInfo *ri = lookup(&rt, NULL, false);
+    const RootInfo *ri = lookup(&rt, NULL, true);
     if (ri->st != ST_DIR) {
         g_autofree char *msg = status_message(ri, r->root, rt.local);
         fail(r, g_strdup_printf("legacy backend %s", msg));
@@ -620,7 +710,7 @@ static void restore_cut_short(CkRestore *r, int dfd, const CkMarker *m, CkRootCa
     r->root = g_strconcat("_state/", r->job, NULL);
     r->root_kind = CK_ROOT_LOCAL;
     Root rt = {dfd, true, r->root, cache};
-    const RootInfo *ri = lookup(&rt, NULL, false);
+    const RootInfo *ri = lookup(&rt, NULL, true);
     if (ri->st != ST_DIR) {
         g_autofree char *msg = status_message(ri, r->root, true);
         fail(r, g_strdup_printf("cut short (neither participants= nor state=) and its own "
@@ -684,6 +774,17 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
         restore_cut_short(r, dirfd, m, cache);
         break;
     }
+    /* Memory (SPEC §6): one array when the reads follow the participants. */
+    if (r->subtasks->len == r->participants->len &&
+        (r->subtasks->len == 0 || memcmp(r->subtasks->data, r->participants->data,
+                                         r->subtasks->len * sizeof(guint32)) == 0)) {
+        g_array_unref(r->subtasks);
+        r->subtasks = g_array_ref(r->participants);
+    }
+    if (r->state && r->root && strcmp(r->state, r->root) == 0) {
+        g_free(r->state);
+        r->state = NULL;
+    }
     return r;
 }
 
@@ -711,12 +812,6 @@ void ck_resolution_free(CkResolution *r)
 static gint cmp_str(gconstpointer a, gconstpointer b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static gint cmp_u64(gconstpointer a, gconstpointer b)
-{
-    guint64 x = *(const guint64 *)a, y = *(const guint64 *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* Checkpoint ids with a COMPLETED file in _jobs/<job> (sorted ascending). */

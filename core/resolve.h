@@ -49,7 +49,8 @@ typedef struct {
     GArray *subtasks; /* guint32, parallel to reads: the subtask each read is for.  Equal to
                          participants except for cut-short markers, whose reads are the
                          subtask directories found under _state/<J>/v<G>. */
-    char *state;      /* the marker's raw state= value (NULL if none), for display */
+    char *state;      /* the marker's raw state= value when it differs from root (e.g. not
+                         normalised), else NULL; for display */
 } CkRestore;
 
 /* dirfd: the checkpoint directory (for guessing generations, legacy layout
@@ -73,6 +74,13 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkRootCache, ck_root_cache_free)
 CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t checkpoint,
                                        const CkMarker *m, const CkResolveOptions *opts,
                                        CkRootCache *cache);
+
+/* Opens path beneath dirfd without crossing a symlink anywhere (openat2
+ * RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or a component-by-component walk
+ * where openat2 is missing).  Returns a descriptor or -errno (ELOOP: a
+ * component is a symlink); *bad (optional, g_free) gets the offending
+ * component path on failure. */
+int ck_open_beneath(int dirfd, const char *path, int flags, char **bad);
 
 /* Lexical normalisation of '/'-separated paths ("." and empty components
  * dropped, ".." pops).  Relative: returns NULL when ".." climbs above the
