@@ -296,7 +296,8 @@ static CkCheckpointInfo *checkpoint_new(CkCatalog *c, const char *job, guint64 n
         r->subtasks = g_array_ref(r->participants);
         r->reads = g_ptr_array_new_with_free_func(g_free);
         r->marker = g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, n);
-        r->error = g_strdup_printf("cannot read the marker: %s", g_strerror(-rc));
+        r->error = rc == -ELOOP ? g_strdup("COMPLETED is a symlink: not followed")
+                                : g_strdup_printf("cannot read the marker: %s", g_strerror(-rc));
         cp->restore = r;
         cp->unknown = g_ptr_array_new_with_free_func(kv_free);
         return cp;
