@@ -31,6 +31,8 @@ static const char synopsis[] =
     "  fixture DIR [--jobs J] [--checkpoints C] [--subtasks S] [--bytes B] [--legacy L]\n"
     "              [--seed X] [--force]\n"
     "                           write a realistic checkpoint directory\n"
+    "  run [--dir DIR] [--policy enforce|audit] [--identity env:VAR] [--report FILE]\n"
+    "      -- COMMAND [ARGS...]  run COMMAND over a fresh mount; exit 3 on collisions\n"
     "\n"
     "Every command takes --json (one JSON document on stdout) and --help.\n"
     "Exit status: 0 success, 1 found what it looks for (collisions, hazards, a refusal,\n"
@@ -774,7 +776,7 @@ static const Command commands[] = {
     {"jobs", cmd_jobs},           {"resolve", cmd_resolve},
     {"check", cmd_check},         {"state-root", cmd_state_root},
     {"unused", cmd_unused},       {"collisions", cmd_collisions},
-    {"fixture", ckptctl_fixture},
+    {"fixture", ckptctl_fixture}, {"run", ckptctl_run},
 };
 
 int main(int argc, char **argv)

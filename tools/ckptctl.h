@@ -16,3 +16,5 @@ int ckptctl_fail(const char *cmd, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 void ckptctl_print_json(JsonBuilder *b);
 
 int ckptctl_fixture(int argc, char **argv);
+/* ckptctl run (tools/ckptctl-run.c): exit 3 on collisions, else COMMAND's status. */
+int ckptctl_run(int argc, char **argv);
