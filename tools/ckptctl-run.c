@@ -1,0 +1,841 @@
+/* ckptctl run: run a command over a fresh ckptfs mount and fail it when two
+ * jobs crossed (issue 7).
+ *
+ *   ckptctl run [--dir DIR] [--policy enforce|audit] [--identity env:VAR]
+ *               [--job ID] [--report FILE] [--keep] [--ckptfs PATH]
+ *               [-o OPT]... -- COMMAND [ARGS...]
+ *
+ * Mounts `ckptfs -f` over DIR (a new temporary directory when not given) at a
+ * private mountpoint, runs COMMAND there (cwd = the mount, CKPTFS_MOUNT and
+ * CKPTFS_BACKING in its environment), unmounts, then reports the collision log
+ * (collision_log= in a private file, so it outlives the mount) grouped by kind
+ * and pair of jobs, and the ckptctl check hazards of DIR as COMMAND left it.
+ *
+ * Exit: COMMAND's status (128+N when killed by signal N) when nothing was
+ * recorded and no collision hazard found; 3 when there were collisions (also
+ * in audit mode); 2 when the mount could not be set up or broke mid-run.
+ *
+ * Signals are taken synchronously (blocked, then sigtimedwait), so there is
+ * no handler and no global state: SIGINT/SIGTERM/SIGHUP are forwarded to
+ * COMMAND's process group (a second one sends SIGKILL), and the unmount runs
+ * whatever way COMMAND ended.  SIGKILL of ckptctl run itself cannot be
+ * caught: the daemon and COMMAND get PR_SET_PDEATHSIG SIGTERM (the daemon
+ * then unmounts, lazily), and the daemon mounts with auto_unmount, so even a
+ * SIGKILL of the daemon leaves no mount behind. */
+#include "ckptctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "collision.h"
+
+#define RUN_EXIT_COLLISIONS 3
+#define MOUNT_TIMEOUT_MS    30000 /* ASan start-up on a loaded machine is slow */
+#define UNMOUNT_GRACE_MS    5000  /* busy: COMMAND's leftovers may still close files */
+#define DAEMON_EXIT_MS      10000
+
+typedef struct {
+    /* options */
+    char *dir;
+    char *policy;
+    char *identity;
+    char *job;
+    char *report;
+    char *ckptfs;
+    char **opts;
+    gboolean keep;
+    char **command;
+
+    /* the run */
+    char *bin;         /* ckptfs binary */
+    char *backing;     /* real path of DIR */
+    bool made_backing; /* DIR is ours (temporary) */
+    char *base;        /* private temp dir: mnt/, collisions.jsonl, ckptfs.log */
+    char *mnt;
+    char *log;
+    char *daemon_log;
+    sigset_t sigs; /* blocked for the whole run, taken with sigtimedwait */
+    sigset_t old_mask;
+    pid_t daemon;
+    int daemon_status;
+    bool daemon_died; /* exited before we unmounted */
+    pid_t cmd;
+    int cmd_status;
+    int tty;          /* our controlling terminal when we were in its foreground, else -1 */
+    int signals_seen; /* SIGINT/SIGTERM/SIGHUP received while COMMAND ran */
+} Run;
+
+static void run_clear(Run *r)
+{
+    g_free(r->dir);
+    g_free(r->policy);
+    g_free(r->identity);
+    g_free(r->job);
+    g_free(r->report);
+    g_free(r->ckptfs);
+    g_strfreev(r->opts);
+    g_free(r->bin);
+    g_free(r->backing);
+    g_free(r->base);
+    g_free(r->mnt);
+    g_free(r->log);
+    g_free(r->daemon_log);
+}
+
+static int fail(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    return ckptctl_fail("run", "%s", msg);
+}
+
+static bool path_within(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    if (n == 1 && dir[0] == '/')
+        return true;
+    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+static bool is_exec(const char *p)
+{
+    return p && g_file_test(p, G_FILE_TEST_IS_REGULAR) && access(p, X_OK) == 0;
+}
+
+/* --ckptfs, else the build tree's <ckptctl dir>/../fs/ckptfs, else PATH,
+ * else the usual sbin directories (fs/ installs into sbindir, which a
+ * user's PATH often lacks). */
+static char *find_ckptfs(const char *opt)
+{
+    if (opt)
+        return is_exec(opt) ? g_strdup(opt) : NULL;
+    g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+    if (self) {
+        g_autofree char *dir = g_path_get_dirname(self);
+        g_autofree char *sib = g_build_filename(dir, "..", "fs", "ckptfs", NULL);
+        if (is_exec(sib))
+            return g_canonicalize_filename(sib, NULL);
+    }
+    char *p = g_find_program_in_path("ckptfs");
+    if (p)
+        return p;
+    static const char *const sbin[] = {"/usr/local/sbin/ckptfs", "/usr/sbin/ckptfs",
+                                       "/sbin/ckptfs"};
+    for (gsize i = 0; i < G_N_ELEMENTS(sbin); i++)
+        if (is_exec(sbin[i]))
+            return g_strdup(sbin[i]);
+    return NULL;
+}
+
+/* A private directory for the mountpoint and the logs, never inside the
+ * backing directory (the daemon refuses a collision_log there, and a mount
+ * inside its own backing tree would recurse). */
+static int make_base(Run *r)
+{
+    const char *roots[] = {g_get_tmp_dir(), "/tmp", "/var/tmp", "/dev/shm"};
+    for (gsize i = 0; i < G_N_ELEMENTS(roots); i++) {
+        g_autofree char *root = realpath(roots[i], NULL);
+        if (!root || path_within(root, r->backing))
+            continue;
+        g_autofree char *tmpl = g_build_filename(root, "ckptctl-run-XXXXXX", NULL);
+        if (!mkdtemp(tmpl))
+            continue;
+        r->base = g_steal_pointer(&tmpl);
+        r->mnt = g_build_filename(r->base, "mnt", NULL);
+        r->log = g_build_filename(r->base, "collisions.jsonl", NULL);
+        r->daemon_log = g_build_filename(r->base, "ckptfs.log", NULL);
+        if (g_mkdir(r->mnt, 0755) != 0)
+            return fail("%s: %s", r->mnt, g_strerror(errno));
+        return 0;
+    }
+    return fail("no temporary directory outside %s for the mountpoint (set TMPDIR)", r->backing);
+}
+
+static int prepare_backing(Run *r)
+{
+    if (r->dir) {
+        struct stat st;
+        if (stat(r->dir, &st) != 0)
+            return fail("--dir %s: %s", r->dir, g_strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            return fail("--dir %s: not a directory", r->dir);
+        r->backing = realpath(r->dir, NULL);
+        if (!r->backing)
+            return fail("--dir %s: %s", r->dir, g_strerror(errno));
+        return 0;
+    }
+    g_autoptr(GError) err = NULL;
+    char *tmp = g_dir_make_tmp("ckptctl-run-dir-XXXXXX", &err);
+    if (!tmp)
+        return fail("temporary directory: %s", err->message);
+    r->backing = realpath(tmp, NULL);
+    g_free(tmp);
+    if (!r->backing)
+        return fail("temporary directory: %s", g_strerror(errno));
+    r->made_backing = true;
+    return 0;
+}
+
+static bool is_mounted(const Run *r)
+{
+    struct stat a, b;
+    if (stat(r->base, &a) != 0)
+        return false;
+    if (stat(r->mnt, &b) != 0)
+        return errno == ENOTCONN; /* a dead daemon's mount is still a mount */
+    return a.st_dev != b.st_dev;
+}
+
+/* Waits up to ms for one of r->sigs; returns the signal or 0 on timeout. */
+static int wait_signal(Run *r, int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    int sig = sigtimedwait(&r->sigs, NULL, &ts);
+    return sig > 0 ? sig : 0;
+}
+
+/* Reaps whichever of our two children ended; never waits for others. */
+static void reap(Run *r)
+{
+    int st;
+    if (r->cmd > 0 && waitpid(r->cmd, &st, WNOHANG) == r->cmd) {
+        r->cmd_status = st;
+        r->cmd = 0;
+    }
+    if (r->daemon > 0 && waitpid(r->daemon, &st, WNOHANG) == r->daemon) {
+        r->daemon_status = st;
+        r->daemon = 0;
+    }
+}
+
+/* In a child: the state a freshly exec'ed program expects. */
+static void child_common(Run *r)
+{
+    setpgid(0, 0);
+    /* ckptctl run killed outright (SIGKILL, OOM): take the child along */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    signal(SIGTTOU, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &r->old_mask, NULL);
+}
+
+static int start_daemon(Run *r)
+{
+    g_autoptr(GString) o = g_string_new(NULL);
+    g_string_append_printf(o, "policy=%s,collision_log=%s", r->policy, r->log);
+    if (r->identity)
+        g_string_append_printf(o, ",identity=%s", r->identity);
+    if (r->job)
+        g_string_append_printf(o, ",job=%s", r->job);
+    /* the kernel connection's end unmounts even when the daemon is SIGKILLed */
+    g_string_append(o, ",auto_unmount");
+    for (char **p = r->opts; p && *p; p++)
+        g_string_append_printf(o, ",%s", *p);
+    const char *argv[] = {r->bin, "-f", "-o", o->str, r->backing, r->mnt, NULL};
+
+    int logfd = open(r->daemon_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (logfd < 0)
+        return fail("%s: %s", r->daemon_log, g_strerror(errno));
+    pid_t ppid = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(logfd);
+        return fail("fork: %s", g_strerror(errno));
+    }
+    if (pid == 0) {
+        child_common(r);
+        if (getppid() != ppid)
+            _exit(127);
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(logfd, 1);
+        dup2(logfd, 2);
+        execv(argv[0], (char **)argv);
+        dprintf(2, "ckptctl run: %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(logfd);
+    setpgid(pid, pid);
+    r->daemon = pid;
+    return 0;
+}
+
+static void print_daemon_log(const Run *r)
+{
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(r->daemon_log, &text, NULL, NULL) || !*text)
+        return;
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    for (char **l = lines; *l; l++)
+        if (**l)
+            fprintf(stderr, "ckptctl run: ckptfs: %s\n", *l);
+}
+
+/* Returns 0 once mounted; an exit code otherwise (the daemon is then gone). */
+static int wait_mounted(Run *r)
+{
+    for (int waited = 0; waited < MOUNT_TIMEOUT_MS; waited += 50) {
+        if (is_mounted(r))
+            return 0;
+        reap(r);
+        if (!r->daemon) {
+            print_daemon_log(r);
+            return fail("ckptfs %s %s: the mount could not be set up (ckptfs exited, status %d)",
+                        r->backing, r->mnt,
+                        WIFEXITED(r->daemon_status) ? WEXITSTATUS(r->daemon_status)
+                                                    : 128 + WTERMSIG(r->daemon_status));
+        }
+        int sig = wait_signal(r, 50);
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            r->signals_seen++;
+            return fail("interrupted by signal %d while mounting", sig);
+        }
+    }
+    print_daemon_log(r);
+    return fail("ckptfs %s %s: not mounted after %d s", r->backing, r->mnt,
+                MOUNT_TIMEOUT_MS / 1000);
+}
+
+static int start_command(Run *r)
+{
+    pid_t ppid = getpid();
+    pid_t pid = fork();
+    if (pid < 0)
+        return fail("fork: %s", g_strerror(errno));
+    if (pid == 0) {
+        child_common(r);
+        if (getppid() != ppid)
+            _exit(127);
+        setenv("CKPTFS_MOUNT", r->mnt, 1);
+        setenv("CKPTFS_BACKING", r->backing, 1);
+        if (chdir(r->mnt) != 0) {
+            dprintf(2, "ckptctl run: %s: %s\n", r->mnt, strerror(errno));
+            _exit(127);
+        }
+        execvp(r->command[0], r->command);
+        int e = errno;
+        dprintf(2, "ckptctl run: %s: %s\n", r->command[0], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    setpgid(pid, pid);
+    r->cmd = pid;
+    /* Ctrl-C at a terminal goes to COMMAND, as if run by the shell; we
+     * unmount once it is done.  SIGTTOU is blocked, so this works from the
+     * background process group too. */
+    if (r->tty >= 0)
+        tcsetpgrp(r->tty, pid);
+    return 0;
+}
+
+/* Waits for COMMAND, forwarding termination signals to its group. */
+static void wait_command(Run *r)
+{
+    while (r->cmd) {
+        int sig = wait_signal(r, 1000);
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            r->signals_seen++;
+            kill(-r->cmd, r->signals_seen > 1 ? SIGKILL : sig);
+        }
+        pid_t was_daemon = r->daemon;
+        reap(r);
+        if (was_daemon && !r->daemon) {
+            r->daemon_died = true;
+            fprintf(stderr, "ckptctl run: ckptfs exited while COMMAND ran\n");
+        }
+    }
+    if (r->tty >= 0)
+        tcsetpgrp(r->tty, getpgrp());
+}
+
+static int spawn_quiet(const char *const *argv)
+{
+    int status = -1;
+    if (!g_spawn_sync(NULL, (char **)argv, NULL,
+                      G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
+                      NULL, NULL, NULL, NULL, &status, NULL))
+        return -1;
+    return status;
+}
+
+/* Unmounts (waiting out a busy mount for a grace period, then lazily) and
+ * reaps the daemon, killing it when it does not exit.  Returns false when
+ * a mount is still there. */
+static bool unmount(Run *r)
+{
+    const char *u[] = {"fusermount3", "-u", r->mnt, NULL};
+    const char *lazy[] = {"fusermount3", "-u", "-z", r->mnt, NULL};
+    for (int waited = 0; is_mounted(r); waited += 100) {
+        if (spawn_quiet(u) == 0)
+            break;
+        if (waited >= UNMOUNT_GRACE_MS) {
+            fprintf(stderr, "ckptctl run: %s still busy after %d s: lazy unmount\n", r->mnt,
+                    UNMOUNT_GRACE_MS / 1000);
+            spawn_quiet(lazy);
+            break;
+        }
+        wait_signal(r, 100);
+    }
+    for (int waited = 0; r->daemon && waited < DAEMON_EXIT_MS; waited += 50) {
+        reap(r);
+        if (r->daemon)
+            wait_signal(r, 50);
+    }
+    if (r->daemon) {
+        kill(r->daemon, SIGTERM);
+        for (int waited = 0; r->daemon && waited < 2000; waited += 50) {
+            wait_signal(r, 50);
+            reap(r);
+        }
+    }
+    if (r->daemon) {
+        kill(r->daemon, SIGKILL);
+        waitpid(r->daemon, &r->daemon_status, 0);
+        r->daemon = 0;
+    }
+    if (is_mounted(r))
+        spawn_quiet(lazy);
+    return !is_mounted(r);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if ((type == FTW_DP ? rmdir(path) : unlink(path)) != 0 && errno != ENOENT)
+        fprintf(stderr, "ckptctl run: cannot remove %s: %s\n", path, g_strerror(errno));
+    return 0;
+}
+
+/* rm -rf that stays on one file system and follows no symlink. */
+static void remove_tree(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* ---- the report ---- */
+
+typedef struct {
+    const char *kind; /* the three are owned by the records */
+    const char *caller;
+    const char *owner;
+    guint count;
+    GPtrArray *paths; /* distinct examples, at most MAX_EXAMPLES, borrowed */
+} Group;
+
+#define MAX_EXAMPLES 5
+
+static void group_free(Group *g)
+{
+    g_ptr_array_unref(g->paths);
+    g_free(g);
+}
+
+static const char *member_or_null(JsonObject *o, const char *k)
+{
+    JsonNode *n = json_object_get_member(o, k);
+    if (!n || JSON_NODE_TYPE(n) != JSON_NODE_VALUE || json_node_get_value_type(n) != G_TYPE_STRING)
+        return NULL;
+    return json_node_get_string(n);
+}
+
+static int group_cmp(gconstpointer a, gconstpointer b)
+{
+    const Group *x = *(Group *const *)a, *y = *(Group *const *)b;
+    int c = g_strcmp0(x->kind, y->kind);
+    if (!c)
+        c = g_strcmp0(x->caller, y->caller);
+    if (!c)
+        c = g_strcmp0(x->owner, y->owner);
+    return c;
+}
+
+/* Records grouped by (kind, caller_job, owner_job), sorted. */
+static GPtrArray *group_records(GPtrArray *recs)
+{
+    GPtrArray *groups = g_ptr_array_new_with_free_func((GDestroyNotify)group_free);
+    g_autoptr(GHashTable) by_key = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    for (guint i = 0; i < recs->len; i++) {
+        JsonObject *o = recs->pdata[i];
+        const char *kind = member_or_null(o, "kind"), *caller = member_or_null(o, "caller_job"),
+                   *owner = member_or_null(o, "owner_job"), *path = member_or_null(o, "path");
+        char *key = g_strdup_printf("%s\x1f%s\x1f%s", kind ? kind : "", caller ? caller : "\x1e",
+                                    owner ? owner : "\x1e");
+        Group *g = g_hash_table_lookup(by_key, key);
+        if (!g) {
+            g = g_new0(Group, 1);
+            *g = (Group){kind ? kind : "?", caller, owner, 0, g_ptr_array_new()};
+            g_ptr_array_add(groups, g);
+            g_hash_table_insert(by_key, key, g);
+        } else {
+            g_free(key);
+        }
+        g->count++;
+        bool seen = false;
+        for (guint k = 0; path && k < g->paths->len && !seen; k++)
+            seen = strcmp(g->paths->pdata[k], path) == 0;
+        if (path && !seen && g->paths->len < MAX_EXAMPLES)
+            g_ptr_array_add(g->paths, (gpointer)path);
+    }
+    g_ptr_array_sort(groups, group_cmp);
+    return groups;
+}
+
+static const char *owner_label(const Group *g)
+{
+    if (g->owner)
+        return g->owner;
+    if (strcmp(g->kind, "legacy-write") == 0)
+        return "(legacy area)";
+    if (strcmp(g->kind, "outside-namespace") == 0)
+        return "(structure)";
+    return "(no job)";
+}
+
+static void add_str_or_null(JsonBuilder *b, const char *name, const char *v)
+{
+    json_builder_set_member_name(b, name);
+    if (v)
+        json_builder_add_string_value(b, v);
+    else
+        json_builder_add_null_value(b);
+}
+
+static void add_int_or_null(JsonBuilder *b, const char *name, bool has, gint64 v)
+{
+    json_builder_set_member_name(b, name);
+    if (has)
+        json_builder_add_int_value(b, v);
+    else
+        json_builder_add_null_value(b);
+}
+
+typedef struct {
+    GPtrArray *recs;    /* JsonObject* */
+    GPtrArray *groups;  /* Group* */
+    GPtrArray *hazards; /* CkHazard* */
+    guint collision_hazards;
+    int exit_code;
+    const char *log_error; /* the collision log could not be read */
+} Outcome;
+
+static void print_report(const Run *r, const Outcome *out)
+{
+    fflush(stdout);
+    const char *P = "ckptctl run:";
+    g_autofree char *cmdline = g_strjoinv(" ", r->command);
+    printf("%s ---- collision report ----\n", P);
+    if (WIFSIGNALED(r->cmd_status))
+        printf("%s COMMAND %s: killed by signal %d (%s)\n", P, cmdline, WTERMSIG(r->cmd_status),
+               g_strsignal(WTERMSIG(r->cmd_status)));
+    else
+        printf("%s COMMAND %s: exit status %d\n", P, cmdline, WEXITSTATUS(r->cmd_status));
+    printf("%s dir %s (%s), policy %s, identity %s\n", P, r->backing,
+           r->made_backing ? (r->keep ? "temporary, kept" : "temporary, removed") : "given",
+           r->policy,
+           r->identity ? r->identity : (r->job ? r->job : "none (every caller anonymous)"));
+    if (out->log_error)
+        printf("%s collision log unreadable: %s\n", P, out->log_error);
+    printf("%s %u collision record(s)%s\n", P, out->recs->len, out->recs->len ? ":" : "");
+    for (guint i = 0; i < out->groups->len; i++) {
+        const Group *g = out->groups->pdata[i];
+        g_autofree char *pair =
+            g_strdup_printf("%s -> %s", g->caller ? g->caller : "(anonymous)", owner_label(g));
+        g_autoptr(GString) ex = g_string_new(NULL);
+        for (guint k = 0; k < g->paths->len; k++)
+            g_string_append_printf(ex, "%s%s", k ? ", " : "", (char *)g->paths->pdata[k]);
+        printf("%s   %-24s %-28s %5u  %s%s\n", P, g->kind, pair, g->count, ex->str,
+               g->count > g->paths->len ? ", ..." : "");
+    }
+    printf("%s %u hazard(s) in dir (ckptctl check), %u collision(s)%s\n", P, out->hazards->len,
+           out->collision_hazards, out->hazards->len ? ":" : "");
+    for (guint i = 0; i < out->hazards->len; i++) {
+        const CkHazard *h = out->hazards->pdata[i];
+        g_autoptr(GString) js = g_string_new(NULL);
+        for (guint k = 0; k < h->jobs->len; k++)
+            g_string_append_printf(js, "%s%s", k ? "," : "", (char *)h->jobs->pdata[k]);
+        printf("%s   %-16s %-20s %-32s %s\n", P, h->kind, js->len ? js->str : "-", h->path,
+               h->detail ? h->detail : "");
+    }
+    if (out->exit_code == RUN_EXIT_COLLISIONS)
+        printf("%s FAILED: jobs crossed (%u record(s), %u collision hazard(s)): exit 3\n", P,
+               out->recs->len, out->collision_hazards);
+    else if (out->exit_code == CKPTCTL_ERROR && r->daemon_died)
+        printf("%s FAILED: ckptfs exited while COMMAND ran: exit 2\n", P);
+    else
+        printf("%s no collisions: exit %d (COMMAND's status)\n", P, out->exit_code);
+    fflush(stdout);
+}
+
+static int write_report(const Run *r, const Outcome *out)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "command");
+    json_builder_begin_array(b);
+    for (char **p = r->command; *p; p++)
+        json_builder_add_string_value(b, *p);
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "exit_status");
+    json_builder_add_int_value(b, out->exit_code);
+    add_int_or_null(b, "command_exit", WIFEXITED(r->cmd_status), WEXITSTATUS(r->cmd_status));
+    add_int_or_null(b, "command_signal", WIFSIGNALED(r->cmd_status), WTERMSIG(r->cmd_status));
+    add_str_or_null(b, "dir", r->backing);
+    json_builder_set_member_name(b, "dir_kept");
+    json_builder_add_boolean_value(b, !r->made_backing || r->keep);
+    add_str_or_null(b, "mount", r->mnt);
+    add_str_or_null(b, "policy", r->policy);
+    add_str_or_null(b, "identity", r->identity);
+    add_str_or_null(b, "job", r->job);
+    json_builder_set_member_name(b, "ckptfs_died");
+    json_builder_add_boolean_value(b, r->daemon_died);
+    json_builder_set_member_name(b, "records");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < out->recs->len; i++) {
+        JsonNode *node = json_node_new(JSON_NODE_OBJECT);
+        json_node_set_object(node, out->recs->pdata[i]);
+        json_builder_add_value(b, node);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "groups");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < out->groups->len; i++) {
+        const Group *g = out->groups->pdata[i];
+        json_builder_begin_object(b);
+        add_str_or_null(b, "kind", g->kind);
+        add_str_or_null(b, "caller_job", g->caller);
+        add_str_or_null(b, "owner_job", g->owner);
+        json_builder_set_member_name(b, "count");
+        json_builder_add_int_value(b, g->count);
+        json_builder_set_member_name(b, "paths");
+        json_builder_begin_array(b);
+        for (guint k = 0; k < g->paths->len; k++)
+            json_builder_add_string_value(b, g->paths->pdata[k]);
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "hazards");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < out->hazards->len; i++) {
+        const CkHazard *h = out->hazards->pdata[i];
+        json_builder_begin_object(b);
+        add_str_or_null(b, "kind", h->kind);
+        json_builder_set_member_name(b, "jobs");
+        json_builder_begin_array(b);
+        for (guint k = 0; k < h->jobs->len; k++)
+            json_builder_add_string_value(b, h->jobs->pdata[k]);
+        json_builder_end_array(b);
+        add_str_or_null(b, "path", h->path);
+        add_str_or_null(b, "detail", h->detail);
+        json_builder_set_member_name(b, "collision");
+        json_builder_add_boolean_value(b, h->collision);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "collisions");
+    json_builder_add_int_value(b, out->recs->len + out->collision_hazards);
+    json_builder_end_object(b);
+
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_pretty(gen, TRUE);
+    json_generator_set_indent(gen, 2);
+    json_generator_set_root(gen, root);
+    g_autofree char *s = json_generator_to_data(gen, NULL);
+    g_autofree char *text = g_strconcat(s, "\n", NULL);
+    g_autoptr(GError) err = NULL;
+    if (!g_file_set_contents(r->report, text, -1, &err))
+        return fail("--report %s: %s", r->report, err->message);
+    return 0;
+}
+
+/* After the unmount: reads the log and the hazards, prints and writes the
+ * report, returns the exit code. */
+static int report(Run *r)
+{
+    Outcome out = {0};
+    g_autofree char *buf = NULL;
+    gsize len = 0;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) recs = NULL;
+    if (g_file_get_contents(r->log, &buf, &len, &err))
+        recs = ck_collision_parse_lines(buf, len, &err);
+    g_autofree char *log_error = NULL;
+    if (!recs) {
+        log_error = g_strdup(err->message);
+        recs = g_ptr_array_new();
+    }
+    out.recs = recs;
+    out.log_error = log_error;
+    g_autoptr(GPtrArray) groups = group_records(recs);
+    out.groups = groups;
+
+    /* the same code path as ckptctl check DIR (default options) */
+    CkCatalogOptions co = {.views_name = "_views"};
+    g_autoptr(GError) cerr = NULL;
+    g_autoptr(CkCatalog) cat = ck_catalog_open(r->backing, &co, &cerr);
+    g_autoptr(GPtrArray) hazards = cat ? ck_catalog_hazards(cat) : g_ptr_array_new();
+    out.hazards = hazards;
+    for (guint i = 0; i < hazards->len; i++)
+        out.collision_hazards += ((CkHazard *)hazards->pdata[i])->collision;
+
+    if (out.recs->len || out.collision_hazards)
+        out.exit_code = RUN_EXIT_COLLISIONS;
+    else if (!cat || log_error || r->daemon_died)
+        out.exit_code = CKPTCTL_ERROR;
+    else if (WIFSIGNALED(r->cmd_status))
+        out.exit_code = 128 + WTERMSIG(r->cmd_status);
+    else
+        out.exit_code = WEXITSTATUS(r->cmd_status);
+
+    if (!cat)
+        fprintf(stderr, "ckptctl run: check %s: %s\n", r->backing, cerr->message);
+    print_report(r, &out);
+    if (r->report && write_report(r, &out) != 0 && out.exit_code == 0)
+        out.exit_code = CKPTCTL_ERROR;
+    return out.exit_code;
+}
+
+/* ---- the command ---- */
+
+static int parse_args(Run *r, int *argc, char ***argv)
+{
+    GOptionEntry entries[] = {
+        {"dir", 'd', 0, G_OPTION_ARG_FILENAME, &r->dir,
+         "Mount over DIR (default: a new temporary directory, removed afterwards)", "DIR"},
+        {"policy", 0, 0, G_OPTION_ARG_STRING, &r->policy,
+         "audit (default: writes behave as on a plain directory, every crossing is recorded) "
+         "or enforce (crossings fail with EACCES)",
+         "enforce|audit"},
+        {"identity", 0, 0, G_OPTION_ARG_STRING, &r->identity,
+         "A process's job is the value of VAR in its environment", "env:VAR"},
+        {"job", 0, 0, G_OPTION_ARG_STRING, &r->job, "Every process acts as job ID", "ID"},
+        {"report", 0, 0, G_OPTION_ARG_FILENAME, &r->report,
+         "Also write the report as one JSON document to FILE", "FILE"},
+        {"keep", 0, 0, G_OPTION_ARG_NONE, &r->keep,
+         "Keep the temporary directory (without --dir) for inspection", NULL},
+        {"ckptfs", 0, 0, G_OPTION_ARG_FILENAME, &r->ckptfs,
+         "The ckptfs daemon (default: the build tree's, else PATH, else sbin)", "PATH"},
+        {"option", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &r->opts,
+         "Pass a mount option to ckptfs (repeatable), e.g. -o legacy=rw", "OPT"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("-- COMMAND [ARGS...]");
+    g_option_context_set_summary(
+        ctx, "Runs COMMAND over a fresh ckptfs mount of DIR (its working directory; "
+             "CKPTFS_MOUNT and CKPTFS_BACKING in its environment), unmounts, and reports "
+             "every collision record, grouped by kind and pair of jobs, and the ckptctl "
+             "check hazards of DIR as COMMAND left it.  Exit: COMMAND's status (128+N when "
+             "killed by signal N) when there were no collisions, 3 when there were (also in "
+             "audit mode), 2 when the mount could not be set up.");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    /* options end at COMMAND: its own options are not ours */
+    g_option_context_set_strict_posix(ctx, TRUE);
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse(ctx, argc, argv, &err))
+        return fail("%s (try ckptctl run --help)", err->message);
+    int first = 1;
+    if (first < *argc && strcmp((*argv)[first], "--") == 0)
+        first++;
+    if (first >= *argc)
+        return fail("no COMMAND (try ckptctl run --help)");
+    r->command = *argv + first;
+    if (!r->policy)
+        r->policy = g_strdup("audit");
+    if (strcmp(r->policy, "audit") != 0 && strcmp(r->policy, "enforce") != 0)
+        return fail("--policy %s: expected enforce or audit", r->policy);
+    if (r->identity && (!g_str_has_prefix(r->identity, "env:") || !r->identity[4] ||
+                        strpbrk(r->identity + 4, "=,")))
+        return fail("--identity %s: expected env:VAR", r->identity);
+    if (r->identity && r->job)
+        return fail("--identity and --job exclude each other");
+    if (r->job && (!*r->job || strchr(r->job, ',')))
+        return fail("--job %s: not a job id", r->job);
+    return 0;
+}
+
+int ckptctl_run(int argc, char **argv)
+{
+    Run r = {.tty = -1};
+    int rc = parse_args(&r, &argc, &argv);
+    if (rc) {
+        run_clear(&r);
+        return rc;
+    }
+    r.bin = find_ckptfs(r.ckptfs);
+    if (!r.bin) {
+        rc = r.ckptfs ? fail("--ckptfs %s: not an executable file", r.ckptfs)
+                      : fail("ckptfs not found (build tree, PATH, sbin); give --ckptfs PATH");
+        run_clear(&r);
+        return rc;
+    }
+    rc = prepare_backing(&r);
+    if (!rc)
+        rc = make_base(&r);
+
+    sigemptyset(&r.sigs);
+    sigaddset(&r.sigs, SIGINT);
+    sigaddset(&r.sigs, SIGTERM);
+    sigaddset(&r.sigs, SIGHUP);
+    sigaddset(&r.sigs, SIGCHLD);
+    sigset_t block = r.sigs;
+    sigaddset(&block, SIGTTOU);
+    sigprocmask(SIG_BLOCK, &block, &r.old_mask);
+    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp())
+        r.tty = STDIN_FILENO;
+
+    bool mounted = false;
+    if (!rc)
+        rc = start_daemon(&r);
+    if (!rc) {
+        rc = wait_mounted(&r);
+        mounted = rc == 0;
+    }
+    if (!rc)
+        rc = start_command(&r);
+    if (!rc)
+        wait_command(&r);
+    bool clean = r.base ? unmount(&r) : true;
+    if (!clean)
+        fprintf(stderr, "ckptctl run: %s is still mounted; fusermount3 -u -z it\n", r.mnt);
+    if (mounted && r.daemon_status != 0 && !r.daemon_died) {
+        fprintf(stderr, "ckptctl run: ckptfs exited with status %d\n",
+                WIFEXITED(r.daemon_status) ? WEXITSTATUS(r.daemon_status)
+                                           : 128 + WTERMSIG(r.daemon_status));
+        print_daemon_log(&r);
+    } else if (r.daemon_died) {
+        print_daemon_log(&r);
+    }
+    if (!rc)
+        rc = report(&r);
+    if (r.base && clean) {
+        unlink(r.log);
+        unlink(r.daemon_log);
+        g_rmdir(r.mnt);
+        if (g_rmdir(r.base) != 0)
+            fprintf(stderr, "ckptctl run: cannot remove %s: %s\n", r.base, g_strerror(errno));
+    }
+    if (r.made_backing) {
+        if (r.keep)
+            fprintf(stderr, "ckptctl run: kept %s\n", r.backing);
+        else if (clean)
+            remove_tree(r.backing);
+    }
+    sigprocmask(SIG_SETMASK, &r.old_mask, NULL);
+    run_clear(&r);
+    return rc;
+}
