@@ -23,6 +23,7 @@ typedef struct {
     GBytes *content; /* views snapshot */
     Node *node;
     bool writable; /* opened for writing: its attributes are noted at release */
+    const char *marker_job; /* a COMPLETED of this job written: refresh the views at release */
 } FileHandle;
 
 /* What fi->fh of an open directory points at. */
@@ -186,7 +187,7 @@ static void reply_entry(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_
         reply_err(fs, req, err);
         return;
     }
-    if (fuse_reply_entry(req, e) != 0)
+    if (fuse_reply_entry(req, e) != 0 && e->ino) /* ino 0: a views negative entry */
         node_forget(fs, N(fs, e->ino), 1);
 }
 
@@ -396,6 +397,8 @@ static int do_make(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name,
         r = mknodat(pf.fd, name, mode, rdev);
     err = r < 0 ? -errno : 0;
     creds_leave(fs, &c);
+    if (!err)
+        views_note_change(fs, node_ns(fs, p), name);
     if (!err) {
         struct stat st;
         Node *n;
@@ -505,6 +508,8 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         err = -errno;
     creds_leave(fs, &c);
     node_fd_put(fs, &pf);
+    if (!err)
+        views_note_change(fs, node_ns(fs, p), name);
     return err;
 }
 
@@ -564,6 +569,8 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         if ((flags & RENAME_EXCHANGE) &&
             !ck_ns_equal(ck_ns_child(node_ns(fs, np), newname, vn), back))
             renamed_ns(fs, pf.fd, name, back);
+        views_note_change(fs, node_ns(fs, p), name);
+        views_note_change(fs, node_ns(fs, np), newname);
     }
     node_fd_put(fs, &npf);
     node_fd_put(fs, &pf);
@@ -668,6 +675,8 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
     h->fd = fd;
     h->node = n;
     h->writable = (fi->flags & O_ACCMODE) != O_RDONLY;
+    if (wants_write(fi->flags))
+        h->marker_job = views_marker_job(fs, n, fd);
     node_open_count(fs, n, 1);
     fi->fh = (uintptr_t)h;
     return 0;
@@ -741,6 +750,8 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     h->fd = fd;
     h->node = n;
     h->writable = true;
+    if (child.kind == CK_NS_JOB && strcmp(name, "COMPLETED") == 0)
+        h->marker_job = child.job;
     node_open_count(fs, n, 1);
     fi->fh = (uintptr_t)h;
     return 0;
@@ -828,6 +839,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         if (d < 0 || close(d) < 0)
             err = -errno;
     }
+    if (h->marker_job)
+        views_marker_written(fs, h->marker_job); /* close(2) waits for flush: the views see it */
     reply_err(fs, req, err);
 }
 
@@ -836,6 +849,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_RELEASE);
+    if (FH(fi)->marker_job)
+        views_marker_written(fs, FH(fi)->marker_job); /* before the reply: the next lookup sees it */
     handle_free(fs, FH(fi));
     fuse_reply_err(req, 0);
 }

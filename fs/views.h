@@ -50,6 +50,18 @@ typedef struct {
 /* flags: open(2) flags, always read-only here. */
 int views_open(struct ckptfs *fs, Node *n, int flags, ViewsOpen *out);
 
+/* Hooks for fs/ops.c (no cost beyond a compare unless a marker is involved):
+ * - views_note_change: `name` in a directory of namespace pns was created,
+ *   removed or renamed through the mount; when it is a marker (COMPLETED,
+ *   chk-<N>) or a job directory, the job is re-read before this returns and
+ *   the kernel's view entries are invalidated (asynchronously).
+ * - views_marker_job: for a file opened for writing, the job whose marker it
+ *   is (fd's name is COMPLETED in a job namespace), else NULL;
+ * - views_marker_written: that file was flushed or released. */
+void views_note_change(struct ckptfs *fs, CkNs pns, const char *name);
+const char *views_marker_job(struct ckptfs *fs, Node *n, int fd);
+void views_marker_written(struct ckptfs *fs, const char *job);
+
 /* Extended attributes (user.ckptfs.source, .backing, .generation). */
 int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value);
 /* Appends each name and its NUL to names. */
