@@ -1,0 +1,675 @@
+/* Runs the built ckptctl (path in $CKPTCTL) on fixtures it wrote and on
+ * hand-made bad input; parses its --json output and checks fields and exit
+ * codes (SPEC §3: 0 success, 1 found, 2 usage or I/O error). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdbool.h>
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    char *tmp;
+} Fx;
+
+typedef struct {
+    int status; /* exit code */
+    char *out;
+    char *err;
+} Run;
+
+static void run_clear(Run *r)
+{
+    g_free(r->out);
+    g_free(r->err);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Run, run_clear)
+
+static void drop_privileges(gpointer unused)
+{
+    (void)unused;
+    /* nobody: the marker's owner (root) made it unreadable to everyone else */
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)
+        _exit(99);
+}
+
+static Run run_v(bool unprivileged, const char *first, va_list ap)
+{
+    const char *bin = g_getenv("CKPTCTL");
+    assert_non_null(bin);
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)bin);
+    for (const char *a = first; a; a = va_arg(ap, const char *))
+        g_ptr_array_add(argv, (gpointer)a);
+    g_ptr_array_add(argv, NULL);
+    Run r = {0};
+    gint wait_status = 0;
+    g_autoptr(GError) err = NULL;
+    gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT,
+                               unprivileged ? drop_privileges : NULL, NULL, &r.out, &r.err,
+                               &wait_status, &err);
+    if (!ok)
+        fail_msg("spawn %s: %s", bin, err->message);
+    assert_true(WIFEXITED(wait_status)); /* never a crash */
+    r.status = WEXITSTATUS(wait_status);
+    return r;
+}
+
+static Run run(const char *first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    Run r = run_v(false, first, ap);
+    va_end(ap);
+    return r;
+}
+
+static Run run_as_nobody(const char *first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    Run r = run_v(true, first, ap);
+    va_end(ap);
+    return r;
+}
+
+/* An error is one line on stderr. */
+static void assert_one_line_error(const Run *r)
+{
+    assert_int_equal(r->status, 2);
+    assert_true(strlen(r->err) > 0);
+    const char *nl = strchr(r->err, '\n');
+    assert_non_null(nl);
+    assert_int_equal(nl[1], '\0');
+}
+
+static JsonObject *parse_obj(const char *text)
+{
+    g_autoptr(JsonParser) p = json_parser_new();
+    g_autoptr(GError) err = NULL;
+    if (!json_parser_load_from_data(p, text, -1, &err))
+        fail_msg("not JSON (%s): %s", err->message, text);
+    JsonNode *root = json_parser_get_root(p);
+    assert_non_null(root);
+    assert_int_equal(JSON_NODE_TYPE(root), JSON_NODE_OBJECT);
+    return json_object_ref(json_node_get_object(root));
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static int setup(void **state)
+{
+    Fx *fx = g_new0(Fx, 1);
+    fx->tmp = g_dir_make_tmp("ck-tools-XXXXXX", NULL);
+    assert_non_null(fx->tmp);
+    assert_int_equal(chmod(fx->tmp, 0755), 0); /* nobody must reach inside */
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    Fx *fx = *state;
+    nftw(fx->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    g_free(fx->tmp);
+    g_free(fx);
+    return 0;
+}
+
+static char *path_in(Fx *fx, const char *rel)
+{
+    return g_build_filename(fx->tmp, rel, NULL);
+}
+
+static void put(Fx *fx, const char *rel, const char *data, gssize len)
+{
+    g_autofree char *p = path_in(fx, rel);
+    g_autofree char *d = g_path_get_dirname(p);
+    assert_int_equal(g_mkdir_with_parents(d, 0755), 0);
+    assert_true(g_file_set_contents(p, data, len, NULL));
+}
+
+/* A fixture in <tmp>/<name>; returns its path. */
+static char *fixture(Fx *fx, const char *name, ...)
+{
+    g_autofree char *dir = path_in(fx, name);
+    va_list ap;
+    va_start(ap, name);
+    g_autoptr(GPtrArray) args = g_ptr_array_new();
+    for (const char *a = va_arg(ap, const char *); a; a = va_arg(ap, const char *))
+        g_ptr_array_add(args, (gpointer)a);
+    va_end(ap);
+    const char *v[16] = {0};
+    assert_true(args->len < 13);
+    for (guint i = 0; i < args->len; i++)
+        v[i] = args->pdata[i];
+    g_auto(Run) r = run("fixture", dir, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
+                        v[10], v[11], NULL);
+    if (r.status != 0)
+        fail_msg("fixture: %s", r.err);
+    return g_steal_pointer(&dir);
+}
+
+static const char *const resolve_keys[] = {
+    "status", "job",        "checkpoint",        "class",
+    "root",   "generation", "generation_source", "participants",
+    "marker", "reads",      "candidates",        "error",
+    NULL};
+
+static void assert_all_resolve_keys(JsonObject *o)
+{
+    for (int i = 0; resolve_keys[i]; i++)
+        if (!json_object_has_member(o, resolve_keys[i]))
+            fail_msg("resolve --json lacks \"%s\"", resolve_keys[i]);
+}
+
+/* ---- the command line ---- */
+
+static void usage_and_help(void **state)
+{
+    (void)state;
+    g_auto(Run) h = run("--help", NULL);
+    assert_int_equal(h.status, 0);
+    assert_non_null(strstr(h.out, "Usage: ckptctl COMMAND"));
+    const char *cmds[] = {"jobs",   "resolve",    "check",  "state-root",
+                          "unused", "collisions", "fixture"};
+    for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
+        assert_non_null(strstr(h.out, cmds[i]));
+        g_auto(Run) sub = run(cmds[i], "--help", NULL);
+        assert_int_equal(sub.status, 0);
+        assert_non_null(strstr(sub.out, "--json"));
+    }
+    g_auto(Run) none = run(NULL, NULL);
+    assert_int_equal(none.status, 2);
+    g_auto(Run) bad = run("frobnicate", NULL);
+    assert_one_line_error(&bad);
+    g_auto(Run) noarg = run("jobs", NULL);
+    assert_one_line_error(&noarg);
+    g_auto(Run) badopt = run("jobs", "--no-such-option", "/", NULL);
+    assert_one_line_error(&badopt);
+    g_auto(Run) fxhelp = run("fixture", "--help", NULL);
+    assert_non_null(strstr(fxhelp.out, "default 3"));
+    assert_non_null(strstr(fxhelp.out, "--force"));
+}
+
+/* ---- fixture ---- */
+
+static gint cmp_names(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void collect_tree(const char *root, const char *rel, GString *out)
+{
+    g_autofree char *p = rel[0] ? g_build_filename(root, rel, NULL) : g_strdup(root);
+    g_autoptr(GDir) d = g_dir_open(p, 0, NULL);
+    assert_non_null(d);
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    const char *n;
+    while ((n = g_dir_read_name(d)))
+        g_ptr_array_add(names, g_strdup(n));
+    g_ptr_array_sort(names, cmp_names);
+    for (guint i = 0; i < names->len; i++) {
+        g_autofree char *r =
+            rel[0] ? g_build_filename(rel, names->pdata[i], NULL) : g_strdup(names->pdata[i]);
+        g_autofree char *full = g_build_filename(root, r, NULL);
+        struct stat sb;
+        assert_int_equal(lstat(full, &sb), 0);
+        if (S_ISDIR(sb.st_mode)) {
+            g_string_append_printf(out, "D %s\n", r);
+            collect_tree(root, r, out);
+        } else {
+            g_autofree char *data = NULL;
+            gsize len = 0;
+            assert_true(g_file_get_contents(full, &data, &len, NULL));
+            g_autofree char *sum =
+                g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)data, len);
+            g_string_append_printf(out, "F %s %o %zu %s\n", r, sb.st_mode & 07777, len, sum);
+        }
+    }
+}
+
+static char *tree_of(const char *root)
+{
+    GString *s = g_string_new(NULL);
+    collect_tree(root, "", s);
+    return g_string_free(s, FALSE);
+}
+
+static void fixture_is_deterministic(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *a = fixture(fx, "a", "--seed", "7", "--jobs", "4", "--legacy", "2", NULL);
+    g_autofree char *b = fixture(fx, "b", "--seed", "7", "--jobs", "4", "--legacy", "2", NULL);
+    g_autofree char *c = fixture(fx, "c", "--seed", "8", "--jobs", "4", "--legacy", "2", NULL);
+    g_autofree char *ta = tree_of(a), *tb = tree_of(b), *tc = tree_of(c);
+    assert_true(strlen(ta) > 0);
+    assert_string_equal(ta, tb);     /* same seed: the same tree, byte for byte */
+    assert_string_not_equal(ta, tc); /* another seed: another tree */
+    /* the files really are B bytes */
+    g_autofree char *d = fixture(fx, "d", "--bytes", "1000", "--jobs", "1", "--legacy", "0",
+                                 "--checkpoints", "1", "--subtasks", "1", NULL);
+    g_autofree char *td = tree_of(d);
+    assert_non_null(strstr(td, ".snap 644 1000 "));
+}
+
+static void fixture_refuses_non_empty_dir(void **state)
+{
+    Fx *fx = *state;
+    put(fx, "full/something", "x", -1);
+    g_autofree char *dir = path_in(fx, "full");
+    g_auto(Run) r = run("fixture", dir, NULL);
+    assert_one_line_error(&r);
+    g_auto(Run) f = run("fixture", dir, "--force", NULL);
+    assert_int_equal(f.status, 0);
+    g_autofree char *jobs = path_in(fx, "full/_jobs");
+    assert_true(g_file_test(jobs, G_FILE_TEST_IS_DIR));
+    g_auto(Run) bad = run("fixture", dir, "--force", "--subtasks", "0", NULL);
+    assert_one_line_error(&bad);
+    put(fx, "afile", "x", -1);
+    g_autofree char *af = path_in(fx, "afile");
+    g_auto(Run) nd = run("fixture", af, "--force", NULL);
+    assert_int_equal(nd.status, 2);
+}
+
+/* ---- jobs ---- */
+
+static void jobs_json(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir =
+        fixture(fx, "fx", "--jobs", "3", "--legacy", "2", "--checkpoints", "3", NULL);
+    g_auto(Run) r = run("jobs", dir, "--json", NULL);
+    assert_int_equal(r.status, 0);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    JsonArray *jobs = json_object_get_array_member(o, "jobs");
+    assert_int_equal(json_array_get_length(jobs), 5);
+    guint ns = 0, legacy = 0;
+    for (guint i = 0; i < json_array_get_length(jobs); i++) {
+        JsonObject *j = json_array_get_object_element(jobs, i);
+        assert_true(json_object_has_member(j, "job"));
+        assert_true(json_object_has_member(j, "checkpoints"));
+        assert_true(json_object_has_member(j, "latest"));
+        assert_true(json_object_has_member(j, "layout"));
+        assert_true(json_object_has_member(j, "bytes"));
+        const char *layout = json_object_get_string_member(j, "layout");
+        JsonArray *cps = json_object_get_array_member(j, "checkpoints");
+        assert_true(json_array_get_length(cps) >= 3);
+        assert_int_equal(json_array_get_int_element(cps, 0), 1);
+        assert_true(json_object_get_int_member(j, "bytes") > 0);
+        assert_true(json_object_get_int_member(j, "latest") >= 3);
+        ns += strcmp(layout, "namespaced") == 0;
+        legacy += strcmp(layout, "legacy") == 0;
+    }
+    assert_int_equal(ns, 3);
+    assert_int_equal(legacy, 2);
+    g_auto(Run) human = run("jobs", dir, NULL);
+    assert_int_equal(human.status, 0);
+    assert_non_null(strstr(human.out, "LAYOUT"));
+    g_autofree char *missing = path_in(fx, "missing");
+    g_auto(Run) m = run("jobs", missing, "--json", NULL);
+    assert_one_line_error(&m);
+    assert_string_equal(m.out, "");
+}
+
+/* ---- resolve ---- */
+
+static char *first_job_of_layout(const char *dir, const char *layout)
+{
+    g_auto(Run) r = run("jobs", dir, "--json", NULL);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    JsonArray *jobs = json_object_get_array_member(o, "jobs");
+    for (guint i = 0; i < json_array_get_length(jobs); i++) {
+        JsonObject *j = json_array_get_object_element(jobs, i);
+        if (strcmp(json_object_get_string_member(j, "layout"), layout) == 0)
+            return g_strdup(json_object_get_string_member(j, "job"));
+    }
+    fail_msg("no %s job", layout);
+    return NULL;
+}
+
+static void resolve_refused_names_every_job(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = fixture(fx, "fx", "--jobs", "2", "--legacy", "2", NULL);
+    g_auto(Run) r = run("resolve", dir, "-c", "1", "--json", NULL);
+    assert_int_equal(r.status, 1);
+    assert_true(strlen(r.err) > 0); /* the refusal, one line */
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    assert_all_resolve_keys(o);
+    assert_string_equal(json_object_get_string_member(o, "status"), "refused");
+    assert_true(json_object_get_null_member(o, "job"));
+    JsonArray *c = json_object_get_array_member(o, "candidates");
+    assert_int_equal(json_array_get_length(c), 4);
+    g_autoptr(GPtrArray) names = g_ptr_array_new();
+    for (guint i = 0; i < 4; i++) {
+        const char *cand = json_array_get_string_element(c, i);
+        g_autofree char *prefix = g_strconcat(dir, "/_jobs/", NULL);
+        assert_true(g_str_has_prefix(cand, prefix));
+        assert_true(g_file_test(cand, G_FILE_TEST_IS_DIR));
+        assert_non_null(strstr(json_object_get_string_member(o, "error"), cand));
+        g_ptr_array_add(names, (gpointer)cand);
+    }
+    g_autoptr(GPtrArray) sorted = g_ptr_array_copy(names, NULL, NULL);
+    g_ptr_array_sort(sorted, cmp_names);
+    for (guint i = 0; i < 4; i++)
+        assert_ptr_equal(sorted->pdata[i], names->pdata[i]);
+    /* latest: the same refusal */
+    g_auto(Run) l = run("resolve", dir, "--json", NULL);
+    assert_int_equal(l.status, 1);
+    g_autoptr(JsonObject) lo = parse_obj(l.out);
+    assert_string_equal(json_object_get_string_member(lo, "status"), "refused");
+}
+
+static void resolve_marker_directory(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = fixture(fx, "fx", "--jobs", "2", "--legacy", "2", NULL);
+    g_autofree char *job = first_job_of_layout(dir, "namespaced");
+    g_autofree char *loc = g_build_filename(dir, "_jobs", job, NULL);
+    g_auto(Run) r = run("resolve", loc, "-c", "2", "--json", NULL);
+    assert_int_equal(r.status, 0);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    assert_all_resolve_keys(o);
+    assert_string_equal(json_object_get_string_member(o, "status"), "ok");
+    assert_string_equal(json_object_get_string_member(o, "job"), job);
+    assert_int_equal(json_object_get_int_member(o, "checkpoint"), 2);
+    assert_string_equal(json_object_get_string_member(o, "class"), "namespaced");
+    assert_string_equal(json_object_get_string_member(o, "generation_source"), "marker");
+    assert_true(json_object_get_null_member(o, "candidates"));
+    assert_true(json_object_get_null_member(o, "error"));
+    g_autofree char *root = g_build_filename(dir, "_state", job, NULL);
+    assert_string_equal(json_object_get_string_member(o, "root"), root);
+    g_autofree char *marker = g_build_filename(dir, "_jobs", job, "chk-2", "COMPLETED", NULL);
+    assert_string_equal(json_object_get_string_member(o, "marker"), marker);
+    JsonArray *reads = json_object_get_array_member(o, "reads");
+    JsonArray *parts = json_object_get_array_member(o, "participants");
+    assert_int_equal(json_array_get_length(reads), json_array_get_length(parts));
+    assert_int_equal(json_array_get_length(reads), 2);
+    for (guint i = 0; i < json_array_get_length(reads); i++) {
+        const char *p = json_array_get_string_element(reads, i);
+        assert_true(g_str_has_prefix(p, root));
+        assert_true(g_file_test(p, G_FILE_TEST_IS_DIR));
+    }
+    /* one legacy job's first marker has no generation= (an older release): guessed */
+    g_autoptr(JsonObject) g = NULL;
+    g_auto(Run) jr = run("jobs", dir, "--json", NULL);
+    g_autoptr(JsonObject) jo = parse_obj(jr.out);
+    JsonArray *jobs = json_object_get_array_member(jo, "jobs");
+    for (guint i = 0; i < json_array_get_length(jobs) && !g; i++) {
+        JsonObject *j = json_array_get_object_element(jobs, i);
+        if (strcmp(json_object_get_string_member(j, "layout"), "legacy") != 0)
+            continue;
+        g_autofree char *l2 =
+            g_build_filename(dir, "_jobs", json_object_get_string_member(j, "job"), NULL);
+        g_auto(Run) lr = run("resolve", l2, "-c", "1", "--json", NULL);
+        assert_int_equal(lr.status, 0);
+        JsonObject *x = parse_obj(lr.out);
+        if (strcmp(json_object_get_string_member(x, "generation_source"), "guessed") == 0)
+            g = x;
+        else
+            json_object_unref(x);
+    }
+    assert_non_null(g);
+    assert_string_equal(json_object_get_string_member(g, "class"), "legacy");
+    assert_int_equal(json_object_get_int_member(g, "generation"), 1);
+    g_autofree char *v10 = g_build_filename(dir, "v1", "0", NULL);
+    assert_string_equal(json_array_get_string_element(json_object_get_array_member(g, "reads"), 0),
+                        v10);
+}
+
+static void resolve_as_given_and_errors(void **state)
+{
+    Fx *fx = *state;
+    g_auto(Run) u = run("resolve", "s3://bucket/ckpt?local=/tmp/w", "-c", "3", "--json", NULL);
+    assert_int_equal(u.status, 0);
+    g_autoptr(JsonObject) o = parse_obj(u.out);
+    assert_all_resolve_keys(o);
+    assert_string_equal(json_object_get_string_member(o, "status"), "as-given");
+    JsonArray *reads = json_object_get_array_member(o, "reads");
+    assert_int_equal(json_array_get_length(reads), 1);
+    assert_string_equal(json_array_get_string_element(reads, 0), "s3://bucket/ckpt?local=/tmp/w");
+    assert_true(json_object_get_null_member(o, "job"));
+    assert_true(json_object_get_null_member(o, "generation"));
+
+    put(fx, "plain/v1/0/x", "x", -1);
+    g_autofree char *plain = path_in(fx, "plain");
+    g_auto(Run) p = run("resolve", plain, "--json", NULL);
+    assert_int_equal(p.status, 0);
+    g_autoptr(JsonObject) po = parse_obj(p.out);
+    assert_string_equal(json_object_get_string_member(po, "status"), "as-given");
+
+    g_autofree char *missing = path_in(fx, "missing");
+    g_auto(Run) m = run("resolve", missing, "--json", NULL);
+    assert_one_line_error(&m);
+    g_auto(Run) badc = run("resolve", plain, "-c", "01", NULL);
+    assert_one_line_error(&badc);
+
+    /* a checkpoint that is not restorable: status ok, error set, exit 1 */
+    put(fx, "cs/_jobs/j/chk-1/COMPLETED", "checkpoint=1\ngeneration=1\n", -1);
+    g_autofree char *cs = path_in(fx, "cs");
+    g_auto(Run) c = run("resolve", cs, "-c", "1", "--json", NULL);
+    assert_int_equal(c.status, 1);
+    g_autoptr(JsonObject) co = parse_obj(c.out);
+    assert_string_equal(json_object_get_string_member(co, "status"), "ok");
+    assert_string_equal(json_object_get_string_member(co, "class"), "cut-short");
+    assert_false(json_object_get_null_member(co, "error"));
+    assert_int_equal(json_array_get_length(json_object_get_array_member(co, "reads")), 0);
+}
+
+/* ---- check ---- */
+
+static JsonObject *hazard_of(JsonObject *o, const char *kind)
+{
+    JsonArray *hz = json_object_get_array_member(o, "hazards");
+    for (guint i = 0; i < json_array_get_length(hz); i++) {
+        JsonObject *h = json_array_get_object_element(hz, i);
+        if (strcmp(json_object_get_string_member(h, "kind"), kind) == 0)
+            return h;
+    }
+    return NULL;
+}
+
+static void check_fixture(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = fixture(fx, "fx", "--jobs", "2", "--legacy", "2", NULL);
+    g_auto(Run) r = run("check", dir, "--json", NULL);
+    assert_int_equal(r.status, 1);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    assert_int_equal(json_object_get_int_member(o, "collisions"), 2); /* v1/0, v1/1 */
+    JsonObject *s = hazard_of(o, "shared-location");
+    assert_non_null(s);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(s, "jobs")), 2);
+    assert_true(json_object_has_member(s, "path"));
+    assert_true(json_object_has_member(s, "detail"));
+    assert_non_null(hazard_of(o, "cut-short"));
+    /* no legacy jobs: nothing shared, the cut-short marker is informational */
+    g_autofree char *clean = fixture(fx, "clean", "--jobs", "2", "--legacy", "0", NULL);
+    g_auto(Run) c = run("check", clean, "--json", NULL);
+    assert_int_equal(c.status, 0);
+    g_autoptr(JsonObject) co = parse_obj(c.out);
+    assert_int_equal(json_object_get_int_member(co, "collisions"), 0);
+    assert_null(hazard_of(co, "shared-location"));
+    assert_non_null(hazard_of(co, "cut-short"));
+}
+
+static void check_bad_input(void **state)
+{
+    Fx *fx = *state;
+    const char garbage[] = "\x7f"
+                           "ELF\x00\x01\x02\xff\xfe\n=\n\x80\x81";
+    put(fx, "bad/_jobs/g/chk-1/COMPLETED", garbage, sizeof garbage - 1);
+    put(fx, "bad/_jobs/.x/chk-1/COMPLETED", "participants=0\n", -1);
+    g_autofree char *bad = path_in(fx, "bad");
+    g_auto(Run) r = run("check", bad, "--json", NULL);
+    assert_int_equal(r.status, 1);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    JsonObject *m = hazard_of(o, "malformed");
+    assert_non_null(m);
+    assert_string_equal(json_object_get_string_member(m, "path"), "_jobs/g/chk-1/COMPLETED");
+    assert_non_null(hazard_of(o, "not-a-job"));
+    assert_int_equal(json_object_get_int_member(o, "collisions"), 0);
+    /* jobs still lists it, with nothing restorable */
+    g_auto(Run) j = run("jobs", bad, "--json", NULL);
+    assert_int_equal(j.status, 0);
+    g_autoptr(JsonObject) jo = parse_obj(j.out);
+    JsonObject *g = json_array_get_object_element(json_object_get_array_member(jo, "jobs"), 0);
+    assert_string_equal(json_object_get_string_member(g, "job"), "g");
+    assert_true(json_object_get_null_member(g, "latest"));
+    g_autofree char *missing = path_in(fx, "missing");
+    g_auto(Run) mm = run("check", missing, NULL);
+    assert_one_line_error(&mm);
+}
+
+static void unreadable_marker_as_nobody(void **state)
+{
+    Fx *fx = *state;
+    if (geteuid() != 0)
+        skip();
+    put(fx, "u/_jobs/j/chk-1/COMPLETED", "generation=1\nparticipants=0\n", -1);
+    put(fx, "u/v1/0/x", "x", -1);
+    g_autofree char *marker = path_in(fx, "u/_jobs/j/chk-1/COMPLETED");
+    assert_int_equal(chmod(marker, 0600), 0);
+    g_autofree char *dir = path_in(fx, "u");
+    g_auto(Run) r = run_as_nobody("check", dir, "--json", NULL);
+    assert_int_equal(r.status, 1);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    JsonObject *m = hazard_of(o, "malformed");
+    assert_non_null(m);
+    assert_non_null(strstr(json_object_get_string_member(m, "detail"), "Permission denied"));
+    g_auto(Run) rr = run_as_nobody("resolve", dir, "-c", "1", "--json", NULL);
+    assert_int_equal(rr.status, 1);
+    g_autoptr(JsonObject) ro = parse_obj(rr.out);
+    assert_string_equal(json_object_get_string_member(ro, "class"), "malformed");
+    /* as root it is readable: the same command finds nothing wrong */
+    g_auto(Run) asroot = run("check", dir, "--json", NULL);
+    assert_int_equal(asroot.status, 0);
+    /* an unreadable directory is an I/O error */
+    g_autofree char *jobs = path_in(fx, "u");
+    assert_int_equal(chmod(jobs, 0700), 0);
+    g_auto(Run) d = run_as_nobody("jobs", dir, "--json", NULL);
+    assert_one_line_error(&d);
+}
+
+/* ---- state-root, unused, collisions ---- */
+
+static void state_root(void **state)
+{
+    (void)state;
+    g_auto(Run) r = run("state-root", "s3://b/ckpt?local=/tmp/w", "j1", NULL);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "s3://b/ckpt/_state/j1?local=/tmp/w/_state/j1\n");
+    g_auto(Run) j = run("state-root", "/data/ckpt/", "j1", "--json", NULL);
+    assert_int_equal(j.status, 0);
+    g_autoptr(JsonObject) o = parse_obj(j.out);
+    assert_string_equal(json_object_get_string_member(o, "state_root"), "/data/ckpt/_state/j1");
+    g_auto(Run) m = run("state-root", "memory://", "j1", NULL);
+    assert_string_equal(m.out, "memory://\n");
+    g_auto(Run) bad = run("state-root", "/data", ".hidden", NULL);
+    assert_one_line_error(&bad);
+    g_auto(Run) few = run("state-root", "/data", NULL);
+    assert_one_line_error(&few);
+}
+
+static void unused(void **state)
+{
+    Fx *fx = *state;
+    put(fx, "un/v1/0/checkpoint-1.snap", "0123456789", -1);
+    put(fx, "un/_state/a/v2/0/checkpoint-2.snap", "x", -1);
+    put(fx, "un/_jobs/a/chk-2/COMPLETED", "generation=2\nparticipants=0\nstate=_state/a\n", -1);
+    g_autofree char *dir = path_in(fx, "un");
+    g_auto(Run) r = run("unused", dir, "--json", NULL);
+    assert_int_equal(r.status, 1);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    JsonArray *u = json_object_get_array_member(o, "unused");
+    assert_int_equal(json_array_get_length(u), 1);
+    JsonObject *e = json_array_get_object_element(u, 0);
+    assert_string_equal(json_object_get_string_member(e, "path"), "v1");
+    assert_string_equal(json_object_get_string_member(e, "reason"), "legacy-unread");
+    assert_true(json_object_get_int_member(e, "bytes") > 0);
+    g_autofree char *still = path_in(fx, "un/v1/0/checkpoint-1.snap");
+    assert_true(g_file_test(still, G_FILE_TEST_EXISTS)); /* a dry run */
+    /* once v1 is read again, nothing is unused */
+    put(fx, "un/_jobs/b/chk-1/COMPLETED", "generation=1\nparticipants=0\n", -1);
+    g_auto(Run) n = run("unused", dir, "--json", NULL);
+    assert_int_equal(n.status, 0);
+    g_autoptr(JsonObject) no = parse_obj(n.out);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(no, "unused")), 0);
+}
+
+static void collisions(void **state)
+{
+    Fx *fx = *state;
+    const char *log =
+        "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"foreign-write\",\"verdict\":\"denied\","
+        "\"op\":\"rename\",\"path\":\"_state/b/v1/0/checkpoint-1.snap\",\"path2\":null,"
+        "\"caller_job\":\"a\",\"owner_job\":\"b\",\"pid\":1234,\"uid\":1000,\"comm\":\"worker\"}\n"
+        "{\"time\":\"2026-12-01T18:00:01.000Z\",\"kind\":\"legacy-write\",\"verdict\":\"denied\","
+        "\"op\":\"create\",\"path\":\"v1/0/x\",\"path2\":null,\"caller_job\":null,"
+        "\"owner_job\":null,\"pid\":1,\"uid\":0,\"comm\":null}\n";
+    put(fx, "mnt/_views/.collisions", log, -1);
+    g_autofree char *mnt = path_in(fx, "mnt");
+    g_auto(Run) r = run("collisions", mnt, "--json", NULL);
+    assert_int_equal(r.status, 1);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    JsonArray *recs = json_object_get_array_member(o, "records");
+    assert_int_equal(json_array_get_length(recs), 2);
+    JsonObject *first = json_array_get_object_element(recs, 0);
+    assert_string_equal(json_object_get_string_member(first, "kind"), "foreign-write");
+    assert_int_equal(json_object_get_int_member(first, "pid"), 1234);
+    g_auto(Run) h = run("collisions", mnt, NULL);
+    assert_int_equal(h.status, 1);
+    assert_non_null(strstr(h.out, "foreign-write"));
+    /* another views name */
+    put(fx, "mnt2/v/.collisions", "", 0);
+    g_autofree char *mnt2 = path_in(fx, "mnt2");
+    g_auto(Run) e = run("collisions", mnt2, "--views", "v", "--json", NULL);
+    assert_int_equal(e.status, 0);
+    g_autoptr(JsonObject) eo = parse_obj(e.out);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(eo, "records")), 0);
+    /* garbage, missing */
+    put(fx, "mnt3/_views/.collisions", "{\"kind\":1}\nnot json\n", -1);
+    g_autofree char *mnt3 = path_in(fx, "mnt3");
+    g_auto(Run) g = run("collisions", mnt3, "--json", NULL);
+    assert_one_line_error(&g);
+    g_autofree char *none = path_in(fx, "none");
+    g_auto(Run) m = run("collisions", none, NULL);
+    assert_one_line_error(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(usage_and_help),
+        cmocka_unit_test_setup_teardown(fixture_is_deterministic, setup, teardown),
+        cmocka_unit_test_setup_teardown(fixture_refuses_non_empty_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(jobs_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(resolve_refused_names_every_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(resolve_marker_directory, setup, teardown),
+        cmocka_unit_test_setup_teardown(resolve_as_given_and_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(check_fixture, setup, teardown),
+        cmocka_unit_test_setup_teardown(check_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(unreadable_marker_as_nobody, setup, teardown),
+        cmocka_unit_test(state_root),
+        cmocka_unit_test_setup_teardown(unused, setup, teardown),
+        cmocka_unit_test_setup_teardown(collisions, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
