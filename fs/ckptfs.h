@@ -51,6 +51,10 @@ struct ckptfs {
     FdCache fdcache;   /* FdCache.lock */
     FsMetrics metrics; /* atomics only */
     void *views;       /* fs/views.c private state; its own locks, leaf level */
+    /* open file and directory handles, so the ones the kernel never released
+     * (the session ended by a signal) are freed at the end (open_lock, leaf) */
+    GMutex open_lock;
+    GHashTable *open_handles; /* handle -> HandleKind */
 
     struct fuse_session *se;
 };

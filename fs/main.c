@@ -1,12 +1,14 @@
 /* ckptfs: the daemon (SPEC §4).  Parses and validates the options, clears a
  * stale mount, sets up the one struct ckptfs and runs the FUSE session. */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,12 +25,14 @@ static int fail(int code, const char *fmt, const char *a, const char *b)
     return code;
 }
 
-/* A daemon killed without unmounting leaves a mount whose every access
- * fails with ENOTCONN; detach it so the new mount can take its place. */
+/* A daemon killed without unmounting leaves a mount whose every request
+ * fails with ENOTCONN; detach it so the new mount can take its place.
+ * statfs always reaches the daemon (stat may be answered from the kernel's
+ * attribute cache). */
 static void clear_stale_mount(const char *mnt)
 {
-    struct stat st;
-    if (stat(mnt, &st) == 0 || errno != ENOTCONN)
+    struct statfs sfs;
+    if (statfs(mnt, &sfs) == 0 || errno != ENOTCONN)
         return;
     g_message("ckptfs: %s: clearing a stale mount left by a dead daemon", mnt);
     if (geteuid() == 0 && umount2(mnt, MNT_DETACH) == 0)
@@ -125,6 +129,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
     fs->attr_timeout = o->attr_timeout_s;
     if (ckptfs_creds_init(fs) < 0)
         return fail(1, "%s%s", "cannot read the daemon's groups", "");
+    ckptfs_handles_init(fs);
     int rc = node_table_init(fs);
     if (rc < 0)
         return fail(1, "%s: %s", o->backing_arg, g_strerror(-rc));
@@ -136,6 +141,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
 
 static void teardown(struct ckptfs *fs)
 {
+    ckptfs_handles_cleanup(fs);
     if (fs->views)
         views_destroy(fs);
     node_table_destroy(fs);
@@ -212,7 +218,8 @@ int main(int argc, char *argv[])
         rc = fuse_session_loop_mt(fs.se, cfg);
         fuse_loop_cfg_destroy(cfg);
     }
-    rc = rc == 0 ? 0 : 1;
+    /* a session ended by SIGTERM, SIGINT or SIGHUP is a clean unmount */
+    rc = (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP) ? 0 : 1;
     fuse_session_unmount(fs.se);
 out_signals:
     fuse_remove_signal_handlers(fs.se);

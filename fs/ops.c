@@ -22,7 +22,7 @@ typedef struct {
     int fd;          /* backing descriptor, -1 for a views snapshot */
     GBytes *content; /* views snapshot */
     Node *node;
-    bool writable; /* opened for writing: its attributes are noted at release */
+    bool writable;          /* opened for writing: its attributes are noted at release */
     const char *marker_job; /* a COMPLETED of this job written: refresh the views at release */
 } FileHandle;
 
@@ -77,6 +77,52 @@ static bool is_dot_or_dotdot(const char *name)
 static void proc_path(char *buf, size_t len, int fd)
 {
     g_snprintf(buf, len, "/proc/self/fd/%d", fd);
+}
+
+/* --- open handles -------------------------------------------------------------- */
+
+typedef enum { HANDLE_FILE = 1, HANDLE_DIR } HandleKind;
+
+static void handle_register(struct ckptfs *fs, void *h, HandleKind kind)
+{
+    g_mutex_lock(&fs->open_lock);
+    g_hash_table_insert(fs->open_handles, h, GINT_TO_POINTER(kind));
+    g_mutex_unlock(&fs->open_lock);
+}
+
+static void handle_unregister(struct ckptfs *fs, void *h)
+{
+    g_mutex_lock(&fs->open_lock);
+    g_hash_table_remove(fs->open_handles, h);
+    g_mutex_unlock(&fs->open_lock);
+}
+
+void ckptfs_handles_init(struct ckptfs *fs)
+{
+    g_mutex_init(&fs->open_lock);
+    fs->open_handles = g_hash_table_new(g_direct_hash, g_direct_equal);
+}
+
+static void handle_free(struct ckptfs *fs, FileHandle *h);
+static void dirhandle_free(struct ckptfs *fs, DirHandle *d);
+
+void ckptfs_handles_cleanup(struct ckptfs *fs)
+{
+    if (!fs->open_handles)
+        return;
+    GHashTableIter it;
+    gpointer h, kind;
+    g_hash_table_iter_init(&it, fs->open_handles);
+    while (g_hash_table_iter_next(&it, &h, &kind)) {
+        g_hash_table_iter_steal(&it);
+        if (GPOINTER_TO_INT(kind) == HANDLE_FILE)
+            handle_free(fs, h);
+        else
+            dirhandle_free(fs, h);
+    }
+    g_hash_table_destroy(fs->open_handles);
+    fs->open_handles = NULL;
+    g_mutex_clear(&fs->open_lock);
 }
 
 /* --- acting as the caller ------------------------------------------------- */
@@ -613,6 +659,7 @@ static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
     h->fd = vo.fd;
     h->content = vo.content;
     h->node = n;
+    handle_register(fs, h, HANDLE_FILE);
     fi->fh = (uintptr_t)h;
     fi->direct_io = vo.direct_io;
     fi->keep_cache = vo.keep_cache;
@@ -678,6 +725,7 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
     if (wants_write(fi->flags))
         h->marker_job = views_marker_job(fs, n, fd);
     node_open_count(fs, n, 1);
+    handle_register(fs, h, HANDLE_FILE);
     fi->fh = (uintptr_t)h;
     return 0;
 }
@@ -708,8 +756,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         reply_err(fs, req, err);
         return;
     }
-    if (fuse_reply_open(req, fi) != 0)
+    if (fuse_reply_open(req, fi) != 0) {
+        handle_unregister(fs, FH(fi));
         handle_free(fs, FH(fi));
+    }
 }
 
 static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, mode_t mode,
@@ -753,6 +803,7 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (child.kind == CK_NS_JOB && strcmp(name, "COMPLETED") == 0)
         h->marker_job = child.job;
     node_open_count(fs, n, 1);
+    handle_register(fs, h, HANDLE_FILE);
     fi->fh = (uintptr_t)h;
     return 0;
 }
@@ -769,6 +820,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         return;
     }
     if (fuse_reply_create(req, &e, fi) != 0) {
+        handle_unregister(fs, FH(fi));
         handle_free(fs, FH(fi));
         node_forget(fs, N(fs, e.ino), 1);
     }
@@ -850,7 +902,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_RELEASE);
     if (FH(fi)->marker_job)
-        views_marker_written(fs, FH(fi)->marker_job); /* before the reply: the next lookup sees it */
+        views_marker_written(fs,
+                             FH(fi)->marker_job); /* before the reply: the next lookup sees it */
+    handle_unregister(fs, FH(fi));
     handle_free(fs, FH(fi));
     fuse_reply_err(req, 0);
 }
@@ -993,6 +1047,7 @@ static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
         dirhandle_free(fs, d);
         return err;
     }
+    handle_register(fs, d, HANDLE_DIR);
     fi->fh = (uintptr_t)d;
     return 0;
 }
@@ -1006,8 +1061,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         reply_err(fs, req, err);
         return;
     }
-    if (fuse_reply_open(req, fi) != 0)
+    if (fuse_reply_open(req, fi) != 0) {
+        handle_unregister(fs, DH(fi));
         dirhandle_free(fs, DH(fi));
+    }
 }
 
 /* Adds one entry; returns its size, or 0 when it did not fit (its lookup
@@ -1133,6 +1190,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_RELEASEDIR);
+    handle_unregister(fs, DH(fi));
     dirhandle_free(fs, DH(fi));
     fuse_reply_err(req, 0);
 }

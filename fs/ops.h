@@ -7,5 +7,10 @@
 
 extern const struct fuse_lowlevel_ops ckptfs_ops;
 
+/* Sets up and frees the open-handle registry; cleanup frees what the
+ * kernel never released (the session ended by a signal). */
+void ckptfs_handles_init(struct ckptfs *fs);
+void ckptfs_handles_cleanup(struct ckptfs *fs);
+
 /* Saves the daemon's supplementary groups (restored after acting as a caller). */
 int ckptfs_creds_init(struct ckptfs *fs);

@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@ static void at_exit_cleanup(void)
     while (live_mounts->len) {
         Mount *m = live_mounts->pdata[live_mounts->len - 1];
         mount_stop(m);
+        g_ptr_array_remove(live_mounts, m);
     }
 }
 
@@ -64,13 +66,19 @@ Mount *mount_new(void)
     return m;
 }
 
+/* A live FUSE mount: statfs always reaches the daemon (stat may be answered
+ * from the kernel's cache even for a dead one). */
 static bool is_mounted(Mount *m)
 {
-    struct stat a, b;
-    g_autofree char *parent = g_path_get_dirname(m->mnt);
-    if (stat(parent, &a) < 0 || stat(m->mnt, &b) < 0)
-        return false;
-    return a.st_dev != b.st_dev;
+    struct statfs sfs;
+    return statfs(m->mnt, &sfs) == 0 && sfs.f_type == 0x65735546 /* FUSE_SUPER_MAGIC */;
+}
+
+/* Any mount at all, dead or alive. */
+static bool has_mount(Mount *m)
+{
+    struct statfs sfs;
+    return (statfs(m->mnt, &sfs) == 0 && sfs.f_type == 0x65735546) || errno == ENOTCONN;
 }
 
 void mount_dump_log(Mount *m)
@@ -119,7 +127,8 @@ int mount_start(Mount *m, const char *const *args)
         live_mounts = g_ptr_array_new();
         atexit(at_exit_cleanup);
     }
-    g_ptr_array_add(live_mounts, m);
+    if (!g_ptr_array_find(live_mounts, m, NULL))
+        g_ptr_array_add(live_mounts, m);
 
     /* ASan start-up can take a while on a loaded machine */
     for (int i = 0; i < 600; i++) {
@@ -147,7 +156,7 @@ int mount_stop(Mount *m)
     const char *umount[] = {"fusermount3", "-u", m->mnt, NULL};
     bool done = false;
     for (int i = 0; i < 20 && !done; i++) {
-        if (!is_mounted(m) || run_cmd(umount, NULL) == 0)
+        if (!has_mount(m) || run_cmd(umount, NULL) == 0)
             done = true;
         else
             sleep_ms(100); /* busy: a test process may still be closing files */
@@ -182,6 +191,8 @@ void mount_free(Mount *m)
     if (!m)
         return;
     mount_stop(m);
+    if (live_mounts)
+        g_ptr_array_remove(live_mounts, m);
     const char *rm[] = {"rm", "-rf", "--one-file-system", m->base, NULL};
     run_cmd(rm, NULL);
     g_free(m->base);

@@ -1,0 +1,308 @@
+/* The daemon's life cycle: option validation and exit codes, config files,
+ * SIGTERM, kill -9 and the stale mount it leaves, mount -t fuse.ckptfs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+/* Runs ckptfs with argv (after the binary), returns the exit code and the
+ * stderr text. */
+static int run_ckptfs(const char *const *args, char **err_out)
+{
+    const char *bin = g_getenv("CKPTFS_BIN");
+    GPtrArray *argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)bin);
+    for (size_t i = 0; args[i]; i++)
+        g_ptr_array_add(argv, (gpointer)args[i]);
+    g_ptr_array_add(argv, NULL);
+    int status = -1;
+    g_autoptr(GError) err = NULL;
+    gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL,
+                               NULL, NULL, err_out, &status, &err);
+    g_ptr_array_free(argv, TRUE);
+    assert_true(ok);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* One line on stderr, exit code `code`, no mount. */
+static void expect_refusal(Mount *m, const char *const *args, int code, const char *needle)
+{
+    g_autofree char *err = NULL;
+    int rc = run_ckptfs(args, &err);
+    if (rc != code || !strstr(err, needle))
+        fprintf(stderr, "exit %d, stderr: %s\n", rc, err);
+    assert_int_equal(rc, code);
+    assert_non_null(strstr(err, needle));
+    const char *nl = strchr(err, '\n');
+    assert_non_null(nl);
+    assert_int_equal(nl[1], '\0'); /* exactly one line */
+    struct stat a, b;
+    g_autofree char *parent = g_path_get_dirname(m->mnt);
+    assert_int_equal(stat(parent, &a), 0);
+    assert_int_equal(stat(m->mnt, &b), 0);
+    assert_int_equal(a.st_dev, b.st_dev);
+}
+
+static void test_bad_options_exit_2(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *file = g_build_filename(m->base, "plainfile", NULL);
+    put_file(file, "");
+    g_autofree char *inside = g_build_filename(m->backing, "log.jsonl", NULL);
+    g_autofree char *log_opt = g_strdup_printf("collision_log=%s", inside);
+    g_autofree char *bad_cfg = g_build_filename(m->base, "bad.conf", NULL);
+    put_file(bad_cfg, "[ckptfs]\npolicy=enforce\n[other]\nx=1\n");
+    g_autofree char *cfg_opt = g_strdup_printf("config=%s", bad_cfg);
+
+    const char *missing[] = {"-f", "/nonexistent/backing", m->mnt, NULL};
+    expect_refusal(m, missing, 2, "/nonexistent/backing");
+    const char *not_dir[] = {"-f", file, m->mnt, NULL};
+    expect_refusal(m, not_dir, 2, "not a directory");
+    const char *no_mnt[] = {"-f", m->backing, "/nonexistent/mnt", NULL};
+    expect_refusal(m, no_mnt, 2, "/nonexistent/mnt");
+    const char *policy[] = {"-f", "-o", "policy=bogus", m->backing, m->mnt, NULL};
+    expect_refusal(m, policy, 2, "policy=bogus");
+    const char *legacy[] = {"-f", "-o", "legacy=x", m->backing, m->mnt, NULL};
+    expect_refusal(m, legacy, 2, "legacy=x");
+    const char *job[] = {"-f", "-o", "job=.hidden", m->backing, m->mnt, NULL};
+    expect_refusal(m, job, 2, "job=.hidden");
+    const char *job2[] = {"-f", "-o", "job=a/b", m->backing, m->mnt, NULL};
+    expect_refusal(m, job2, 2, "not a valid job id");
+    const char *ident[] = {"-f", "-o", "identity=CKJOB", m->backing, m->mnt, NULL};
+    expect_refusal(m, ident, 2, "identity=CKJOB");
+    const char *rescan[] = {"-f", "-o", "rescan=-1", m->backing, m->mnt, NULL};
+    expect_refusal(m, rescan, 2, "rescan=-1");
+    const char *views[] = {"-f", "-o", "views=a/b", m->backing, m->mnt, NULL};
+    expect_refusal(m, views, 2, "views=a/b");
+    const char *log[] = {"-f", "-o", log_opt, m->backing, m->mnt, NULL};
+    expect_refusal(m, log, 2, "inside the backing directory");
+    const char *cfg[] = {"-f", "-o", cfg_opt, m->backing, m->mnt, NULL};
+    expect_refusal(m, cfg, 2, "[other]");
+    const char *extra[] = {"-f", m->backing, m->mnt, "third", NULL};
+    expect_refusal(m, extra, 2, "third");
+    /* nothing was written into the backing dir */
+    assert_int_equal(access(inside, F_OK), -1);
+    mount_free(m);
+}
+
+static void test_views_name_clash(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *clash = g_build_filename(m->backing, "_views", NULL);
+    assert_int_equal(mkdir(clash, 0755), 0);
+    g_autofree char *clash_file = g_build_filename(clash, "real", NULL);
+    put_file(clash_file, "real data");
+    const char *plain[] = {"-f", m->backing, m->mnt, NULL};
+    expect_refusal(m, plain, 2, "views=NAME");
+    const char *args[] = {"-o", "views=_v", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *through = g_build_filename(m->mnt, "_views", "real", NULL);
+    g_autofree char *text = get_file(through);
+    assert_string_equal(text, "real data");
+    g_autofree char *metrics = g_build_filename(m->mnt, "_v", ".metrics", NULL);
+    assert_int_equal(access(metrics, R_OK), 0);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+static void test_sigterm_unmounts_cleanly(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    assert_int_equal(mount_start(m, NULL), 0);
+    g_autofree char *f = mp(m, "f");
+    put_file(f, "x");
+    pid_t pid = m->pid;
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    m->pid = 0;
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        mount_dump_log(m);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    struct stat a, b;
+    assert_int_equal(stat(m->base, &a), 0);
+    assert_int_equal(stat(m->mnt, &b), 0);
+    assert_int_equal(a.st_dev, b.st_dev);
+    g_autofree char *bf = bp(m, "f");
+    assert_int_equal(access(bf, F_OK), 0);
+    m->exit_status = 0;
+    mount_free(m);
+}
+
+static void test_kill_9_then_remount(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    assert_int_equal(mount_start(m, NULL), 0);
+    g_autofree char *f = mp(m, "state.snap"), *bf = bp(m, "state.snap");
+    put_file(f, "committed");
+    int fd = open(f, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(kill(m->pid, SIGKILL), 0);
+    waitpid(m->pid, NULL, 0);
+    m->pid = 0;
+    m->exit_status = 0;
+    close(fd);
+    struct statfs sfs;
+    errno = 0;
+    assert_int_equal(statfs(m->mnt, &sfs), -1);
+    assert_int_equal(errno, ENOTCONN);
+    g_autofree char *text = get_file(bf);
+    assert_string_equal(text, "committed");
+    /* the new daemon clears the dead mount itself */
+    assert_int_equal(mount_start(m, NULL), 0);
+    g_autofree char *again = get_file(f);
+    assert_string_equal(again, "committed");
+    assert_int_equal(mount_stop(m), 0);
+    /* exactly one mount was left behind: none now */
+    g_autofree char *mounts = get_file("/proc/self/mountinfo");
+    assert_null(strstr(mounts, m->mnt));
+    mount_free(m);
+}
+
+static void test_config_file_and_command_line(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *bb = g_build_filename(m->backing, "_state", "b", NULL);
+    assert_int_equal(mkdir(bb, 0755), 0);
+    g_autofree char *cfg = g_build_filename(m->base, "ckptfs.conf", NULL);
+    put_file(cfg, "[ckptfs]\npolicy=audit\njob=a\n\n[job:a]\nlegacy_backend=/srv/state\n");
+    g_autofree char *opt = g_strdup_printf("config=%s", cfg);
+    const char *args[] = {"-o", opt, NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *x = g_build_filename(m->mnt, "_state", "b", "x", NULL);
+    put_file(x, "audit lets it through");
+    g_autofree char *log_path = g_build_filename(m->mnt, "_views", ".collisions", NULL);
+    g_autofree char *log = get_file(log_path);
+    assert_non_null(strstr(log, "\"verdict\":\"allowed\""));
+    assert_int_equal(mount_stop(m), 0);
+
+    /* the command line wins over the file */
+    g_autofree char *opt2 = g_strdup_printf("config=%s,policy=enforce", cfg);
+    const char *args2[] = {"-o", opt2, NULL};
+    assert_int_equal(mount_start(m, args2), 0);
+    g_autofree char *y = g_build_filename(m->mnt, "_state", "b", "y", NULL);
+    errno = 0;
+    assert_int_equal(open(y, O_WRONLY | O_CREAT, 0644), -1);
+    assert_int_equal(errno, EACCES);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+static void test_allow_other_turns_on_default_permissions(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    const char *args[] = {"-o", "allow_other", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *mounts = get_file("/proc/self/mountinfo");
+    g_auto(GStrv) lines = g_strsplit(mounts, "\n", -1);
+    bool found = false;
+    for (char **l = lines; *l; l++) {
+        if (strstr(*l, m->mnt)) {
+            found = true;
+            assert_non_null(strstr(*l, "default_permissions"));
+            assert_non_null(strstr(*l, "allow_other"));
+            assert_non_null(strstr(*l, "fuse.ckptfs"));
+        }
+    }
+    assert_true(found);
+    assert_int_equal(mount_stop(m), 0);
+
+    const char *args2[] = {"-o", "allow_other,no_default_permissions", NULL};
+    assert_int_equal(mount_start(m, args2), 0);
+    g_free(mounts);
+    mounts = get_file("/proc/self/mountinfo");
+    g_strfreev(lines);
+    lines = g_strsplit(mounts, "\n", -1);
+    for (char **l = lines; *l; l++) {
+        if (strstr(*l, m->mnt))
+            assert_null(strstr(*l, "default_permissions"));
+    }
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+/* fstab and mount(8): mount.fuse3 runs `ckptfs BACKING MNT -o opts` and
+ * waits for it to daemonize.  mount(8) resets PATH for its helpers, so the
+ * type form (-t fuse.ckptfs) is run through mount.fuse3 with the build dir
+ * on PATH, and mount(8) itself with the "PROGRAM#SOURCE" form. */
+static void check_helper_mount(Mount *m, const char *const *cmd)
+{
+    g_autofree char *bf = bp(m, "f");
+    put_file(bf, "via mount(8)");
+    g_autofree char *out = NULL;
+    assert_int_equal(run_cmd(cmd, &out), 0);
+    g_autofree char *f = mp(m, "f");
+    g_autofree char *text = get_file(f);
+    assert_string_equal(text, "via mount(8)");
+    g_autofree char *b_other = g_build_filename(m->backing, "_state", "other", NULL);
+    g_mkdir_with_parents(b_other, 0755);
+    g_autofree char *other = g_build_filename(m->mnt, "_state", "other", "x", NULL);
+    errno = 0;
+    assert_int_equal(open(other, O_WRONLY | O_CREAT, 0644), -1); /* job=t came through */
+    assert_int_equal(errno, EACCES);
+    const char *um[] = {"umount", m->mnt, NULL};
+    assert_int_equal(run_cmd(um, NULL), 0);
+    struct stat a, b;
+    assert_int_equal(stat(m->base, &a), 0);
+    assert_int_equal(stat(m->mnt, &b), 0);
+    assert_int_equal(a.st_dev, b.st_dev);
+}
+
+static void test_mount_fuse3_type_form(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *bindir = g_path_get_dirname(g_getenv("CKPTFS_BIN"));
+    g_autofree char *path = g_strdup_printf("%s:%s", bindir, g_getenv("PATH"));
+    g_setenv("PATH", path, TRUE);
+    const char *cmd[] = {"mount.fuse3", m->backing, m->mnt,  "-t",
+                         "fuse.ckptfs", "-o",       "job=t", NULL};
+    check_helper_mount(m, cmd);
+    mount_free(m);
+}
+
+static void test_mount_8(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *source = g_strdup_printf("%s#%s", g_getenv("CKPTFS_BIN"), m->backing);
+    const char *cmd[] = {"mount", "-t", "fuse", "-o", "job=t", source, m->mnt, NULL};
+    check_helper_mount(m, cmd);
+    mount_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_options_exit_2),
+        cmocka_unit_test(test_views_name_clash),
+        cmocka_unit_test(test_sigterm_unmounts_cleanly),
+        cmocka_unit_test(test_kill_9_then_remount),
+        cmocka_unit_test(test_config_file_and_command_line),
+        cmocka_unit_test(test_allow_other_turns_on_default_permissions),
+        cmocka_unit_test(test_mount_fuse3_type_form),
+        cmocka_unit_test(test_mount_8),
+    };
+    return cmocka_run_group_tests_name("mount/daemon", tests, NULL, NULL);
+}
