@@ -182,6 +182,7 @@ static GArray *marker_list(int jfd, bool with_stamps)
     GArray *out = g_array_new(FALSE, FALSE, sizeof(MarkerStamp));
     if (jfd < 0)
         return out;
+    /* A description of its own (readdir moves its offset); jfd stays usable. */
     int fd = openat(jfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
@@ -425,7 +426,8 @@ static void index_read(GHashTable *by_loc, const char *loc, const char *job)
  * shared are hashed: those outside the reader's own root, and the own-root
  * reads of jobs whose root another job reads ("hot") -- so 10,000 jobs that
  * keep to their own roots cost one pass and no hashing. */
-static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *changed)
+static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *changed,
+                           guint64 *next_version)
 {
     g_autoptr(GHashTable) by_loc =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
@@ -510,6 +512,7 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
         JobPriv *target = jp;
         if (!is_fresh) {
             target = job_clone(jp);
+            target->pub.version = ++*next_version;
             g_ptr_array_add(replace, target);
         }
         for (guint i = 0; i < target->pub.checkpoints->len; i++) {
@@ -712,7 +715,7 @@ static void rebuild(CkCatalog *c, const char *only, GPtrArray *changed)
     gpointer k, v;
     bool any = g_hash_table_size(fresh) > 0 || g_hash_table_size(next) != g_hash_table_size(cur);
     if (any)
-        compute_shared(next, fresh, changed);
+        compute_shared(next, fresh, changed, &c->next_version);
     guint nm = 0;
     g_hash_table_iter_init(&it, next);
     while (g_hash_table_iter_next(&it, &k, &v))

@@ -593,7 +593,7 @@ static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
                                     r->root));
         return;
     }
-    if (m->participants->len > 0) {
+    if (m->participants->len > 0 && !(ri->scanned && has_u64(ri->gens, r->generation))) {
         g_autofree char *vg = g_strdup_printf("v%" G_GUINT64_FORMAT, (guint64)r->generation);
         const RootInfo *gi = lookup(&rt, vg, false);
         if (gi->st != ST_DIR) {

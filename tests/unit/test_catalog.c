@@ -512,6 +512,7 @@ static void rescan_sees_new_sharing(void **state)
     ck_catalog_rescan(c, ch);
     assert_int_equal(ch->len, 2);
     g_autoptr(CkJobInfo) x1 = ck_catalog_get_job(c, "x");
+    assert_true(x1->version > x0->version);
     assert_int_equal(cp_of(x1, 1)->shared_with->len, 1);
     assert_ptr_equal(cp_of(x1, 1)->shared_with->pdata[0], g_intern_string("y"));
 }
