@@ -434,6 +434,7 @@ typedef struct {
     const char *owner;
     guint count;
     GPtrArray *paths; /* distinct examples, at most MAX_EXAMPLES, borrowed */
+    bool more;        /* more distinct paths than the examples */
 } Group;
 
 #define MAX_EXAMPLES 5
@@ -442,6 +443,19 @@ static void group_free(Group *g)
 {
     g_ptr_array_unref(g->paths);
     g_free(g);
+}
+
+static void group_add_path(Group *g, const char *path)
+{
+    if (!path)
+        return;
+    for (guint k = 0; k < g->paths->len; k++)
+        if (strcmp(g->paths->pdata[k], path) == 0)
+            return;
+    if (g->paths->len < MAX_EXAMPLES)
+        g_ptr_array_add(g->paths, (gpointer)path);
+    else
+        g->more = true;
 }
 
 static const char *member_or_null(JsonObject *o, const char *k)
@@ -471,24 +485,25 @@ static GPtrArray *group_records(GPtrArray *recs)
     for (guint i = 0; i < recs->len; i++) {
         JsonObject *o = recs->pdata[i];
         const char *kind = member_or_null(o, "kind"), *caller = member_or_null(o, "caller_job"),
-                   *owner = member_or_null(o, "owner_job"), *path = member_or_null(o, "path");
+                   *owner = member_or_null(o, "owner_job"), *op = member_or_null(o, "op");
         char *key = g_strdup_printf("%s\x1f%s\x1f%s", kind ? kind : "", caller ? caller : "\x1e",
                                     owner ? owner : "\x1e");
         Group *g = g_hash_table_lookup(by_key, key);
         if (!g) {
             g = g_new0(Group, 1);
-            *g = (Group){kind ? kind : "?", caller, owner, 0, g_ptr_array_new()};
+            *g = (Group){kind ? kind : "?", caller, owner, 0, g_ptr_array_new(), false};
             g_ptr_array_add(groups, g);
             g_hash_table_insert(by_key, key, g);
         } else {
             g_free(key);
         }
         g->count++;
-        bool seen = false;
-        for (guint k = 0; path && k < g->paths->len && !seen; k++)
-            seen = strcmp(g->paths->pdata[k], path) == 0;
-        if (path && !seen && g->paths->len < MAX_EXAMPLES)
-            g_ptr_array_add(g->paths, (gpointer)path);
+        /* a rename's or link's destination is written too (record 013's
+         * checkpoint-1.snap is one); a symlink's path2 is only its target */
+        bool two = op && (strcmp(op, "rename") == 0 || strcmp(op, "link") == 0);
+        group_add_path(g, member_or_null(o, "path"));
+        if (two)
+            group_add_path(g, member_or_null(o, "path2"));
     }
     g_ptr_array_sort(groups, group_cmp);
     return groups;
@@ -537,16 +552,20 @@ static void print_report(const Run *r, const Outcome *out)
     fflush(stdout);
     const char *P = "ckptctl run:";
     g_autofree char *cmdline = g_strjoinv(" ", r->command);
+    if (strlen(cmdline) > 100) /* the whole of it is in --report */
+        strcpy(cmdline + 96, " ...");
     printf("%s ---- collision report ----\n", P);
     if (WIFSIGNALED(r->cmd_status))
         printf("%s COMMAND %s: killed by signal %d (%s)\n", P, cmdline, WTERMSIG(r->cmd_status),
                g_strsignal(WTERMSIG(r->cmd_status)));
     else
         printf("%s COMMAND %s: exit status %d\n", P, cmdline, WEXITSTATUS(r->cmd_status));
-    printf("%s dir %s (%s), policy %s, identity %s\n", P, r->backing,
+    g_autofree char *who = r->identity ? g_strdup_printf("identity %s", r->identity)
+                           : r->job    ? g_strdup_printf("job %s", r->job)
+                                       : g_strdup("no identity (every caller anonymous)");
+    printf("%s dir %s (%s), policy %s, %s\n", P, r->backing,
            r->made_backing ? (r->keep ? "temporary, kept" : "temporary, removed") : "given",
-           r->policy,
-           r->identity ? r->identity : (r->job ? r->job : "none (every caller anonymous)"));
+           r->policy, who);
     if (out->log_error)
         printf("%s collision log unreadable: %s\n", P, out->log_error);
     printf("%s %u collision record(s)%s\n", P, out->recs->len, out->recs->len ? ":" : "");
@@ -558,7 +577,7 @@ static void print_report(const Run *r, const Outcome *out)
         for (guint k = 0; k < g->paths->len; k++)
             g_string_append_printf(ex, "%s%s", k ? ", " : "", (char *)g->paths->pdata[k]);
         printf("%s   %-24s %-28s %5u  %s%s\n", P, g->kind, pair, g->count, ex->str,
-               g->count > g->paths->len ? ", ..." : "");
+               g->more ? ", ..." : "");
     }
     printf("%s %u hazard(s) in dir (ckptctl check), %u collision(s)%s\n", P, out->hazards->len,
            out->collision_hazards, out->hazards->len ? ":" : "");

@@ -1,0 +1,501 @@
+/* ckptctl run (issue 7) against real mounts: record 013's failure exits 3
+ * and names both jobs, the fixed layout exits 0, COMMAND's status passes
+ * through, a command killed by a signal or a SIGTERM to ckptctl run still
+ * unmounts and leaves no daemon, two runs at once do not see each other, the
+ * mount failing to come up exits 2, and --report holds the same report.
+ *
+ * Every run gets TMPDIR = a private directory of this program, so "no mount
+ * left" is checked as "no line of /proc/self/mountinfo under it" and "no
+ * daemon left" as "no process whose command line names it".  The teardown
+ * lazily unmounts anything left there, so a failing test cleans up too. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    char *tmp;     /* TMPDIR of every run */
+    char *scripts; /* tests/tools/run */
+    const char *ckptctl;
+} T;
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Mount points of this process's namespace under dir. */
+static GPtrArray *mounts_under(const char *dir)
+{
+    GPtrArray *found = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char *text = NULL;
+    assert_true(g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL));
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    size_t n = strlen(dir);
+    for (char **l = lines; *l; l++) {
+        g_auto(GStrv) f = g_strsplit(*l, " ", 6);
+        if (g_strv_length(f) < 5)
+            continue;
+        if (strncmp(f[4], dir, n) == 0 && (f[4][n] == '/' || f[4][n] == '\0'))
+            g_ptr_array_add(found, g_strdup(f[4]));
+    }
+    return found;
+}
+
+/* Pids of processes (other than us) whose command line mentions needle. */
+static GPtrArray *processes_naming(const char *needle)
+{
+    GPtrArray *found = g_ptr_array_new();
+    g_autoptr(GDir) d = g_dir_open("/proc", 0, NULL);
+    assert_non_null(d);
+    const char *name;
+    while ((name = g_dir_read_name(d))) {
+        if (!g_ascii_isdigit(name[0]) || atoi(name) == getpid())
+            continue;
+        g_autofree char *p = g_build_filename("/proc", name, "cmdline", NULL);
+        g_autofree char *buf = NULL;
+        gsize len = 0;
+        if (!g_file_get_contents(p, &buf, &len, NULL) || !len)
+            continue;
+        for (gsize i = 0; i < len; i++)
+            if (!buf[i])
+                buf[i] = ' ';
+        if (strstr(buf, needle))
+            g_ptr_array_add(found, GINT_TO_POINTER(atoi(name)));
+    }
+    return found;
+}
+
+static void clear_leftovers(T *t)
+{
+    g_autoptr(GPtrArray) m = mounts_under(t->tmp);
+    for (guint i = 0; i < m->len; i++) {
+        const char *argv[] = {"fusermount3", "-u", "-z", m->pdata[i], NULL};
+        g_spawn_sync(NULL, (char **)argv, NULL,
+                     G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
+                     NULL, NULL, NULL, NULL, NULL, NULL);
+    }
+    g_autoptr(GPtrArray) p = processes_naming(t->tmp);
+    for (guint i = 0; i < p->len; i++)
+        kill(GPOINTER_TO_INT(p->pdata[i]), SIGKILL);
+}
+
+static int setup(void **state)
+{
+    T *t = g_new0(T, 1);
+    t->ckptctl = g_getenv("CKPTCTL_BIN");
+    t->scripts = g_strdup(g_getenv("RUN_SCRIPTS"));
+    if (!t->ckptctl || !t->scripts)
+        return -1;
+    t->tmp = g_dir_make_tmp("ckptctl-run-test-XXXXXX", NULL);
+    if (!t->tmp)
+        return -1;
+    *state = t;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    T *t = *state;
+    clear_leftovers(t);
+    const char *rm[] = {"rm", "-rf", "--one-file-system", t->tmp, NULL};
+    g_spawn_sync(NULL, (char **)rm, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL, NULL);
+    g_free(t->tmp);
+    g_free(t->scripts);
+    g_free(t);
+    return 0;
+}
+
+static char **run_env(T *t)
+{
+    char **env = g_get_environ();
+    return g_environ_setenv(env, "TMPDIR", t->tmp, TRUE);
+}
+
+/* ckptctl run ARGS... ; returns its exit code (128+N when killed by N). */
+static int ckptctl_run(T *t, char **out, const char *first, ...)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)t->ckptctl);
+    g_ptr_array_add(argv, "run");
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a; a = va_arg(ap, const char *))
+        g_ptr_array_add(argv, (gpointer)a);
+    va_end(ap);
+    g_ptr_array_add(argv, NULL);
+    g_auto(GStrv) env = run_env(t);
+    g_autofree char *err = NULL;
+    int status = -1;
+    g_autoptr(GError) e = NULL;
+    gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, env, G_SPAWN_DEFAULT, NULL, NULL, out,
+                               &err, &status, &e);
+    assert_true(ok);
+    if (out)
+        printf("%s", *out);
+    fprintf(stderr, "%s", err);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static char *script(T *t, const char *name)
+{
+    return g_build_filename(t->scripts, name, NULL);
+}
+
+static char *tmp_path(T *t, const char *name)
+{
+    return g_build_filename(t->tmp, name, NULL);
+}
+
+static JsonObject *load_report(const char *path)
+{
+    g_autoptr(JsonParser) p = json_parser_new();
+    g_autoptr(GError) err = NULL;
+    if (!json_parser_load_from_file(p, path, &err))
+        fail_msg("--report %s: %s", path, err->message);
+    JsonNode *root = json_parser_get_root(p);
+    assert_true(JSON_NODE_HOLDS_OBJECT(root));
+    return json_object_ref(json_node_get_object(root));
+}
+
+static void assert_nothing_left(T *t)
+{
+    g_autoptr(GPtrArray) m = mounts_under(t->tmp);
+    for (guint i = 0; i < m->len; i++)
+        fprintf(stderr, "left mounted: %s\n", (char *)m->pdata[i]);
+    assert_int_equal(m->len, 0);
+    g_autoptr(GPtrArray) p = processes_naming(t->tmp);
+    for (guint i = 0; i < p->len; i++)
+        fprintf(stderr, "left running: pid %d\n", GPOINTER_TO_INT(p->pdata[i]));
+    assert_int_equal(p->len, 0);
+}
+
+static bool group_present(JsonArray *groups, const char *kind, const char *caller)
+{
+    for (guint i = 0; i < json_array_get_length(groups); i++) {
+        JsonObject *g = json_array_get_object_element(groups, i);
+        if (strcmp(json_object_get_string_member(g, "kind"), kind) == 0 &&
+            !json_object_get_null_member(g, "caller_job") &&
+            strcmp(json_object_get_string_member(g, "caller_job"), caller) == 0 &&
+            json_object_get_int_member(g, "count") > 0)
+            return true;
+    }
+    return false;
+}
+
+/* The rename onto v1/0/checkpoint-1.snap by job `caller`, as in the record. */
+static bool renamed_snap(JsonArray *recs, const char *caller, const char *verdict)
+{
+    for (guint i = 0; i < json_array_get_length(recs); i++) {
+        JsonObject *r = json_array_get_object_element(recs, i);
+        if (strcmp(json_object_get_string_member(r, "op"), "rename") == 0 &&
+            !json_object_get_null_member(r, "caller_job") &&
+            strcmp(json_object_get_string_member(r, "caller_job"), caller) == 0 &&
+            !json_object_get_null_member(r, "path2") &&
+            strcmp(json_object_get_string_member(r, "path2"), "v1/0/checkpoint-1.snap") == 0 &&
+            strcmp(json_object_get_string_member(r, "verdict"), verdict) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void test_record_failure_exits_3(void **state)
+{
+    T *t = *state;
+    g_autofree char *sh = script(t, "record-013.sh");
+    g_autofree char *rep = tmp_path(t, "r013.json");
+    g_autofree char *out = NULL;
+    int rc = ckptctl_run(t, &out, "--identity", "env:CLINK_JOB_ID", "--report", rep, "--", "sh", sh,
+                         NULL);
+    assert_int_equal(rc, 3);
+    /* the human report names both jobs and the shared location */
+    assert_non_null(strstr(out, "ckptctl run:   legacy-write             a -> (legacy area)"));
+    assert_non_null(strstr(out, "ckptctl run:   legacy-write             b -> (legacy area)"));
+    assert_non_null(strstr(out, "v1/0/checkpoint-1.snap"));
+    assert_non_null(strstr(out, "shared-location  a,b"));
+
+    g_autoptr(JsonObject) r = load_report(rep);
+    assert_int_equal(json_object_get_int_member(r, "exit_status"), 3);
+    assert_int_equal(json_object_get_int_member(r, "command_exit"), 0);
+    assert_true(json_object_get_null_member(r, "command_signal"));
+    assert_string_equal(json_object_get_string_member(r, "policy"), "audit");
+    assert_string_equal(json_object_get_string_member(r, "identity"), "env:CLINK_JOB_ID");
+    JsonArray *cmd = json_object_get_array_member(r, "command");
+    assert_int_equal(json_array_get_length(cmd), 2);
+    assert_string_equal(json_array_get_string_element(cmd, 0), "sh");
+    assert_string_equal(json_array_get_string_element(cmd, 1), sh);
+    JsonArray *recs = json_object_get_array_member(r, "records");
+    assert_true(renamed_snap(recs, "a", "allowed"));
+    assert_true(renamed_snap(recs, "b", "allowed"));
+    JsonArray *groups = json_object_get_array_member(r, "groups");
+    assert_true(group_present(groups, "legacy-write", "a"));
+    assert_true(group_present(groups, "legacy-write", "b"));
+    gint64 grouped = 0;
+    for (guint i = 0; i < json_array_get_length(groups); i++)
+        grouped += json_object_get_int_member(json_array_get_object_element(groups, i), "count");
+    assert_int_equal(grouped, json_array_get_length(recs));
+    JsonArray *hz = json_object_get_array_member(r, "hazards");
+    bool shared = false;
+    for (guint i = 0; i < json_array_get_length(hz); i++) {
+        JsonObject *h = json_array_get_object_element(hz, i);
+        if (strcmp(json_object_get_string_member(h, "kind"), "shared-location") != 0)
+            continue;
+        JsonArray *jobs = json_object_get_array_member(h, "jobs");
+        assert_int_equal(json_array_get_length(jobs), 2);
+        assert_string_equal(json_array_get_string_element(jobs, 0), "a");
+        assert_string_equal(json_array_get_string_element(jobs, 1), "b");
+        assert_string_equal(json_object_get_string_member(h, "path"), "v1/0");
+        assert_true(json_object_get_boolean_member(h, "collision"));
+        shared = true;
+    }
+    assert_true(shared);
+    assert_int_equal(json_object_get_int_member(r, "collisions"), json_array_get_length(recs) + 1);
+    /* the temporary directory is gone, so is the mountpoint */
+    assert_false(json_object_get_boolean_member(r, "dir_kept"));
+    assert_false(g_file_test(json_object_get_string_member(r, "dir"), G_FILE_TEST_EXISTS));
+    assert_false(g_file_test(json_object_get_string_member(r, "mount"), G_FILE_TEST_EXISTS));
+    assert_nothing_left(t);
+}
+
+static void test_record_failure_enforce(void **state)
+{
+    T *t = *state;
+    g_autofree char *sh = script(t, "record-013.sh");
+    g_autofree char *rep = tmp_path(t, "enforce.json");
+    int rc = ckptctl_run(t, NULL, "--policy", "enforce", "--identity", "env:CLINK_JOB_ID",
+                         "--report", rep, "--", "sh", sh, NULL);
+    assert_int_equal(rc, 3);
+    g_autoptr(JsonObject) r = load_report(rep);
+    assert_string_equal(json_object_get_string_member(r, "policy"), "enforce");
+    /* the script fails at its first legacy write (set -e): mkdir v1 */
+    assert_int_not_equal(json_object_get_int_member(r, "command_exit"), 0);
+    JsonArray *recs = json_object_get_array_member(r, "records");
+    assert_true(json_array_get_length(recs) >= 2);
+    for (guint i = 0; i < json_array_get_length(recs); i++)
+        assert_string_equal(
+            json_object_get_string_member(json_array_get_object_element(recs, i), "verdict"),
+            "denied");
+    JsonArray *groups = json_object_get_array_member(r, "groups");
+    assert_true(group_present(groups, "legacy-write", "a"));
+    assert_true(group_present(groups, "legacy-write", "b"));
+    assert_nothing_left(t);
+}
+
+static void test_fixed_layout_exits_0(void **state)
+{
+    T *t = *state;
+    g_autofree char *sh = script(t, "fixed-layout.sh");
+    g_autofree char *rep = tmp_path(t, "fixed.json");
+    g_autofree char *out = NULL;
+    int rc = ckptctl_run(t, &out, "--identity", "env:CLINK_JOB_ID", "--report", rep, "--", "sh", sh,
+                         NULL);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "ckptctl run: 0 collision record(s)"));
+    g_autoptr(JsonObject) r = load_report(rep);
+    assert_int_equal(json_object_get_int_member(r, "exit_status"), 0);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(r, "records")), 0);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(r, "groups")), 0);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(r, "hazards")), 0);
+    assert_int_equal(json_object_get_int_member(r, "collisions"), 0);
+    assert_nothing_left(t);
+}
+
+/* --dir: the state stays in DIR; the command's cwd and environment. */
+static void test_given_dir_and_environment(void **state)
+{
+    T *t = *state;
+    g_autofree char *dir = tmp_path(t, "given");
+    assert_int_equal(g_mkdir(dir, 0755), 0);
+    const char *body = "set -e; test \"$(pwd -P)\" = \"$CKPTFS_MOUNT\"; "
+                       "test \"$CKPTFS_BACKING\" = \"$1\"; test \"$KEEP_ME\" = yes; "
+                       "mkdir -p _state/t; echo hi > _state/t/x";
+    g_setenv("KEEP_ME", "yes", TRUE);
+    int rc = ckptctl_run(t, NULL, "--dir", dir, "--", "sh", "-c", body, "sh", dir, NULL);
+    g_unsetenv("KEEP_ME");
+    assert_int_equal(rc, 0);
+    g_autofree char *x = g_build_filename(dir, "_state", "t", "x", NULL);
+    g_autofree char *text = NULL;
+    assert_true(g_file_get_contents(x, &text, NULL, NULL));
+    assert_string_equal(text, "hi\n");
+    assert_nothing_left(t);
+}
+
+static void test_keep(void **state)
+{
+    T *t = *state;
+    g_autofree char *rep = tmp_path(t, "keep.json");
+    int rc = ckptctl_run(t, NULL, "--keep", "--report", rep, "--", "sh", "-c",
+                         "mkdir -p _state/t && echo kept > _state/t/f", NULL);
+    assert_int_equal(rc, 0);
+    g_autoptr(JsonObject) r = load_report(rep);
+    assert_true(json_object_get_boolean_member(r, "dir_kept"));
+    g_autofree char *f =
+        g_build_filename(json_object_get_string_member(r, "dir"), "_state", "t", "f", NULL);
+    assert_true(g_file_test(f, G_FILE_TEST_IS_REGULAR));
+    assert_nothing_left(t);
+}
+
+static void test_command_status_passes_through(void **state)
+{
+    T *t = *state;
+    assert_int_equal(ckptctl_run(t, NULL, "--", "sh", "-c", "exit 7", NULL), 7);
+    assert_int_equal(ckptctl_run(t, NULL, "sh", "-c", "exit 0", NULL), 0);
+    assert_int_equal(ckptctl_run(t, NULL, "--", "/nonexistent/command", NULL), 127);
+    assert_nothing_left(t);
+}
+
+static void test_killed_command_still_unmounts(void **state)
+{
+    T *t = *state;
+    g_autofree char *rep = tmp_path(t, "killed.json");
+    /* the command holds a file open on the mount when it dies */
+    int rc = ckptctl_run(t, NULL, "--report", rep, "--", "sh", "-c",
+                         "mkdir -p _state/t; exec 3>_state/t/open; kill -KILL $$", NULL);
+    assert_int_equal(rc, 128 + SIGKILL);
+    g_autoptr(JsonObject) r = load_report(rep);
+    assert_int_equal(json_object_get_int_member(r, "command_signal"), SIGKILL);
+    assert_true(json_object_get_null_member(r, "command_exit"));
+    assert_false(g_file_test(json_object_get_string_member(r, "mount"), G_FILE_TEST_EXISTS));
+    assert_nothing_left(t);
+}
+
+static void test_two_runs_do_not_see_each_other(void **state)
+{
+    T *t = *state;
+    g_autofree char *sync = tmp_path(t, "sync");
+    assert_int_equal(g_mkdir(sync, 0755), 0);
+    /* each writes its file, waits until the other has written its own, then
+     * lists its mount: only its own file may be there */
+    const char *body =
+        "set -e; mkdir -p _state/a/v1/0; echo \"$1\" > _state/a/v1/0/checkpoint-1.snap; "
+        "touch \"$2/$1\"; i=0; while [ ! -e \"$2/$3\" ] && [ $i -lt 600 ]; do sleep 0.1; "
+        "i=$((i+1)); done; test -e \"$2/$3\"; "
+        "test \"$(cat _state/a/v1/0/checkpoint-1.snap)\" = \"$1\"; "
+        "test \"$(ls _state/a/v1/0)\" = checkpoint-1.snap; echo \"$CKPTFS_MOUNT\" > "
+        "\"$2/$1.mnt\"";
+    g_autofree char *rep1 = tmp_path(t, "one.json");
+    g_autofree char *rep2 = tmp_path(t, "two.json");
+    const char *argv1[] = {t->ckptctl, "run", "--job", "a",   "--report", rep1,  "--", "sh",
+                           "-c",       body,  "sh",    "one", sync,       "two", NULL};
+    const char *argv2[] = {t->ckptctl, "run", "--job", "a",   "--report", rep2,  "--", "sh",
+                           "-c",       body,  "sh",    "two", sync,       "one", NULL};
+    g_auto(GStrv) env = run_env(t);
+    GPid p1, p2;
+    assert_true(
+        g_spawn_async(NULL, (char **)argv1, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &p1, NULL));
+    assert_true(
+        g_spawn_async(NULL, (char **)argv2, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &p2, NULL));
+    int s1, s2;
+    assert_int_equal(waitpid(p1, &s1, 0), p1);
+    assert_int_equal(waitpid(p2, &s2, 0), p2);
+    assert_true(WIFEXITED(s1));
+    assert_true(WIFEXITED(s2));
+    assert_int_equal(WEXITSTATUS(s1), 0);
+    assert_int_equal(WEXITSTATUS(s2), 0);
+    g_autoptr(JsonObject) r1 = load_report(rep1);
+    g_autoptr(JsonObject) r2 = load_report(rep2);
+    assert_string_not_equal(json_object_get_string_member(r1, "mount"),
+                            json_object_get_string_member(r2, "mount"));
+    assert_string_not_equal(json_object_get_string_member(r1, "dir"),
+                            json_object_get_string_member(r2, "dir"));
+    assert_int_equal(json_object_get_int_member(r1, "collisions"), 0);
+    assert_int_equal(json_object_get_int_member(r2, "collisions"), 0);
+    assert_nothing_left(t);
+}
+
+static void test_mount_failure_exits_2(void **state)
+{
+    T *t = *state;
+    g_autofree char *ran = tmp_path(t, "ran");
+    g_autofree char *touch = g_strdup_printf("touch %s", ran);
+    assert_int_equal(
+        ckptctl_run(t, NULL, "--ckptfs", "/nonexistent/ckptfs", "--", "sh", "-c", touch, NULL), 2);
+    g_autofree char *file = tmp_path(t, "a-file");
+    assert_true(g_file_set_contents(file, "x", -1, NULL));
+    assert_int_equal(ckptctl_run(t, NULL, "--dir", file, "--", "sh", "-c", touch, NULL), 2);
+    g_autofree char *missing = tmp_path(t, "missing");
+    assert_int_equal(ckptctl_run(t, NULL, "--dir", missing, "--", "sh", "-c", touch, NULL), 2);
+    /* the daemon itself refuses: the backing dir holds _views */
+    g_autofree char *views = tmp_path(t, "with-views/_views");
+    assert_int_equal(g_mkdir_with_parents(views, 0755), 0);
+    g_autofree char *with_views = tmp_path(t, "with-views");
+    assert_int_equal(ckptctl_run(t, NULL, "--dir", with_views, "--", "sh", "-c", touch, NULL), 2);
+    /* a daemon that never mounts: /bin/true exits at once */
+    assert_int_equal(ckptctl_run(t, NULL, "--ckptfs", "/bin/true", "--", "sh", "-c", touch, NULL),
+                     2);
+    assert_false(g_file_test(ran, G_FILE_TEST_EXISTS));
+    /* usage */
+    assert_int_equal(ckptctl_run(t, NULL, "--policy", "lax", "--", "true", NULL), 2);
+    assert_int_equal(ckptctl_run(t, NULL, NULL), 2);
+    assert_nothing_left(t);
+}
+
+static void test_sigterm_unmounts(void **state)
+{
+    T *t = *state;
+    g_autofree char *started = tmp_path(t, "started");
+    g_autofree char *rep = tmp_path(t, "term.json");
+    const char *argv[] = {t->ckptctl,
+                          "run",
+                          "--report",
+                          rep,
+                          "--",
+                          "sh",
+                          "-c",
+                          "mkdir -p _state/t; exec 3>_state/t/open; touch \"$1\"; sleep 60; "
+                          "echo not killed",
+                          "sh",
+                          started,
+                          NULL};
+    g_auto(GStrv) env = run_env(t);
+    GPid pid;
+    assert_true(
+        g_spawn_async(NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid, NULL));
+    for (int i = 0; i < 1200 && !g_file_test(started, G_FILE_TEST_EXISTS); i++)
+        sleep_ms(50);
+    assert_true(g_file_test(started, G_FILE_TEST_EXISTS));
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 128 + SIGTERM);
+    g_autoptr(JsonObject) r = load_report(rep);
+    assert_int_equal(json_object_get_int_member(r, "command_signal"), SIGTERM);
+    assert_false(g_file_test(json_object_get_string_member(r, "mount"), G_FILE_TEST_EXISTS));
+    assert_false(g_file_test(json_object_get_string_member(r, "dir"), G_FILE_TEST_EXISTS));
+    assert_nothing_left(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_record_failure_exits_3, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_record_failure_enforce, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fixed_layout_exits_0, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_given_dir_and_environment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_status_passes_through, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_killed_command_still_unmounts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_two_runs_do_not_see_each_other, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mount_failure_exits_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_unmounts, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("ckptctl run", tests, NULL, NULL);
+}
