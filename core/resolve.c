@@ -171,6 +171,12 @@ static int open_walk(int dfd, const char *path, int flags, char **bad)
     for (char **c = parts; *c; c++) {
         if (**c == '\0' || strcmp(*c, ".") == 0)
             continue;
+        if (strcmp(*c, "..") == 0) { /* never above dirfd */
+            close(fd);
+            if (bad)
+                *bad = g_strdup(path);
+            return -EXDEV;
+        }
         if (sofar->len)
             g_string_append_c(sofar, '/');
         g_string_append(sofar, *c);

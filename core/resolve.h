@@ -78,8 +78,8 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
 /* Opens path beneath dirfd without crossing a symlink anywhere (openat2
  * RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or a component-by-component walk
  * where openat2 is missing).  Returns a descriptor or -errno (ELOOP: a
- * component is a symlink); *bad (optional, g_free) gets the offending
- * component path on failure. */
+ * component is a symlink; EXDEV: ".." would leave dirfd); *bad (optional,
+ * g_free) gets the offending component path on failure. */
 int ck_open_beneath(int dirfd, const char *path, int flags, char **bad);
 
 /* Lexical normalisation of '/'-separated paths ("." and empty components

@@ -282,6 +282,26 @@ static void namespaced_remote_uri(void **state)
     assert_false(r2->restorable);
 }
 
+static void open_beneath_stays_inside(void **state)
+{
+    Fx *fx = *state;
+    mk(fx, "a/b");
+    g_autofree char *ln = g_build_filename(fx->dir, "a", "up", NULL);
+    assert_int_equal(symlink("..", ln), 0);
+    int fd = ck_open_beneath(fx->dfd, "a/b", O_RDONLY | O_DIRECTORY, NULL);
+    assert_true(fd >= 0);
+    close(fd);
+    char *bad = NULL;
+    assert_int_equal(ck_open_beneath(fx->dfd, "a/up/a", O_RDONLY | O_DIRECTORY, &bad), -ELOOP);
+    assert_string_equal(bad, "a/up");
+    g_free(bad);
+    assert_int_equal(ck_open_beneath(fx->dfd, "../x", O_RDONLY | O_DIRECTORY, NULL), -EXDEV);
+    assert_int_equal(ck_open_beneath(fx->dfd, "a/missing", O_RDONLY | O_DIRECTORY, NULL), -ENOENT);
+    fd = ck_open_beneath(fx->dfd, "", O_RDONLY | O_DIRECTORY, NULL);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
 static void path_is_under_componentwise(void **s)
 {
     (void)s;
@@ -668,6 +688,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(namespaced_absolute_external_or_remote, setup, teardown),
         cmocka_unit_test_setup_teardown(namespaced_remote_uri, setup, teardown),
         cmocka_unit_test(path_is_under_componentwise),
+        cmocka_unit_test_setup_teardown(open_beneath_stays_inside, setup, teardown),
         cmocka_unit_test_setup_teardown(legacy_in_checkpoint_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(legacy_generation_guessed, setup, teardown),
         cmocka_unit_test_setup_teardown(legacy_older_layout, setup, teardown),
