@@ -1,0 +1,404 @@
+/* Faults (SPEC §7 "Nothing lost", "Crash"): kill -9 of the daemon in the
+ * middle of a stream of checkpoint commits loses no commit that returned
+ * success and a remount on the same mountpoint works; a full backing file
+ * system gives ENOSPC and nothing else; a file removed behind the mount's
+ * back stays readable through the descriptor that holds it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define assert_errno(call, e)                                                                      \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        assert_int_equal((call), -1);                                                              \
+        assert_int_equal(errno, (e));                                                              \
+    } while (0)
+
+/* The bytes of commit i: 12 KiB that differ per commit and per offset. */
+static char *commit_bytes(unsigned i, size_t *len)
+{
+    GString *s = g_string_sized_new(12 * 1024);
+    for (unsigned line = 0; s->len < 12 * 1024 - 64; line++)
+        g_string_append_printf(s, "commit %u line %u checksum %u\n", i, line, i * 7919u + line);
+    *len = s->len;
+    return g_string_free(s, FALSE);
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* One checkpoint commit the way a worker makes it: tmp, fsync, rename,
+ * fsync of the directory.  0 on success. */
+static int commit(const char *dir, unsigned i)
+{
+    g_autofree char *tmp = g_strdup_printf("%s/c-%u.snap.tmp", dir, i);
+    g_autofree char *fin = g_strdup_printf("%s/c-%u.snap", dir, i);
+    size_t len;
+    g_autofree char *data = commit_bytes(i, &len);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    if (write_all(fd, data, len) < 0 || fsync(fd) < 0) {
+        close(fd);
+        return -1;
+    }
+    if (close(fd) < 0 || rename(tmp, fin) < 0)
+        return -1;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    int rc = fsync(dfd);
+    close(dfd);
+    return rc;
+}
+
+/* A child committing c-<start>, c-<start+1>, ... into dir until a commit
+ * fails, writing each committed index to the pipe (outside the mount). */
+static pid_t start_committer(const char *dir, unsigned start, int *read_fd)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(p[0]);
+        for (unsigned i = start; i < start + 100000; i++) {
+            if (commit(dir, i) != 0)
+                _exit(0);
+            char line[16];
+            int n = snprintf(line, sizeof line, "%u\n", i);
+            if (write(p[1], line, (size_t)n) != n)
+                _exit(1);
+        }
+        _exit(2);
+    }
+    close(p[1]);
+    *read_fd = p[0];
+    return pid;
+}
+
+/* Reads committed indices from the pipe until `want` are in (want > 0) or
+ * until EOF (want == 0). */
+static void read_commits(int fd, GArray *done, guint want, GString *partial)
+{
+    char buf[256];
+    while (want == 0 || done->len < want) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        g_string_append_len(partial, buf, n);
+        char *nl;
+        while ((nl = strchr(partial->str, '\n'))) {
+            unsigned v = (unsigned)strtoul(partial->str, NULL, 10);
+            g_array_append_val(done, v);
+            g_string_erase(partial, 0, nl - partial->str + 1);
+        }
+    }
+}
+
+static void assert_commit_whole(const char *dir, unsigned i)
+{
+    g_autofree char *fin = g_strdup_printf("%s/c-%u.snap", dir, i);
+    size_t len;
+    g_autofree char *want = commit_bytes(i, &len);
+    g_autofree char *got = NULL;
+    gsize got_len = 0;
+    g_autoptr(GError) err = NULL;
+    if (!g_file_get_contents(fin, &got, &got_len, &err))
+        fprintf(stderr, "commit %u reported done but lost: %s\n", i, err->message);
+    assert_null(err);
+    assert_int_equal(got_len, len);
+    assert_memory_equal(got, want, len);
+}
+
+static bool is_stale(Mount *m)
+{
+    struct stat st;
+    return stat(m->mnt, &st) < 0 && errno == ENOTCONN;
+}
+
+/* Three rounds: commits stream into the mount, the daemon is killed with
+ * SIGKILL after 40 of them; every commit the child saw succeed is whole in
+ * the backing dir.  Rounds one and three clear the dead mount with
+ * fusermount3 -u -z before the remount, round two leaves it for the new
+ * daemon to clear. */
+static void test_kill_9_during_commits(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    unsigned next = 0;
+    guint total = 0;
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(mount_start(m, NULL), 0);
+        /* what earlier rounds committed reads back through the new mount */
+        for (unsigned i = 0; i < next; i += 7)
+            assert_commit_whole(m->work, i);
+        int rfd;
+        pid_t child = start_committer(m->work, next, &rfd);
+        g_autoptr(GArray) done = g_array_new(FALSE, FALSE, sizeof(unsigned));
+        g_autoptr(GString) partial = g_string_new("");
+        read_commits(rfd, done, 40, partial);
+        assert_int_equal(done->len, 40);
+        assert_int_equal(kill(m->pid, SIGKILL), 0);
+        read_commits(rfd, done, 0, partial);
+        close(rfd);
+        int status;
+        assert_int_equal(waitpid(child, &status, 0), child);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);              /* it stopped on a failed commit */
+        assert_int_equal(waitpid(m->pid, &status, 0), m->pid); /* the killed daemon */
+        assert_true(WIFSIGNALED(status));
+        m->pid = 0;
+        m->exit_status = 0;
+        assert_true(is_stale(m));
+        for (guint k = 0; k < done->len; k++)
+            assert_commit_whole(m->bwork, g_array_index(done, unsigned, k));
+        total += done->len;
+        next = g_array_index(done, unsigned, done->len - 1) + 1;
+        /* the commit in flight is either whole or absent; a tmp may remain */
+        g_autofree char *inflight = g_strdup_printf("%s/c-%u.snap", m->bwork, next);
+        if (access(inflight, F_OK) == 0)
+            assert_commit_whole(m->bwork, next);
+        next++;
+        if (round != 1) {
+            const char *lazy[] = {"fusermount3", "-u", "-z", m->mnt, NULL};
+            assert_int_equal(run_cmd(lazy, NULL), 0);
+            assert_false(is_stale(m));
+        }
+    }
+    assert_int_equal(mount_start(m, NULL), 0);
+    assert_int_equal(commit(m->work, next), 0);
+    assert_commit_whole(m->bwork, next);
+    assert_int_equal(mount_stop(m), 0);
+    g_autofree char *mounts = get_file("/proc/self/mountinfo");
+    assert_null(strstr(mounts, m->mnt));
+    print_message("kill -9: %u commits verified over 3 kills\n", total);
+    mount_free(m);
+}
+
+/* ---- backing file system full ---- */
+
+typedef struct {
+    Mount *m;
+    bool tmpfs;
+} FullFs;
+
+static int setup_full(void **state)
+{
+    FullFs *f = g_new0(FullFs, 1);
+    f->m = mount_new();
+    if (mount("ckptfs-test", f->m->backing, "tmpfs", 0, "size=4m,mode=0755") != 0) {
+        fprintf(stderr, "tmpfs: %s\n", g_strerror(errno));
+        mount_free(f->m);
+        g_free(f);
+        return -1;
+    }
+    f->tmpfs = true;
+    g_mkdir_with_parents(f->m->bwork, 0755);
+    if (mount_start(f->m, NULL) != 0) {
+        umount2(f->m->backing, MNT_DETACH);
+        mount_free(f->m);
+        g_free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown_full(void **state)
+{
+    FullFs *f = *state;
+    int rc = mount_stop(f->m);
+    if (f->tmpfs)
+        umount2(f->m->backing, MNT_DETACH);
+    mount_free(f->m);
+    g_free(f);
+    return rc;
+}
+
+#define CHUNK (256 * 1024)
+
+static void fill_pattern(char *buf, unsigned file)
+{
+    for (size_t i = 0; i < CHUNK; i++)
+        buf[i] = (char)('a' + (file * 31 + i / 4096) % 26);
+}
+
+/* Writes file i (CHUNK bytes) through the mount: 0, or the errno. */
+static int write_chunk(Mount *m, unsigned i, char *buf)
+{
+    g_autofree char *name = g_strdup_printf("f-%u", i);
+    g_autofree char *p = mp(m, name);
+    fill_pattern(buf, i);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return errno;
+    int e = 0;
+    if (write_all(fd, buf, CHUNK) < 0 || fsync(fd) < 0)
+        e = errno;
+    if (close(fd) < 0 && !e)
+        e = errno;
+    return e;
+}
+
+static void assert_chunk(const char *dir, unsigned i)
+{
+    g_autofree char *p = g_strdup_printf("%s/f-%u", dir, i);
+    g_autofree char *want = g_malloc(CHUNK);
+    fill_pattern(want, i);
+    g_autofree char *got = NULL;
+    gsize len = 0;
+    assert_true(g_file_get_contents(p, &got, &len, NULL));
+    assert_int_equal(len, CHUNK);
+    assert_memory_equal(got, want, CHUNK);
+}
+
+static void test_backing_full(void **state)
+{
+    FullFs *f = *state;
+    Mount *m = f->m;
+    g_autofree char *buf = g_malloc(CHUNK);
+    unsigned ok = 0;
+    int e = 0;
+    for (unsigned i = 0; i < 64; i++) {
+        e = write_chunk(m, i, buf);
+        if (e)
+            break;
+        ok++;
+    }
+    assert_int_equal(e, ENOSPC);
+    assert_true(ok >= 4);
+    /* the daemon is alive and answers */
+    assert_int_equal(kill(m->pid, 0), 0);
+    g_autofree char *metrics = g_build_filename(m->mnt, "_views", ".metrics", NULL);
+    g_autofree char *mt = get_file(metrics);
+    assert_non_null(strstr(mt, "ckptfs_errors_total{errno=\"ENOSPC\"}"));
+    /* every file written before the disk filled is whole, on both sides */
+    for (unsigned i = 0; i < ok; i++) {
+        assert_chunk(m->bwork, i);
+        assert_chunk(m->work, i);
+    }
+    /* small writes and creates keep failing cleanly while full */
+    g_autofree char *more = mp(m, "more");
+    int fd = open(more, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) {
+        errno = 0;
+        ssize_t n = write(fd, buf, CHUNK);
+        assert_true(n < CHUNK);
+        close(fd);
+        unlink(more);
+    } else {
+        assert_int_equal(errno, ENOSPC);
+    }
+    /* freeing space makes writes work again */
+    g_autofree char *partial = g_strdup_printf("f-%u", ok);
+    g_autofree char *pp = mp(m, partial);
+    unlink(pp);
+    for (unsigned i = 0; i < 2; i++) {
+        g_autofree char *name = g_strdup_printf("f-%u", i);
+        g_autofree char *p = mp(m, name);
+        assert_int_equal(unlink(p), 0);
+    }
+    assert_int_equal(write_chunk(m, 100, buf), 0);
+    assert_chunk(m->bwork, 100);
+    for (unsigned i = 2; i < ok; i++)
+        assert_chunk(m->bwork, i);
+    g_autofree char *d = mp(m, "dir-after");
+    assert_int_equal(mkdir(d, 0755), 0);
+    print_message("ENOSPC after %u files of 256 KiB\n", ok);
+}
+
+/* ---- removed behind the mount's back ---- */
+
+static void removed_while_open(Mount *m, bool cached_names)
+{
+    g_autofree char *f = mp(m, "victim"), *bf = bp(m, "victim");
+    put_file(f, "still here");
+    int fd = open(f, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(unlink(bf), 0);
+    char buf[32] = {0};
+    assert_int_equal(pread(fd, buf, sizeof buf, 0), 10);
+    assert_string_equal(buf, "still here");
+    assert_int_equal(pwrite(fd, "!", 1, 10), 1);
+    memset(buf, 0, sizeof buf);
+    assert_int_equal(pread(fd, buf, sizeof buf, 0), 11);
+    assert_string_equal(buf, "still here!");
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_size, 11);
+    /* no directory listing shows it */
+    GDir *d = g_dir_open(m->work, 0, NULL);
+    assert_non_null(d);
+    for (const char *e; (e = g_dir_read_name(d));)
+        assert_string_not_equal(e, "victim");
+    g_dir_close(d);
+    if (!cached_names) {
+        assert_errno(stat(f, &st), ENOENT);
+        assert_errno(open(f, O_RDONLY), ENOENT);
+    }
+    assert_int_equal(close(fd), 0);
+    /* a name never looked up through the mount is gone at once */
+    g_autofree char *g = bp(m, "never-seen");
+    put_file(g, "x");
+    assert_int_equal(unlink(g), 0);
+    g_autofree char *gm = mp(m, "never-seen");
+    assert_errno(stat(gm, &st), ENOENT);
+    /* the name can be made again through the mount */
+    put_file(f, "new");
+    g_autofree char *text = get_file(bf);
+    assert_string_equal(text, "new");
+}
+
+static void test_removed_behind_back_while_open(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    const char *args[] = {"-o", "entry_timeout=0,attr_timeout=0", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    removed_while_open(m, false);
+    assert_int_equal(mount_stop(m), 0);
+    /* default timeouts: the kernel may keep the name up to entry_timeout,
+     * the open descriptor behaves the same */
+    assert_int_equal(mount_start(m, NULL), 0);
+    g_autofree char *f = mp(m, "victim");
+    unlink(f);
+    removed_while_open(m, true);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kill_9_during_commits),
+        cmocka_unit_test_setup_teardown(test_backing_full, setup_full, teardown_full),
+        cmocka_unit_test(test_removed_behind_back_while_open),
+    };
+    return cmocka_run_group_tests_name("mount/faults", tests, NULL, NULL);
+}
