@@ -72,6 +72,7 @@ typedef struct {
     int daemon_status;
     bool daemon_died; /* exited before we unmounted */
     pid_t cmd;
+    pid_t cmd_pgid; /* COMMAND's process group (its pid), kept after it is reaped */
     int cmd_status;
     int tty;          /* our controlling terminal when we were in its foreground, else -1 */
     int signals_seen; /* SIGINT/SIGTERM/SIGHUP received while COMMAND ran */
@@ -201,6 +202,13 @@ static bool is_mounted(const Run *r)
     return a.st_dev != b.st_dev;
 }
 
+/* Milliseconds since start (monotonic): loops wait against a deadline, since
+ * a wait_signal returns early for every SIGCHLD (fusermount3 runs too). */
+static gint64 since_ms(gint64 start_us)
+{
+    return (g_get_monotonic_time() - start_us) / 1000;
+}
+
 /* Waits up to ms for one of r->sigs; returns the signal or 0 on timeout. */
 static int wait_signal(Run *r, int ms)
 {
@@ -288,7 +296,7 @@ static void print_daemon_log(const Run *r)
 /* Returns 0 once mounted; an exit code otherwise (the daemon is then gone). */
 static int wait_mounted(Run *r)
 {
-    for (int waited = 0; waited < MOUNT_TIMEOUT_MS; waited += 50) {
+    for (gint64 t0 = g_get_monotonic_time(); since_ms(t0) < MOUNT_TIMEOUT_MS;) {
         if (is_mounted(r))
             return 0;
         reap(r);
@@ -333,6 +341,7 @@ static int start_command(Run *r)
     }
     setpgid(pid, pid);
     r->cmd = pid;
+    r->cmd_pgid = pid;
     /* Ctrl-C at a terminal goes to COMMAND, as if run by the shell; we
      * unmount once it is done.  SIGTTOU is blocked, so this works from the
      * background process group too. */
@@ -359,6 +368,13 @@ static void wait_command(Run *r)
     }
     if (r->tty >= 0)
         tcsetpgrp(r->tty, getpgrp());
+    /* What COMMAND left running in its group would keep the mount busy and
+     * write unreported: the mount is going away, so it goes too. */
+    if (r->cmd_pgid > 0 && kill(-r->cmd_pgid, 0) == 0) {
+        kill(-r->cmd_pgid, SIGTERM);
+        for (gint64 t0 = g_get_monotonic_time(); since_ms(t0) < 1000 && kill(-r->cmd_pgid, 0) == 0;)
+            wait_signal(r, 50);
+    }
 }
 
 static int spawn_quiet(const char *const *argv)
@@ -378,25 +394,28 @@ static bool unmount(Run *r)
 {
     const char *u[] = {"fusermount3", "-u", r->mnt, NULL};
     const char *lazy[] = {"fusermount3", "-u", "-z", r->mnt, NULL};
-    for (int waited = 0; is_mounted(r); waited += 100) {
+    for (gint64 t0 = g_get_monotonic_time(); is_mounted(r);) {
         if (spawn_quiet(u) == 0)
             break;
-        if (waited >= UNMOUNT_GRACE_MS) {
+        if (since_ms(t0) >= UNMOUNT_GRACE_MS) {
             fprintf(stderr, "ckptctl run: %s still busy after %d s: lazy unmount\n", r->mnt,
                     UNMOUNT_GRACE_MS / 1000);
             spawn_quiet(lazy);
+            /* detached, but the daemon serves whoever still holds it: stop it */
+            if (r->daemon)
+                kill(r->daemon, SIGTERM);
             break;
         }
         wait_signal(r, 100);
     }
-    for (int waited = 0; r->daemon && waited < DAEMON_EXIT_MS; waited += 50) {
+    for (gint64 t0 = g_get_monotonic_time(); r->daemon && since_ms(t0) < DAEMON_EXIT_MS;) {
         reap(r);
         if (r->daemon)
             wait_signal(r, 50);
     }
     if (r->daemon) {
         kill(r->daemon, SIGTERM);
-        for (int waited = 0; r->daemon && waited < 2000; waited += 50) {
+        for (gint64 t0 = g_get_monotonic_time(); r->daemon && since_ms(t0) < 2000;) {
             wait_signal(r, 50);
             reap(r);
         }

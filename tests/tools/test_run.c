@@ -181,9 +181,21 @@ static void assert_nothing_left(T *t)
     for (guint i = 0; i < m->len; i++)
         fprintf(stderr, "left mounted: %s\n", (char *)m->pdata[i]);
     assert_int_equal(m->len, 0);
+    /* fusermount3's auto_unmount watchdog exits just after the daemon */
+    for (int i = 0; i < 200; i++) {
+        g_autoptr(GPtrArray) p = processes_naming(t->tmp);
+        if (!p->len)
+            break;
+        sleep_ms(50);
+    }
     g_autoptr(GPtrArray) p = processes_naming(t->tmp);
-    for (guint i = 0; i < p->len; i++)
-        fprintf(stderr, "left running: pid %d\n", GPOINTER_TO_INT(p->pdata[i]));
+    for (guint i = 0; i < p->len; i++) {
+        g_autofree char *cl = g_strdup_printf("/proc/%d/cmdline", GPOINTER_TO_INT(p->pdata[i]));
+        g_autofree char *text = NULL;
+        g_file_get_contents(cl, &text, NULL, NULL);
+        fprintf(stderr, "left running: pid %d: %s\n", GPOINTER_TO_INT(p->pdata[i]),
+                text ? text : "?");
+    }
     assert_int_equal(p->len, 0);
 }
 
@@ -483,6 +495,38 @@ static void test_sigterm_unmounts(void **state)
     assert_nothing_left(t);
 }
 
+/* SIGKILL cannot be caught: the daemon's PR_SET_PDEATHSIG (and auto_unmount)
+ * still take the mount down, and COMMAND gets SIGTERM. */
+static void test_sigkill_of_run_leaves_no_mount(void **state)
+{
+    T *t = *state;
+    g_autofree char *started = tmp_path(t, "started");
+    g_autofree char *body = g_strdup_printf(
+        "mkdir -p _state/t; exec 3>_state/t/open; touch %s; exec sleep 60", started);
+    const char *argv[] = {t->ckptctl, "run", "--", "sh", "-c", body, NULL};
+    g_auto(GStrv) env = run_env(t);
+    GPid pid;
+    assert_true(
+        g_spawn_async(NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid, NULL));
+    for (int i = 0; i < 1200 && !g_file_test(started, G_FILE_TEST_EXISTS); i++)
+        sleep_ms(50);
+    assert_true(g_file_test(started, G_FILE_TEST_EXISTS));
+    g_autoptr(GPtrArray) before = mounts_under(t->tmp);
+    assert_int_equal(before->len, 1);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    /* the daemon unmounts on its own; give it time, assert no duration */
+    for (int i = 0; i < 600; i++) {
+        g_autoptr(GPtrArray) m = mounts_under(t->tmp);
+        g_autoptr(GPtrArray) p = processes_naming(t->tmp);
+        if (!m->len && !p->len)
+            break;
+        sleep_ms(50);
+    }
+    assert_nothing_left(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -496,6 +540,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_runs_do_not_see_each_other, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mount_failure_exits_2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_unmounts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigkill_of_run_leaves_no_mount, setup, teardown),
     };
     return cmocka_run_group_tests_name("ckptctl run", tests, NULL, NULL);
 }

@@ -15,5 +15,8 @@ CLINK_JOB_ID=a sh "$0" subtask0 &
 a=$!
 CLINK_JOB_ID=b sh "$0" subtask0 &
 b=$!
-wait "$a"
-wait "$b"
+# both jobs run to their end, as a script's jobs do; the first failure is the status
+sa=0; wait "$a" || sa=$?
+sb=0; wait "$b" || sb=$?
+[ "$sa" -eq 0 ] || exit "$sa"
+exit "$sb"
