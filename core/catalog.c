@@ -182,37 +182,34 @@ static GArray *marker_list(int jfd, bool with_stamps)
     GArray *out = g_array_new(FALSE, FALSE, sizeof(MarkerStamp));
     if (jfd < 0)
         return out;
-    /* A description of its own (readdir moves its offset); jfd stays usable. */
-    int fd = openat(jfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    /* getdents on jfd itself: its offset does not matter to the openat()s after */
+    if (lseek(jfd, 0, SEEK_SET) != 0)
         return out;
-    }
+    CkDirIter it;
+    ck_dir_iter_init(&it, jfd);
     char path[64];
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
+    const char *nm;
+    unsigned char t;
+    while ((nm = ck_dir_iter_next(&it, &t)) != NULL) {
         guint64 n;
         /* DT_DIR, never DT_LNK: chk-<N> is not followed if it is a symlink */
-        if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
+        if (t != DT_DIR && t != DT_UNKNOWN)
             continue;
-        if (!ck_parse_checkpoint_name(de->d_name, strlen(de->d_name), &n))
+        if (!ck_parse_checkpoint_name(nm, strlen(nm), &n))
             continue;
         struct stat sb;
-        if (de->d_type == DT_UNKNOWN &&
-            (fstatat(jfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode)))
+        if (t == DT_UNKNOWN &&
+            (fstatat(jfd, nm, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode)))
             continue;
         MarkerStamp ms = {n, 0, 0, 0};
         if (with_stamps) {
-            g_snprintf(path, sizeof path, "%s/COMPLETED", de->d_name);
+            g_snprintf(path, sizeof path, "%s/COMPLETED", nm);
             if (fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0)
                 continue;
             ms = (MarkerStamp){n, sb.st_ino, (guint64)sb.st_size, mtime_ns_of(&sb)};
         }
         g_array_append_val(out, ms);
     }
-    closedir(d);
     g_array_sort(out, cmp_stamp);
     return out;
 }
@@ -1059,18 +1056,13 @@ static void walk_entry(SizeWalk *w, int pfd, const char *name, int depth)
 
 static void walk_dir(SizeWalk *w, int fd, int depth)
 {
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        walk_entry(w, dirfd(d), de->d_name, depth);
-    }
-    closedir(d);
+    CkDirIter it;
+    ck_dir_iter_init(&it, fd);
+    const char *nm;
+    unsigned char t;
+    while ((nm = ck_dir_iter_next(&it, &t)) != NULL)
+        walk_entry(w, fd, nm, depth);
+    close(fd);
 }
 
 /* A local path beneath dfd, through no symlink. */

@@ -111,6 +111,34 @@ static char *uri_join(const char *uri, const char *rest)
     return g_strconcat(j, q, NULL);
 }
 
+/* ---- directories ---- */
+
+void ck_dir_iter_init(CkDirIter *it, int fd)
+{
+    it->fd = fd;
+    it->len = it->pos = 0;
+}
+
+const char *ck_dir_iter_next(CkDirIter *it, unsigned char *d_type)
+{
+    for (;;) {
+        if (it->pos >= it->len) {
+            ssize_t n = getdents64(it->fd, it->buf, sizeof it->buf);
+            if (n <= 0)
+                return NULL;
+            it->len = n;
+            it->pos = 0;
+        }
+        struct dirent64 *de = (struct dirent64 *)(void *)(it->buf + it->pos);
+        it->pos += de->d_reclen;
+        if (de->d_name[0] == '.' &&
+            (de->d_name[1] == '\0' || (de->d_name[1] == '.' && de->d_name[2] == '\0')))
+            continue;
+        *d_type = de->d_type;
+        return de->d_name;
+    }
+}
+
 /* ---- the look-up memo ---- */
 
 typedef enum {
@@ -272,14 +300,14 @@ static gint cmp_u64(gconstpointer a, gconstpointer b)
     return x < y ? -1 : x > y;
 }
 
-static bool entry_is_dir(int fd, struct dirent *de)
+static bool entry_is_dir(int fd, const char *name, unsigned char d_type)
 {
-    if (de->d_type == DT_DIR)
+    if (d_type == DT_DIR)
         return true;
-    if (de->d_type != DT_UNKNOWN)
+    if (d_type != DT_UNKNOWN)
         return false;
     struct stat sb;
-    return fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
+    return fstatat(fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
 }
 
 static bool has_u64(const GArray *a, guint64 v)
@@ -351,25 +379,23 @@ static const RootInfo *root_lookup(CkRootCache *cache, int dfd, bool local, cons
     ri->scanned = true;
     ri->gens = g_array_new(FALSE, FALSE, sizeof(guint64));
     ri->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return ri;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        size_t l = strlen(de->d_name);
+    CkDirIter iter, *it = &iter;
+    ck_dir_iter_init(it, fd);
+    const char *nm;
+    unsigned char t;
+    while ((nm = ck_dir_iter_next(it, &t)) != NULL) {
+        size_t l = strlen(nm);
         guint64 g;
         guint32 s;
-        if (ck_parse_generation_name(de->d_name, l, &g)) {
-            if (entry_is_dir(dirfd(d), de))
+        if (ck_parse_generation_name(nm, l, &g)) {
+            if (entry_is_dir(fd, nm, t))
                 g_array_append_val(ri->gens, g);
-        } else if (ck_parse_subtask_name(de->d_name, l, &s)) {
-            if (entry_is_dir(dirfd(d), de))
+        } else if (ck_parse_subtask_name(nm, l, &s)) {
+            if (entry_is_dir(fd, nm, t))
                 g_array_append_val(ri->subtasks, s);
         }
     }
-    closedir(d);
+    close(fd);
     g_array_sort(ri->gens, cmp_u64);
     g_array_sort(ri->subtasks, cmp_u32);
     return ri;
