@@ -628,6 +628,12 @@ static char *view_text(Mount *m, const char *rel)
     return text;
 }
 
+static bool has_view(Mount *m, const char *job)
+{
+    g_autofree char *p = g_build_filename(m->mnt, "_views", job, NULL);
+    return access(p, F_OK) == 0;
+}
+
 /* The views of the hostile tree (skipped until the views exist): every
  * refusal is in the restore text, no view holds the canary, no entry claims
  * a backing path outside the backing dir. */
@@ -637,10 +643,9 @@ static void test_hostile_views(void **state)
     CanaryStamp stamp;
     Mount *m = hostile_mount(&stamp);
     assert_non_null(m);
-    g_autofree char *okv = M(m, "_views/ok");
-    if (access(okv, F_OK) != 0) {
+    if (!has_view(m, "ok")) {
         mount_free(m);
-        skip();
+        skip(); /* views not built yet (nothing allocated is in scope here) */
     }
     g_autofree char *ok_restore = view_text(m, "_views/ok/restore");
     assert_non_null(ok_restore);
