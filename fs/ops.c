@@ -223,8 +223,9 @@ static int do_lookup(struct ckptfs *fs, Node *p, const char *name, struct fuse_e
 static void reply_entry(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_entry_param *e)
 {
     if (err == -ENOENT && fs->entry_timeout > 0) {
+        /* a name created behind the mount's back shows within a second */
         struct fuse_entry_param neg = {0};
-        neg.entry_timeout = fs->entry_timeout;
+        neg.entry_timeout = MIN(fs->entry_timeout, 1.0);
         fs_metric_err(&fs->metrics, ENOENT);
         fuse_reply_entry(req, &neg);
         return;
