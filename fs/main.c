@@ -220,10 +220,12 @@ int main(int argc, char *argv[])
     }
     /* a session ended by SIGTERM, SIGINT or SIGHUP is a clean unmount */
     rc = (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP) ? 0 : 1;
+    views_stop(&fs); /* its notifier writes to the session: stop it first */
     fuse_session_unmount(fs.se);
 out_signals:
     fuse_remove_signal_handlers(fs.se);
 out_session:
+    views_stop(&fs);
     fuse_session_destroy(fs.se);
 out:
     free(c.mountpoint);

@@ -1,35 +1,168 @@
-/* First views: the views dir with .collisions and .metrics.  The per-job
- * trees (SPEC §5) extend this file. */
+/* The views dir (SPEC §5): .collisions, .metrics and one directory per job
+ * of the catalog; the per-job trees are jobviews.c's, the catalog's upkeep
+ * catalog_watch.c's.  This file dispatches the requests ops.c sends, owns
+ * the inode numbers of virtual nodes and serves the provenance xattrs. */
 #include "views.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "classify.h"
+#include "resolve.h"
+#include "viewsint.h"
 
 #define VINO_DIR        ((ino_t)((1ull << 63) | 1))
 #define VINO_COLLISIONS ((ino_t)((1ull << 63) | 2))
 #define VINO_METRICS    ((ino_t)((1ull << 63) | 3))
+/* our own numbers: above the node table's range for virtual nodes */
+#define VINO_FIRST ((1ull << 63) | (1ull << 62))
 
-typedef enum {
-    VIEW_DIR = 1,
-    VIEW_COLLISIONS,
-    VIEW_METRICS,
-} ViewKind;
+#define XATTR_SOURCE     "user.ckptfs.source"
+#define XATTR_BACKING    "user.ckptfs.backing"
+#define XATTR_GENERATION "user.ckptfs.generation"
 
-typedef struct {
-    uid_t uid;
-    gid_t gid;
-    struct timespec mounted;
-} Views;
-
-typedef struct {
-    GPtrArray *names; /* char* */
-} ViewsDir;
-
-static ViewKind kind_of(Node *n)
+static gint cmp_str(gconstpointer a, gconstpointer b)
 {
-    return (ViewKind)GPOINTER_TO_INT(n->vdata);
+    return strcmp(*(char *const *)a, *(char *const *)b);
 }
+
+VNode *vnode_new(VnKind kind, const char *job)
+{
+    VNode *vn = g_new0(VNode, 1);
+    vn->kind = kind;
+    vn->job = job;
+    g_mutex_init(&vn->lock);
+    return vn;
+}
+
+void vnode_free(gpointer p)
+{
+    VNode *vn = p;
+    if (!vn)
+        return;
+    if (vn->listing)
+        listing_unref(vn->listing);
+    g_mutex_clear(&vn->lock);
+    g_free(vn->rel);
+    g_free(vn->backing);
+    g_free(vn);
+}
+
+ino_t views_vino(struct ckptfs *fs, const char *vkey)
+{
+    Views *v = views_of(fs);
+    g_mutex_lock(&v->ino_lock);
+    gpointer val = g_hash_table_lookup(v->vinos, vkey);
+    ino_t ino;
+    if (val) {
+        ino = (ino_t)(uintptr_t)val;
+    } else {
+        ino = (ino_t)(VINO_FIRST | v->next_vino++);
+        g_hash_table_insert(v->vinos, g_strdup(vkey), (gpointer)(uintptr_t)ino);
+    }
+    g_mutex_unlock(&v->ino_lock);
+    return ino;
+}
+
+/* ---- job names before the catalog is loaded ---- */
+
+/* The valid job directories under _jobs and _state (what the catalog lists). */
+static GPtrArray *scan_job_names(struct ckptfs *fs)
+{
+    g_autoptr(GHashTable) set = g_hash_table_new(g_direct_hash, g_direct_equal);
+    const char *subs[] = {"_jobs", "_state"};
+    for (guint i = 0; i < G_N_ELEMENTS(subs); i++) {
+        int fd = openat(fs->root_fd, subs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+            close(fd);
+            continue;
+        }
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            const char *nm = de->d_name;
+            bool isdir = de->d_type == DT_DIR;
+            if (de->d_type == DT_UNKNOWN) {
+                struct stat sb;
+                isdir = fstatat(dirfd(d), nm, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
+            }
+            if (isdir && ck_is_job_id(nm, strlen(nm)))
+                g_hash_table_add(set, (gpointer)g_intern_string(nm));
+        }
+        closedir(d);
+    }
+    GPtrArray *out = g_ptr_array_sized_new(g_hash_table_size(set));
+    GHashTableIter it;
+    gpointer k;
+    g_hash_table_iter_init(&it, set);
+    while (g_hash_table_iter_next(&it, &k, NULL))
+        g_ptr_array_add(out, k);
+    g_ptr_array_sort(out, cmp_str);
+    return out;
+}
+
+CkCatalog *views_catalog(struct ckptfs *fs)
+{
+    Views *v = views_of(fs);
+    g_mutex_lock(&v->lock);
+    while (!v->load_done)
+        g_cond_wait(&v->loaded_cond, &v->lock);
+    CkCatalog *c = v->cat;
+    g_mutex_unlock(&v->lock);
+    return c;
+}
+
+/* The catalog when it is loaded, else NULL (never waits). */
+static CkCatalog *catalog_if_loaded(struct ckptfs *fs)
+{
+    Views *v = views_of(fs);
+    g_mutex_lock(&v->lock);
+    CkCatalog *c = v->load_done ? v->cat : NULL;
+    bool done = v->load_done;
+    g_mutex_unlock(&v->lock);
+    (void)done;
+    return c;
+}
+
+GPtrArray *views_job_names(struct ckptfs *fs)
+{
+    Views *v = views_of(fs);
+    CkCatalog *c = catalog_if_loaded(fs);
+    if (c)
+        return ck_catalog_job_names(c);
+    g_mutex_lock(&v->lock);
+    GPtrArray *out =
+        v->early_names && !v->load_done ? g_ptr_array_ref(v->early_names) : g_ptr_array_new();
+    g_mutex_unlock(&v->lock);
+    return out;
+}
+
+bool views_has_job(struct ckptfs *fs, const char *job)
+{
+    Views *v = views_of(fs);
+    CkCatalog *c = catalog_if_loaded(fs);
+    if (c) {
+        g_autoptr(CkJobInfo) j = ck_catalog_get_job(c, job);
+        return j != NULL;
+    }
+    bool found = false;
+    g_mutex_lock(&v->lock);
+    if (!v->load_done && v->early_names) {
+        const char *ij = g_intern_string(job);
+        found = g_ptr_array_find(v->early_names, ij, NULL);
+    }
+    g_mutex_unlock(&v->lock);
+    return found;
+}
+
+/* ---- set-up ---- */
 
 int views_init(struct ckptfs *fs)
 {
@@ -40,49 +173,114 @@ int views_init(struct ckptfs *fs)
         v->gid = st.st_gid;
     }
     clock_gettime(CLOCK_REALTIME, &v->mounted);
+    v->timeout = MIN(1.0, fs->opt.rescan_s > 0 ? fs->opt.rescan_s : 1.0);
+    g_mutex_init(&v->lock);
+    g_cond_init(&v->loaded_cond);
+    g_mutex_init(&v->ino_lock);
+    v->vinos = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    v->jobviews =
+        g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)jobview_unref);
+    v->wake_fd = -1;
+
+    /* what the catalog resolves with: the mount's own options */
+    v->ext_prefixes = g_ptr_array_new_with_free_func(g_free);
+    v->ext_fds = g_array_new(FALSE, FALSE, sizeof(int));
+    if (fs->opt.external_root) {
+        char *p = ck_path_normalize_abs(fs->opt.external_root);
+        int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            g_warning("ckptfs: external_root=%s: %s (nothing under it is browsable)", p,
+                      g_strerror(errno));
+        g_ptr_array_add(v->ext_prefixes, p);
+        g_array_append_val(v->ext_fds, fd);
+    }
+    v->copts.resolve.legacy_backend = fs->opt.legacy_backend;
+    v->copts.resolve.legacy_backends = fs->opt.job_legacy_backends;
+    v->copts.resolve.external_roots = v->ext_prefixes->len ? v->ext_prefixes : NULL;
+    v->copts.views_name = fs->opt.views_name;
+
+    v->early_names = scan_job_names(fs);
     fs->views = v;
-    /* the first counters start the metrics off at the mount's state */
-    (void)fs;
+    atomic_store(&fs->metrics.catalog_jobs, v->early_names->len);
+    int err = catalog_watch_start(fs);
+    if (err)
+        return err;
     return 0;
+}
+
+void views_stop(struct ckptfs *fs)
+{
+    if (fs->views)
+        catalog_watch_stop(fs);
 }
 
 void views_destroy(struct ckptfs *fs)
 {
-    g_free(fs->views);
+    Views *v = views_of(fs);
+    if (!v)
+        return;
+    catalog_watch_stop(fs);
+    if (v->cat)
+        ck_catalog_free(v->cat);
+    g_hash_table_unref(v->jobviews);
+    g_hash_table_unref(v->vinos);
+    if (v->early_names)
+        g_ptr_array_unref(v->early_names);
+    for (guint i = 0; i < v->ext_fds->len; i++)
+        if (g_array_index(v->ext_fds, int, i) >= 0)
+            close(g_array_index(v->ext_fds, int, i));
+    g_array_unref(v->ext_fds);
+    g_ptr_array_unref(v->ext_prefixes);
+    g_mutex_clear(&v->lock);
+    g_cond_clear(&v->loaded_cond);
+    g_mutex_clear(&v->ino_lock);
+    g_free(v);
     fs->views = NULL;
 }
 
-static GBytes *snapshot(struct ckptfs *fs, ViewKind k)
+/* ---- the views dir, .collisions, .metrics ---- */
+
+static VNode *vn_of(Node *n)
 {
-    if (k == VIEW_COLLISIONS)
+    return n->vdata;
+}
+
+static GBytes *snapshot(struct ckptfs *fs, VnKind k)
+{
+    if (k == VN_COLLISIONS)
         return ck_collision_log_snapshot(fs->collisions);
     GString *s = fs_metrics_render(&fs->metrics, node_table_count(fs));
     return g_string_free_to_bytes(s);
 }
 
-static void fill_stat(struct ckptfs *fs, ViewKind k, struct stat *st)
+void views_dir_attr(struct ckptfs *fs, ino_t ino, struct stat *st)
 {
-    Views *v = fs->views;
+    Views *v = views_of(fs);
     memset(st, 0, sizeof *st);
     st->st_uid = v->uid;
     st->st_gid = v->gid;
     st->st_atim = st->st_mtim = st->st_ctim = v->mounted;
     st->st_blksize = 4096;
+    st->st_ino = ino;
+    st->st_mode = S_IFDIR | 0555;
+    /* 1 as btrfs does: "subdirectories unknown", so no walker takes a leaf shortcut */
+    st->st_nlink = 1;
+}
+
+static void fill_stat(struct ckptfs *fs, VnKind k, struct stat *st)
+{
     switch (k) {
-    case VIEW_DIR:
-        st->st_ino = VINO_DIR;
-        st->st_mode = S_IFDIR | 0555;
-        st->st_nlink = 2;
+    case VN_ROOT:
+        views_dir_attr(fs, VINO_DIR, st);
         break;
-    case VIEW_COLLISIONS:
-    case VIEW_METRICS: {
-        st->st_ino = k == VIEW_COLLISIONS ? VINO_COLLISIONS : VINO_METRICS;
+    default: {
+        views_dir_attr(fs, k == VN_COLLISIONS ? VINO_COLLISIONS : VINO_METRICS, st);
         st->st_mode = S_IFREG | 0444;
         st->st_nlink = 1;
         g_autoptr(GBytes) b = snapshot(fs, k);
         st->st_size = (off_t)g_bytes_get_size(b);
         st->st_blocks = (st->st_size + 511) / 512;
-        if (k == VIEW_COLLISIONS) {
+        if (k == VN_COLLISIONS) {
             struct timespec now;
             clock_gettime(CLOCK_REALTIME, &now);
             st->st_mtim = st->st_ctim = now;
@@ -94,75 +292,128 @@ static void fill_stat(struct ckptfs *fs, ViewKind k, struct stat *st)
 
 void views_dir_stat(struct ckptfs *fs, struct stat *st)
 {
-    fill_stat(fs, VIEW_DIR, st);
+    fill_stat(fs, VN_ROOT, st);
 }
 
-static void make_node(Node *n, void *ctx)
+static void make_top(Node *n, void *ctx)
 {
-    ViewKind k = (ViewKind)GPOINTER_TO_INT(ctx);
+    VnKind k = (VnKind)GPOINTER_TO_INT(ctx);
     n->kind = NODE_VIRTUAL;
-    n->type = k == VIEW_DIR ? S_IFDIR : S_IFREG;
-    n->vdata = GINT_TO_POINTER(k);
-    n->vino = k == VIEW_DIR ? VINO_DIR : k == VIEW_COLLISIONS ? VINO_COLLISIONS : VINO_METRICS;
+    n->type = k == VN_ROOT ? S_IFDIR : S_IFREG;
+    n->vdata = vnode_new(k, NULL);
+    n->vdata_free = vnode_free;
+    n->vino = k == VN_ROOT ? VINO_DIR : k == VN_COLLISIONS ? VINO_COLLISIONS : VINO_METRICS;
 }
 
-int views_lookup(struct ckptfs *fs, Node *parent, const char *name, struct fuse_entry_param *e)
+static int top_lookup(struct ckptfs *fs, VnKind k, const char *vkey, struct fuse_entry_param *e)
 {
-    ViewKind k;
-    const char *vkey;
-    if (parent == fs->nodes.root && strcmp(name, fs->opt.views_name) == 0) {
-        k = VIEW_DIR;
-        vkey = "";
-    } else if (parent->kind == NODE_VIRTUAL && kind_of(parent) == VIEW_DIR &&
-               strcmp(name, ".collisions") == 0) {
-        k = VIEW_COLLISIONS;
-        vkey = ".collisions";
-    } else if (parent->kind == NODE_VIRTUAL && kind_of(parent) == VIEW_DIR &&
-               strcmp(name, ".metrics") == 0) {
-        k = VIEW_METRICS;
-        vkey = ".metrics";
-    } else {
-        return -ENOENT;
-    }
-    atomic_fetch_add_explicit(&fs->metrics.views_served, 1, memory_order_relaxed);
-    Node *n = node_get_virtual(fs, vkey, make_node, GINT_TO_POINTER(k));
+    Node *n = node_get_virtual(fs, vkey, make_top, GINT_TO_POINTER(k));
     memset(e, 0, sizeof *e);
     fill_stat(fs, k, &e->attr);
     e->ino = node_ino(&fs->nodes, n);
     e->generation = n->generation;
     /* the files change with every request: never cache their attributes */
-    e->attr_timeout = k == VIEW_DIR ? 1.0 : 0.0;
+    e->attr_timeout = k == VN_ROOT ? views_of(fs)->timeout : 0.0;
     e->entry_timeout = 1.0;
     return 0;
 }
 
+static int lookup_inner(struct ckptfs *fs, Node *parent, const char *name,
+                        struct fuse_entry_param *e)
+{
+    if (parent == fs->nodes.root)
+        return strcmp(name, fs->opt.views_name) == 0 ? top_lookup(fs, VN_ROOT, "", e) : -ENOENT;
+    if (parent->kind != NODE_VIRTUAL || !parent->vdata)
+        return -ENOTDIR;
+    VNode *pv = vn_of(parent);
+    if (pv->kind == VN_ROOT && strcmp(name, ".collisions") == 0)
+        return top_lookup(fs, VN_COLLISIONS, ".collisions", e);
+    if (pv->kind == VN_ROOT && strcmp(name, ".metrics") == 0)
+        return top_lookup(fs, VN_METRICS, ".metrics", e);
+    return jv_lookup(fs, parent, pv, name, e);
+}
+
+int views_lookup(struct ckptfs *fs, Node *parent, const char *name, struct fuse_entry_param *e)
+{
+    atomic_fetch_add_explicit(&fs->metrics.views_served, 1, memory_order_relaxed);
+    int err = lookup_inner(fs, parent, name, e);
+    if (err == -ENOENT) {
+        /* a negative entry the kernel does not keep: a name may appear any moment */
+        memset(e, 0, sizeof *e);
+        return 0;
+    }
+    return err;
+}
+
 int views_getattr(struct ckptfs *fs, Node *n, struct stat *st, double *timeout)
 {
-    ViewKind k = kind_of(n);
-    fill_stat(fs, k, st);
-    *timeout = k == VIEW_DIR ? 1.0 : 0.0;
-    return 0;
+    VNode *vn = vn_of(n);
+    if (!vn)
+        return -ESTALE;
+    switch (vn->kind) {
+    case VN_ROOT:
+    case VN_COLLISIONS:
+    case VN_METRICS:
+        fill_stat(fs, vn->kind, st);
+        *timeout = vn->kind == VN_ROOT ? views_of(fs)->timeout : 0.0;
+        return 0;
+    default:
+        return jv_getattr(fs, n, vn, st, timeout);
+    }
 }
 
 int views_readlink(struct ckptfs *fs, Node *n, char **target)
 {
-    (void)fs;
-    (void)n;
-    (void)target;
-    return -EINVAL;
+    VNode *vn = vn_of(n);
+    if (!vn || vn->kind != VN_LATEST)
+        return -EINVAL;
+    return jv_readlink(fs, n, vn, target);
+}
+
+/* ---- directories ---- */
+
+static void vent_add(ViewsDir *d, const char *name, ino_t ino, unsigned char type)
+{
+    VEnt e = {g_strdup(name), ino, type};
+    g_array_append_val(d->ents, e);
+}
+
+static void viewsdir_free(ViewsDir *d)
+{
+    if (!d)
+        return;
+    for (guint i = 0; i < d->ents->len; i++)
+        g_free(g_array_index(d->ents, VEnt, i).name);
+    g_array_unref(d->ents);
+    if (d->listing)
+        listing_unref(d->listing);
+    g_free(d);
 }
 
 int views_opendir(struct ckptfs *fs, Node *n, void **dh)
 {
-    (void)fs;
-    if (n->kind != NODE_VIRTUAL || kind_of(n) != VIEW_DIR)
+    VNode *vn = vn_of(n);
+    if (n->kind != NODE_VIRTUAL || !vn || n->type != S_IFDIR)
         return -ENOTDIR;
     ViewsDir *d = g_new0(ViewsDir, 1);
-    d->names = g_ptr_array_new_with_free_func(g_free);
-    g_ptr_array_add(d->names, g_strdup("."));
-    g_ptr_array_add(d->names, g_strdup(".."));
-    g_ptr_array_add(d->names, g_strdup(".collisions"));
-    g_ptr_array_add(d->names, g_strdup(".metrics"));
+    d->ents = g_array_new(FALSE, FALSE, sizeof(VEnt));
+    vent_add(d, ".", n->vino, DT_DIR);
+    vent_add(d, "..", n->vino, DT_DIR);
+    int err = 0;
+    if (vn->kind == VN_ROOT) {
+        vent_add(d, ".collisions", VINO_COLLISIONS, DT_REG);
+        vent_add(d, ".metrics", VINO_METRICS, DT_REG);
+        g_autoptr(GPtrArray) names = views_job_names(fs);
+        for (guint i = 0; i < names->len; i++)
+            vent_add(d, names->pdata[i], views_vino(fs, names->pdata[i]), DT_DIR);
+    } else {
+        err = jv_opendir(fs, n, vn, d);
+    }
+    if (err) {
+        viewsdir_free(d);
+        return err;
+    }
+    atomic_fetch_add_explicit(&fs->metrics.views_served, 1, memory_order_relaxed);
     *dh = d;
     return 0;
 }
@@ -172,22 +423,22 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
 {
     ViewsDir *d = dh;
     size_t used = 0;
-    for (guint i = (guint)off; i < d->names->len; i++) {
-        const char *name = d->names->pdata[i];
-        bool dots = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+    for (guint i = (guint)off; i < d->ents->len; i++) {
+        const VEnt *ve = &g_array_index(d->ents, VEnt, i);
+        bool dots = i < 2;
         size_t len;
         if (plus) {
             struct fuse_entry_param e;
             memset(&e, 0, sizeof e);
             if (dots) {
                 e.attr.st_mode = S_IFDIR;
-                e.attr.st_ino = VINO_DIR;
+                e.attr.st_ino = ve->ino;
             } else {
-                int err = views_lookup(fs, n, name, &e);
-                if (err)
-                    continue;
+                int err = lookup_inner(fs, n, ve->name, &e);
+                if (err || e.ino == 0)
+                    continue; /* gone since opendir */
             }
-            len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, i + 1);
+            len = fuse_add_direntry_plus(req, buf + used, size - used, ve->name, &e, i + 1);
             if (len > size - used) {
                 if (!dots)
                     node_forget(fs, node_of(&fs->nodes, e.ino), 1);
@@ -195,14 +446,9 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
             }
         } else {
             struct stat st = {0};
-            if (dots) {
-                st.st_mode = S_IFDIR;
-                st.st_ino = VINO_DIR;
-            } else {
-                st.st_mode = S_IFREG;
-                st.st_ino = strcmp(name, ".collisions") == 0 ? VINO_COLLISIONS : VINO_METRICS;
-            }
-            len = fuse_add_direntry(req, buf + used, size - used, name, &st, i + 1);
+            st.st_ino = ve->ino;
+            st.st_mode = (mode_t)DTTOIF(ve->type);
+            len = fuse_add_direntry(req, buf + used, size - used, ve->name, &st, i + 1);
             if (len > size - used)
                 break;
         }
@@ -214,61 +460,129 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
 void views_releasedir(struct ckptfs *fs, void *dh)
 {
     (void)fs;
-    ViewsDir *d = dh;
-    if (!d)
-        return;
-    g_ptr_array_unref(d->names);
-    g_free(d);
+    viewsdir_free(dh);
 }
+
+/* ---- files ---- */
 
 int views_open(struct ckptfs *fs, Node *n, int flags, ViewsOpen *out)
 {
     (void)flags;
-    ViewKind k = kind_of(n);
-    if (k == VIEW_DIR)
+    VNode *vn = vn_of(n);
+    if (!vn)
+        return -ESTALE;
+    if (n->type == S_IFDIR)
         return -EISDIR;
     atomic_fetch_add_explicit(&fs->metrics.views_served, 1, memory_order_relaxed);
     out->fd = -1;
-    out->content = snapshot(fs, k);
-    out->direct_io = true;
-    out->keep_cache = false;
-    return 0;
+    if (vn->kind == VN_COLLISIONS || vn->kind == VN_METRICS) {
+        out->content = snapshot(fs, vn->kind);
+        out->direct_io = true;
+        out->keep_cache = false;
+        return 0;
+    }
+    return jv_open(fs, n, vn, out);
+}
+
+/* ---- provenance ---- */
+
+static bool has_xattrs(Node *n, VNode *vn)
+{
+    return vn && (n->type == S_IFREG || n->type == S_IFDIR) && vn->kind != VN_ROOT &&
+           vn->kind != VN_COLLISIONS && vn->kind != VN_METRICS;
 }
 
 int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
 {
     (void)fs;
-    (void)n;
-    (void)name;
-    (void)value;
-    return -ENODATA;
+    VNode *vn = vn_of(n);
+    if (!has_xattrs(n, vn))
+        return -ENODATA;
+    int err = -ENODATA;
+    g_mutex_lock(&vn->lock);
+    if (strcmp(name, XATTR_SOURCE) == 0 && vn->source) {
+        *value = g_bytes_new_static(vn->source, strlen(vn->source));
+        err = 0;
+    } else if (strcmp(name, XATTR_BACKING) == 0 && vn->backing) {
+        *value = g_bytes_new(vn->backing, strlen(vn->backing));
+        err = 0;
+    } else if (strcmp(name, XATTR_GENERATION) == 0 && vn->has_gen) {
+        char buf[32];
+        int l = g_snprintf(buf, sizeof buf, "%" G_GUINT64_FORMAT, (guint64)vn->gen);
+        *value = g_bytes_new(buf, (gsize)l);
+        err = 0;
+    }
+    g_mutex_unlock(&vn->lock);
+    return err;
 }
 
 int views_listxattr(struct ckptfs *fs, Node *n, GString *names)
 {
     (void)fs;
-    (void)n;
-    (void)names;
+    VNode *vn = vn_of(n);
+    if (!has_xattrs(n, vn))
+        return 0;
+    g_mutex_lock(&vn->lock);
+    if (vn->source)
+        g_string_append_len(names, XATTR_SOURCE, sizeof XATTR_SOURCE);
+    if (vn->backing)
+        g_string_append_len(names, XATTR_BACKING, sizeof XATTR_BACKING);
+    if (vn->has_gen)
+        g_string_append_len(names, XATTR_GENERATION, sizeof XATTR_GENERATION);
+    g_mutex_unlock(&vn->lock);
     return 0;
+}
+
+/* ---- writes through the mount that change the catalog ---- */
+
+static bool is_marker_name(const char *name)
+{
+    guint64 n;
+    return strcmp(name, "COMPLETED") == 0 ||
+           (g_str_has_prefix(name, "chk-") && ck_parse_checkpoint_name(name, strlen(name), &n));
+}
+
+static void refresh(struct ckptfs *fs, const char *job)
+{
+    CkCatalog *c = views_catalog(fs);
+    if (!c)
+        return;
+    ck_catalog_refresh_job(c, job);
+    atomic_store(&fs->metrics.catalog_jobs, ck_catalog_n_jobs(c));
+    atomic_store(&fs->metrics.catalog_markers, ck_catalog_n_markers(c));
+    /* queue the invalidations even when the catalog saw no change: another
+     * path (inotify) may have refreshed it first, before the kernel dropped
+     * its entries */
+    catalog_watch_changed(fs, job);
 }
 
 void views_note_change(struct ckptfs *fs, CkNs pns, const char *name)
 {
-    (void)fs;
-    (void)pns;
-    (void)name;
+    if (!fs->views)
+        return;
+    if (pns.kind == CK_NS_JOB && is_marker_name(name))
+        refresh(fs, pns.job);
+    else if (pns.kind == CK_NS_STRUCT && ck_is_job_id(name, strlen(name)))
+        refresh(fs, g_intern_string(name));
 }
 
 const char *views_marker_job(struct ckptfs *fs, Node *n, int fd)
 {
-    (void)fs;
-    (void)n;
-    (void)fd;
-    return NULL;
+    CkNs ns = node_ns(fs, n);
+    if (ns.kind != CK_NS_JOB)
+        return NULL;
+    char proc[64], path[4096];
+    g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t l = readlink(proc, path, sizeof path - 1);
+    if (l <= 0)
+        return NULL;
+    path[l] = '\0';
+    const char *base = strrchr(path, '/');
+    return base && strcmp(base + 1, "COMPLETED") == 0 ? ns.job : NULL;
 }
 
 void views_marker_written(struct ckptfs *fs, const char *job)
 {
-    (void)fs;
-    (void)job;
+    if (fs->views)
+        refresh(fs, job);
 }

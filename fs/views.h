@@ -17,7 +17,12 @@
 
 #include "ckptfs.h"
 
+/* views_init builds the catalog in the background (the views dir lists job
+ * names at once; deeper lookups wait for it) and starts the watcher and the
+ * notifier; views_stop joins those threads (before the session is destroyed:
+ * the notifier uses it); views_destroy frees the rest (and stops first). */
 int views_init(struct ckptfs *fs);
+void views_stop(struct ckptfs *fs);
 void views_destroy(struct ckptfs *fs);
 
 /* Entry `name` of `parent` (the mount root, for the views dir itself, or a

@@ -1,0 +1,135 @@
+/* Private to the views (views.c, jobviews.c, catalog_watch.c): the state
+ * behind fs->views and what a views node's vdata holds.
+ *
+ * Every VIRTUAL or ALIAS node's vdata is a VNode.  Inode numbers of
+ * virtual nodes come from Views.vinos, a map vkey -> number that is never
+ * emptied while mounted, so a path keeps its number even after the kernel
+ * forgot the node.  ALIAS nodes' vkeys start with "#<dev>:<ino>#", so a
+ * path whose backing object was replaced gets a fresh node.
+ *
+ * Locks (all leaf level, below NodeTable.lock in ckptfs.h's order; none is
+ * held across a reply, a catalog rebuild or a kernel notification):
+ * Views.lock (catalog pointer, early names, job views), Views.ino_lock
+ * (vinos), VNode.lock (its listing). */
+#pragma once
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "catalog.h"
+#include "views.h"
+
+typedef enum {
+    VN_ROOT = 1, /* the views dir */
+    VN_COLLISIONS,
+    VN_METRICS,
+    VN_JOB,     /* <J> */
+    VN_CKPTS,   /* <J>/checkpoints */
+    VN_TREE,    /* a directory of <J>/state/... or <J>/checkpoints/<N>/... */
+    VN_ERROR,   /* <J>/checkpoints/<N>/ERROR */
+    VN_LATEST,  /* <J>/latest */
+    VN_RESTORE, /* <J>/restore */
+    VN_ALIAS,   /* a backing non-directory shown in a tree */
+} VnKind;
+
+typedef struct Listing Listing;
+
+typedef struct {
+    VnKind kind;
+    const char *job; /* interned (job kinds) */
+    bool ckpt;       /* trees: checkpoints/<n>, else state */
+    guint64 n;
+    char *rel; /* VN_TREE, VN_ALIAS: path inside the tree, "" for its root */
+    /* provenance for the xattrs; NULL / false when not known */
+    const char *source;
+    char *backing;
+    bool has_gen;
+    guint64 gen;
+    GMutex lock;      /* listing */
+    Listing *listing; /* VN_TREE: the merged entries (cached, revalidated) */
+} VNode;
+
+/* One job snapshot with what the views derive from it. */
+typedef struct {
+    CkJobInfo *j;
+    GPtrArray *state_layers; /* CkLayer* */
+    GPtrArray *ckpt_layers;  /* GPtrArray* of CkLayer*, parallel to j->checkpoints */
+    char *restore;           /* ck_job_restore_text */
+    gsize restore_len;
+} JobView;
+
+typedef struct {
+    uid_t uid;
+    gid_t gid;
+    struct timespec mounted;
+    double timeout; /* entry/attr timeout of views entries */
+
+    GMutex lock;
+    GCond loaded_cond;
+    CkCatalog *cat;          /* NULL until the loader published it */
+    bool load_done;          /* the loader finished (cat may still be NULL: failed) */
+    GPtrArray *early_names;  /* sorted interned job ids, served until cat is loaded */
+    GHashTable *jobviews;    /* interned job -> JobView* (rc box) */
+    CkCatalogOptions copts;  /* what the catalog was opened with */
+    GPtrArray *ext_prefixes; /* normalised external_root prefixes */
+    GArray *ext_fds;         /* O_PATH descriptors of them (-1: unusable) */
+
+    GMutex ino_lock;
+    GHashTable *vinos; /* vkey (owned) -> ino */
+    guint64 next_vino;
+
+    /* catalog_watch.c */
+    GThread *loader, *watcher, *notifier;
+    GAsyncQueue *inval; /* InvalItem* for the notifier */
+    int wake_fd;        /* eventfd: wakes the watcher (stop) */
+    gint stopping;
+    gint threads_stopped;
+} Views;
+
+static inline Views *views_of(struct ckptfs *fs)
+{
+    return (Views *)fs->views;
+}
+
+/* views.c */
+ino_t views_vino(struct ckptfs *fs, const char *vkey);
+void views_dir_attr(struct ckptfs *fs, ino_t ino, struct stat *st);
+VNode *vnode_new(VnKind kind, const char *job);
+void vnode_free(gpointer p);
+/* The catalog, waiting for the loader when it is still running (NULL: it failed). */
+CkCatalog *views_catalog(struct ckptfs *fs);
+/* Job ids for the views dir listing: the catalog's, or the early names. */
+GPtrArray *views_job_names(struct ckptfs *fs);
+bool views_has_job(struct ckptfs *fs, const char *job);
+
+/* A directory handle of the views: entries snapshot at opendir. */
+typedef struct {
+    char *name;
+    ino_t ino;
+    unsigned char type; /* DT_* */
+} VEnt;
+
+typedef struct {
+    GArray *ents;     /* VEnt, "." and ".." first */
+    Listing *listing; /* kept alive for the names it owns (trees), else NULL */
+} ViewsDir;
+
+/* jobviews.c */
+JobView *jobview_get(struct ckptfs *fs, const char *job); /* NULL: no such job */
+void jobview_unref(JobView *jv);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(JobView, jobview_unref)
+void jobviews_forget(struct ckptfs *fs, const char *job);
+int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
+              struct fuse_entry_param *e);
+int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *timeout);
+int jv_readlink(struct ckptfs *fs, Node *n, VNode *vn, char **target);
+int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d);
+int jv_open(struct ckptfs *fs, Node *n, VNode *vn, ViewsOpen *out);
+void listing_unref(Listing *l);
+
+/* catalog_watch.c */
+int catalog_watch_start(struct ckptfs *fs);
+void catalog_watch_stop(struct ckptfs *fs);
+/* A job changed (refresh done): queue the kernel invalidations of its views. */
+void catalog_watch_changed(struct ckptfs *fs, const char *job);
