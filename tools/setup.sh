@@ -5,7 +5,8 @@ set -euo pipefail
 
 pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev
       libfuse3-dev fuse3 libglib2.0-dev libjson-glib-dev libcmocka-dev
-      librocksdb-dev libsqlite3-dev sqlite3 attr rsync util-linux tar findutils)
+      librocksdb-dev libsqlite3-dev sqlite3 attr rsync util-linux tar findutils
+      python3-pytest cmake)
 
 missing=()
 for p in "${pkgs[@]}"; do
