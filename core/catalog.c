@@ -1277,7 +1277,11 @@ GPtrArray *ck_catalog_hazards(CkCatalog *c)
     for (guint i = 0; i < not_jobs->len; i++) {
         const char *p = not_jobs->pdata[i];
         const char *nm = strchr(p, '/') + 1;
-        const char *why = ck_is_job_id(nm, strlen(nm)) ? "not a directory" : "not a job id";
+        struct stat sb;
+        const char *why = !ck_is_job_id(nm, strlen(nm)) ? "not a job id"
+                          : fstatat(c->dfd, p, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode)
+                              ? "a symlink (not followed)"
+                              : "not a directory";
         g_autofree char *shown = g_strescape(nm, NULL);
         hazard_add(out, "not-a-job", g_strdup(p),
                    g_strdup_printf("\"%s\" is %s: passed through, never a view", shown, why));

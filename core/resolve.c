@@ -790,6 +790,11 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
     r->marker =
         g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, (guint64)checkpoint);
     r->state = g_strdup(m->state);
+    if (m->cls != CK_MARKER_MALFORMED && m->has_generation) {
+        /* shown even when the restore then fails */
+        r->has_generation = true;
+        r->generation = m->generation;
+    }
     switch (m->cls) {
     case CK_MARKER_MALFORMED:
         r->root = NULL;
