@@ -498,6 +498,36 @@ static void rescan_reparses_only_changes(void **state)
     assert_int_equal(ck_catalog_n_markers(c), 3);
 }
 
+/* Proof that an unchanged marker is not re-read: rewrite chk-1 in place with
+ * the same size and mtime (so its stamp is unchanged), then add chk-2; the
+ * rebuilt snapshot still has chk-1's old content, and chk-2's new one. */
+static void rescan_copies_unchanged_markers(void **state)
+{
+    Fx *fx = *state;
+    mk(fx, "_state/a/v1/0");
+    mk(fx, "_state/a/v1/1");
+    marker(fx, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    g_autoptr(CkCatalog) c = open_cat(fx);
+    g_autofree char *p1 = g_build_filename(fx->dir, "_jobs/a/chk-1/COMPLETED", NULL);
+    struct stat before;
+    assert_int_equal(stat(p1, &before), 0);
+    int fd = open(p1, O_WRONLY);
+    assert_true(fd >= 0);
+    const char same_size[] = "generation=1\nparticipants=1\nstate=_state/a\n";
+    assert_int_equal(pwrite(fd, same_size, strlen(same_size), 0), (ssize_t)strlen(same_size));
+    struct timespec ts[2] = {before.st_atim, before.st_mtim};
+    assert_int_equal(futimens(fd, ts), 0);
+    close(fd);
+    marker(fx, "a", 2, "generation=1\nparticipants=1\nstate=_state/a\n");
+    g_autoptr(GPtrArray) ch = g_ptr_array_new();
+    ck_catalog_rescan(c, ch);
+    assert_int_equal(ch->len, 1);
+    g_autoptr(CkJobInfo) a = ck_catalog_get_job(c, "a");
+    assert_int_equal(a->checkpoints->len, 2);
+    assert_int_equal(g_array_index(cp_of(a, 1)->restore->participants, guint32, 0), 0);
+    assert_int_equal(g_array_index(cp_of(a, 2)->restore->participants, guint32, 0), 1);
+}
+
 static void rescan_sees_new_sharing(void **state)
 {
     Fx *fx = *state;
@@ -670,6 +700,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(older_layout_and_foreign_layers, setup, teardown),
         cmocka_unit_test_setup_teardown(restore_text_blocks, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_reparses_only_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(rescan_copies_unchanged_markers, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_sees_new_sharing, setup, teardown),
         cmocka_unit_test_setup_teardown(refresh_one_job, setup, teardown),
         cmocka_unit_test_setup_teardown(cut_short_becomes_restorable, setup, teardown),
