@@ -231,10 +231,14 @@ static void reap(Run *r)
     }
 }
 
-/* In a child: the state a freshly exec'ed program expects. */
-static void child_common(Run *r)
+/* In a child: the state a freshly exec'ed program expects.  take_tty: the
+ * child's group becomes the terminal's foreground before it can read it
+ * (SIGTTOU is still blocked here), as a shell does for its jobs. */
+static void child_common(Run *r, bool take_tty)
 {
     setpgid(0, 0);
+    if (take_tty && r->tty >= 0)
+        tcsetpgrp(r->tty, getpid());
     /* ckptctl run killed outright (SIGKILL, OOM): take the child along */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     signal(SIGTTOU, SIG_DFL);
@@ -265,7 +269,7 @@ static int start_daemon(Run *r)
         return fail("fork: %s", g_strerror(errno));
     }
     if (pid == 0) {
-        child_common(r);
+        child_common(r, false);
         if (getppid() != ppid)
             _exit(127);
         int null = open("/dev/null", O_RDWR);
@@ -325,7 +329,7 @@ static int start_command(Run *r)
     if (pid < 0)
         return fail("fork: %s", g_strerror(errno));
     if (pid == 0) {
-        child_common(r);
+        child_common(r, true);
         if (getppid() != ppid)
             _exit(127);
         setenv("CKPTFS_MOUNT", r->mnt, 1);
@@ -394,6 +398,9 @@ static bool unmount(Run *r)
 {
     const char *u[] = {"fusermount3", "-u", r->mnt, NULL};
     const char *lazy[] = {"fusermount3", "-u", "-z", r->mnt, NULL};
+    /* never mounted (a timeout): nothing will make the daemon exit on its own */
+    if (!is_mounted(r) && r->daemon)
+        kill(r->daemon, SIGTERM);
     for (gint64 t0 = g_get_monotonic_time(); is_mounted(r);) {
         if (spawn_quiet(u) == 0)
             break;
