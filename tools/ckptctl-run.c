@@ -708,6 +708,27 @@ static int write_report(const Run *r, const Outcome *out)
     return 0;
 }
 
+/* The -o settings that change what ckptctl check sees (views=,
+ * legacy_backend=, external_root=); config=FILE's per-job settings are not
+ * read here. */
+static void mount_settings(const Run *r, char **views, char **legacy_backend, GPtrArray *external)
+{
+    for (char **p = r->opts; p && *p; p++) {
+        g_auto(GStrv) kv = g_strsplit(*p, ",", -1);
+        for (char **o = kv; *o; o++) {
+            if (g_str_has_prefix(*o, "views=")) {
+                g_free(*views);
+                *views = g_strdup(*o + 6);
+            } else if (g_str_has_prefix(*o, "legacy_backend=")) {
+                g_free(*legacy_backend);
+                *legacy_backend = g_strdup(*o + 15);
+            } else if (g_str_has_prefix(*o, "external_root=")) {
+                g_ptr_array_add(external, g_strdup(*o + 14));
+            }
+        }
+    }
+}
+
 /* After the unmount: reads the log and the hazards, prints and writes the
  * report, returns the exit code. */
 static int report(Run *r)
@@ -729,8 +750,14 @@ static int report(Run *r)
     g_autoptr(GPtrArray) groups = group_records(recs);
     out.groups = groups;
 
-    /* the same code path as ckptctl check DIR (default options) */
-    CkCatalogOptions co = {.views_name = "_views"};
+    /* the same code path as ckptctl check DIR, with the mount's settings */
+    g_autofree char *views = NULL, *legacy_backend = NULL;
+    g_autoptr(GPtrArray) external = g_ptr_array_new_with_free_func(g_free);
+    mount_settings(r, &views, &legacy_backend, external);
+    CkCatalogOptions co = {
+        .resolve = {.legacy_backend = legacy_backend, .external_roots = external},
+        .views_name = views ? views : "_views",
+    };
     g_autoptr(GError) cerr = NULL;
     g_autoptr(CkCatalog) cat = ck_catalog_open(r->backing, &co, &cerr);
     g_autoptr(GPtrArray) hazards = cat ? ck_catalog_hazards(cat) : g_ptr_array_new();
