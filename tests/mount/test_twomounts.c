@@ -222,6 +222,13 @@ static void test_replaced_file_no_cache(void **state)
     assert_int_equal(stat(gone_b, &st), 0);
     assert_int_equal(unlink(gone), 0);
     assert_errno(stat(gone_b, &st), ENOENT);
+    /* a name looked up in vain through b, then made through a: b sees it
+     * (with the default entry_timeout b's kernel keeps the negative entry) */
+    g_autofree char *late = M(p->a, "_jobs/a/COMPLETED-late");
+    g_autofree char *late_b = M(p->b, "_jobs/a/COMPLETED-late");
+    assert_errno(stat(late_b, &st), ENOENT);
+    put_file(late, "now");
+    assert_int_equal(stat(late_b, &st), 0);
 }
 
 /* Commits a's checkpoint 1 through a; true when a's own view shows job a. */
