@@ -17,6 +17,27 @@
 #include "ops.h"
 #include "views.h"
 
+/* Log records: glib's default writer (stderr, or the journal when stderr is
+ * a journal stream, as under systemd); once daemonized stderr is /dev/null,
+ * so records go to the journal when there is one.  user_data: a bool, true
+ * after fuse_daemonize detached from the terminal. */
+static GLogWriterOutput log_writer(GLogLevelFlags level, const GLogField *fields, gsize n,
+                                   gpointer user_data)
+{
+    const bool *daemonized = user_data;
+    if (*daemonized) {
+        const char *domain = NULL;
+        for (gsize i = 0; i < n; i++)
+            if (strcmp(fields[i].key, "GLIB_DOMAIN") == 0)
+                domain = fields[i].value;
+        if (g_log_writer_default_would_drop(level, domain))
+            return G_LOG_WRITER_HANDLED;
+        if (g_log_writer_journald(level, fields, n, NULL) == G_LOG_WRITER_HANDLED)
+            return G_LOG_WRITER_HANDLED;
+    }
+    return g_log_writer_default(level, fields, n, NULL);
+}
+
 static int fail(int code, const char *fmt, const char *a, const char *b)
 {
     fprintf(stderr, "ckptfs: ");
@@ -174,6 +195,10 @@ int main(int argc, char *argv[])
         rc = 2;
         goto out;
     }
+    bool daemonized = false;
+    g_log_set_writer_func(log_writer, &daemonized, NULL);
+    if (c.debug)
+        g_log_set_debug_enabled(TRUE); /* -d: g_debug() too, as G_MESSAGES_DEBUG=all */
     if (c.show_help) {
         fs_options_help();
         fuse_cmdline_help();
@@ -207,6 +232,7 @@ int main(int argc, char *argv[])
         goto out_signals;
     }
     fuse_daemonize(c.foreground);
+    daemonized = !c.foreground;
     if (c.singlethread) {
         rc = fuse_session_loop(fs.se);
     } else {
