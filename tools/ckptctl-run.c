@@ -787,7 +787,7 @@ static int report(Run *r)
 static int parse_args(Run *r, int *argc, char ***argv)
 {
     GOptionEntry entries[] = {
-        {"dir", 'd', 0, G_OPTION_ARG_FILENAME, &r->dir,
+        {"dir", 0, 0, G_OPTION_ARG_FILENAME, &r->dir,
          "Mount over DIR (default: a new temporary directory, removed afterwards)", "DIR"},
         {"policy", 0, 0, G_OPTION_ARG_STRING, &r->policy,
          "audit (default: writes behave as on a plain directory, every crossing is recorded) "
