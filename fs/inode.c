@@ -341,30 +341,14 @@ void node_ref(struct ckptfs *fs, Node *n, uint64_t count)
 /* Finds or adds the node of the object open as fd (any kind of descriptor),
  * found as `name` in a directory of namespace pns.  When cache_fd, fd is an
  * O_PATH descriptor handed over to the descriptor cache (or closed). */
-static int node_from_fd(struct ckptfs *fs, CkNs pns, const char *name, int fd, bool cache_fd,
-                        struct stat *st, Node **out)
+/* Puts `fresh` (a new BACKING node with its handle or pinned fd) into the
+ * table, or takes a reference on the node already there for its key.
+ * Returns the node now in the table; frees fresh if it was not used. */
+static Node *node_insert(struct ckptfs *fs, Node *fresh, bool *inserted)
 {
     NodeTable *t = &fs->nodes;
-    if (fstat(fd, st) < 0) {
-        int err = -errno;
-        if (cache_fd)
-            close(fd);
-        return err;
-    }
-    NodeKey k = {st->st_dev, st->st_ino};
-    Node *fresh = node_new(fs, NODE_BACKING, st->st_mode);
-    fresh->key = k;
-    fresh->ns = ck_ns_child(pns, name, fs->opt.views_name);
-    int err = node_set_handle_from_fd(fs, fresh, fd);
-    if (err) {
-        if (cache_fd)
-            close(fd);
-        node_free(fs, fresh);
-        return err;
-    }
-
     g_mutex_lock(&t->lock);
-    Node *n = g_hash_table_lookup(t->backing, &k);
+    Node *n = g_hash_table_lookup(t->backing, &fresh->key);
     if (n && (n->type != fresh->type || (n->stale && !handle_equal(n->handle, fresh->handle)))) {
         /* the inode number was recycled for another object while the kernel
          * still holds the old node: the old node stays stale (ESTALE) */
@@ -374,25 +358,83 @@ static int node_from_fd(struct ckptfs *fs, CkNs pns, const char *name, int fd, b
     if (n) {
         n->nlookup++;
         g_mutex_unlock(&t->lock);
-        if (cache_fd)
-            close(fd);
         node_free(fs, fresh);
-        *out = n;
-        return 0;
+        *inserted = false;
+        return n;
     }
     fresh->generation = t->next_generation++;
     fresh->nlookup = 1;
     g_hash_table_insert(t->backing, &fresh->key, fresh);
     t->count++;
     g_mutex_unlock(&t->lock);
+    *inserted = true;
+    return fresh;
+}
+
+/* Finds or adds the node of the object open as fd (any kind of descriptor),
+ * found as `name` in a directory of namespace pns.  When cache_fd, fd is an
+ * O_PATH descriptor handed over to the descriptor cache (or closed). */
+static int node_from_fd(struct ckptfs *fs, CkNs pns, const char *name, int fd, bool cache_fd,
+                        struct stat *st, Node **out)
+{
+    if (fstat(fd, st) < 0) {
+        int err = -errno;
+        if (cache_fd)
+            close(fd);
+        return err;
+    }
+    Node *fresh = node_new(fs, NODE_BACKING, st->st_mode);
+    fresh->key = (NodeKey){st->st_dev, st->st_ino};
+    fresh->ns = ck_ns_child(pns, name, fs->opt.views_name);
+    int err = node_set_handle_from_fd(fs, fresh, fd);
+    if (err) {
+        if (cache_fd)
+            close(fd);
+        node_free(fs, fresh);
+        return err;
+    }
+    bool inserted;
+    Node *n = node_insert(fs, fresh, &inserted);
     if (cache_fd) {
-        if (fresh->handle)
-            fdcache_insert(fs, fresh, fd, NULL);
+        if (inserted && n->handle)
+            fdcache_insert(fs, n, fd, NULL);
         else
             close(fd);
     }
-    *out = fresh;
+    *out = n;
     return 0;
+}
+
+/* The fast path for a new object: its handle straight from the name, two
+ * system calls in all.  Only taken when the handle provably names the
+ * object just stat'ed: handles of type FILEID_INO32_GEN (ext4, xfs with 32-bit
+ * inodes, ...) carry the inode number, which must be st_ino; a name replaced
+ * between the two calls is caught there.  Returns NULL when not usable. */
+static Node *node_by_name_handle(struct ckptfs *fs, CkNs pns, int dirfd, const char *name,
+                                 const struct stat *st)
+{
+    if (!fs->handles)
+        return NULL;
+    union {
+        struct file_handle fh;
+        char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+    } h;
+    h.fh.handle_bytes = MAX_HANDLE_SZ;
+    int mnt = 0;
+    if (name_to_handle_at(dirfd, name, &h.fh, &mnt, 0) != 0 || mnt != fs->nodes.root_mount_id)
+        return NULL;
+    uint32_t ino32;
+    if (h.fh.handle_type != 1 /* FILEID_INO32_GEN */ || h.fh.handle_bytes != 8)
+        return NULL;
+    memcpy(&ino32, h.fh.f_handle, sizeof ino32);
+    if (ino32 != (uint32_t)st->st_ino || st->st_ino > UINT32_MAX)
+        return NULL;
+    Node *n = node_new(fs, NODE_BACKING, st->st_mode);
+    n->key = (NodeKey){st->st_dev, st->st_ino};
+    n->ns = ck_ns_child(pns, name, fs->opt.views_name);
+    n->handle = g_malloc(sizeof(struct file_handle) + h.fh.handle_bytes);
+    memcpy(n->handle, &h.fh, sizeof(struct file_handle) + h.fh.handle_bytes);
+    return n;
 }
 
 int node_lookup_backing(struct ckptfs *fs, Node *parent, int dirfd, const char *name,
@@ -412,6 +454,13 @@ int node_lookup_backing(struct ckptfs *fs, Node *parent, int dirfd, const char *
     }
     CkNs pns = parent->ns;
     g_mutex_unlock(&t->lock);
+
+    Node *fresh = node_by_name_handle(fs, pns, dirfd, name, st);
+    if (fresh) {
+        bool inserted;
+        *out = node_insert(fs, fresh, &inserted);
+        return 0;
+    }
 
     /* A new object: pin down exactly the object we look at, then take its handle. */
     int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
