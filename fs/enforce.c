@@ -60,9 +60,9 @@ static char *caller_comm(pid_t pid)
 }
 
 /* Applies a verdict: 0 to proceed, -errno to refuse; records collisions. */
-static int apply(struct ckptfs *fs, fuse_req_t req, CkVerdict v, const char *op,
-                 const char *caller_job, CkNs owner, Node *dir, const char *name, Node *dir2,
-                 const char *name2, const char *literal2)
+static int fs_refuse(struct ckptfs *fs, fuse_req_t req, CkVerdict v, const char *op,
+                     const char *caller_job, CkNs owner, Node *dir, const char *name, Node *dir2,
+                     const char *name2, const char *literal2)
 {
     if (v == CK_ALLOW)
         return 0;
@@ -107,7 +107,7 @@ int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n, c
         ns = ck_ns_child(ns, name, fs->opt.views_name);
     const char *job = fs_caller_job(fs, req);
     CkVerdict v = ck_policy_write(&fs->policy, job, ns);
-    return apply(fs, req, v, op, job, ns, n, name, NULL, NULL, NULL);
+    return fs_refuse(fs, req, v, op, job, ns, n, name, NULL, NULL, NULL);
 }
 
 int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *parent,
@@ -125,7 +125,7 @@ int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *par
         ck_policy_create(&fs->policy, job, pns, name, is_dir, fs->opt.views_name, child_out);
     if (v != CK_ALLOW && v != CK_VIEWS_READ_ONLY)
         *child_out = ck_ns_child(pns, name, fs->opt.views_name);
-    return apply(fs, req, v, op, job, *child_out, parent, name, NULL, NULL, NULL);
+    return fs_refuse(fs, req, v, op, job, *child_out, parent, name, NULL, NULL, NULL);
 }
 
 int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
@@ -145,13 +145,13 @@ int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char 
     const char *job = fs_caller_job(fs, req);
     CkVerdict v = ck_policy_rename(&fs->policy, job, src, npns, newname, vn, moved_out);
     CkNs owner = ck_ns_owner(src) && ck_ns_owner(src) != job ? src : dst;
-    int err = apply(fs, req, v, "rename", job, owner, parent, name, newparent, newname, NULL);
+    int err = fs_refuse(fs, req, v, "rename", job, owner, parent, name, newparent, newname, NULL);
     if (err || v != CK_ALLOW)
         return err;
     if (flags & RENAME_EXCHANGE) {
         v = ck_policy_rename(&fs->policy, job, dst, pns, name, vn, back_out);
         owner = ck_ns_owner(dst) && ck_ns_owner(dst) != job ? dst : src;
-        err = apply(fs, req, v, "rename", job, owner, newparent, newname, parent, name, NULL);
+        err = fs_refuse(fs, req, v, "rename", job, owner, newparent, newname, parent, name, NULL);
     }
     return err;
 }
@@ -171,7 +171,7 @@ int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, c
     if (v != CK_ALLOW)
         *out = ck_ns_child(npns, newname, fs->opt.views_name);
     CkNs owner = ck_ns_owner(src) && ck_ns_owner(src) != job ? src : *out;
-    return apply(fs, req, v, "link", job, owner, n, NULL, newparent, newname, NULL);
+    return fs_refuse(fs, req, v, "link", job, owner, n, NULL, newparent, newname, NULL);
 }
 
 int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
@@ -192,5 +192,5 @@ int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char
                                     fs->opt.views_name, out);
     if (v != CK_ALLOW)
         *out = ck_ns_child(pns, name, fs->opt.views_name);
-    return apply(fs, req, v, "symlink", job, *out, parent, name, NULL, NULL, target);
+    return fs_refuse(fs, req, v, "symlink", job, *out, parent, name, NULL, NULL, target);
 }

