@@ -143,6 +143,74 @@ static char *find_ckptfs(const char *opt)
     return NULL;
 }
 
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if ((type == FTW_DP ? rmdir(path) : unlink(path)) != 0 && errno != ENOENT)
+        fprintf(stderr, "ckptctl run: cannot remove %s: %s\n", path, g_strerror(errno));
+    return 0;
+}
+
+/* rm -rf that stays on one file system and follows no symlink. */
+/* rm -rf that stays on one file system and follows no symlink. */
+static void remove_tree(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+static int spawn_quiet(const char *const *argv)
+{
+    int status = -1;
+    if (!g_spawn_sync(NULL, (char **)argv, NULL,
+                      G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
+                      NULL, NULL, NULL, NULL, &status, NULL))
+        return -1;
+    return status;
+}
+
+/* A run killed together with its daemon and the auto_unmount helper (CTest's
+ * timeout SIGKILLs the whole process tree) leaves a dead mount at its private
+ * mountpoint.  A dead mount answers ENOTCONN, which a live run's never does:
+ * detach those under root and remove what their run left in its directory. */
+static void clear_dead_runs(const char *root)
+{
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
+        return;
+    g_autofree char *prefix = g_build_filename(root, "ckptctl-run-", NULL);
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    for (char **l = lines; *l; l++) {
+        const char *sep = strstr(*l, " - ");
+        g_auto(GStrv) f = g_strsplit(*l, " ", 6);
+        if (!sep || g_strv_length(f) < 6 || !g_str_has_prefix(sep + 3, "fuse.ckptfs ") ||
+            !g_str_has_prefix(f[4], prefix) || !g_str_has_suffix(f[4], "/mnt") ||
+            strchr(f[4], '\\'))
+            continue;
+        struct stat st;
+        if (stat(f[4], &st) == 0 || errno != ENOTCONN)
+            continue;
+        const char *lazy[] = {"fusermount3", "-u", "-z", f[4], NULL};
+        if (spawn_quiet(lazy) != 0)
+            continue;
+        fprintf(stderr, "ckptctl run: cleared %s, the dead mount of a killed run\n", f[4]);
+        g_autofree char *base = g_path_get_dirname(f[4]);
+        g_autofree char *log = g_build_filename(base, "collisions.jsonl", NULL);
+        g_autofree char *dlog = g_build_filename(base, "ckptfs.log", NULL);
+        g_autofree char *note = g_build_filename(base, "tmpdir", NULL);
+        g_autofree char *tmpdir = NULL;
+        g_autofree char *tmp_prefix = g_build_filename(root, "ckptctl-run-dir-", NULL);
+        if (g_file_get_contents(note, &tmpdir, NULL, NULL) &&
+            g_str_has_prefix(tmpdir, tmp_prefix) && !strchr(tmpdir + strlen(tmp_prefix), '/'))
+            remove_tree(tmpdir);
+        unlink(note);
+        unlink(log);
+        unlink(dlog);
+        g_rmdir(f[4]);
+        g_rmdir(base);
+    }
+}
+
 /* A private directory for the mountpoint and the logs, never inside the
  * backing directory (the daemon refuses a collision_log there, and a mount
  * inside its own backing tree would recurse). */
@@ -153,6 +221,7 @@ static int make_base(Run *r)
         g_autofree char *root = realpath(roots[i], NULL);
         if (!root || path_within(root, r->backing))
             continue;
+        clear_dead_runs(root);
         g_autofree char *tmpl = g_build_filename(root, "ckptctl-run-XXXXXX", NULL);
         if (!mkdtemp(tmpl))
             continue;
@@ -162,6 +231,11 @@ static int make_base(Run *r)
         r->daemon_log = g_build_filename(r->base, "ckptfs.log", NULL);
         if (g_mkdir(r->mnt, 0755) != 0)
             return fail("%s: %s", r->mnt, g_strerror(errno));
+        /* for clear_dead_runs, should this run be killed outright */
+        if (r->made_backing && !r->keep) {
+            g_autofree char *note = g_build_filename(r->base, "tmpdir", NULL);
+            g_file_set_contents(note, r->backing, -1, NULL);
+        }
         return 0;
     }
     return fail("no temporary directory outside %s for the mountpoint (set TMPDIR)", r->backing);
@@ -381,16 +455,6 @@ static void wait_command(Run *r)
     }
 }
 
-static int spawn_quiet(const char *const *argv)
-{
-    int status = -1;
-    if (!g_spawn_sync(NULL, (char **)argv, NULL,
-                      G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
-                      NULL, NULL, NULL, NULL, &status, NULL))
-        return -1;
-    return status;
-}
-
 /* Unmounts (waiting out a busy mount for a grace period, then lazily) and
  * reaps the daemon, killing it when it does not exit.  Returns false when
  * a mount is still there. */
@@ -435,21 +499,6 @@ static bool unmount(Run *r)
     if (is_mounted(r))
         spawn_quiet(lazy);
     return !is_mounted(r);
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    if ((type == FTW_DP ? rmdir(path) : unlink(path)) != 0 && errno != ENOENT)
-        fprintf(stderr, "ckptctl run: cannot remove %s: %s\n", path, g_strerror(errno));
-    return 0;
-}
-
-/* rm -rf that stays on one file system and follows no symlink. */
-static void remove_tree(const char *path)
-{
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /* ---- the report ---- */
@@ -895,6 +944,8 @@ int ckptctl_run(int argc, char **argv)
     if (!rc)
         rc = report(&r);
     if (r.base && clean) {
+        g_autofree char *note = g_build_filename(r.base, "tmpdir", NULL);
+        unlink(note);
         unlink(r.log);
         unlink(r.daemon_log);
         g_rmdir(r.mnt);

@@ -527,6 +527,73 @@ static void test_sigkill_of_run_leaves_no_mount(void **state)
     assert_nothing_left(t);
 }
 
+/* The first word of a process's command line (g_free). */
+static char *argv0_of(int pid)
+{
+    g_autofree char *cl = g_strdup_printf("/proc/%d/cmdline", pid);
+    char *text = NULL;
+    if (!g_file_get_contents(cl, &text, NULL, NULL))
+        return g_strdup("");
+    return text; /* NUL-separated: the first string is argv[0] */
+}
+
+/* CTest's timeout SIGKILLs the whole tree (the daemon and its auto_unmount
+ * helper too), leaving a dead mount; the next ckptctl run clears it and the
+ * dead run's temporary directory. */
+static void test_next_run_clears_a_dead_run(void **state)
+{
+    T *t = *state;
+    g_autofree char *started = tmp_path(t, "started");
+    g_autofree char *body = g_strdup_printf(
+        "mkdir -p _state/t; exec 3>_state/t/open; touch %s; exec sleep 60", started);
+    const char *argv[] = {t->ckptctl, "run", "--", "sh", "-c", body, NULL};
+    g_auto(GStrv) env = run_env(t);
+    GPid pid;
+    assert_true(
+        g_spawn_async(NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid, NULL));
+    for (int i = 0; i < 1200 && !g_file_test(started, G_FILE_TEST_EXISTS); i++)
+        sleep_ms(50);
+    assert_true(g_file_test(started, G_FILE_TEST_EXISTS));
+    /* the helper first, then the daemon, then the rest: nobody unmounts */
+    g_autoptr(GPtrArray) procs = processes_naming(t->tmp);
+    for (int pass = 0; pass < 3; pass++) {
+        for (guint i = 0; i < procs->len; i++) {
+            int p = GPOINTER_TO_INT(procs->pdata[i]);
+            g_autofree char *a0 = argv0_of(p);
+            int which = g_str_has_suffix(a0, "fusermount3") ? 0
+                        : g_str_has_suffix(a0, "ckptfs")    ? 1
+                                                            : 2;
+            if (which == pass)
+                kill(p, SIGKILL);
+        }
+        sleep_ms(100);
+    }
+    kill(pid, SIGKILL);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    g_autoptr(GPtrArray) dead = mounts_under(t->tmp);
+    assert_int_equal(dead->len, 1);
+    struct stat st;
+    assert_int_equal(stat(dead->pdata[0], &st), -1);
+    assert_int_equal(errno, ENOTCONN);
+    g_autoptr(GPtrArray) tmpdirs_before = g_ptr_array_new_with_free_func(g_free);
+    {
+        g_autoptr(GDir) d = g_dir_open(t->tmp, 0, NULL);
+        const char *n;
+        while ((n = g_dir_read_name(d)))
+            if (g_str_has_prefix(n, "ckptctl-run-dir-"))
+                g_ptr_array_add(tmpdirs_before, g_build_filename(t->tmp, n, NULL));
+    }
+    assert_int_equal(tmpdirs_before->len, 1);
+
+    assert_int_equal(ckptctl_run(t, NULL, "--", "true", NULL), 0);
+    g_autoptr(GPtrArray) after = mounts_under(t->tmp);
+    assert_int_equal(after->len, 0);
+    assert_false(g_file_test(dead->pdata[0], G_FILE_TEST_EXISTS));
+    assert_false(g_file_test(tmpdirs_before->pdata[0], G_FILE_TEST_EXISTS));
+    assert_nothing_left(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -541,6 +608,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mount_failure_exits_2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_unmounts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigkill_of_run_leaves_no_mount, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_next_run_clears_a_dead_run, setup, teardown),
     };
     return cmocka_run_group_tests_name("ckptctl run", tests, NULL, NULL);
 }
