@@ -293,7 +293,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     int err;
     if (n->kind != NODE_BACKING)
         err = views_getattr(fs, n, &st, &timeout);
-    else if (fi && FH(fi)->fd >= 0)
+    else if (fi && n->type == S_IFREG && FH(fi)->fd >= 0)
         err = fstat(FH(fi)->fd, &st) < 0 ? -errno : 0;
     else
         err = node_stat(fs, n, &st);
@@ -310,7 +310,7 @@ static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *a
     if (err)
         return err;
     NodeFd f = {-1, NULL};
-    int ffd = fi && FH(fi)->fd >= 0 ? FH(fi)->fd : -1;
+    int ffd = fi && n->type == S_IFREG && FH(fi)->fd >= 0 ? FH(fi)->fd : -1;
     if (ffd < 0) {
         err = node_fd(fs, n, &f);
         if (err)
@@ -1420,6 +1420,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_SPLICE_MOVE;
     if (conn->capable & FUSE_CAP_SPLICE_READ)
         conn->want |= FUSE_CAP_SPLICE_READ;
+    /* open(O_TRUNC) in one request, checked as a truncation by the policy */
+    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+        conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
     if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
         conn->want |= FUSE_CAP_PARALLEL_DIROPS;
     if (conn->capable & FUSE_CAP_READDIRPLUS)
