@@ -153,7 +153,6 @@ static int rm_entry(const char *path, const struct stat *st, int type, struct FT
 }
 
 /* rm -rf that stays on one file system and follows no symlink. */
-/* rm -rf that stays on one file system and follows no symlink. */
 static void remove_tree(const char *path)
 {
     nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
@@ -183,9 +182,13 @@ static void clear_dead_runs(const char *root)
     for (char **l = lines; *l; l++) {
         const char *sep = strstr(*l, " - ");
         g_auto(GStrv) f = g_strsplit(*l, " ", 6);
+        /* exactly <root>/ckptctl-run-XXXXXX/mnt, as make_base names it */
         if (!sep || g_strv_length(f) < 6 || !g_str_has_prefix(sep + 3, "fuse.ckptfs ") ||
-            !g_str_has_prefix(f[4], prefix) || !g_str_has_suffix(f[4], "/mnt") ||
-            strchr(f[4], '\\'))
+            !g_str_has_prefix(f[4], prefix))
+            continue;
+        const char *rest = f[4] + strlen(prefix);
+        if (strlen(rest) != 10 || strcmp(rest + 6, "/mnt") != 0 || memchr(rest, '/', 6) ||
+            memchr(rest, '\\', 6))
             continue;
         struct stat st;
         if (stat(f[4], &st) == 0 || errno != ENOTCONN)
