@@ -513,13 +513,16 @@ typedef struct {
     guint count;
     GPtrArray *paths; /* distinct examples, at most MAX_EXAMPLES, borrowed */
     bool more;        /* more distinct paths than the examples */
+    GPtrArray *recs;  /* JsonObject*, borrowed: the group's records, oldest first */
 } Group;
 
 #define MAX_EXAMPLES 5
+#define MAX_LISTED   20 /* records printed per group; --report has them all */
 
 static void group_free(Group *g)
 {
     g_ptr_array_unref(g->paths);
+    g_ptr_array_unref(g->recs);
     g_free(g);
 }
 
@@ -569,13 +572,15 @@ static GPtrArray *group_records(GPtrArray *recs)
         Group *g = g_hash_table_lookup(by_key, key);
         if (!g) {
             g = g_new0(Group, 1);
-            *g = (Group){kind ? kind : "?", caller, owner, 0, g_ptr_array_new(), false};
+            *g = (Group){kind ? kind : "?", caller, owner, 0, g_ptr_array_new(), false,
+                         g_ptr_array_new()};
             g_ptr_array_add(groups, g);
             g_hash_table_insert(by_key, key, g);
         } else {
             g_free(key);
         }
         g->count++;
+        g_ptr_array_add(g->recs, o);
         /* a rename's or link's destination is written too (record 013's
          * checkpoint-1.snap is one); a symlink's path2 is only its target */
         bool two = op && (strcmp(op, "rename") == 0 || strcmp(op, "link") == 0);
@@ -625,6 +630,20 @@ typedef struct {
     const char *log_error; /* the collision log could not be read */
 } Outcome;
 
+/* One record, under its group: verdict, op, path(s), who. */
+static void print_record(const char *P, JsonObject *o)
+{
+    const char *path2 = member_or_null(o, "path2"), *comm = member_or_null(o, "comm");
+    JsonNode *pid = json_object_get_member(o, "pid");
+    gint64 pidv = pid && JSON_NODE_HOLDS_VALUE(pid) ? json_node_get_int(pid) : 0;
+    const char *verdict = member_or_null(o, "verdict");
+    const char *op = member_or_null(o, "op");
+    const char *path = member_or_null(o, "path");
+    printf("%s       %-7s %-9s %s%s%s  (%s, pid %" G_GINT64_FORMAT ")\n", P,
+           verdict ? verdict : "?", op ? op : "?", path ? path : "?", path2 ? " -> " : "",
+           path2 ? path2 : "", comm ? comm : "?", pidv);
+}
+
 static void print_report(const Run *r, const Outcome *out)
 {
     fflush(stdout);
@@ -656,6 +675,11 @@ static void print_report(const Run *r, const Outcome *out)
             g_string_append_printf(ex, "%s%s", k ? ", " : "", (char *)g->paths->pdata[k]);
         printf("%s   %-24s %-28s %5u  %s%s\n", P, g->kind, pair, g->count, ex->str,
                g->more ? ", ..." : "");
+        for (guint k = 0; k < g->recs->len && k < MAX_LISTED; k++)
+            print_record(P, g->recs->pdata[k]);
+        if (g->recs->len > MAX_LISTED)
+            printf("%s       ... %u more (all of them in --report)\n", P,
+                   g->recs->len - MAX_LISTED);
     }
     printf("%s %u hazard(s) in dir (ckptctl check), %u collision(s)%s\n", P, out->hazards->len,
            out->collision_hazards, out->hazards->len ? ":" : "");

@@ -242,6 +242,11 @@ static void test_record_failure_exits_3(void **state)
     assert_non_null(strstr(out, "ckptctl run:   legacy-write             b -> (legacy area)"));
     assert_non_null(strstr(out, "v1/0/checkpoint-1.snap"));
     assert_non_null(strstr(out, "shared-location  a,b"));
+    /* each record is listed under its group */
+    assert_non_null(strstr(out, "allowed rename    v1/0/checkpoint-1.snap.tmp-a -> "
+                                "v1/0/checkpoint-1.snap  (mv, pid "));
+    assert_non_null(strstr(out, "allowed rename    v1/0/checkpoint-1.snap.tmp-b -> "
+                                "v1/0/checkpoint-1.snap  (mv, pid "));
 
     g_autoptr(JsonObject) r = load_report(rep);
     assert_int_equal(json_object_get_int_member(r, "exit_status"), 3);
