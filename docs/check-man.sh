@@ -1,0 +1,26 @@
+#!/bin/sh
+# The manual pages render without a groff warning and name every option of
+# SPEC §4 and every ckptctl subcommand.  Usage: check-man.sh DOCS_DIR
+set -eu
+dir=$1
+fail=0
+for page in ckptfs.8 ckptctl.1; do
+    err=$(MANWIDTH=100 man --warnings -l "$dir/$page" 2>&1 >/dev/null) || { echo "$page: man failed"; exit 1; }
+    if [ -n "$err" ]; then echo "$page: $err"; fail=1; fi
+done
+text=$(MANWIDTH=200 man -l "$dir/ckptfs.8" 2>/dev/null | col -b)
+for opt in policy=enforce policy=enforce\|audit job=ID identity=env:VAR legacy=ro\|rw legacy_backend=PATH \
+           external_root=PREFIX views=NAME rescan=SECONDS config=FILE collision_log=FILE \
+           entry_timeout= attr_timeout= writeback no_default_permissions allow_other \
+           default_permissions max_threads auto_unmount _netdev -f -d -s SIGTERM fusermount3 \
+           .collisions .metrics fstab ckptfs@; do
+    case $text in *"$opt"*) ;; *) echo "ckptfs.8 does not mention $opt"; fail=1 ;; esac
+done
+text=$(MANWIDTH=200 man -l "$dir/ckptctl.1" 2>/dev/null | col -b)
+for cmd in "ckptctl jobs" "ckptctl resolve" "ckptctl check" "ckptctl state-root" "ckptctl unused" \
+           "ckptctl collisions" "ckptctl fixture" "ckptctl run" --json --dir --policy --identity \
+           --job --report --keep --legacy-backend --external-root --config --views --seed \
+           shared-location foreign-root malformed cut-short orphan-root not-a-job; do
+    case $text in *"$cmd"*) ;; *) echo "ckptctl.1 does not mention $cmd"; fail=1 ;; esac
+done
+exit $fail
