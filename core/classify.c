@@ -99,8 +99,8 @@ CkPathClass ck_classify_path(const char *path, const char *views_name)
     if (path == NULL || path[0] == '\0')
         return r;
 
-    const char *c0, *c1, *c2, *c3, *extra;
-    size_t l0, l1, l2, l3, lx;
+    const char *c0 = NULL, *c1 = NULL, *c2 = NULL, *c3 = NULL, *extra = NULL;
+    size_t l0 = 0, l1 = 0, l2 = 0, l3 = 0, lx = 0;
     component(path, 0, &c0, &l0);
     bool has1 = component(path, 1, &c1, &l1);
     bool is_jobs = name_is(c0, l0, "_jobs");
