@@ -236,7 +236,9 @@ int node_table_init(struct ckptfs *fs)
     int mnt = 0;
     fs->handles = false;
     int probe_err = 0;
-    if (name_to_handle_at(fs->root_fd, "", &h.fh, &mnt, AT_EMPTY_PATH) != 0) {
+    if (fs->opt.no_handles) {
+        probe_err = EOPNOTSUPP;
+    } else if (name_to_handle_at(fs->root_fd, "", &h.fh, &mnt, AT_EMPTY_PATH) != 0) {
         probe_err = errno;
     } else {
         int fd = open_by_handle_at(fs->mount_fd, &h.fh, O_PATH | O_CLOEXEC);

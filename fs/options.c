@@ -35,6 +35,7 @@ static const struct fuse_opt fs_opt_spec[] = {
     {"no_policy", offsetof(FsOptions, no_policy), 1},
     {"no_default_permissions", offsetof(FsOptions, no_default_permissions), 1},
     {"writeback", offsetof(FsOptions, writeback), 1},
+    {"no_handles", offsetof(FsOptions, no_handles), 1},
     FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
     FUSE_OPT_KEY("default_permissions", KEY_DEFAULT_PERMISSIONS),
     FUSE_OPT_KEY("-h", KEY_HELP),

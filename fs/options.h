@@ -27,7 +27,8 @@ typedef struct {
     char *attr_timeout;
     int no_policy; /* benchmarking: skip every check */
     int no_default_permissions;
-    int writeback; /* -o writeback: the kernel writeback cache */
+    int writeback;  /* -o writeback: the kernel writeback cache */
+    int no_handles; /* testing: behave as on a file system without handles */
 
     /* derived */
     bool audit;
