@@ -351,7 +351,10 @@ static Node *node_insert(struct ckptfs *fs, Node *fresh, bool *inserted)
     NodeTable *t = &fs->nodes;
     g_mutex_lock(&t->lock);
     Node *n = g_hash_table_lookup(t->backing, &fresh->key);
-    if (n && (n->type != fresh->type || (n->stale && !handle_equal(n->handle, fresh->handle)))) {
+    /* a stale node is replaced unless its handle shows the same object (a
+     * pinned descriptor of a gone object never comes back) */
+    if (n && (n->type != fresh->type ||
+              (n->stale && (!n->handle || !handle_equal(n->handle, fresh->handle))))) {
         /* the inode number was recycled for another object while the kernel
          * still holds the old node: the old node stays stale (ESTALE) */
         g_hash_table_remove(t->backing, &n->key);
