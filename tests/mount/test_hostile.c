@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -313,12 +314,14 @@ static void expect_hazard(JsonObject *root, const char *kind, const char *path)
 /* ---- walking a tree without following symlinks ---- */
 
 static GPtrArray *walk_names;
+static GPtrArray *walk_paths; /* full paths of the last walk (g_steal_pointer it) */
 
 static int walk_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
     (void)st;
     (void)type;
     g_ptr_array_add(walk_names, g_strdup(path + ftw->base));
+    g_ptr_array_add(walk_paths, g_strdup(path));
     if (type == FTW_F) {
         g_autofree char *text = NULL;
         gsize len = 0;
@@ -333,6 +336,9 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
 static GPtrArray *walk(const char *root)
 {
     walk_names = g_ptr_array_new_with_free_func(g_free);
+    if (walk_paths)
+        g_ptr_array_unref(walk_paths);
+    walk_paths = g_ptr_array_new_with_free_func(g_free);
     assert_int_equal(nftw(root, walk_one, 16, FTW_PHYS), 0);
     GPtrArray *r = walk_names;
     walk_names = NULL;
@@ -694,9 +700,28 @@ static void test_hostile_views(void **state)
 
     g_autofree char *views = M(m, "_views");
     g_autoptr(GPtrArray) vnames = walk(views);
+    g_autoptr(GPtrArray) vpaths = g_steal_pointer(&walk_paths);
+    guint backing_attrs = 0;
     assert_false(has_name(vnames, CANARY_FILE));
-    assert_false(has_name(vnames, "etc"
-                                  "passwd"));
+    /* nothing of /etc (state=/etc, state=file:///etc) is shown */
+    assert_false(has_name(vnames, "passwd"));
+    assert_false(has_name(vnames, "fstab"));
+    g_autofree char *uri = view_text(m, "_views/uri/restore");
+    assert_non_null(uri);
+    assert_non_null(strstr(uri, "remote"));
+    /* every entry's provenance names a path inside the backing dir */
+    for (guint i = 0; i < vpaths->len; i++) {
+        char val[PATH_MAX];
+        ssize_t n = lgetxattr(vpaths->pdata[i], "user.ckptfs.backing", val, sizeof val - 1);
+        if (n < 0)
+            continue;
+        val[n] = 0;
+        if (val[0] == '/' || g_str_has_prefix(val, "..") || strstr(val, "/../"))
+            fprintf(stderr, "%s: user.ckptfs.backing=%s\n", (char *)vpaths->pdata[i], val);
+        assert_false(val[0] == '/' || g_str_has_prefix(val, "..") || strstr(val, "/../"));
+        backing_attrs++;
+    }
+    assert_true(backing_attrs > 0);
     assert_true(daemon_alive(m));
     assert_int_equal(mount_stop(m), 0);
     canary_untouched(m, &stamp);

@@ -26,7 +26,7 @@
 
 #define JOBS     4
 #define THREADS  4
-#define COMMITS  60
+#define COMMITS  120
 #define WATCHDOG 90 /* seconds */
 
 /* ---- the worker process (re-executed with --load-child MNT) ---- */
@@ -111,6 +111,18 @@ static void *worker(void *arg)
         if (i % 4 == 0) {
             g_autofree char *text = NULL;
             g_file_get_contents(restore, &text, NULL, NULL);
+            /* a view of this thread's subtask in the latest checkpoint, read
+             * while the renames go on (entries may vanish: ENOENT is fine) */
+            g_autofree char *sub = g_strdup_printf("%s/%d", latest, w->thread);
+            GDir *d = g_dir_open(sub, 0, NULL);
+            for (const char *e; d && (e = g_dir_read_name(d));) {
+                g_autofree char *f = g_build_filename(sub, e, NULL);
+                g_autofree char *data2 = NULL;
+                g_file_get_contents(f, &data2, NULL, NULL);
+                w->ops++;
+            }
+            if (d)
+                g_dir_close(d);
             g_autofree char *m = NULL;
             FAIL_IF(!g_file_get_contents(metrics, &m, NULL, NULL), "read .metrics");
             w->ops += 2;
