@@ -23,6 +23,7 @@ typedef struct {
     GBytes *content; /* views snapshot */
     Node *node;
     bool writable;          /* opened for writing: its attributes are noted at release */
+    int write_err;          /* the policy's answer for data writes, taken once at open (0: go on) */
     const char *marker_job; /* a COMPLETED of this job written: refresh the views at release */
 } FileHandle;
 
@@ -660,6 +661,7 @@ static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
     h->fd = vo.fd;
     h->content = vo.content;
     h->node = n;
+    h->write_err = -EROFS;
     handle_register(fs, h, HANDLE_FILE);
     fi->fh = (uintptr_t)h;
     fi->direct_io = vo.direct_io;
@@ -862,12 +864,12 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_WRITE);
     FileHandle *h = FH(fi);
-    if (h->fd < 0 || h->node->kind != NODE_BACKING) {
-        reply_err(fs, req, -EROFS);
+    /* The policy verdict was taken once at open (a refused open never gets
+     * a handle; audit mode recorded it there): only look at it here. */
+    if (h->write_err || h->fd < 0) {
+        reply_err(fs, req, h->write_err ? h->write_err : -EROFS);
         return;
     }
-    /* The policy verdict was taken at open: a handle refused there never
-     * exists, so the data path checks nothing. */
     struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
     out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
     out.buf[0].fd = h->fd;
@@ -930,8 +932,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
     fs_metric_op(&fs->metrics, FS_OP_FALLOCATE);
     FileHandle *h = FH(fi);
     int err = 0;
-    if (h->fd < 0 || h->node->kind != NODE_BACKING)
-        err = -EROFS;
+    if (h->write_err || h->fd < 0)
+        err = h->write_err ? h->write_err : -EROFS;
     else if (fallocate(h->fd, mode, off, len) < 0)
         err = -errno;
     reply_err(fs, req, err);
@@ -964,8 +966,8 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
     (void)ino_out;
     fs_metric_op(&fs->metrics, FS_OP_COPY_FILE_RANGE);
     FileHandle *in = FH(fi_in), *out = FH(fi_out);
-    if (out->fd < 0 || out->node->kind != NODE_BACKING) {
-        reply_err(fs, req, -EROFS);
+    if (out->write_err || out->fd < 0) {
+        reply_err(fs, req, out->write_err ? out->write_err : -EROFS);
         return;
     }
     if (in->fd < 0) {
