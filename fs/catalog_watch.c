@@ -212,12 +212,72 @@ static void forget_gone(struct ckptfs *fs, CkCatalog *c, GPtrArray *changed)
     }
 }
 
+/* What the load needs, owned by the watcher thread, so that an unmount
+ * during a long (cold) load does not wait for it: the thread is then
+ * abandoned (it touches nothing of fs once `abandoned` is set) and dies
+ * with the process. */
+typedef struct {
+    gatomicrefcount rc;
+    GMutex lock;
+    bool abandoned; /* lock */
+    struct ckptfs *fs;
+    char *dir;
+    CkCatalogOptions opts;
+    char *legacy_backend;
+} LoadCtl;
+
+static void loadctl_unref(LoadCtl *l)
+{
+    if (!g_atomic_ref_count_dec(&l->rc))
+        return;
+    g_mutex_clear(&l->lock);
+    g_free(l->dir);
+    g_free(l->legacy_backend);
+    if (l->opts.resolve.legacy_backends)
+        g_hash_table_unref(l->opts.resolve.legacy_backends);
+    if (l->opts.resolve.external_roots)
+        g_ptr_array_unref(l->opts.resolve.external_roots);
+    g_free(l);
+}
+
+static LoadCtl *loadctl_new(struct ckptfs *fs)
+{
+    Views *v = views_of(fs);
+    LoadCtl *l = g_new0(LoadCtl, 1);
+    g_atomic_ref_count_init(&l->rc);
+    g_atomic_ref_count_inc(&l->rc); /* the thread's and the views' */
+    g_mutex_init(&l->lock);
+    l->fs = fs;
+    l->dir = g_strdup(fs->backing);
+    l->opts = v->copts;
+    l->legacy_backend = g_strdup(v->copts.resolve.legacy_backend);
+    l->opts.resolve.legacy_backend = l->legacy_backend;
+    if (l->opts.resolve.legacy_backends)
+        g_hash_table_ref(l->opts.resolve.legacy_backends);
+    if (l->opts.resolve.external_roots) {
+        GPtrArray *a = g_ptr_array_new_with_free_func(g_free);
+        for (guint i = 0; i < l->opts.resolve.external_roots->len; i++)
+            g_ptr_array_add(a, g_strdup(l->opts.resolve.external_roots->pdata[i]));
+        l->opts.resolve.external_roots = a;
+    }
+    l->opts.views_name = v->copts.views_name; /* interned */
+    return l;
+}
+
 static gpointer watcher_main(gpointer p)
 {
-    struct ckptfs *fs = p;
-    Views *v = views_of(fs);
+    LoadCtl *ctl = p;
     g_autoptr(GError) err = NULL;
-    CkCatalog *c = ck_catalog_open(fs->backing, &v->copts, &err);
+    CkCatalog *c = ck_catalog_open(ctl->dir, &ctl->opts, &err);
+    g_mutex_lock(&ctl->lock);
+    if (ctl->abandoned) {
+        g_mutex_unlock(&ctl->lock);
+        ck_catalog_free(c);
+        loadctl_unref(ctl);
+        return NULL;
+    }
+    struct ckptfs *fs = ctl->fs;
+    Views *v = views_of(fs);
     if (!c)
         g_warning("ckptfs: views: cannot read the catalog of %s: %s (no job views)", fs->backing,
                   err ? err->message : "?");
@@ -226,6 +286,8 @@ static gpointer watcher_main(gpointer p)
     v->load_done = true;
     g_cond_broadcast(&v->loaded_cond);
     g_mutex_unlock(&v->lock);
+    g_mutex_unlock(&ctl->lock);
+    loadctl_unref(ctl);
     if (!c)
         return NULL;
     publish_gauges(fs, c);
@@ -378,7 +440,8 @@ int catalog_watch_start(struct ckptfs *fs)
         return -errno;
     v->inval = g_async_queue_new();
     v->notifier = g_thread_new("ckptfs-notify", notifier_main, fs);
-    v->watcher = g_thread_new("ckptfs-watch", watcher_main, fs);
+    v->loadctl = loadctl_new(fs);
+    v->watcher = g_thread_new("ckptfs-watch", watcher_main, v->loadctl);
     return 0;
 }
 
@@ -393,6 +456,23 @@ void catalog_watch_stop(struct ckptfs *fs)
         uint64_t one = 1;
         if (write(v->wake_fd, &one, sizeof one) < 0)
             g_debug("ckptfs: views: wake: %s", g_strerror(errno));
+    }
+    if (v->loadctl) {
+        LoadCtl *ctl = v->loadctl;
+        g_mutex_lock(&ctl->lock);
+        g_mutex_lock(&v->lock);
+        bool loading = !v->load_done;
+        g_mutex_unlock(&v->lock);
+        if (loading)
+            ctl->abandoned = true;
+        g_mutex_unlock(&ctl->lock);
+        if (loading) {
+            /* a (cold) load still running: do not hold the unmount for it */
+            g_thread_unref(v->watcher);
+            v->watcher = NULL;
+        }
+        loadctl_unref(ctl);
+        v->loadctl = NULL;
     }
     if (v->watcher)
         g_thread_join(v->watcher);

@@ -233,6 +233,8 @@ int main(int argc, char *argv[])
     }
     fuse_daemonize(c.foreground);
     daemonized = !c.foreground;
+    if (views_start(&fs) != 0) /* threads: after the fork of fuse_daemonize */
+        g_warning("ckptfs: views: cannot start the catalog threads");
     if (c.singlethread) {
         rc = fuse_session_loop(fs.se);
     } else {

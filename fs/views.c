@@ -202,10 +202,21 @@ int views_init(struct ckptfs *fs)
     v->early_names = scan_job_names(fs);
     fs->views = v;
     atomic_store(&fs->metrics.catalog_jobs, v->early_names->len);
-    int err = catalog_watch_start(fs);
-    if (err)
-        return err;
     return 0;
+}
+
+int views_start(struct ckptfs *fs)
+{
+    Views *v = views_of(fs);
+    int err = catalog_watch_start(fs);
+    if (err) {
+        /* no catalog: requests must not wait for one */
+        g_mutex_lock(&v->lock);
+        v->load_done = true;
+        g_cond_broadcast(&v->loaded_cond);
+        g_mutex_unlock(&v->lock);
+    }
+    return err;
 }
 
 void views_stop(struct ckptfs *fs)

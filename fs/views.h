@@ -17,11 +17,14 @@
 
 #include "ckptfs.h"
 
-/* views_init builds the catalog in the background (the views dir lists job
- * names at once; deeper lookups wait for it) and starts the watcher and the
- * notifier; views_stop joins those threads (before the session is destroyed:
- * the notifier uses it); views_destroy frees the rest (and stops first). */
+/* views_init reads the job names (the views dir lists them at once);
+ * views_start (after fuse_daemonize: threads do not survive its fork) starts
+ * the watcher, which builds the catalog in the background (deeper lookups
+ * wait for it), and the notifier; views_stop joins them (before the session
+ * is unmounted and destroyed: the notifier writes to it); views_destroy
+ * frees the rest (and stops first). */
 int views_init(struct ckptfs *fs);
+int views_start(struct ckptfs *fs);
 void views_stop(struct ckptfs *fs);
 void views_destroy(struct ckptfs *fs);
 

@@ -80,7 +80,8 @@ typedef struct {
     guint64 next_vino;
 
     /* catalog_watch.c */
-    GThread *loader, *watcher, *notifier;
+    GThread *watcher, *notifier;
+    void *loadctl;      /* catalog_watch.c's LoadCtl */
     GAsyncQueue *inval; /* InvalItem* for the notifier */
     int wake_fd;        /* eventfd: wakes the watcher (stop) */
     gint stopping;
