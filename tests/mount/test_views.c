@@ -1,0 +1,714 @@
+/* The per-job views through a real mount (SPEC §5): one fixture with a job
+ * of every marker class, each view compared with `ckptctl resolve --json` on
+ * the backing dir; provenance xattrs, ERROR files, EROFS, reads, inode
+ * numbers, find/du/tar/rsync over the views, and `latest` moving after a
+ * marker written through the mount and behind its back. */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+/* ---- fixture ---- */
+
+typedef struct {
+    Mount *m;
+    char *ext; /* base/ext: an external root allowed by external_root= */
+} Fx;
+
+static char *B(Mount *m, const char *rel)
+{
+    return g_build_filename(m->backing, rel, NULL);
+}
+
+static char *V(Mount *m, const char *rel)
+{
+    return g_build_filename(m->mnt, "_views", rel, NULL);
+}
+
+/* Writes backing/rel (making its parents). */
+static void bput(const char *root, const char *rel, const char *data)
+{
+    g_autofree char *p = g_build_filename(root, rel, NULL);
+    g_autofree char *d = g_path_get_dirname(p);
+    assert_int_equal(g_mkdir_with_parents(d, 0755), 0);
+    put_file(p, data);
+}
+
+static void marker(const char *root, const char *job, int n, const char *text)
+{
+    g_autofree char *rel = g_strdup_printf("_jobs/%s/chk-%d/COMPLETED", job, n);
+    bput(root, rel, text);
+}
+
+/* One job of every class (SPEC §1):
+ *  ns       namespaced, chk-1 (v1) and chk-2 (v2); a symlink and a loop in its root
+ *  leg      legacy in v1 (0,1), sharing v1 with leg2 (0 only) and mix (0)
+ *  old      legacy in the older layout: generation=7 but no v7, so <dir>/5
+ *  cut      cut-short with its own root
+ *  cutnone  cut-short without an own root (not restorable)
+ *  bad      malformed
+ *  foreign  state=_state/ns (another job's root)
+ *  remote   state=s3://... (not followed)
+ *  ext      state=<base>/ext/_state/ext, allowed by external_root
+ *  mix      own root v1/0/a plus a legacy marker reading v1/0 (own shadows) */
+static void write_fixture(const char *root, const char *ext)
+{
+    bput(root, "_state/ns/v1/0/f.snap", "ns v1 0");
+    bput(root, "_state/ns/v1/1/f.snap", "ns v1 1");
+    bput(root, "_state/ns/v2/0/f.snap", "ns v2 0");
+    bput(root, "_state/ns/v2/1/f.snap", "ns v2 1");
+    bput(root, "_state/ns/v2/1/sub/deep.bin", "deep");
+    g_autofree char *lnk = g_build_filename(root, "_state/ns/v2/0/escape", NULL);
+    assert_int_equal(symlink("/etc", lnk), 0);
+    g_autofree char *loop = g_build_filename(root, "_state/ns/v2/1/loop", NULL);
+    assert_int_equal(symlink("loop", loop), 0);
+    marker(root, "ns", 1, "checkpoint=1\ngeneration=1\nparticipants=0,1\nstate=_state/ns\n");
+    marker(root, "ns", 2, "checkpoint=2\ngeneration=2\nparticipants=0,1\nstate=_state/ns\n");
+
+    bput(root, "v1/0/s0", "legacy v1 0");
+    bput(root, "v1/0/a", "legacy a");
+    bput(root, "v1/1/s1", "legacy v1 1");
+    bput(root, "v3/0/other", "nobody's");
+    marker(root, "leg", 1, "checkpoint=1\ngeneration=1\nparticipants=0,1\n");
+    marker(root, "leg2", 4, "generation=1\nparticipants=0\n");
+
+    bput(root, "5/old.snap", "older layout");
+    marker(root, "old", 1, "generation=7\nparticipants=5\n");
+
+    bput(root, "_state/cut/v1/0/x", "cut own");
+    marker(root, "cut", 1, "checkpoint=1\ngeneration=1\n");
+    marker(root, "cutnone", 1, "checkpoint=1\ngeneration=1\n");
+    marker(root, "bad", 1, "checkpoint=1\nthis line has no equals sign\n");
+    marker(root, "foreign", 1, "generation=2\nparticipants=0\nstate=_state/ns\n");
+    marker(root, "remote", 1,
+           "generation=1\nparticipants=0\nstate=s3://bucket/ckpt/_state/remote\n");
+
+    g_autofree char *extroot = g_build_filename(ext, "_state/ext", NULL);
+    bput(extroot, "v1/0/e.snap", "external");
+    g_autofree char *extm = g_strdup_printf("generation=1\nparticipants=0\nstate=%s\n", extroot);
+    marker(root, "ext", 1, extm);
+
+    bput(root, "_state/mix/v1/0/a", "own a");
+    marker(root, "mix", 1, "generation=1\nparticipants=0\n");
+}
+
+static int fx_setup(void **state)
+{
+    Fx *f = g_new0(Fx, 1);
+    f->m = mount_new();
+    f->ext = g_build_filename(f->m->base, "ext", NULL);
+    write_fixture(f->m->backing, f->ext);
+    g_autofree char *opt = g_strdup_printf("rescan=1,external_root=%s", f->ext);
+    const char *args[] = {"-o", opt, NULL};
+    if (mount_start(f->m, args) != 0) {
+        mount_free(f->m);
+        g_free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state)
+{
+    Fx *f = *state;
+    int rc = mount_stop(f->m);
+    if (rc != 0)
+        mount_dump_log(f->m);
+    mount_free(f->m);
+    g_free(f->ext);
+    g_free(f);
+    return rc;
+}
+
+/* ---- helpers ---- */
+
+static gint cmp_name(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of a directory ("." and ".." left out); NULL if it cannot be read. */
+static GPtrArray *names_of(const char *dir)
+{
+    GDir *d = g_dir_open(dir, 0, NULL);
+    if (!d)
+        return NULL;
+    GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+    const char *n;
+    while ((n = g_dir_read_name(d)))
+        g_ptr_array_add(out, g_strdup(n));
+    g_dir_close(d);
+    g_ptr_array_sort(out, cmp_name);
+    return out;
+}
+
+static char *joined(GPtrArray *a)
+{
+    GString *s = g_string_new(NULL);
+    for (guint i = 0; a && i < a->len; i++)
+        g_string_append_printf(s, "%s%s", i ? " " : "", (char *)a->pdata[i]);
+    return g_string_free(s, FALSE);
+}
+
+static void assert_names(const char *dir, const char *expected)
+{
+    g_autoptr(GPtrArray) a = names_of(dir);
+    if (!a)
+        fail_msg("%s: cannot list (%s)", dir, g_strerror(errno));
+    g_autofree char *got = joined(a);
+    if (strcmp(got, expected) != 0)
+        fail_msg("%s: got [%s], expected [%s]", dir, got, expected);
+}
+
+static char *xattr(const char *path, const char *name)
+{
+    char buf[4096];
+    ssize_t l = getxattr(path, name, buf, sizeof buf - 1);
+    if (l < 0)
+        return NULL;
+    buf[l] = '\0';
+    return g_strdup(buf);
+}
+
+static void assert_xattr(const char *path, const char *name, const char *expected)
+{
+    g_autofree char *v = xattr(path, name);
+    if (g_strcmp0(v, expected) != 0)
+        fail_msg("%s: %s = %s, expected %s", path, name, v ? v : "(none)",
+                 expected ? expected : "(none)");
+}
+
+static const char *ckptctl(void)
+{
+    const char *p = g_getenv("CKPTCTL_BIN");
+    assert_non_null(p);
+    return p;
+}
+
+#define assert_no_error_msg(err, what)                                                             \
+    do {                                                                                           \
+        if (err)                                                                                   \
+            fail_msg("%s: %s", what, (err)->message);                                              \
+    } while (0)
+
+/* `ckptctl resolve --json [opts] <backing>/_jobs/<job> -c n`, parsed. */
+static JsonObject *resolve_json(Fx *f, const char *job, int n, JsonNode **keep)
+{
+    g_autofree char *loc = g_strdup_printf("%s/_jobs/%s", f->m->backing, job);
+    g_autofree char *cn = g_strdup_printf("%d", n);
+    const char *argv[] = {ckptctl(), "resolve", "--json", "--external-root", f->ext, loc,
+                          "-c",      cn,        NULL};
+    g_autofree char *out = NULL;
+    int st = run_cmd(argv, &out);
+    assert_true(st >= 0);
+    g_autoptr(GError) err = NULL;
+    *keep = json_from_string(out, &err);
+    assert_no_error_msg(err, out);
+    return json_node_get_object(*keep);
+}
+
+/* ---- tests ---- */
+
+static void test_top(void **state)
+{
+    Fx *f = *state;
+    g_autofree char *v = V(f->m, "");
+    assert_names(v, ".collisions .metrics bad cut cutnone ext foreign leg leg2 mix ns old "
+                    "remote t");
+    g_autofree char *j = V(f->m, "ns");
+    assert_names(j, "checkpoints latest restore state");
+    g_autofree char *b = V(f->m, "bad");
+    assert_names(b, "checkpoints restore state"); /* nothing restorable: no latest */
+    g_autofree char *lb = V(f->m, "bad/latest");
+    struct stat st;
+    assert_int_equal(lstat(lb, &st), -1);
+    assert_int_equal(errno, ENOENT);
+    g_autofree char *l = V(f->m, "ns/latest");
+    char buf[64] = {0};
+    assert_true(readlink(l, buf, sizeof buf - 1) > 0);
+    assert_string_equal(buf, "checkpoints/2");
+    assert_int_equal(lstat(l, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+}
+
+/* Every checkpoint of every job against ckptctl resolve --json. */
+static void test_checkpoints_match_resolve(void **state)
+{
+    Fx *f = *state;
+    const struct {
+        const char *job;
+        int n;
+    } cps[] = {{"ns", 1},      {"ns", 2},  {"leg", 1},     {"leg2", 4},   {"old", 1}, {"cut", 1},
+               {"cutnone", 1}, {"bad", 1}, {"foreign", 1}, {"remote", 1}, {"ext", 1}, {"mix", 1}};
+    for (size_t i = 0; i < G_N_ELEMENTS(cps); i++) {
+        g_autoptr(JsonNode) keep = NULL;
+        JsonObject *o = resolve_json(f, cps[i].job, cps[i].n, &keep);
+        g_autofree char *rel = g_strdup_printf("%s/checkpoints/%d", cps[i].job, cps[i].n);
+        g_autofree char *cdir = V(f->m, rel);
+        const char *error = json_object_get_null_member(o, "error")
+                                ? NULL
+                                : json_object_get_string_member(o, "error");
+        JsonArray *reads = json_object_get_array_member(o, "reads");
+        const char *root =
+            json_object_get_null_member(o, "root") ? "" : json_object_get_string_member(o, "root");
+        bool remote = g_str_has_prefix(root, "s3://");
+        if (error) {
+            /* not restorable: only ERROR, with the reason */
+            assert_names(cdir, "ERROR");
+            g_autofree char *ep = g_build_filename(cdir, "ERROR", NULL);
+            g_autofree char *txt = get_file(ep);
+            g_autofree char *want = g_strconcat(error, "\n", NULL);
+            assert_string_equal(txt, want);
+            continue;
+        }
+        if (remote) {
+            assert_names(cdir, ""); /* remote roots are never followed */
+            continue;
+        }
+        /* one directory per subtask read, holding what the read holds */
+        g_autoptr(GPtrArray) subs = g_ptr_array_new_with_free_func(g_free);
+        for (guint k = 0; k < json_array_get_length(reads); k++) {
+            const char *rd = json_array_get_string_element(reads, k);
+            g_autofree char *s = g_path_get_basename(rd);
+            g_autofree char *vsub = g_build_filename(cdir, s, NULL);
+            g_autoptr(GPtrArray) want = names_of(rd);
+            assert_non_null(want);
+            g_autofree char *ws = joined(want);
+            assert_names(vsub, ws);
+            assert_xattr(vsub, "user.ckptfs.backing",
+                         g_str_has_prefix(rd, f->m->backing) ? rd + strlen(f->m->backing) + 1 : rd);
+            g_ptr_array_add(subs, g_steal_pointer(&s));
+        }
+        g_ptr_array_sort(subs, cmp_name);
+        g_autofree char *ss = joined(subs);
+        assert_names(cdir, ss);
+    }
+}
+
+static void test_state_merge(void **state)
+{
+    Fx *f = *state;
+    Mount *m = f->m;
+    g_autofree char *a = V(m, "ns/state");
+    assert_names(a, "v1 v2");
+    g_autofree char *a2 = V(m, "ns/state/v2/1");
+    assert_names(a2, "f.snap loop sub");
+    /* legacy: only the generations and subtasks its own markers read */
+    g_autofree char *b = V(m, "leg/state");
+    assert_names(b, "v1");
+    g_autofree char *b1 = V(m, "leg/state/v1");
+    assert_names(b1, "0 1");
+    g_autofree char *c = V(m, "leg2/state/v1");
+    assert_names(c, "0"); /* leg2's marker reads v1/0 only: never leg's v1/1 */
+    g_autofree char *c0 = V(m, "leg2/state/v1/0");
+    assert_names(c0, "a s0");
+    /* the older layout: <dir>/5 shown at v7/5 */
+    g_autofree char *d = V(m, "old/state/v7/5");
+    assert_names(d, "old.snap");
+    /* a foreign root is not the job's state; a remote one is not followed */
+    g_autofree char *e = V(m, "foreign/state");
+    assert_names(e, "");
+    g_autofree char *r = V(m, "remote/state");
+    assert_names(r, "");
+    /* own shadows legacy: mix's own v1/0/a, legacy v1/0/s0 beneath it */
+    g_autofree char *x = V(m, "mix/state/v1/0");
+    assert_names(x, "a s0");
+    g_autofree char *xa = V(m, "mix/state/v1/0/a");
+    g_autofree char *txt = get_file(xa);
+    assert_string_equal(txt, "own a");
+    assert_xattr(xa, "user.ckptfs.source", "own");
+    assert_xattr(xa, "user.ckptfs.backing", "_state/mix/v1/0/a");
+    g_autofree char *xs = V(m, "mix/state/v1/0/s0");
+    assert_xattr(xs, "user.ckptfs.source", "legacy");
+    assert_xattr(xs, "user.ckptfs.backing", "v1/0/s0");
+    assert_xattr(xs, "user.ckptfs.generation", "1");
+    /* cut-short with an own root: its own tree */
+    g_autofree char *cu = V(m, "cut/state/v1/0");
+    assert_names(cu, "x");
+    g_autofree char *cun = V(m, "cutnone/state");
+    assert_names(cun, "");
+}
+
+static void test_xattrs(void **state)
+{
+    Fx *f = *state;
+    Mount *m = f->m;
+    g_autofree char *p = V(m, "ns/state/v2/0/f.snap");
+    assert_xattr(p, "user.ckptfs.source", "own");
+    assert_xattr(p, "user.ckptfs.backing", "_state/ns/v2/0/f.snap");
+    assert_xattr(p, "user.ckptfs.generation", "2");
+    char names[512];
+    ssize_t l = listxattr(p, names, sizeof names);
+    assert_true(l > 0);
+    g_autofree char *all = g_strdup("");
+    for (char *q = names; q < names + l; q += strlen(q) + 1) {
+        char *t = g_strconcat(all, q, ";", NULL);
+        g_free(all);
+        all = t;
+    }
+    assert_string_equal(all, "user.ckptfs.source;user.ckptfs.backing;user.ckptfs.generation;");
+    g_autofree char *e = V(m, "ext/checkpoints/1/0/e.snap");
+    assert_xattr(e, "user.ckptfs.source", "external");
+    g_autofree char *eb = g_build_filename(f->ext, "_state/ext/v1/0/e.snap", NULL);
+    assert_xattr(e, "user.ckptfs.backing", eb);
+    g_autofree char *et = get_file(e);
+    assert_string_equal(et, "external");
+    g_autofree char *cp = V(m, "ns/checkpoints/2");
+    assert_xattr(cp, "user.ckptfs.backing", "_jobs/ns/chk-2");
+    assert_xattr(cp, "user.ckptfs.generation", "2");
+    /* getfattr -d shows them */
+    const char *argv[] = {"getfattr", "-d", p, NULL};
+    g_autofree char *out = NULL;
+    int st = run_cmd(argv, &out);
+    assert_true(st == 0);
+    assert_non_null(strstr(out, "user.ckptfs.source=\"own\""));
+    assert_non_null(strstr(out, "user.ckptfs.backing=\"_state/ns/v2/0/f.snap\""));
+    assert_non_null(strstr(out, "user.ckptfs.generation=\"2\""));
+}
+
+static void test_restore_text(void **state)
+{
+    Fx *f = *state;
+    g_autofree char *p = V(f->m, "leg/restore");
+    g_autofree char *t = get_file(p);
+    assert_non_null(strstr(t, "class: legacy"));
+    assert_non_null(strstr(t, "shared_with: leg2, mix"));
+    g_autofree char *p2 = V(f->m, "leg2/restore");
+    g_autofree char *t2 = get_file(p2);
+    assert_non_null(strstr(t2, "leg"));
+    g_autofree char *r = V(f->m, "remote/restore");
+    g_autofree char *rt = get_file(r);
+    assert_non_null(strstr(rt, "s3://bucket/ckpt/_state/remote"));
+    assert_non_null(strstr(rt, "(remote)"));
+    g_autofree char *fr = V(f->m, "foreign/restore");
+    g_autofree char *frt = get_file(fr);
+    assert_non_null(strstr(frt, "foreign_root: ns"));
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, (off_t)strlen(t));
+}
+
+static void test_reads_and_inodes(void **state)
+{
+    Fx *f = *state;
+    Mount *m = f->m;
+    g_autofree char *v = V(m, "ns/state/v2/0/f.snap");
+    g_autofree char *c = V(m, "ns/checkpoints/2/0/f.snap");
+    g_autofree char *b = B(m, "_state/ns/v2/0/f.snap");
+    g_autofree char *tv = get_file(v);
+    g_autofree char *tc = get_file(c);
+    g_autofree char *tb = get_file(b);
+    assert_string_equal(tv, tb);
+    assert_string_equal(tc, tb);
+    struct stat sv, sc, sb;
+    assert_int_equal(stat(v, &sv), 0);
+    assert_int_equal(stat(c, &sc), 0);
+    assert_int_equal(stat(b, &sb), 0);
+    assert_int_equal(sv.st_ino, sb.st_ino); /* the backing file's number */
+    assert_int_equal(sc.st_ino, sb.st_ino);
+    assert_int_equal(sv.st_size, sb.st_size);
+    assert_int_equal(sv.st_mode, sb.st_mode);
+    /* distinct directories, distinct numbers; stable across lookups */
+    g_autofree char *d1 = V(m, "ns/state/v2/0");
+    g_autofree char *d2 = V(m, "ns/checkpoints/2/0");
+    struct stat s1, s2, s1b;
+    assert_int_equal(stat(d1, &s1), 0);
+    assert_int_equal(stat(d2, &s2), 0);
+    assert_int_not_equal(s1.st_ino, s2.st_ino);
+    assert_int_equal(system("echo 2 > /proc/sys/vm/drop_caches"), 0);
+    assert_int_equal(stat(d1, &s1b), 0);
+    assert_int_equal(s1.st_ino, s1b.st_ino);
+    /* symlinks are shown as themselves, never followed */
+    g_autofree char *l = V(m, "ns/state/v2/0/escape");
+    char buf[64] = {0};
+    assert_int_equal(readlink(l, buf, sizeof buf - 1), 4);
+    assert_string_equal(buf, "/etc");
+    struct stat sl;
+    assert_int_equal(lstat(l, &sl), 0);
+    assert_true(S_ISLNK(sl.st_mode));
+    g_autofree char *lp = V(m, "ns/state/v2/1/loop/x");
+    assert_int_equal(stat(lp, &sl), -1);
+    assert_int_equal(errno, ELOOP);
+}
+
+static void test_erofs(void **state)
+{
+    Fx *f = *state;
+    Mount *m = f->m;
+    g_autofree char *file = V(m, "ns/state/v2/0/f.snap");
+    g_autofree char *dir = V(m, "ns/state/v2/0");
+    g_autofree char *nf = V(m, "ns/state/v2/0/new");
+    g_autofree char *jd = V(m, "ns/newdir");
+    g_autofree char *top = V(m, "newjob");
+    g_autofree char *rs = V(m, "ns/restore");
+    g_autofree char *lt = V(m, "ns/latest");
+    errno = 0;
+    assert_int_equal(open(nf, O_CREAT | O_WRONLY, 0644), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(open(file, O_WRONLY), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(open(file, O_RDONLY | O_TRUNC), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(open(rs, O_RDWR), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(truncate(file, 0), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(mkdir(jd, 0755), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(mkdir(top, 0755), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(mknod(nf, S_IFIFO | 0644, 0), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(unlink(file), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(unlink(lt), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(rmdir(dir), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(rename(file, nf), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(link(file, nf), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(symlink("x", nf), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(chmod(file, 0600), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(chown(file, 1, 1), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(utimensat(AT_FDCWD, file, NULL, 0), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(setxattr(file, "user.x", "1", 1, 0), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(removexattr(file, "user.ckptfs.source"), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(setxattr(dir, "user.ckptfs.source", "x", 1, 0), -1);
+    assert_int_equal(errno, EROFS);
+    /* a rename out of the views into the job's namespace is refused as well */
+    g_autofree char *out = g_build_filename(m->mnt, "_state/t/stolen", NULL);
+    assert_int_equal(rename(file, out), -1);
+    /* nothing changed in the backing dir */
+    g_autofree char *b = B(m, "_state/ns/v2/0/f.snap");
+    g_autofree char *t = get_file(b);
+    assert_string_equal(t, "ns v2 0");
+    g_autofree char *bn = B(m, "_state/ns/v2/0/new");
+    assert_false(g_file_test(bn, G_FILE_TEST_EXISTS));
+}
+
+static int sh(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+static int sh(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *cmd = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    if (st != 0)
+        print_message("command failed (%d): %s\n", st, cmd);
+    return st;
+}
+
+static void test_tools(void **state)
+{
+    Fx *f = *state;
+    Mount *m = f->m;
+    g_autofree char *v = V(m, "");
+    g_autofree char *out = g_build_filename(m->base, "tools", NULL);
+    assert_int_equal(g_mkdir_with_parents(out, 0755), 0);
+    /* find terminates (symlinks, loops, latest) and sees every file */
+    assert_int_equal(sh("find '%s' > '%s/find.txt'", v, out), 0);
+    g_autofree char *fl = g_build_filename(out, "find.txt", NULL);
+    g_autofree char *ft = get_file(fl);
+    const char *want[] = {
+        "/ns/state/v2/1/sub/deep.bin", "/ns/checkpoints/1/1/f.snap", "/ns/latest",
+        "/leg/state/v1/1/s1",          "/old/state/v7/5/old.snap",   "/bad/checkpoints/1/ERROR",
+        "/ext/state/v1/0/e.snap"};
+    for (size_t i = 0; i < G_N_ELEMENTS(want); i++) {
+        g_autofree char *line = g_strconcat(v, want[i], "\n", NULL);
+        if (!strstr(ft, line))
+            fail_msg("find does not list %s", want[i]);
+    }
+    assert_null(strstr(ft, "/v3/"));
+    assert_null(strstr(ft, "/escape/"));
+    /* du */
+    assert_int_equal(sh("du -s '%s' > /dev/null", v), 0);
+    /* tar (the counters change while read: left out) */
+    assert_int_equal(
+        sh("tar -C '%s' --exclude=.metrics --exclude=.collisions -cf '%s/v.tar' .", v, out), 0);
+    assert_int_equal(sh("tar -tf '%s/v.tar' | grep -qx './ns/state/v2/0/f.snap'", out), 0);
+    assert_int_equal(sh("tar -tvf '%s/v.tar' | grep -q './ns/latest -> checkpoints/2'", out), 0);
+    /* rsync -a: files with their bytes, latest as a link */
+    assert_int_equal(sh("rsync -a '%s/' '%s/copy/'", v, out), 0);
+    g_autofree char *cf = g_build_filename(out, "copy/ns/checkpoints/2/1/f.snap", NULL);
+    g_autofree char *ct = get_file(cf);
+    assert_string_equal(ct, "ns v2 1");
+    g_autofree char *cl = g_build_filename(out, "copy/ns/latest", NULL);
+    char buf[64] = {0};
+    assert_true(readlink(cl, buf, sizeof buf - 1) > 0);
+    assert_string_equal(buf, "checkpoints/2");
+    g_autofree char *ce = g_build_filename(out, "copy/bad/checkpoints/1/ERROR", NULL);
+    assert_true(g_file_test(ce, G_FILE_TEST_IS_REGULAR));
+}
+
+static void test_metrics(void **state)
+{
+    Fx *f = *state;
+    assert_int_equal(mount_metric(f->m, "ckptfs_catalog_jobs"), 12);
+    assert_int_equal(mount_metric(f->m, "ckptfs_catalog_markers"), 12);
+    assert_true(mount_metric(f->m, "ckptfs_views_served_total") > 0);
+    for (int i = 0; i < 50 && mount_metric(f->m, "ckptfs_rescans_total") < 1; i++)
+        g_usleep(100000);
+    assert_true(mount_metric(f->m, "ckptfs_rescans_total") >= 1);
+}
+
+/* ---- live: markers written through the mount and behind it ---- */
+
+static char *latest_of(Mount *m, const char *job)
+{
+    g_autofree char *rel = g_strconcat(job, "/latest", NULL);
+    g_autofree char *l = V(m, rel);
+    char buf[64] = {0};
+    if (readlink(l, buf, sizeof buf - 1) < 0)
+        return g_strdup("");
+    return g_strdup(buf);
+}
+
+static void test_live(void **state)
+{
+    Fx *f = *state;
+    Mount *m = f->m;
+    g_autofree char *l0 = latest_of(m, "ns");
+    assert_string_equal(l0, "checkpoints/2");
+    /* write + rename into chk-3/COMPLETED through the mount */
+    g_autofree char *d3 = g_build_filename(m->mnt, "_jobs/ns/chk-3", NULL);
+    assert_int_equal(mkdir(d3, 0755), 0);
+    g_autofree char *tmp = g_build_filename(d3, "COMPLETED.tmp", NULL);
+    g_autofree char *fin = g_build_filename(d3, "COMPLETED", NULL);
+    put_file(tmp, "checkpoint=3\ngeneration=2\nparticipants=0,1\nstate=_state/ns\n");
+    assert_int_equal(rename(tmp, fin), 0);
+    g_autofree char *l1 = latest_of(m, "ns");
+    assert_string_equal(l1, "checkpoints/3");
+    g_autofree char *c3 = V(m, "ns/checkpoints/3");
+    assert_names(c3, "0 1");
+    /* a COMPLETED created and written in place */
+    g_autofree char *d4 = g_build_filename(m->mnt, "_jobs/ns/chk-4", NULL);
+    assert_int_equal(mkdir(d4, 0755), 0);
+    g_autofree char *m4 = g_build_filename(d4, "COMPLETED", NULL);
+    int fd = open(m4, O_CREAT | O_WRONLY | O_EXCL, 0644);
+    assert_true(fd >= 0);
+    const char *txt = "checkpoint=4\ngeneration=2\nparticipants=0\nstate=_state/ns\n";
+    assert_int_equal(write(fd, txt, strlen(txt)), (ssize_t)strlen(txt));
+    assert_int_equal(close(fd), 0);
+    g_autofree char *l2 = latest_of(m, "ns");
+    assert_string_equal(l2, "checkpoints/4");
+    g_autofree char *rs = V(m, "ns/restore");
+    g_autofree char *rt = get_file(rs);
+    assert_non_null(strstr(rt, "checkpoint: 4"));
+    /* a new job through the mount */
+    g_autofree char *nj = g_build_filename(m->mnt, "_jobs/fresh", NULL);
+    assert_int_equal(mkdir(nj, 0755), 0);
+    g_autofree char *vj = V(m, "fresh");
+    assert_true(g_file_test(vj, G_FILE_TEST_IS_DIR));
+
+    /* behind the mount's back: within rescan=1 (poll up to 5 s) */
+    g_autofree char *b5 = B(m, "_jobs/ns/chk-5");
+    assert_int_equal(mkdir(b5, 0755), 0);
+    g_autofree char *b5m = B(m, "_jobs/ns/chk-5/COMPLETED");
+    put_file(b5m, "checkpoint=5\ngeneration=2\nparticipants=1\nstate=_state/ns\n");
+    bool moved = false;
+    for (int i = 0; i < 50 && !moved; i++) {
+        g_autofree char *l = latest_of(m, "ns");
+        moved = strcmp(l, "checkpoints/5") == 0;
+        if (!moved)
+            g_usleep(100000);
+    }
+    assert_true(moved);
+    g_autofree char *c5 = V(m, "ns/checkpoints/5");
+    assert_names(c5, "1");
+    /* and a marker removed behind its back: latest falls back */
+    g_autofree char *b5d = B(m, "_jobs/ns/chk-5");
+    assert_int_equal(unlink(b5m), 0);
+    assert_int_equal(rmdir(b5d), 0);
+    moved = false;
+    for (int i = 0; i < 50 && !moved; i++) {
+        g_autofree char *l = latest_of(m, "ns");
+        moved = strcmp(l, "checkpoints/4") == 0;
+        if (!moved)
+            g_usleep(100000);
+    }
+    assert_true(moved);
+    /* a job vanishing behind the mount's back */
+    g_autofree char *bf = B(m, "_jobs/fresh");
+    assert_int_equal(rmdir(bf), 0);
+    bool gone = false;
+    for (int i = 0; i < 50 && !gone; i++) {
+        gone = !g_file_test(vj, G_FILE_TEST_EXISTS);
+        if (!gone)
+            g_usleep(100000);
+    }
+    assert_true(gone);
+}
+
+/* A copied checkpoint directory restores from the copy. */
+static void test_copied_dir(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *ext = g_build_filename(m->base, "ext", NULL);
+    g_autofree char *orig = g_build_filename(m->base, "orig", NULL);
+    write_fixture(orig, ext);
+    g_autofree char *cmd =
+        g_strdup_printf("cp -a '%s/_jobs' '%s/_state' '%s/'", orig, orig, m->backing);
+    assert_int_equal(system(cmd), 0);
+    if (mount_start(m, NULL) != 0) {
+        mount_free(m);
+        fail_msg("mount failed");
+    }
+    g_autofree char *v = V(m, "ns/checkpoints/2/0/f.snap");
+    g_autofree char *b = B(m, "_state/ns/v2/0/f.snap");
+    g_autofree char *o = g_build_filename(orig, "_state/ns/v2/0/f.snap", NULL);
+    struct stat sv, sb, so;
+    assert_int_equal(stat(v, &sv), 0);
+    assert_int_equal(stat(b, &sb), 0);
+    assert_int_equal(stat(o, &so), 0);
+    assert_int_equal(sv.st_ino, sb.st_ino);
+    assert_int_not_equal(sv.st_ino, so.st_ino);
+    assert_xattr(v, "user.ckptfs.backing", "_state/ns/v2/0/f.snap");
+    /* the external root is not allowed on this mount: remote, never followed */
+    g_autofree char *e = V(m, "ext/checkpoints/1");
+    assert_names(e, "");
+    g_autofree char *es = V(m, "ext/state");
+    assert_names(es, "");
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest fixture[] = {
+        cmocka_unit_test(test_top),          cmocka_unit_test(test_checkpoints_match_resolve),
+        cmocka_unit_test(test_state_merge),  cmocka_unit_test(test_xattrs),
+        cmocka_unit_test(test_restore_text), cmocka_unit_test(test_reads_and_inodes),
+        cmocka_unit_test(test_erofs),        cmocka_unit_test(test_tools),
+        cmocka_unit_test(test_metrics),      cmocka_unit_test(test_live),
+    };
+    const struct CMUnitTest alone[] = {
+        cmocka_unit_test(test_copied_dir),
+    };
+    int rc = cmocka_run_group_tests_name("views", fixture, fx_setup, fx_teardown);
+    rc += cmocka_run_group_tests_name("views-copy", alone, NULL, NULL);
+    return rc;
+}
