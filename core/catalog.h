@@ -126,8 +126,8 @@ typedef struct {
                          "orphan-root", "not-a-job" */
     GPtrArray *jobs;  /* char* */
     char *path;       /* relative to the dir */
-    char *detail;
-    bool collision; /* shared-location, foreign-root */
+    char *detail;     /* never NULL */
+    bool collision;   /* shared-location, foreign-root */
 } CkHazard;
 
 /* A new array of CkHazard* (freed with it), sorted by kind (in the order

@@ -539,14 +539,6 @@ static void group_add_path(Group *g, const char *path)
         g->more = true;
 }
 
-static const char *member_or_null(JsonObject *o, const char *k)
-{
-    JsonNode *n = json_object_get_member(o, k);
-    if (!n || JSON_NODE_TYPE(n) != JSON_NODE_VALUE || json_node_get_value_type(n) != G_TYPE_STRING)
-        return NULL;
-    return json_node_get_string(n);
-}
-
 static int group_cmp(gconstpointer a, gconstpointer b)
 {
     const Group *x = *(Group *const *)a, *y = *(Group *const *)b;
@@ -565,8 +557,9 @@ static GPtrArray *group_records(GPtrArray *recs)
     g_autoptr(GHashTable) by_key = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     for (guint i = 0; i < recs->len; i++) {
         JsonObject *o = recs->pdata[i];
-        const char *kind = member_or_null(o, "kind"), *caller = member_or_null(o, "caller_job"),
-                   *owner = member_or_null(o, "owner_job"), *op = member_or_null(o, "op");
+        const char *kind = ckptctl_member_str(o, "kind"),
+                   *caller = ckptctl_member_str(o, "caller_job"),
+                   *owner = ckptctl_member_str(o, "owner_job"), *op = ckptctl_member_str(o, "op");
         char *key = g_strdup_printf("%s\x1f%s\x1f%s", kind ? kind : "", caller ? caller : "\x1e",
                                     owner ? owner : "\x1e");
         Group *g = g_hash_table_lookup(by_key, key);
@@ -584,9 +577,9 @@ static GPtrArray *group_records(GPtrArray *recs)
         /* a rename's or link's destination is written too (record 013's
          * checkpoint-1.snap is one); a symlink's path2 is only its target */
         bool two = op && (strcmp(op, "rename") == 0 || strcmp(op, "link") == 0);
-        group_add_path(g, member_or_null(o, "path"));
+        group_add_path(g, ckptctl_member_str(o, "path"));
         if (two)
-            group_add_path(g, member_or_null(o, "path2"));
+            group_add_path(g, ckptctl_member_str(o, "path2"));
     }
     g_ptr_array_sort(groups, group_cmp);
     return groups;
@@ -601,15 +594,6 @@ static const char *owner_label(const Group *g)
     if (strcmp(g->kind, "outside-namespace") == 0)
         return "(structure)";
     return "(no job)";
-}
-
-static void add_str_or_null(JsonBuilder *b, const char *name, const char *v)
-{
-    json_builder_set_member_name(b, name);
-    if (v)
-        json_builder_add_string_value(b, v);
-    else
-        json_builder_add_null_value(b);
 }
 
 static void add_int_or_null(JsonBuilder *b, const char *name, bool has, gint64 v)
@@ -633,12 +617,12 @@ typedef struct {
 /* One record, under its group: verdict, op, path(s), who. */
 static void print_record(const char *P, JsonObject *o)
 {
-    const char *path2 = member_or_null(o, "path2"), *comm = member_or_null(o, "comm");
+    const char *path2 = ckptctl_member_str(o, "path2"), *comm = ckptctl_member_str(o, "comm");
     JsonNode *pid = json_object_get_member(o, "pid");
     gint64 pidv = pid && JSON_NODE_HOLDS_VALUE(pid) ? json_node_get_int(pid) : 0;
-    const char *verdict = member_or_null(o, "verdict");
-    const char *op = member_or_null(o, "op");
-    const char *path = member_or_null(o, "path");
+    const char *verdict = ckptctl_member_str(o, "verdict");
+    const char *op = ckptctl_member_str(o, "op");
+    const char *path = ckptctl_member_str(o, "path");
     printf("%s       %-7s %-9s %s%s%s  (%s, pid %" G_GINT64_FORMAT ")\n", P,
            verdict ? verdict : "?", op ? op : "?", path ? path : "?", path2 ? " -> " : "",
            path2 ? path2 : "", comm ? comm : "?", pidv);
@@ -685,11 +669,8 @@ static void print_report(const Run *r, const Outcome *out)
            out->collision_hazards, out->hazards->len ? ":" : "");
     for (guint i = 0; i < out->hazards->len; i++) {
         const CkHazard *h = out->hazards->pdata[i];
-        g_autoptr(GString) js = g_string_new(NULL);
-        for (guint k = 0; k < h->jobs->len; k++)
-            g_string_append_printf(js, "%s%s", k ? "," : "", (char *)h->jobs->pdata[k]);
-        printf("%s   %-16s %-20s %-32s %s\n", P, h->kind, js->len ? js->str : "-", h->path,
-               h->detail ? h->detail : "");
+        g_autofree char *js = ckptctl_hazard_jobs(h);
+        printf("%s   %-16s %-20s %-32s %s\n", P, h->kind, js, h->path, h->detail);
     }
     if (out->exit_code == RUN_EXIT_COLLISIONS)
         printf("%s FAILED: jobs crossed (%u record(s), %u collision hazard(s)): exit 3\n", P,
@@ -714,31 +695,24 @@ static int write_report(const Run *r, const Outcome *out)
     json_builder_add_int_value(b, out->exit_code);
     add_int_or_null(b, "command_exit", WIFEXITED(r->cmd_status), WEXITSTATUS(r->cmd_status));
     add_int_or_null(b, "command_signal", WIFSIGNALED(r->cmd_status), WTERMSIG(r->cmd_status));
-    add_str_or_null(b, "dir", r->backing);
+    ckptctl_add_str_or_null(b, "dir", r->backing);
     json_builder_set_member_name(b, "dir_kept");
     json_builder_add_boolean_value(b, !r->made_backing || r->keep);
-    add_str_or_null(b, "mount", r->mnt);
-    add_str_or_null(b, "policy", r->policy);
-    add_str_or_null(b, "identity", r->identity);
-    add_str_or_null(b, "job", r->job);
+    ckptctl_add_str_or_null(b, "mount", r->mnt);
+    ckptctl_add_str_or_null(b, "policy", r->policy);
+    ckptctl_add_str_or_null(b, "identity", r->identity);
+    ckptctl_add_str_or_null(b, "job", r->job);
     json_builder_set_member_name(b, "ckptfs_died");
     json_builder_add_boolean_value(b, r->daemon_died);
-    json_builder_set_member_name(b, "records");
-    json_builder_begin_array(b);
-    for (guint i = 0; i < out->recs->len; i++) {
-        JsonNode *node = json_node_new(JSON_NODE_OBJECT);
-        json_node_set_object(node, out->recs->pdata[i]);
-        json_builder_add_value(b, node);
-    }
-    json_builder_end_array(b);
+    ckptctl_add_records(b, out->recs);
     json_builder_set_member_name(b, "groups");
     json_builder_begin_array(b);
     for (guint i = 0; i < out->groups->len; i++) {
         const Group *g = out->groups->pdata[i];
         json_builder_begin_object(b);
-        add_str_or_null(b, "kind", g->kind);
-        add_str_or_null(b, "caller_job", g->caller);
-        add_str_or_null(b, "owner_job", g->owner);
+        ckptctl_add_str_or_null(b, "kind", g->kind);
+        ckptctl_add_str_or_null(b, "caller_job", g->caller);
+        ckptctl_add_str_or_null(b, "owner_job", g->owner);
         json_builder_set_member_name(b, "count");
         json_builder_add_int_value(b, g->count);
         json_builder_set_member_name(b, "paths");
@@ -749,35 +723,12 @@ static int write_report(const Run *r, const Outcome *out)
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
-    json_builder_set_member_name(b, "hazards");
-    json_builder_begin_array(b);
-    for (guint i = 0; i < out->hazards->len; i++) {
-        const CkHazard *h = out->hazards->pdata[i];
-        json_builder_begin_object(b);
-        add_str_or_null(b, "kind", h->kind);
-        json_builder_set_member_name(b, "jobs");
-        json_builder_begin_array(b);
-        for (guint k = 0; k < h->jobs->len; k++)
-            json_builder_add_string_value(b, h->jobs->pdata[k]);
-        json_builder_end_array(b);
-        add_str_or_null(b, "path", h->path);
-        add_str_or_null(b, "detail", h->detail);
-        json_builder_set_member_name(b, "collision");
-        json_builder_add_boolean_value(b, h->collision);
-        json_builder_end_object(b);
-    }
-    json_builder_end_array(b);
+    ckptctl_add_hazards(b, out->hazards, true);
     json_builder_set_member_name(b, "collisions");
     json_builder_add_int_value(b, out->recs->len + out->collision_hazards);
     json_builder_end_object(b);
 
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    json_generator_set_pretty(gen, TRUE);
-    json_generator_set_indent(gen, 2);
-    json_generator_set_root(gen, root);
-    g_autofree char *s = json_generator_to_data(gen, NULL);
-    g_autofree char *text = g_strconcat(s, "\n", NULL);
+    g_autofree char *text = ckptctl_json_text(b);
     g_autoptr(GError) err = NULL;
     if (!g_file_set_contents(r->report, text, -1, &err))
         return fail("--report %s: %s", r->report, err->message);

@@ -53,7 +53,7 @@ int ckptctl_fail(const char *cmd, const char *fmt, ...)
     return CKPTCTL_ERROR;
 }
 
-void ckptctl_print_json(JsonBuilder *b)
+char *ckptctl_json_text(JsonBuilder *b)
 {
     g_autoptr(JsonNode) root = json_builder_get_root(b);
     g_autoptr(JsonGenerator) gen = json_generator_new();
@@ -61,9 +61,77 @@ void ckptctl_print_json(JsonBuilder *b)
     json_generator_set_indent(gen, 2);
     json_generator_set_root(gen, root);
     g_autofree char *s = json_generator_to_data(gen, NULL);
+    return g_strconcat(s, "\n", NULL);
+}
+
+void ckptctl_print_json(JsonBuilder *b)
+{
+    g_autofree char *s = ckptctl_json_text(b);
     fputs(s, stdout);
-    fputc('\n', stdout);
     fflush(stdout);
+}
+
+void ckptctl_add_str_or_null(JsonBuilder *b, const char *name, const char *v)
+{
+    json_builder_set_member_name(b, name);
+    if (v)
+        json_builder_add_string_value(b, v);
+    else
+        json_builder_add_null_value(b);
+}
+
+void ckptctl_add_records(JsonBuilder *b, GPtrArray *recs)
+{
+    json_builder_set_member_name(b, "records");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < recs->len; i++) {
+        JsonNode *node = json_node_new(JSON_NODE_OBJECT);
+        json_node_set_object(node, recs->pdata[i]);
+        json_builder_add_value(b, node);
+    }
+    json_builder_end_array(b);
+}
+
+void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision)
+{
+    json_builder_set_member_name(b, "hazards");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < hazards->len; i++) {
+        const CkHazard *h = hazards->pdata[i];
+        json_builder_begin_object(b);
+        ckptctl_add_str_or_null(b, "kind", h->kind);
+        json_builder_set_member_name(b, "jobs");
+        json_builder_begin_array(b);
+        for (guint k = 0; k < h->jobs->len; k++)
+            json_builder_add_string_value(b, h->jobs->pdata[k]);
+        json_builder_end_array(b);
+        ckptctl_add_str_or_null(b, "path", h->path);
+        ckptctl_add_str_or_null(b, "detail", h->detail);
+        if (with_collision) {
+            json_builder_set_member_name(b, "collision");
+            json_builder_add_boolean_value(b, h->collision);
+        }
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+char *ckptctl_hazard_jobs(const CkHazard *h)
+{
+    if (h->jobs->len == 0)
+        return g_strdup("-");
+    GString *js = g_string_new(NULL);
+    for (guint k = 0; k < h->jobs->len; k++)
+        g_string_append_printf(js, "%s%s", k ? "," : "", (char *)h->jobs->pdata[k]);
+    return g_string_free(js, FALSE);
+}
+
+const char *ckptctl_member_str(JsonObject *o, const char *k)
+{
+    JsonNode *n = json_object_get_member(o, k);
+    if (!n || JSON_NODE_TYPE(n) != JSON_NODE_VALUE || json_node_get_value_type(n) != G_TYPE_STRING)
+        return NULL;
+    return json_node_get_string(n);
 }
 
 /* ---- options shared by the commands that read a directory ---- */
@@ -366,15 +434,6 @@ static char *joined(const char *dir, const char *rel)
     return g_strconcat(dir, dir[l - 1] == '/' ? "" : "/", rel, NULL);
 }
 
-static void add_str_or_null(JsonBuilder *b, const char *name, const char *v)
-{
-    json_builder_set_member_name(b, name);
-    if (v)
-        json_builder_add_string_value(b, v);
-    else
-        json_builder_add_null_value(b);
-}
-
 static int cmd_resolve(int argc, char **argv)
 {
     Common c = {0};
@@ -448,8 +507,8 @@ static int cmd_resolve(int argc, char **argv)
     if (c.json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
-        add_str_or_null(b, "status", ck_resolve_status_name(res->status));
-        add_str_or_null(b, "job", r ? r->job : NULL);
+        ckptctl_add_str_or_null(b, "status", ck_resolve_status_name(res->status));
+        ckptctl_add_str_or_null(b, "job", r ? r->job : NULL);
         json_builder_set_member_name(b, "checkpoint");
         if (r)
             json_builder_add_int_value(b, (gint64)r->checkpoint);
@@ -457,16 +516,16 @@ static int cmd_resolve(int argc, char **argv)
             json_builder_add_int_value(b, (gint64)cpn);
         else
             json_builder_add_null_value(b);
-        add_str_or_null(b, "class", r ? ck_marker_class_name(r->cls) : NULL);
-        add_str_or_null(b, "root", root);
+        ckptctl_add_str_or_null(b, "class", r ? ck_marker_class_name(r->cls) : NULL);
+        ckptctl_add_str_or_null(b, "root", root);
         json_builder_set_member_name(b, "generation");
         if (r && r->has_generation)
             json_builder_add_int_value(b, (gint64)r->generation);
         else
             json_builder_add_null_value(b);
-        add_str_or_null(b, "generation_source",
-                        r && r->has_generation ? (r->generation_guessed ? "guessed" : "marker")
-                                               : NULL);
+        ckptctl_add_str_or_null(
+            b, "generation_source",
+            r && r->has_generation ? (r->generation_guessed ? "guessed" : "marker") : NULL);
         json_builder_set_member_name(b, "participants");
         if (r) {
             json_builder_begin_array(b);
@@ -476,7 +535,7 @@ static int cmd_resolve(int argc, char **argv)
         } else {
             json_builder_add_null_value(b);
         }
-        add_str_or_null(b, "marker", marker);
+        ckptctl_add_str_or_null(b, "marker", marker);
         json_builder_set_member_name(b, "reads");
         json_builder_begin_array(b);
         for (guint i = 0; i < reads->len; i++)
@@ -491,7 +550,7 @@ static int cmd_resolve(int argc, char **argv)
         } else {
             json_builder_add_null_value(b);
         }
-        add_str_or_null(b, "error", error);
+        ckptctl_add_str_or_null(b, "error", error);
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
@@ -562,22 +621,7 @@ static int cmd_check(int argc, char **argv)
     if (c.json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, "hazards");
-        json_builder_begin_array(b);
-        for (guint i = 0; i < hz->len; i++) {
-            const CkHazard *h = hz->pdata[i];
-            json_builder_begin_object(b);
-            add_str_or_null(b, "kind", h->kind);
-            json_builder_set_member_name(b, "jobs");
-            json_builder_begin_array(b);
-            for (guint k = 0; k < h->jobs->len; k++)
-                json_builder_add_string_value(b, h->jobs->pdata[k]);
-            json_builder_end_array(b);
-            add_str_or_null(b, "path", h->path);
-            add_str_or_null(b, "detail", h->detail);
-            json_builder_end_object(b);
-        }
-        json_builder_end_array(b);
+        ckptctl_add_hazards(b, hz, false);
         json_builder_set_member_name(b, "collisions");
         json_builder_add_int_value(b, collisions);
         json_builder_end_object(b);
@@ -587,10 +631,8 @@ static int cmd_check(int argc, char **argv)
             printf("%-16s %-24s %-40s %s\n", "KIND", "JOBS", "PATH", "DETAIL");
         for (guint i = 0; i < hz->len; i++) {
             const CkHazard *h = hz->pdata[i];
-            g_autoptr(GString) js = g_string_new(NULL);
-            for (guint k = 0; k < h->jobs->len; k++)
-                g_string_append_printf(js, "%s%s", k ? "," : "", (char *)h->jobs->pdata[k]);
-            printf("%-16s %-24s %-40s %s\n", h->kind, js->len ? js->str : "-", h->path, h->detail);
+            g_autofree char *js = ckptctl_hazard_jobs(h);
+            printf("%-16s %-24s %-40s %s\n", h->kind, js, h->path, h->detail);
         }
         printf("%u hazard(s), %u collision(s)\n", hz->len, collisions);
     }
@@ -626,9 +668,9 @@ static int cmd_state_root(int argc, char **argv)
     if (json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
-        add_str_or_null(b, "base", base);
-        add_str_or_null(b, "job", job);
-        add_str_or_null(b, "state_root", root);
+        ckptctl_add_str_or_null(b, "base", base);
+        ckptctl_add_str_or_null(b, "job", job);
+        ckptctl_add_str_or_null(b, "state_root", root);
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
@@ -675,8 +717,8 @@ static int cmd_unused(int argc, char **argv)
         for (guint i = 0; i < un->len; i++) {
             const CkUnused *u = un->pdata[i];
             json_builder_begin_object(b);
-            add_str_or_null(b, "path", u->path);
-            add_str_or_null(b, "reason", u->reason);
+            ckptctl_add_str_or_null(b, "path", u->path);
+            ckptctl_add_str_or_null(b, "reason", u->reason);
             json_builder_set_member_name(b, "bytes");
             json_builder_add_int_value(b, (gint64)u->bytes);
             json_builder_end_object(b);
@@ -703,10 +745,8 @@ static int cmd_unused(int argc, char **argv)
 
 static const char *member_str(JsonObject *o, const char *k)
 {
-    JsonNode *n = json_object_get_member(o, k);
-    if (!n || JSON_NODE_TYPE(n) != JSON_NODE_VALUE || json_node_get_value_type(n) != G_TYPE_STRING)
-        return "-";
-    return json_node_get_string(n);
+    const char *v = ckptctl_member_str(o, k);
+    return v ? v : "-";
 }
 
 static int cmd_collisions(int argc, char **argv)
@@ -749,14 +789,7 @@ static int cmd_collisions(int argc, char **argv)
     if (c.json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, "records");
-        json_builder_begin_array(b);
-        for (guint i = 0; i < recs->len; i++) {
-            JsonNode *node = json_node_new(JSON_NODE_OBJECT);
-            json_node_set_object(node, recs->pdata[i]);
-            json_builder_add_value(b, node);
-        }
-        json_builder_end_array(b);
+        ckptctl_add_records(b, recs);
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {

@@ -6,14 +6,30 @@
 #include <stdbool.h>
 #include <json-glib/json-glib.h>
 
+#include "catalog.h"
+
 #define CKPTCTL_OK    0
 #define CKPTCTL_FOUND 1
 #define CKPTCTL_ERROR 2
 
 /* One line on stderr ("ckptctl CMD: ..."); returns CKPTCTL_ERROR. */
 int ckptctl_fail(const char *cmd, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-/* Prints the builder's document on stdout, pretty, with a final newline. */
+/* The builder's document, pretty, with a final newline (g_free). */
+char *ckptctl_json_text(JsonBuilder *b);
+/* Prints ckptctl_json_text(b) on stdout. */
 void ckptctl_print_json(JsonBuilder *b);
+/* Member name, then the string or null. */
+void ckptctl_add_str_or_null(JsonBuilder *b, const char *name, const char *v);
+/* "records": the collision records (JsonObject*) as they were read. */
+void ckptctl_add_records(JsonBuilder *b, GPtrArray *recs);
+/* "hazards": [{"kind","jobs","path","detail"}] of ck_catalog_hazards, as
+ * ckptctl check --json prints them; with_collision adds "collision" (run's
+ * --report). */
+void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision);
+/* A hazard's jobs joined by ',', "-" when none (g_free). */
+char *ckptctl_hazard_jobs(const CkHazard *h);
+/* A record's string member, NULL when absent or not a string. */
+const char *ckptctl_member_str(JsonObject *o, const char *k);
 
 int ckptctl_fixture(int argc, char **argv);
 /* ckptctl run (tools/ckptctl-run.c): exit 3 on collisions, else COMMAND's status. */
