@@ -281,11 +281,28 @@ static gpointer watcher_main(gpointer p)
     if (!c)
         g_warning("ckptfs: views: cannot read the catalog of %s: %s (no job views)", fs->backing,
                   err ? err->message : "?");
-    g_mutex_lock(&v->lock);
-    v->cat = c;
-    v->load_done = true;
-    g_cond_broadcast(&v->loaded_cond);
-    g_mutex_unlock(&v->lock);
+    for (;;) {
+        /* markers written through the mount during the load: re-read them
+         * before anyone sees the catalog */
+        g_mutex_lock(&v->lock);
+        GHashTable *todo = g_steal_pointer(&v->pending);
+        if (!todo || !c) {
+            v->cat = c;
+            v->load_done = true;
+            g_cond_broadcast(&v->loaded_cond);
+            g_mutex_unlock(&v->lock);
+            if (todo)
+                g_hash_table_unref(todo);
+            break;
+        }
+        g_mutex_unlock(&v->lock);
+        GHashTableIter it;
+        gpointer job;
+        g_hash_table_iter_init(&it, todo);
+        while (g_hash_table_iter_next(&it, &job, NULL))
+            ck_catalog_refresh_job(c, job);
+        g_hash_table_unref(todo);
+    }
     g_mutex_unlock(&ctl->lock);
     loadctl_unref(ctl);
     if (!c)

@@ -59,6 +59,8 @@ struct Listing {
 
 /* ---- job views ---- */
 
+#define JOBVIEWS_MAX 2048
+
 static void layers_unref(gpointer p)
 {
     if (p)
@@ -115,6 +117,9 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
     g_mutex_lock(&v->lock);
     jv = g_hash_table_lookup(v->jobviews, fresh->j->job);
     if (!jv || jv->j->version < fresh->j->version) {
+        /* a walk over every job must not keep every job's view: bounded */
+        if (!jv && g_hash_table_size(v->jobviews) >= JOBVIEWS_MAX)
+            g_hash_table_remove_all(v->jobviews);
         g_hash_table_replace(v->jobviews, (gpointer)fresh->j->job, fresh);
         jv = fresh;
     } else {

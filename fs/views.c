@@ -237,6 +237,8 @@ void views_destroy(struct ckptfs *fs)
     g_hash_table_unref(v->vinos);
     if (v->early_names)
         g_ptr_array_unref(v->early_names);
+    if (v->pending)
+        g_hash_table_unref(v->pending);
     for (guint i = 0; i < v->ext_fds->len; i++)
         if (g_array_index(v->ext_fds, int, i) >= 0)
             close(g_array_index(v->ext_fds, int, i));
@@ -555,7 +557,18 @@ static bool is_marker_name(const char *name)
 
 static void refresh(struct ckptfs *fs, const char *job)
 {
-    CkCatalog *c = views_catalog(fs);
+    Views *v = views_of(fs);
+    g_mutex_lock(&v->lock);
+    if (!v->load_done) {
+        /* the loader re-reads it before publishing: no write waits for a load */
+        if (!v->pending)
+            v->pending = g_hash_table_new(g_direct_hash, g_direct_equal);
+        g_hash_table_add(v->pending, (gpointer)job);
+        g_mutex_unlock(&v->lock);
+        return;
+    }
+    CkCatalog *c = v->cat;
+    g_mutex_unlock(&v->lock);
     if (!c)
         return;
     ck_catalog_refresh_job(c, job);

@@ -70,6 +70,7 @@ typedef struct {
     CkCatalog *cat;          /* NULL until the loader published it */
     bool load_done;          /* the loader finished (cat may still be NULL: failed) */
     GPtrArray *early_names;  /* sorted interned job ids, served until cat is loaded */
+    GHashTable *pending;     /* jobs written through the mount while loading (set) */
     GHashTable *jobviews;    /* interned job -> JobView* (rc box) */
     CkCatalogOptions copts;  /* what the catalog was opened with */
     GPtrArray *ext_prefixes; /* normalised external_root prefixes */
