@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdbool.h>
 #include <json-glib/json-glib.h>
 #include <stdio.h>
@@ -17,6 +16,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "testfs.h"
 
 typedef struct {
     char *tmp;
@@ -105,19 +106,10 @@ static JsonObject *parse_obj(const char *text)
     return json_object_ref(json_node_get_object(root));
 }
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state)
 {
     Fx *fx = g_new0(Fx, 1);
-    fx->tmp = g_dir_make_tmp("ck-tools-XXXXXX", NULL);
-    assert_non_null(fx->tmp);
+    fx->tmp = testfs_tmpdir("ck-tools-XXXXXX");
     assert_int_equal(chmod(fx->tmp, 0755), 0); /* nobody must reach inside */
     *state = fx;
     return 0;
@@ -126,7 +118,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     Fx *fx = *state;
-    nftw(fx->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    testfs_remove(fx->tmp);
     g_free(fx->tmp);
     g_free(fx);
     return 0;
@@ -135,14 +127,6 @@ static int teardown(void **state)
 static char *path_in(Fx *fx, const char *rel)
 {
     return g_build_filename(fx->tmp, rel, NULL);
-}
-
-static void put(Fx *fx, const char *rel, const char *data, gssize len)
-{
-    g_autofree char *p = path_in(fx, rel);
-    g_autofree char *d = g_path_get_dirname(p);
-    assert_int_equal(g_mkdir_with_parents(d, 0755), 0);
-    assert_true(g_file_set_contents(p, data, len, NULL));
 }
 
 /* A fixture in <tmp>/<name>; returns its path. */
@@ -272,7 +256,7 @@ static void fixture_is_deterministic(void **state)
 static void fixture_refuses_non_empty_dir(void **state)
 {
     Fx *fx = *state;
-    put(fx, "full/something", "x", -1);
+    testfs_put(fx->tmp, "full/something", "x");
     g_autofree char *dir = path_in(fx, "full");
     g_auto(Run) r = run("fixture", dir, NULL);
     assert_one_line_error(&r);
@@ -282,7 +266,7 @@ static void fixture_refuses_non_empty_dir(void **state)
     assert_true(g_file_test(jobs, G_FILE_TEST_IS_DIR));
     g_auto(Run) bad = run("fixture", dir, "--force", "--subtasks", "0", NULL);
     assert_one_line_error(&bad);
-    put(fx, "afile", "x", -1);
+    testfs_put(fx->tmp, "afile", "x");
     g_autofree char *af = path_in(fx, "afile");
     g_auto(Run) nd = run("fixture", af, "--force", NULL);
     assert_int_equal(nd.status, 2);
@@ -448,7 +432,7 @@ static void resolve_as_given_and_errors(void **state)
     assert_true(json_object_get_null_member(o, "job"));
     assert_true(json_object_get_null_member(o, "generation"));
 
-    put(fx, "plain/v1/0/x", "x", -1);
+    testfs_put(fx->tmp, "plain/v1/0/x", "x");
     g_autofree char *plain = path_in(fx, "plain");
     g_auto(Run) p = run("resolve", plain, "--json", NULL);
     assert_int_equal(p.status, 0);
@@ -462,7 +446,7 @@ static void resolve_as_given_and_errors(void **state)
     assert_one_line_error(&badc);
 
     /* a checkpoint that is not restorable: status ok, error set, exit 1 */
-    put(fx, "cs/_jobs/j/chk-1/COMPLETED", "checkpoint=1\ngeneration=1\n", -1);
+    testfs_put(fx->tmp, "cs/_jobs/j/chk-1/COMPLETED", "checkpoint=1\ngeneration=1\n");
     g_autofree char *cs = path_in(fx, "cs");
     g_auto(Run) c = run("resolve", cs, "-c", "1", "--json", NULL);
     assert_int_equal(c.status, 1);
@@ -515,8 +499,8 @@ static void check_bad_input(void **state)
     Fx *fx = *state;
     const char garbage[] = "\x7f"
                            "ELF\x00\x01\x02\xff\xfe\n=\n\x80\x81";
-    put(fx, "bad/_jobs/g/chk-1/COMPLETED", garbage, sizeof garbage - 1);
-    put(fx, "bad/_jobs/.x/chk-1/COMPLETED", "participants=0\n", -1);
+    testfs_put_data(fx->tmp, "bad/_jobs/g/chk-1/COMPLETED", garbage, sizeof garbage - 1);
+    testfs_put(fx->tmp, "bad/_jobs/.x/chk-1/COMPLETED", "participants=0\n");
     g_autofree char *bad = path_in(fx, "bad");
     g_auto(Run) r = run("check", bad, "--json", NULL);
     assert_int_equal(r.status, 1);
@@ -543,8 +527,8 @@ static void unreadable_marker_as_nobody(void **state)
     Fx *fx = *state;
     if (geteuid() != 0)
         skip();
-    put(fx, "u/_jobs/j/chk-1/COMPLETED", "generation=1\nparticipants=0\n", -1);
-    put(fx, "u/v1/0/x", "x", -1);
+    testfs_put(fx->tmp, "u/_jobs/j/chk-1/COMPLETED", "generation=1\nparticipants=0\n");
+    testfs_put(fx->tmp, "u/v1/0/x", "x");
     g_autofree char *marker = path_in(fx, "u/_jobs/j/chk-1/COMPLETED");
     assert_int_equal(chmod(marker, 0600), 0);
     g_autofree char *dir = path_in(fx, "u");
@@ -591,9 +575,10 @@ static void state_root(void **state)
 static void unused(void **state)
 {
     Fx *fx = *state;
-    put(fx, "un/v1/0/checkpoint-1.snap", "0123456789", -1);
-    put(fx, "un/_state/a/v2/0/checkpoint-2.snap", "x", -1);
-    put(fx, "un/_jobs/a/chk-2/COMPLETED", "generation=2\nparticipants=0\nstate=_state/a\n", -1);
+    testfs_put(fx->tmp, "un/v1/0/checkpoint-1.snap", "0123456789");
+    testfs_put(fx->tmp, "un/_state/a/v2/0/checkpoint-2.snap", "x");
+    testfs_put(fx->tmp, "un/_jobs/a/chk-2/COMPLETED",
+               "generation=2\nparticipants=0\nstate=_state/a\n");
     g_autofree char *dir = path_in(fx, "un");
     g_auto(Run) r = run("unused", dir, "--json", NULL);
     assert_int_equal(r.status, 1);
@@ -607,7 +592,7 @@ static void unused(void **state)
     g_autofree char *still = path_in(fx, "un/v1/0/checkpoint-1.snap");
     assert_true(g_file_test(still, G_FILE_TEST_EXISTS)); /* a dry run */
     /* once v1 is read again, nothing is unused */
-    put(fx, "un/_jobs/b/chk-1/COMPLETED", "generation=1\nparticipants=0\n", -1);
+    testfs_put(fx->tmp, "un/_jobs/b/chk-1/COMPLETED", "generation=1\nparticipants=0\n");
     g_auto(Run) n = run("unused", dir, "--json", NULL);
     assert_int_equal(n.status, 0);
     g_autoptr(JsonObject) no = parse_obj(n.out);
@@ -624,7 +609,7 @@ static void collisions(void **state)
         "{\"time\":\"2026-12-01T18:00:01.000Z\",\"kind\":\"legacy-write\",\"verdict\":\"denied\","
         "\"op\":\"create\",\"path\":\"v1/0/x\",\"path2\":null,\"caller_job\":null,"
         "\"owner_job\":null,\"pid\":1,\"uid\":0,\"comm\":null}\n";
-    put(fx, "mnt/_views/.collisions", log, -1);
+    testfs_put(fx->tmp, "mnt/_views/.collisions", log);
     g_autofree char *mnt = path_in(fx, "mnt");
     g_auto(Run) r = run("collisions", mnt, "--json", NULL);
     assert_int_equal(r.status, 1);
@@ -638,14 +623,14 @@ static void collisions(void **state)
     assert_int_equal(h.status, 1);
     assert_non_null(strstr(h.out, "foreign-write"));
     /* another views name */
-    put(fx, "mnt2/v/.collisions", "", 0);
+    testfs_put(fx->tmp, "mnt2/v/.collisions", "");
     g_autofree char *mnt2 = path_in(fx, "mnt2");
     g_auto(Run) e = run("collisions", mnt2, "--views", "v", "--json", NULL);
     assert_int_equal(e.status, 0);
     g_autoptr(JsonObject) eo = parse_obj(e.out);
     assert_int_equal(json_array_get_length(json_object_get_array_member(eo, "records")), 0);
     /* garbage, missing */
-    put(fx, "mnt3/_views/.collisions", "{\"kind\":1}\nnot json\n", -1);
+    testfs_put(fx->tmp, "mnt3/_views/.collisions", "{\"kind\":1}\nnot json\n");
     g_autofree char *mnt3 = path_in(fx, "mnt3");
     g_auto(Run) g = run("collisions", mnt3, "--json", NULL);
     assert_one_line_error(&g);

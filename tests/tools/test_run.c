@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testfs.h"
+
 typedef struct {
     char *tmp;     /* TMPDIR of every run */
     char *scripts; /* tests/tools/run */
@@ -115,8 +117,7 @@ static int teardown(void **state)
 {
     T *t = *state;
     clear_leftovers(t);
-    const char *rm[] = {"rm", "-rf", "--one-file-system", t->tmp, NULL};
-    g_spawn_sync(NULL, (char **)rm, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL, NULL);
+    testfs_remove(t->tmp);
     g_free(t->tmp);
     g_free(t->scripts);
     g_free(t);

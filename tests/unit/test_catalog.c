@@ -8,52 +8,23 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "catalog.h"
+#include "testfs.h"
 
 typedef struct {
     char *dir;
     CkCatalogOptions opts;
 } Fx;
 
-static void put(Fx *fx, const char *rel, const char *text)
-{
-    g_autofree char *p = g_build_filename(fx->dir, rel, NULL);
-    g_autofree char *d = g_path_get_dirname(p);
-    assert_int_equal(g_mkdir_with_parents(d, 0755), 0);
-    assert_true(g_file_set_contents(p, text, -1, NULL));
-}
-
-static void mk(Fx *fx, const char *rel)
-{
-    g_autofree char *p = g_build_filename(fx->dir, rel, NULL);
-    assert_int_equal(g_mkdir_with_parents(p, 0755), 0);
-}
-
-static void marker(Fx *fx, const char *job, int n, const char *text)
-{
-    g_autofree char *rel = g_strdup_printf("_jobs/%s/chk-%d/COMPLETED", job, n);
-    put(fx, rel, text);
-}
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state)
 {
     Fx *fx = g_new0(Fx, 1);
-    fx->dir = g_dir_make_tmp("ck-catalog-XXXXXX", NULL);
-    assert_non_null(fx->dir);
+    fx->dir = testfs_tmpdir("ck-catalog-XXXXXX");
     fx->opts.views_name = "_views";
     *state = fx;
     return 0;
@@ -62,7 +33,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     Fx *fx = *state;
-    nftw(fx->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    testfs_remove(fx->dir);
     g_free(fx->dir);
     g_free(fx);
     return 0;
@@ -81,29 +52,29 @@ static CkCatalog *open_cat(Fx *fx)
  * malformed one, an orphan root and names that are not jobs. */
 static void build_mixed(Fx *fx)
 {
-    put(fx, "v1/0/checkpoint-1.snap", "legacy state 0");
-    put(fx, "v1/1/checkpoint-1.snap", "legacy state 1");
-    put(fx, "v2/0/checkpoint-9.snap", "nobody reads v2"); /* unread legacy generation */
-    put(fx, "7/data", "older layout, unread");
-    marker(fx, "ins1", 1, "checkpoint=1\ngeneration=1\nparticipants=0,1\n");
-    marker(fx, "ins2", 1, "checkpoint=1\ngeneration=1\nparticipants=0\n");
+    testfs_put(fx->dir, "v1/0/checkpoint-1.snap", "legacy state 0");
+    testfs_put(fx->dir, "v1/1/checkpoint-1.snap", "legacy state 1");
+    testfs_put(fx->dir, "v2/0/checkpoint-9.snap", "nobody reads v2"); /* unread legacy generation */
+    testfs_put(fx->dir, "7/data", "older layout, unread");
+    testfs_marker(fx->dir, "ins1", 1, "checkpoint=1\ngeneration=1\nparticipants=0,1\n");
+    testfs_marker(fx->dir, "ins2", 1, "checkpoint=1\ngeneration=1\nparticipants=0\n");
     /* a: namespaced in v1, then v2 (v0 left behind) */
-    put(fx, "_state/a/v0/0/checkpoint-0.snap.tmp", "abandoned");
-    put(fx, "_state/a/v1/0/checkpoint-1.snap", "a1");
-    put(fx, "_state/a/v2/0/checkpoint-2.snap", "a22");
-    marker(fx, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
-    marker(fx, "a", 2, "generation=2\nparticipants=0\nstate=_state/a\nowner=team-x\n");
+    testfs_put(fx->dir, "_state/a/v0/0/checkpoint-0.snap.tmp", "abandoned");
+    testfs_put(fx->dir, "_state/a/v1/0/checkpoint-1.snap", "a1");
+    testfs_put(fx->dir, "_state/a/v2/0/checkpoint-2.snap", "a22");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "a", 2, "generation=2\nparticipants=0\nstate=_state/a\nowner=team-x\n");
     /* b restores from a's root: foreign */
-    marker(fx, "b", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "b", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
     /* c: a cut-short marker with an own root, and a malformed one */
-    put(fx, "_state/c/v3/0/s", "c");
-    marker(fx, "c", 1, "checkpoint=1\ngeneration=3\n");
-    marker(fx, "c", 2, "generation=3\ngeneration=4\n");
+    testfs_put(fx->dir, "_state/c/v3/0/s", "c");
+    testfs_marker(fx->dir, "c", 1, "checkpoint=1\ngeneration=3\n");
+    testfs_marker(fx->dir, "c", 2, "generation=3\ngeneration=4\n");
     /* an orphan root, names that are not jobs */
-    mk(fx, "_state/orphan/v1/0");
-    mk(fx, "_jobs/.hidden");
-    mk(fx, "_state/bad name");
-    put(fx, "_jobs/afile", "not a directory");
+    testfs_mkdir(fx->dir, "_state/orphan/v1/0");
+    testfs_mkdir(fx->dir, "_jobs/.hidden");
+    testfs_mkdir(fx->dir, "_state/bad name");
+    testfs_put(fx->dir, "_jobs/afile", "not a directory");
 }
 
 static const CkHazard *find_hazard(GPtrArray *hz, const char *kind, const char *path)
@@ -181,10 +152,10 @@ static void jobs_and_snapshots(void **state)
 static void mixed_layout(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "v1/0");
-    mk(fx, "_state/m/v2/0");
-    marker(fx, "m", 1, "generation=1\nparticipants=0\n");
-    marker(fx, "m", 2, "generation=2\nparticipants=0\nstate=_state/m\n");
+    testfs_mkdir(fx->dir, "v1/0");
+    testfs_mkdir(fx->dir, "_state/m/v2/0");
+    testfs_marker(fx->dir, "m", 1, "generation=1\nparticipants=0\n");
+    testfs_marker(fx->dir, "m", 2, "generation=2\nparticipants=0\nstate=_state/m\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     g_autoptr(CkJobInfo) m = ck_catalog_get_job(c, "m");
     assert_string_equal(m->layout, "mixed");
@@ -247,10 +218,10 @@ static void hazards_of_each_kind(void **state)
 static void clean_directory_has_no_hazards(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/a/v1/0");
-    mk(fx, "_state/b/v1/0");
-    marker(fx, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
-    marker(fx, "b", 1, "generation=1\nparticipants=0\nstate=_state/b\n");
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_mkdir(fx->dir, "_state/b/v1/0");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "b", 1, "generation=1\nparticipants=0\nstate=_state/b\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     g_autoptr(GPtrArray) hz = ck_catalog_hazards(c);
     assert_int_equal(hz->len, 0);
@@ -320,9 +291,9 @@ static void unused_once_every_job_moved(void **state)
     Fx *fx = *state;
     /* record 013: once every job that used the directory has a namespaced
      * checkpoint and the legacy markers are gone, v1 is no longer read */
-    put(fx, "v1/0/checkpoint-1.snap", "old");
-    put(fx, "_state/a/v2/0/x", "new");
-    marker(fx, "a", 2, "generation=2\nparticipants=0\nstate=_state/a\n");
+    testfs_put(fx->dir, "v1/0/checkpoint-1.snap", "old");
+    testfs_put(fx->dir, "_state/a/v2/0/x", "new");
+    testfs_marker(fx->dir, "a", 2, "generation=2\nparticipants=0\nstate=_state/a\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     g_autoptr(GPtrArray) un = ck_catalog_unused(c);
     assert_int_equal(un->len, 1);
@@ -341,15 +312,16 @@ static void state_layers(void **state)
 {
     Fx *fx = *state;
     /* j1: legacy in v1 (checkpoints 1, 2), then namespaced; j2: legacy in v2 only */
-    mk(fx, "v1/0");
-    mk(fx, "v1/1");
-    mk(fx, "v2/0");
-    mk(fx, "_state/j1/v1/0"); /* own entry of the same name: shadows the legacy one */
-    mk(fx, "_state/j1/v3/0");
-    marker(fx, "j1", 1, "generation=1\nparticipants=0,1\n");
-    marker(fx, "j1", 2, "generation=1\nparticipants=0\n");
-    marker(fx, "j1", 3, "generation=3\nparticipants=0\nstate=_state/j1\n");
-    marker(fx, "j2", 1, "generation=2\nparticipants=0\n");
+    testfs_mkdir(fx->dir, "v1/0");
+    testfs_mkdir(fx->dir, "v1/1");
+    testfs_mkdir(fx->dir, "v2/0");
+    testfs_mkdir(fx->dir,
+                 "_state/j1/v1/0"); /* own entry of the same name: shadows the legacy one */
+    testfs_mkdir(fx->dir, "_state/j1/v3/0");
+    testfs_marker(fx->dir, "j1", 1, "generation=1\nparticipants=0,1\n");
+    testfs_marker(fx->dir, "j1", 2, "generation=1\nparticipants=0\n");
+    testfs_marker(fx->dir, "j1", 3, "generation=3\nparticipants=0\nstate=_state/j1\n");
+    testfs_marker(fx->dir, "j2", 1, "generation=2\nparticipants=0\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     g_autoptr(CkJobInfo) j1 = ck_catalog_get_job(c, "j1");
     g_autoptr(GPtrArray) ls = ck_job_state_layers(j1);
@@ -395,10 +367,10 @@ static void state_layers(void **state)
 static void older_layout_and_foreign_layers(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "0");
-    mk(fx, "_state/other/v1/0");
-    marker(fx, "j1", 1, "generation=4\nparticipants=0\n");
-    marker(fx, "j1", 2, "generation=1\nparticipants=0\nstate=_state/other\n");
+    testfs_mkdir(fx->dir, "0");
+    testfs_mkdir(fx->dir, "_state/other/v1/0");
+    testfs_marker(fx->dir, "j1", 1, "generation=4\nparticipants=0\n");
+    testfs_marker(fx->dir, "j1", 2, "generation=1\nparticipants=0\nstate=_state/other\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     g_autoptr(CkJobInfo) j1 = ck_catalog_get_job(c, "j1");
     g_autoptr(GPtrArray) ls = ck_job_state_layers(j1);
@@ -416,10 +388,10 @@ static void older_layout_and_foreign_layers(void **state)
 static void restore_text_blocks(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "v1/0");
-    marker(fx, "j1", 1, "participants=0\n");
-    marker(fx, "j1", 2, "participants=0\nparticipants=0\n");
-    marker(fx, "j2", 1, "generation=1\nparticipants=0\n");
+    testfs_mkdir(fx->dir, "v1/0");
+    testfs_marker(fx->dir, "j1", 1, "participants=0\n");
+    testfs_marker(fx->dir, "j1", 2, "participants=0\nparticipants=0\n");
+    testfs_marker(fx->dir, "j2", 1, "generation=1\nparticipants=0\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     g_autoptr(CkJobInfo) j1 = ck_catalog_get_job(c, "j1");
     g_autofree char *t = ck_job_restore_text(j1);
@@ -442,10 +414,10 @@ static void restore_text_blocks(void **state)
 static void rescan_reparses_only_changes(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/a/v1/0");
-    mk(fx, "_state/b/v1/0");
-    marker(fx, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
-    marker(fx, "b", 1, "generation=1\nparticipants=0\nstate=_state/b\n");
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_mkdir(fx->dir, "_state/b/v1/0");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "b", 1, "generation=1\nparticipants=0\nstate=_state/b\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     g_autoptr(CkJobInfo) a0 = ck_catalog_get_job(c, "a");
     g_autoptr(CkJobInfo) b0 = ck_catalog_get_job(c, "b");
@@ -458,7 +430,8 @@ static void rescan_reparses_only_changes(void **state)
     assert_ptr_equal(a1, a0);
 
     /* a new marker of a (a rename onto COMPLETED, as a coordinator does) */
-    put(fx, "_jobs/a/chk-2/COMPLETED.tmp", "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_put(fx->dir, "_jobs/a/chk-2/COMPLETED.tmp",
+               "generation=1\nparticipants=0\nstate=_state/a\n");
     g_autofree char *from = g_build_filename(fx->dir, "_jobs/a/chk-2/COMPLETED.tmp", NULL);
     g_autofree char *to = g_build_filename(fx->dir, "_jobs/a/chk-2/COMPLETED", NULL);
     assert_int_equal(rename(from, to), 0);
@@ -475,7 +448,7 @@ static void rescan_reparses_only_changes(void **state)
 
     /* a rewritten marker (same name, new content) */
     g_ptr_array_set_size(ch, 0);
-    marker(fx, "b", 1, "generation=1\nparticipants=0,1\nstate=_state/b\n");
+    testfs_marker(fx->dir, "b", 1, "generation=1\nparticipants=0,1\nstate=_state/b\n");
     ck_catalog_rescan(c, ch);
     assert_int_equal(ch->len, 1);
     g_autoptr(CkJobInfo) b2 = ck_catalog_get_job(c, "b");
@@ -483,12 +456,12 @@ static void rescan_reparses_only_changes(void **state)
 
     /* a job appears, a job disappears */
     g_ptr_array_set_size(ch, 0);
-    mk(fx, "_state/n/v1/0");
-    marker(fx, "n", 1, "generation=1\nparticipants=0\nstate=_state/n\n");
+    testfs_mkdir(fx->dir, "_state/n/v1/0");
+    testfs_marker(fx->dir, "n", 1, "generation=1\nparticipants=0\nstate=_state/n\n");
     g_autofree char *bj = g_build_filename(fx->dir, "_jobs", "b", NULL);
     g_autofree char *bs = g_build_filename(fx->dir, "_state", "b", NULL);
-    nftw(bj, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    nftw(bs, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    assert_true(testfs_remove(bj));
+    assert_true(testfs_remove(bs));
     ck_catalog_rescan(c, ch);
     assert_int_equal(ch->len, 2);
     g_autoptr(CkJobInfo) nj = ck_catalog_get_job(c, "n");
@@ -504,9 +477,9 @@ static void rescan_reparses_only_changes(void **state)
 static void rescan_copies_unchanged_markers(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/a/v1/0");
-    mk(fx, "_state/a/v1/1");
-    marker(fx, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_mkdir(fx->dir, "_state/a/v1/1");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     g_autofree char *p1 = g_build_filename(fx->dir, "_jobs/a/chk-1/COMPLETED", NULL);
     struct stat before;
@@ -518,7 +491,7 @@ static void rescan_copies_unchanged_markers(void **state)
     struct timespec ts[2] = {before.st_atim, before.st_mtim};
     assert_int_equal(futimens(fd, ts), 0);
     close(fd);
-    marker(fx, "a", 2, "generation=1\nparticipants=1\nstate=_state/a\n");
+    testfs_marker(fx->dir, "a", 2, "generation=1\nparticipants=1\nstate=_state/a\n");
     g_autoptr(GPtrArray) ch = g_ptr_array_new();
     ck_catalog_rescan(c, ch);
     assert_int_equal(ch->len, 1);
@@ -531,13 +504,13 @@ static void rescan_copies_unchanged_markers(void **state)
 static void rescan_sees_new_sharing(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "v1/0");
-    marker(fx, "x", 1, "generation=1\nparticipants=0\n");
+    testfs_mkdir(fx->dir, "v1/0");
+    testfs_marker(fx->dir, "x", 1, "generation=1\nparticipants=0\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     g_autoptr(CkJobInfo) x0 = ck_catalog_get_job(c, "x");
     assert_int_equal(cp_of(x0, 1)->shared_with->len, 0);
     /* y starts writing the same legacy location: x's snapshot changes too */
-    marker(fx, "y", 1, "generation=1\nparticipants=0\n");
+    testfs_marker(fx->dir, "y", 1, "generation=1\nparticipants=0\n");
     g_autoptr(GPtrArray) ch = g_ptr_array_new();
     ck_catalog_rescan(c, ch);
     assert_int_equal(ch->len, 2);
@@ -550,17 +523,17 @@ static void rescan_sees_new_sharing(void **state)
 static void refresh_one_job(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/a/v1/0");
-    marker(fx, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     assert_false(ck_catalog_refresh_job(c, "a"));
-    marker(fx, "a", 2, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "a", 2, "generation=1\nparticipants=0\nstate=_state/a\n");
     assert_true(ck_catalog_refresh_job(c, "a"));
     g_autoptr(CkJobInfo) a = ck_catalog_get_job(c, "a");
     assert_int_equal(a->latest, 2);
     /* a job that did not exist at open */
-    mk(fx, "_state/z/v1/0");
-    marker(fx, "z", 1, "generation=1\nparticipants=0\nstate=_state/z\n");
+    testfs_mkdir(fx->dir, "_state/z/v1/0");
+    testfs_marker(fx->dir, "z", 1, "generation=1\nparticipants=0\nstate=_state/z\n");
     assert_true(ck_catalog_refresh_job(c, "z"));
     g_autoptr(CkJobInfo) z = ck_catalog_get_job(c, "z");
     assert_non_null(z);
@@ -570,11 +543,11 @@ static void refresh_one_job(void **state)
 static void cut_short_becomes_restorable(void **state)
 {
     Fx *fx = *state;
-    marker(fx, "c", 1, "generation=1\n");
+    testfs_marker(fx->dir, "c", 1, "generation=1\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     g_autoptr(CkJobInfo) c0 = ck_catalog_get_job(c, "c");
     assert_false(c0->has_latest);
-    mk(fx, "_state/c/v1/0");
+    testfs_mkdir(fx->dir, "_state/c/v1/0");
     ck_catalog_rescan(c, NULL);
     g_autoptr(CkJobInfo) c1 = ck_catalog_get_job(c, "c");
     assert_true(c1->has_latest);
@@ -585,23 +558,23 @@ static void bad_input(void **state)
 {
     Fx *fx = *state;
     /* binary garbage, an over-long marker, a FIFO, a symlink, an unreadable one */
-    put(fx, "_jobs/g/chk-1/COMPLETED", "\x01\x02\xff\xfe=\n\x80");
+    testfs_put(fx->dir, "_jobs/g/chk-1/COMPLETED", "\x01\x02\xff\xfe=\n\x80");
     GString *big = g_string_new(NULL);
     while (big->len <= 70000)
         g_string_append(big, "participants=0\n");
-    put(fx, "_jobs/g/chk-2/COMPLETED", big->str);
+    testfs_put(fx->dir, "_jobs/g/chk-2/COMPLETED", big->str);
     g_string_free(big, TRUE);
-    mk(fx, "_jobs/g/chk-3");
+    testfs_mkdir(fx->dir, "_jobs/g/chk-3");
     g_autofree char *fifo = g_build_filename(fx->dir, "_jobs/g/chk-3/COMPLETED", NULL);
     assert_int_equal(mkfifo(fifo, 0644), 0);
-    mk(fx, "_jobs/g/chk-4");
+    testfs_mkdir(fx->dir, "_jobs/g/chk-4");
     g_autofree char *ln = g_build_filename(fx->dir, "_jobs/g/chk-4/COMPLETED", NULL);
     assert_int_equal(symlink("/etc/passwd", ln), 0);
-    put(fx, "_jobs/g/chk-5/COMPLETED", "generation=1\nparticipants=0\n");
+    testfs_put(fx->dir, "_jobs/g/chk-5/COMPLETED", "generation=1\nparticipants=0\n");
     g_autofree char *unreadable = g_build_filename(fx->dir, "_jobs/g/chk-5/COMPLETED", NULL);
     assert_int_equal(chmod(unreadable, 0), 0);
     /* a symlinked marker directory is not followed */
-    mk(fx, "_jobs/h");
+    testfs_mkdir(fx->dir, "_jobs/h");
     g_autofree char *hl = g_build_filename(fx->dir, "_jobs/h/chk-1", NULL);
     g_autofree char *target = g_build_filename(fx->dir, "_jobs/g/chk-1", NULL);
     assert_int_equal(symlink(target, hl), 0);
@@ -660,9 +633,9 @@ static void concurrent_readers_and_rescans(void **state)
     Fx *fx = *state;
     for (int i = 0; i < 20; i++) {
         g_autofree char *s = g_strdup_printf("_state/j%d/v1/0", i);
-        mk(fx, s);
+        testfs_mkdir(fx->dir, s);
         g_autofree char *j = g_strdup_printf("j%d", i);
-        marker(fx, j, 1, "generation=1\nparticipants=0\nstate=_state/x\n");
+        testfs_marker(fx->dir, j, 1, "generation=1\nparticipants=0\nstate=_state/x\n");
     }
     g_autoptr(CkCatalog) c = open_cat(fx);
     Race r = {c, 0, 0};
@@ -672,7 +645,7 @@ static void concurrent_readers_and_rescans(void **state)
         g_autofree char *j = g_strdup_printf("j%d", k % 20);
         g_autofree char *text = g_strdup_printf(
             "generation=1\nparticipants=0\nstate=_state/j%d\nround=%d\n", k % 20, k);
-        marker(fx, j, 1, text);
+        testfs_marker(fx->dir, j, 1, text);
         if (k % 2)
             ck_catalog_rescan(c, NULL);
         else

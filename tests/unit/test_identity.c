@@ -15,29 +15,29 @@
 #include <unistd.h>
 
 #include "identity.h"
+#include "testfs.h"
 
-static char proc[64];
+static char *proc; /* the fake /proc of every test */
 
 static int setup(void **st)
 {
     (void)st;
-    strcpy(proc, "/tmp/ck-proc-XXXXXX");
-    return mkdtemp(proc) ? 0 : -1;
+    proc = testfs_tmpdir("ck-proc-XXXXXX");
+    return 0;
 }
 
 static int teardown(void **st)
 {
     (void)st;
-    g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", proc);
-    return system(cmd) == 0 ? 0 : -1;
+    bool gone = testfs_remove(proc);
+    g_free(proc);
+    return gone ? 0 : -1;
 }
 
 static void put(pid_t pid, const char *file, const char *data, gssize len)
 {
-    g_autofree char *dir = g_strdup_printf("%s/%d", proc, (int)pid);
-    g_mkdir_with_parents(dir, 0755);
-    g_autofree char *path = g_build_filename(dir, file, NULL);
-    assert_true(g_file_set_contents(path, data, len, NULL));
+    g_autofree char *rel = g_strdup_printf("%d/%s", (int)pid, file);
+    testfs_put_data(proc, rel, data, len);
 }
 
 /* A /proc/<pid>/stat line: comm may hold spaces and parentheses. */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "marker.h"
+#include "testfs.h"
 
 static CkMarker *parse(const char *s, uint64_t n)
 {
@@ -291,20 +292,17 @@ static void test_no_read_past_len(void **st)
     g_free(buf);
 }
 
-static char tmpdir[64];
-
 static int setup_dir(void **st)
 {
-    (void)st;
-    strcpy(tmpdir, "/tmp/ck-marker-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    *st = testfs_tmpdir("ck-marker-XXXXXX");
+    return 0;
 }
 
 static int teardown_dir(void **st)
 {
-    (void)st;
-    g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    bool gone = testfs_remove(*st);
+    g_free(*st);
+    return gone ? 0 : -1;
 }
 
 static void write_file(int dfd, const char *name, const char *data, size_t len)
@@ -317,8 +315,7 @@ static void write_file(int dfd, const char *name, const char *data, size_t len)
 
 static void test_load(void **st)
 {
-    (void)st;
-    int dfd = open(tmpdir, O_RDONLY | O_DIRECTORY);
+    int dfd = open(*st, O_RDONLY | O_DIRECTORY);
     assert_true(dfd >= 0);
     write_file(dfd, "COMPLETED", "generation=1\nstate=_state/a\n", 28);
     CkMarker *m = NULL;

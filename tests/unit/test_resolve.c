@@ -8,12 +8,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "resolve.h"
+#include "testfs.h"
 
 typedef struct {
     char *dir;
@@ -21,33 +21,10 @@ typedef struct {
     CkResolveOptions opts;
 } Fx;
 
-static void put(Fx *fx, const char *rel, const char *text)
-{
-    g_autofree char *p = g_build_filename(fx->dir, rel, NULL);
-    g_autofree char *d = g_path_get_dirname(p);
-    assert_int_equal(g_mkdir_with_parents(d, 0755), 0);
-    assert_true(g_file_set_contents(p, text, -1, NULL));
-}
-
-static void mk(Fx *fx, const char *rel)
-{
-    g_autofree char *p = g_build_filename(fx->dir, rel, NULL);
-    assert_int_equal(g_mkdir_with_parents(p, 0755), 0);
-}
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state)
 {
     Fx *fx = g_new0(Fx, 1);
-    fx->dir = g_dir_make_tmp("ck-resolve-XXXXXX", NULL);
-    assert_non_null(fx->dir);
+    fx->dir = testfs_tmpdir("ck-resolve-XXXXXX");
     fx->dfd = open(fx->dir, O_RDONLY | O_DIRECTORY);
     assert_true(fx->dfd >= 0);
     *state = fx;
@@ -58,7 +35,7 @@ static int teardown(void **state)
 {
     Fx *fx = *state;
     close(fx->dfd);
-    nftw(fx->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    testfs_remove(fx->dir);
     g_free(fx->dir);
     if (fx->opts.external_roots)
         g_ptr_array_unref(fx->opts.external_roots);
@@ -96,8 +73,8 @@ static void assert_reads(const CkRestore *r, const char *const *want)
 static void namespaced_relative_root(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/j1/v1/0");
-    mk(fx, "_state/j1/v1/1");
+    testfs_mkdir(fx->dir, "_state/j1/v1/0");
+    testfs_mkdir(fx->dir, "_state/j1/v1/1");
     g_autoptr(CkRestore) r =
         restore_of(fx, "j1", 1, "checkpoint=1\ngeneration=1\nparticipants=0,1\nstate=_state/j1\n");
     assert_int_equal(r->cls, CK_MARKER_NAMESPACED);
@@ -119,7 +96,7 @@ static void namespaced_relative_root(void **state)
 static void namespaced_root_normalised(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/j1/v2/0");
+    testfs_mkdir(fx->dir, "_state/j1/v2/0");
     g_autoptr(CkRestore) r =
         restore_of(fx, "j1", 4, "generation=2\nparticipants=0\nstate=./_state//x/../j1/\n");
     assert_true(r->restorable);
@@ -147,7 +124,7 @@ static void namespaced_escaping_root_is_malformed(void **state)
 static void namespaced_foreign_root(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/j2/v1/0");
+    testfs_mkdir(fx->dir, "_state/j2/v1/0");
     g_autoptr(CkRestore) r =
         restore_of(fx, "j1", 1, "generation=1\nparticipants=0\nstate=_state/j2\n");
     assert_true(r->restorable);
@@ -168,7 +145,7 @@ static void namespaced_missing_root_not_restorable(void **state)
     assert_false(r->restorable);
     assert_non_null(strstr(r->error, "does not exist"));
     /* the root exists but not the generation */
-    mk(fx, "_state/j1/v1");
+    testfs_mkdir(fx->dir, "_state/j1/v1");
     g_autoptr(CkRestore) r2 =
         restore_of(fx, "j1", 1, "generation=2\nparticipants=0\nstate=_state/j1\n");
     assert_false(r2->restorable);
@@ -178,10 +155,10 @@ static void namespaced_missing_root_not_restorable(void **state)
 static void namespaced_generation_guessed(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/j1/v1/0");
-    mk(fx, "_state/j1/v7/0");
-    mk(fx, "_state/j1/v08/0"); /* not canonical: not a generation */
-    put(fx, "_state/j1/v9", "a file, not a generation");
+    testfs_mkdir(fx->dir, "_state/j1/v1/0");
+    testfs_mkdir(fx->dir, "_state/j1/v7/0");
+    testfs_mkdir(fx->dir, "_state/j1/v08/0"); /* not canonical: not a generation */
+    testfs_put(fx->dir, "_state/j1/v9", "a file, not a generation");
     g_autoptr(CkRestore) r = restore_of(fx, "j1", 3, "participants=0\nstate=_state/j1\n");
     assert_true(r->restorable);
     assert_true(r->has_generation);
@@ -194,7 +171,7 @@ static void namespaced_generation_guessed(void **state)
 static void namespaced_no_generation_found(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/j1/tmp");
+    testfs_mkdir(fx->dir, "_state/j1/tmp");
     g_autoptr(CkRestore) r = restore_of(fx, "j1", 3, "participants=0\nstate=_state/j1\n");
     assert_false(r->restorable);
     assert_false(r->has_generation);
@@ -204,10 +181,9 @@ static void namespaced_no_generation_found(void **state)
 static void namespaced_symlinked_root_not_followed(void **state)
 {
     Fx *fx = *state;
-    g_autofree char *outside = g_dir_make_tmp("ck-outside-XXXXXX", NULL);
-    g_autofree char *v = g_build_filename(outside, "v1", "0", NULL);
-    assert_int_equal(g_mkdir_with_parents(v, 0755), 0);
-    mk(fx, "_state");
+    g_autofree char *outside = testfs_tmpdir("ck-outside-XXXXXX");
+    testfs_mkdir(outside, "v1/0");
+    testfs_mkdir(fx->dir, "_state");
     g_autofree char *link = g_build_filename(fx->dir, "_state", "j1", NULL);
     assert_int_equal(symlink(outside, link), 0);
     g_autoptr(CkRestore) r =
@@ -224,7 +200,7 @@ static void namespaced_symlinked_root_not_followed(void **state)
         restore_of(fx, "j1", 1, "generation=1\nparticipants=0\nstate=alias/j1\n");
     assert_false(r2->restorable);
     assert_non_null(strstr(r2->error, "symlink"));
-    nftw(outside, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    assert_true(testfs_remove(outside));
 }
 
 static void namespaced_absolute_external_or_remote(void **state)
@@ -232,8 +208,8 @@ static void namespaced_absolute_external_or_remote(void **state)
     Fx *fx = *state;
     g_autofree char *ext = g_build_filename(fx->dir, "ext", NULL);
     g_autofree char *extxy = g_build_filename(fx->dir, "extxy", NULL);
-    mk(fx, "ext/v1/0");
-    mk(fx, "extxy/v1/0");
+    testfs_mkdir(fx->dir, "ext/v1/0");
+    testfs_mkdir(fx->dir, "extxy/v1/0");
     fx->opts.external_roots = g_ptr_array_new_with_free_func(g_free);
     g_ptr_array_add(fx->opts.external_roots, g_strdup(ext));
 
@@ -287,7 +263,7 @@ static void namespaced_remote_uri(void **state)
 static void open_beneath_stays_inside(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "a/b");
+    testfs_mkdir(fx->dir, "a/b");
     g_autofree char *ln = g_build_filename(fx->dir, "a", "up", NULL);
     assert_int_equal(symlink("..", ln), 0);
     int fd = ck_open_beneath(fx->dfd, "a/b", O_RDONLY | O_DIRECTORY, NULL);
@@ -328,8 +304,8 @@ static void path_is_under_componentwise(void **s)
 static void legacy_in_checkpoint_dir(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "v1/0");
-    mk(fx, "v1/1");
+    testfs_mkdir(fx->dir, "v1/0");
+    testfs_mkdir(fx->dir, "v1/1");
     g_autoptr(CkRestore) r =
         restore_of(fx, "j1", 1, "checkpoint=1\ngeneration=1\nparticipants=0,1\n");
     assert_int_equal(r->cls, CK_MARKER_LEGACY);
@@ -345,9 +321,9 @@ static void legacy_in_checkpoint_dir(void **state)
 static void legacy_generation_guessed(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "v1/0");
-    mk(fx, "v3/0");
-    mk(fx, "v03/0");
+    testfs_mkdir(fx->dir, "v1/0");
+    testfs_mkdir(fx->dir, "v3/0");
+    testfs_mkdir(fx->dir, "v03/0");
     g_autoptr(CkRestore) r = restore_of(fx, "j1", 1, "participants=0\n");
     assert_true(r->restorable);
     assert_true(r->generation_guessed);
@@ -359,8 +335,8 @@ static void legacy_generation_guessed(void **state)
 static void legacy_older_layout(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "0");
-    mk(fx, "1");
+    testfs_mkdir(fx->dir, "0");
+    testfs_mkdir(fx->dir, "1");
     g_autoptr(CkRestore) r = restore_of(fx, "j1", 1, "generation=1\nparticipants=0,1\n");
     assert_true(r->restorable);
     assert_true(r->older_layout);
@@ -390,13 +366,13 @@ static void legacy_nothing_there(void **state)
 static void legacy_symlinked_generation_not_followed(void **state)
 {
     Fx *fx = *state;
-    g_autofree char *outside = g_dir_make_tmp("ck-outside-XXXXXX", NULL);
+    g_autofree char *outside = testfs_tmpdir("ck-outside-XXXXXX");
     g_autofree char *link = g_build_filename(fx->dir, "v1", NULL);
     assert_int_equal(symlink(outside, link), 0);
     g_autoptr(CkRestore) r = restore_of(fx, "j1", 1, "generation=1\nparticipants=0\n");
     assert_false(r->restorable);
     assert_non_null(strstr(r->error, "symlink"));
-    nftw(outside, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    assert_true(testfs_remove(outside));
 }
 
 static void legacy_backend_configured(void **state)
@@ -404,9 +380,10 @@ static void legacy_backend_configured(void **state)
     Fx *fx = *state;
     g_autofree char *be = g_build_filename(fx->dir, "backend", NULL);
     g_autofree char *be2 = g_build_filename(fx->dir, "backend-j2", NULL);
-    mk(fx, "backend/v2/0");
-    mk(fx, "backend-j2/v5/0");
-    mk(fx, "v2/0"); /* the checkpoint dir's own legacy area: not read when a backend is set */
+    testfs_mkdir(fx->dir, "backend/v2/0");
+    testfs_mkdir(fx->dir, "backend-j2/v5/0");
+    testfs_mkdir(fx->dir,
+                 "v2/0"); /* the checkpoint dir's own legacy area: not read when a backend is set */
     fx->opts.legacy_backend = g_strdup(be);
     fx->opts.external_roots = g_ptr_array_new_with_free_func(g_free);
     g_ptr_array_add(fx->opts.external_roots, g_strdup(fx->dir));
@@ -449,10 +426,10 @@ static void legacy_backend_configured(void **state)
 static void cut_short_with_own_root(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/j1/v2/0");
-    mk(fx, "_state/j1/v2/3");
-    mk(fx, "_state/j1/v2/notasubtask");
-    mk(fx, "_state/j1/v1/0");
+    testfs_mkdir(fx->dir, "_state/j1/v2/0");
+    testfs_mkdir(fx->dir, "_state/j1/v2/3");
+    testfs_mkdir(fx->dir, "_state/j1/v2/notasubtask");
+    testfs_mkdir(fx->dir, "_state/j1/v1/0");
     g_autoptr(CkRestore) r = restore_of(fx, "j1", 5, "checkpoint=5\ngeneration=2\n");
     assert_int_equal(r->cls, CK_MARKER_CUT_SHORT);
     assert_true(r->restorable);
@@ -472,7 +449,7 @@ static void cut_short_with_own_root(void **state)
 static void cut_short_without_own_root(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "v1/0"); /* the legacy area is never a cut-short marker's fallback */
+    testfs_mkdir(fx->dir, "v1/0"); /* the legacy area is never a cut-short marker's fallback */
     g_autoptr(CkRestore) r = restore_of(fx, "j1", 5, "generation=1\n");
     assert_int_equal(r->cls, CK_MARKER_CUT_SHORT);
     assert_false(r->restorable);
@@ -484,7 +461,7 @@ static void cut_short_without_own_root(void **state)
 static void malformed_reads_nothing(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/j1/v1/0");
+    testfs_mkdir(fx->dir, "_state/j1/v1/0");
     const char *bad[] = {"participants=0\nparticipants=1\nstate=_state/j1\n",
                          "generation=01\nparticipants=0\nstate=_state/j1\n", "no equals sign\n",
                          "checkpoint=2\nparticipants=0\n", NULL};
@@ -506,7 +483,7 @@ static void malformed_reads_nothing(void **state)
 static void restore_copy_is_deep(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/j1/v1/0");
+    testfs_mkdir(fx->dir, "_state/j1/v1/0");
     g_autoptr(CkRestore) r =
         restore_of(fx, "j1", 1, "generation=1\nparticipants=0\nstate=_state/j1\n");
     g_autoptr(CkRestore) c = ck_restore_copy(r);
@@ -517,12 +494,6 @@ static void restore_copy_is_deep(void **state)
 }
 
 /* ---- SPEC §2 ---- */
-
-static void put_marker(Fx *fx, const char *job, int n, const char *text)
-{
-    g_autofree char *rel = g_strdup_printf("_jobs/%s/chk-%d/COMPLETED", job, n);
-    put(fx, rel, text);
-}
 
 static CkResolution *resolve_at(Fx *fx, const char *sub, bool latest, uint64_t n, int *rc)
 {
@@ -536,9 +507,9 @@ static CkResolution *resolve_at(Fx *fx, const char *sub, bool latest, uint64_t n
 static void two_jobs_one_directory_refused(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "v1/0");
-    put_marker(fx, "insert-1", 1, "checkpoint=1\ngeneration=1\nparticipants=0\n");
-    put_marker(fx, "insert-2", 1, "checkpoint=1\ngeneration=1\nparticipants=0\n");
+    testfs_mkdir(fx->dir, "v1/0");
+    testfs_marker(fx->dir, "insert-1", 1, "checkpoint=1\ngeneration=1\nparticipants=0\n");
+    testfs_marker(fx->dir, "insert-2", 1, "checkpoint=1\ngeneration=1\nparticipants=0\n");
     int rc;
     g_autoptr(CkResolution) res = resolve_at(fx, NULL, false, 1, &rc);
     assert_int_equal(rc, 0);
@@ -566,11 +537,11 @@ static void two_jobs_one_directory_refused(void **state)
 static void one_job_completed_n(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/a/v1/0");
-    mk(fx, "_state/b/v1/0");
-    put_marker(fx, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
-    put_marker(fx, "a", 2, "generation=1\nparticipants=0\nstate=_state/a\n");
-    put_marker(fx, "b", 1, "generation=1\nparticipants=0\nstate=_state/b\n");
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_mkdir(fx->dir, "_state/b/v1/0");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "a", 2, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "b", 1, "generation=1\nparticipants=0\nstate=_state/b\n");
     int rc;
     g_autoptr(CkResolution) res = resolve_at(fx, NULL, false, 2, &rc);
     assert_int_equal(rc, 0);
@@ -587,11 +558,11 @@ static void one_job_completed_n(void **state)
 static void marker_directory_latest(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "_state/a/v1/0");
-    put_marker(fx, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
-    put_marker(fx, "a", 2, "generation=1\nparticipants=0\nstate=_state/a\n");
-    put_marker(fx, "a", 3, "participants=0\nparticipants=0\n"); /* malformed */
-    mk(fx, "_jobs/a/chk-4");                                    /* in progress */
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "a", 2, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "a", 3, "participants=0\nparticipants=0\n"); /* malformed */
+    testfs_mkdir(fx->dir, "_jobs/a/chk-4");                             /* in progress */
     int rc;
     g_autoptr(CkResolution) res = resolve_at(fx, "_jobs/a", true, 0, &rc);
     assert_int_equal(rc, 0);
@@ -617,16 +588,17 @@ static void marker_directory_latest(void **state)
 static void copied_directory_restores_from_the_copy(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "orig/_state/a/v1/0");
-    put(fx, "orig/_state/a/v1/0/checkpoint-1.snap", "state");
-    put(fx, "orig/_jobs/a/chk-1/COMPLETED", "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_mkdir(fx->dir, "orig/_state/a/v1/0");
+    testfs_put(fx->dir, "orig/_state/a/v1/0/checkpoint-1.snap", "state");
+    testfs_put(fx->dir, "orig/_jobs/a/chk-1/COMPLETED",
+               "generation=1\nparticipants=0\nstate=_state/a\n");
     g_autofree char *orig = g_build_filename(fx->dir, "orig", NULL);
     g_autofree char *copy = g_build_filename(fx->dir, "copy", NULL);
     g_autofree char *cmd = g_strdup_printf("cp -a '%s' '%s'", orig, copy);
     int status;
     assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
     assert_int_equal(status, 0);
-    nftw(orig, rm_one, 16, FTW_DEPTH | FTW_PHYS); /* the original is gone */
+    assert_true(testfs_remove(orig)); /* the original is gone */
     g_autoptr(CkResolution) res = NULL;
     assert_int_equal(ck_resolve(copy, false, 1, &fx->opts, &res), 0);
     assert_int_equal(res->status, CK_RESOLVE_OK);
@@ -645,13 +617,13 @@ static void as_given_rows(void **state)
     assert_int_equal(uri->status, CK_RESOLVE_AS_GIVEN);
     assert_string_equal(uri->location, "s3://bucket/ckpt?local=/tmp/x");
     /* a directory without markers */
-    mk(fx, "plain/v1/0");
+    testfs_mkdir(fx->dir, "plain/v1/0");
     int rc;
     g_autoptr(CkResolution) plain = resolve_at(fx, "plain", true, 0, &rc);
     assert_int_equal(rc, 0);
     assert_int_equal(plain->status, CK_RESOLVE_AS_GIVEN);
     /* an empty _jobs */
-    mk(fx, "empty/_jobs");
+    testfs_mkdir(fx->dir, "empty/_jobs");
     g_autoptr(CkResolution) empty = resolve_at(fx, "empty", false, 1, &rc);
     assert_int_equal(empty->status, CK_RESOLVE_AS_GIVEN);
     /* missing: -ENOENT */
@@ -666,10 +638,11 @@ static void as_given_rows(void **state)
 static void names_are_not_jobs(void **state)
 {
     Fx *fx = *state;
-    mk(fx, "v1/0");
-    put_marker(fx, "a", 1, "generation=1\nparticipants=0\n");
-    put(fx, "_jobs/.hidden/chk-1/COMPLETED", "generation=1\nparticipants=0\n");
-    put(fx, "_jobs/b/chk-01/COMPLETED", "generation=1\nparticipants=0\n"); /* not canonical */
+    testfs_mkdir(fx->dir, "v1/0");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\n");
+    testfs_put(fx->dir, "_jobs/.hidden/chk-1/COMPLETED", "generation=1\nparticipants=0\n");
+    testfs_put(fx->dir, "_jobs/b/chk-01/COMPLETED",
+               "generation=1\nparticipants=0\n"); /* not canonical */
     int rc;
     g_autoptr(CkResolution) res = resolve_at(fx, NULL, false, 1, &rc);
     assert_int_equal(res->status, CK_RESOLVE_OK);
