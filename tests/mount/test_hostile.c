@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -252,6 +253,23 @@ static void build_hostile(Mount *m)
     put_rel(m, "_jobs/own/chk-1/COMPLETED", "generation=1\nparticipants=0\nstate=_state/own\n");
     symlink_rel(m, c, "_state/own/v1/0/out");
 
+    /* markers that are not regular files: a FIFO (an open would block), a
+     * character device (/dev/zero: endless), a directory; a FIFO as state
+     * and as a legacy generation */
+    g_autofree char *fifo = B(m, "_jobs/fifo/chk-1/COMPLETED");
+    g_autofree char *dev = B(m, "_jobs/dev/chk-1/COMPLETED");
+    g_autofree char *dirm = B(m, "_jobs/dirm/chk-1/COMPLETED");
+    g_autofree char *fifod = g_path_get_dirname(fifo), *devd = g_path_get_dirname(dev);
+    mkdirs(fifod);
+    mkdirs(devd);
+    mkdirs(dirm);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    assert_int_equal(mknod(dev, S_IFCHR | 0644, makedev(1, 5)), 0);
+    g_autofree char *spipe = B(m, "_state/ok/v1/0/pipe"), *lpipe = B(m, "v8");
+    assert_int_equal(mkfifo(spipe, 0644), 0);
+    assert_int_equal(mkfifo(lpipe, 0644), 0);
+    put_rel(m, "_jobs/legp/chk-1/COMPLETED", "generation=8\nparticipants=0\n");
+
     g_autofree char *nl = B(m, "_jobs/a\nb/chk-1/COMPLETED");
     g_autofree char *nldir = g_path_get_dirname(nl);
     mkdirs(nldir);
@@ -321,11 +339,9 @@ static GPtrArray *walk_paths; /* full paths of the last walk (g_steal_pointer it
 
 static int walk_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
-    (void)st;
-    (void)type;
     g_ptr_array_add(walk_names, g_strdup(path + ftw->base));
     g_ptr_array_add(walk_paths, g_strdup(path));
-    if (type == FTW_F) {
+    if (type == FTW_F && S_ISREG(st->st_mode)) { /* never a FIFO: it would block */
         g_autofree char *text = NULL;
         gsize len = 0;
         if (g_file_get_contents(path, &text, &len, NULL))
@@ -637,6 +653,9 @@ static void test_hostile_backing_tree(void **state)
      * and said so */
     assert_true(has_hazard_on(root, "_jobs/outc/chk-1"));
     expect_hazard(root, "malformed", "_jobs/outm/chk-1/COMPLETED");
+    expect_hazard(root, "malformed", "_jobs/fifo/chk-1/COMPLETED");
+    expect_hazard(root, "malformed", "_jobs/dev/chk-1/COMPLETED");
+    expect_hazard(root, "malformed", "_jobs/dirm/chk-1/COMPLETED");
     /* valid markers at the limits are not hazards */
     assert_false(has_hazard_on(root, "_jobs/edge/chk-1/COMPLETED"));
     assert_false(has_hazard_on(root, "_jobs/h/chk-1/COMPLETED"));
@@ -709,7 +728,8 @@ static void test_hostile_views(void **state)
     val[vn] = 0;
     assert_string_equal(val, "own");
 
-    const char *refused[] = {"bin", "big", "esc", "sym", "lp", "leg", "old", "outm"};
+    const char *refused[] = {"bin", "big",  "esc",  "sym", "lp",   "leg",
+                             "old", "outm", "fifo", "dev", "dirm", "legp"};
     for (size_t i = 0; i < G_N_ELEMENTS(refused); i++) {
         g_autofree char *dir = g_strdup_printf("_views/%s", refused[i]);
         g_autofree char *p = M(m, dir);
