@@ -1041,9 +1041,16 @@ static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
             d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
             err = snapshot_root(fs, d->dp, d->root);
         }
-        if (!err) {
-            fi->keep_cache = 0;
-            fi->cache_readdir = 0;
+        if (!err && fs->entry_timeout > 0) {
+            /* The kernel may keep this directory's listing across opens while
+             * its mtime is what the last open saw: changes through the mount
+             * invalidate the kernel's copy themselves, changes behind its back
+             * move the mtime (stat'ed before the listing is read). */
+            struct stat st;
+            if (fstat(dirfd(d->dp), &st) == 0) {
+                fi->cache_readdir = 1;
+                fi->keep_cache = node_unchanged_since_open(fs, n, &st);
+            }
         }
     }
     if (err) {
