@@ -578,6 +578,31 @@ static bool classify_root(CkRestore *r, const char *value, const CkResolveOption
     return true;
 }
 
+/* Where a restore goes once its root is classified.
+ * A remote root is not looked at: the reads are <root>/v<G>/<S> (or a
+ * failure when G must be guessed); NULL, r is done.  A local or external
+ * root must be a directory: NULL with r failed ("<what> <why>") when it is
+ * not, else its info, and *rt looks below it. */
+static const RootInfo *browse_root(CkRestore *r, const CkMarker *m, int dfd, CkRootCache *cache,
+                                   const char *what, Root *rt)
+{
+    if (r->root_kind == CK_ROOT_REMOTE) {
+        if (pick_generation(r, m, NULL)) {
+            add_reads_gen(r, m, true);
+            r->restorable = true;
+        }
+        return NULL;
+    }
+    *rt = (Root){dfd, r->root_kind == CK_ROOT_LOCAL, r->root, cache};
+    const RootInfo *ri = lookup(rt, NULL, true);
+    if (ri->st != ST_DIR) {
+        g_autofree char *msg = status_message(ri, r->root, rt->local);
+        fail(r, g_strdup_printf("%s %s", what, msg));
+        return NULL;
+    }
+    return ri;
+}
+
 static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
                                const CkResolveOptions *opts, CkRootCache *cache)
 {
@@ -604,20 +629,10 @@ static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
             }
         }
     }
-    if (r->root_kind == CK_ROOT_REMOTE) {
-        if (!pick_generation(r, m, NULL))
-            return;
-        add_reads_gen(r, m, true);
-        r->restorable = true;
+    Root rt;
+    const RootInfo *ri = browse_root(r, m, dfd, cache, "state root", &rt);
+    if (!ri)
         return;
-    }
-    Root rt = {dfd, r->root_kind == CK_ROOT_LOCAL, r->root, cache};
-    const RootInfo *ri = lookup(&rt, NULL, true);
-    if (ri->st != ST_DIR) {
-        g_autofree char *msg = status_message(ri, r->root, rt.local);
-        fail(r, g_strdup_printf("state root %s", msg));
-        return;
-    }
     if (!pick_generation(r, m, &rt)) {
         if (!r->error)
             fail(r, g_strdup_printf("no generation= and no v<G> under %s: cannot guess the "
@@ -663,20 +678,10 @@ static void restore_legacy(CkRestore *r, int dfd, const CkMarker *m, const CkRes
         r->root = g_strdup("");
         r->root_kind = CK_ROOT_LOCAL;
     }
-    if (r->root_kind == CK_ROOT_REMOTE) {
-        if (!pick_generation(r, m, NULL))
-            return;
-        add_reads_gen(r, m, true);
-        r->restorable = true;
+    Root rt;
+    const RootInfo *ri = browse_root(r, m, dfd, cache, "legacy backend", &rt);
+    if (!ri)
         return;
-    }
-    Root rt = {dfd, r->root_kind == CK_ROOT_LOCAL, r->root, cache};
-    const RootInfo *ri = lookup(&rt, NULL, true);
-    if (ri->st != ST_DIR) {
-        g_autofree char *msg = status_message(ri, r->root, rt.local);
-        fail(r, g_strdup_printf("legacy backend %s", msg));
-        return;
-    }
     bool have_gen = pick_generation(r, m, &rt);
     if (m->participants->len == 0) {
         if (!have_gen) {
@@ -741,13 +746,9 @@ static void restore_cut_short(CkRestore *r, int dfd, const CkMarker *m, CkRootCa
 {
     r->root = g_strconcat("_state/", r->job, NULL);
     r->root_kind = CK_ROOT_LOCAL;
-    Root rt = {dfd, true, r->root, cache};
-    const RootInfo *ri = lookup(&rt, NULL, true);
-    if (ri->st != ST_DIR) {
-        g_autofree char *msg = status_message(ri, r->root, true);
-        fail(r, g_strdup_printf("cut short (neither participants= nor state=) and its own "
-                                "root %s",
-                                msg));
+    Root rt;
+    if (!browse_root(r, m, dfd, cache,
+                     "cut short (neither participants= nor state=) and its own root", &rt)) {
         r->root_kind = CK_ROOT_NONE;
         return;
     }
@@ -757,7 +758,7 @@ static void restore_cut_short(CkRestore *r, int dfd, const CkMarker *m, CkRootCa
     }
     g_autofree char *vg = g_strdup_printf("v%" G_GUINT64_FORMAT, (guint64)r->generation);
     g_autofree char *gp = path_join(r->root, vg);
-    const RootInfo *gi = root_lookup(cache, dfd, true, gp, true);
+    const RootInfo *gi = lookup(&rt, vg, true);
     if (gi->st != ST_DIR) {
         g_autofree char *msg = status_message(gi, gp, true);
         fail(r, g_strdup_printf("cut short and %s", msg));
