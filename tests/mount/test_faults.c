@@ -162,7 +162,7 @@ static void kill_9_during_commits(const char *const *args)
         g_autoptr(GArray) done = g_array_new(FALSE, FALSE, sizeof(unsigned));
         g_autoptr(GString) partial = g_string_new("");
         read_commits(rfd, done, 40, partial);
-        assert_int_equal(done->len, 40);
+        assert_true(done->len >= 40); /* a read may bring a few more */
         assert_int_equal(kill(m->pid, SIGKILL), 0);
         read_commits(rfd, done, 0, partial);
         close(rfd);
@@ -229,7 +229,7 @@ static void test_sigterm_during_commits(void **state)
     g_autoptr(GArray) done = g_array_new(FALSE, FALSE, sizeof(unsigned));
     g_autoptr(GString) partial = g_string_new("");
     read_commits(rfd, done, 30, partial);
-    assert_int_equal(done->len, 30);
+    assert_true(done->len >= 30);
     assert_int_equal(kill(m->pid, SIGTERM), 0);
     int status;
     assert_int_equal(waitpid(m->pid, &status, 0), m->pid);
@@ -440,13 +440,34 @@ static void removed_while_open(Mount *m, bool cached_names)
     assert_string_equal(text, "new");
 }
 
+/* A directory moved behind the mount's back from job t's namespace into
+ * job b's: with no name cache a new lookup by the old path fails, and
+ * nothing of t's lands in b's tree. */
+static void moved_across_namespaces(Mount *m)
+{
+    g_autofree char *ba = g_build_filename(m->backing, "_state", "t", NULL);
+    g_autofree char *bb = g_build_filename(m->backing, "_state", "b", NULL);
+    g_mkdir_with_parents(ba, 0755);
+    g_mkdir_with_parents(bb, 0755);
+    g_autofree char *d = g_build_filename(m->mnt, "_state", "t", "d", NULL);
+    g_autofree char *f1 = g_build_filename(d, "f1", NULL), *f2 = g_build_filename(d, "f2", NULL);
+    assert_int_equal(mkdir(d, 0755), 0);
+    put_file(f1, "1");
+    g_autofree char *bd = g_build_filename(ba, "d", NULL), *bd2 = g_build_filename(bb, "d", NULL);
+    assert_int_equal(rename(bd, bd2), 0);
+    assert_errno(open(f2, O_WRONLY | O_CREAT, 0644), ENOENT);
+    g_autofree char *bf2 = g_build_filename(bd2, "f2", NULL);
+    assert_int_equal(access(bf2, F_OK), -1);
+}
+
 static void test_removed_behind_back_while_open(void **state)
 {
     (void)state;
     Mount *m = mount_new();
-    const char *args[] = {"-o", "entry_timeout=0,attr_timeout=0", NULL};
+    const char *args[] = {"-o", "entry_timeout=0,attr_timeout=0,job=t", NULL};
     assert_int_equal(mount_start(m, args), 0);
     removed_while_open(m, false);
+    moved_across_namespaces(m);
     assert_int_equal(mount_stop(m), 0);
     /* default timeouts: the kernel may keep the name up to entry_timeout,
      * the open descriptor behaves the same */
