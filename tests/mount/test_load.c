@@ -89,6 +89,13 @@ static void *worker(void *arg)
     g_autofree char *latest = g_strdup_printf("%s/_views/%s/latest", w->mnt, w->job);
     g_autofree char *restore = g_strdup_printf("%s/_views/%s/restore", w->mnt, w->job);
     g_autofree char *metrics = g_strdup_printf("%s/_views/.metrics", w->mnt);
+    /* a directory of its own that moves back and forth across the shared
+     * one while the other threads move their files through it */
+    g_autofree char *sdir = g_strdup_printf("%s/s%d", dir, w->thread);
+    g_autofree char *sdir_away = g_strdup_printf("%s/s%d", shared, w->thread);
+    g_autofree char *sfile = g_strdup_printf("%s/inside", sdir);
+    FAIL_IF(mkdir(sdir, 0755) < 0, "mkdir scratch");
+    FAIL_IF(write_whole(sfile, "inside", 6) < 0, "write scratch");
     for (i = 0; i < COMMITS; i++) {
         size_t len;
         g_autofree char *data = content(w->job, w->thread, i, &len);
@@ -103,7 +110,9 @@ static void *worker(void *arg)
         FAIL_IF(rename(fin, keep) < 0, "rename keep");
         FAIL_IF(rename(keep, away) < 0, "rename away");
         FAIL_IF(rename(away, keep) < 0, "rename back");
-        w->ops += 8;
+        FAIL_IF(rename(sdir, sdir_away) < 0, "rename dir away");
+        FAIL_IF(rename(sdir_away, sdir) < 0, "rename dir back");
+        w->ops += 10;
         /* view lookups, whether or not the views exist yet */
         struct stat st;
         stat(view, &st);
@@ -309,11 +318,15 @@ static void test_sixteen_threads_four_jobs(void **state)
                 assert_memory_equal(got, want, len);
                 files++;
             }
+            g_autofree char *srel = g_strdup_printf("_state/%s/v1/%d/s%d/inside", job[j], t, t);
+            g_autofree char *spath = g_build_filename(m->backing, srel, NULL);
+            g_autofree char *inside = get_file(spath);
+            assert_string_equal(inside, "inside");
             g_autofree char *shared = g_strdup_printf("_state/%s/v1/shared", job[j]);
             g_autofree char *sp = g_build_filename(m->backing, shared, NULL);
             GDir *d = g_dir_open(sp, 0, NULL);
             assert_non_null(d);
-            assert_null(g_dir_read_name(d)); /* every file came back */
+            assert_null(g_dir_read_name(d)); /* every file and dir came back */
             g_dir_close(d);
         }
         for (unsigned i = 9; i < COMMITS; i += 10) {
