@@ -578,6 +578,19 @@ static bool classify_root(CkRestore *r, const char *value, const CkResolveOption
     return true;
 }
 
+/* A local root as messages name it: "" is the checkpoint directory. */
+static const char *root_name(const CkRestore *r)
+{
+    return r->root[0] ? r->root : "the checkpoint directory";
+}
+
+/* No generation= and no v<G> under the root to take the highest of. */
+static void fail_cannot_guess(CkRestore *r)
+{
+    fail(r, g_strdup_printf("no generation= and no v<G> under %s: cannot guess the generation",
+                            root_name(r)));
+}
+
 /* Where a restore goes once its root is classified.
  * A remote root is not looked at: the reads are <root>/v<G>/<S> (or a
  * failure when G must be guessed); NULL, r is done.  A local or external
@@ -635,9 +648,7 @@ static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
         return;
     if (!pick_generation(r, m, &rt)) {
         if (!r->error)
-            fail(r, g_strdup_printf("no generation= and no v<G> under %s: cannot guess the "
-                                    "generation",
-                                    r->root));
+            fail_cannot_guess(r);
         return;
     }
     if (m->participants->len > 0 && !(ri->scanned && has_u64(ri->gens, r->generation))) {
@@ -685,9 +696,7 @@ static void restore_legacy(CkRestore *r, int dfd, const CkMarker *m, const CkRes
     bool have_gen = pick_generation(r, m, &rt);
     if (m->participants->len == 0) {
         if (!have_gen) {
-            fail(r, g_strdup_printf("no generation= and no v<G> under %s: cannot guess the "
-                                    "generation",
-                                    r->root[0] ? r->root : "the checkpoint directory"));
+            fail_cannot_guess(r);
             return;
         }
         r->restorable = true;
@@ -719,7 +728,7 @@ static void restore_legacy(CkRestore *r, int dfd, const CkMarker *m, const CkRes
                 any = true;
     }
     if (!any) {
-        const char *where = r->root[0] ? r->root : "the checkpoint directory";
+        const char *where = root_name(r);
         if (have_gen)
             fail(r,
                  g_strdup_printf("neither %s nor the older layout <S> exists under %s", vg, where));

@@ -178,6 +178,16 @@ static void namespaced_no_generation_found(void **state)
     assert_non_null(strstr(r->error, "cannot guess"));
 }
 
+/* state=. is the checkpoint directory itself, and the error says so. */
+static void namespaced_dot_root_named_in_error(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(CkRestore) r = restore_of(fx, "j1", 3, "participants=0\nstate=.\n");
+    assert_false(r->restorable);
+    assert_string_equal(r->error, "no generation= and no v<G> under the checkpoint directory: "
+                                  "cannot guess the generation");
+}
+
 static void namespaced_symlinked_root_not_followed(void **state)
 {
     Fx *fx = *state;
@@ -659,6 +669,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(namespaced_missing_root_not_restorable, setup, teardown),
         cmocka_unit_test_setup_teardown(namespaced_generation_guessed, setup, teardown),
         cmocka_unit_test_setup_teardown(namespaced_no_generation_found, setup, teardown),
+        cmocka_unit_test_setup_teardown(namespaced_dot_root_named_in_error, setup, teardown),
         cmocka_unit_test_setup_teardown(namespaced_symlinked_root_not_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(namespaced_absolute_external_or_remote, setup, teardown),
         cmocka_unit_test_setup_teardown(namespaced_remote_uri, setup, teardown),
