@@ -753,7 +753,7 @@ int jv_readlink(struct ckptfs *fs, Node *n, VNode *vn, char **target)
 
 static void dent(ViewsDir *d, const char *name, ino_t ino, unsigned char type)
 {
-    VEnt e = {g_strdup(name), ino, type};
+    VEnt e = {g_strdup(name), ino, type, false};
     g_array_append_val(d->ents, e);
 }
 
@@ -795,9 +795,11 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
                 g_autofree char *vkey = tree_vkey(vn, rel);
                 ino = views_vino(fs, vkey);
             }
-            dent(d, le->name, ino, le->type);
+            /* the names stay the listing's: no copy per entry per opendir */
+            VEnt e = {le->name, ino, le->type, true};
+            g_array_append_val(d->ents, e);
         }
-        listing_release(l);
+        d->listing = l; /* released with the handle */
         return 0;
     }
     default:

@@ -387,7 +387,7 @@ int views_readlink(struct ckptfs *fs, Node *n, char **target)
 
 static void vent_add(ViewsDir *d, const char *name, ino_t ino, unsigned char type)
 {
-    VEnt e = {g_strdup(name), ino, type};
+    VEnt e = {g_strdup(name), ino, type, false};
     g_array_append_val(d->ents, e);
 }
 
@@ -396,7 +396,8 @@ static void viewsdir_free(ViewsDir *d)
     if (!d)
         return;
     for (guint i = 0; i < d->ents->len; i++)
-        g_free(g_array_index(d->ents, VEnt, i).name);
+        if (!g_array_index(d->ents, VEnt, i).borrowed)
+            g_free(g_array_index(d->ents, VEnt, i).name);
     g_array_unref(d->ents);
     if (d->listing)
         listing_unref(d->listing);

@@ -107,9 +107,10 @@ bool views_has_job(struct ckptfs *fs, const char *job);
 
 /* A directory handle of the views: entries snapshot at opendir. */
 typedef struct {
-    char *name;
+    char *name; /* owned, unless borrowed from the listing */
     ino_t ino;
     unsigned char type; /* DT_* */
+    bool borrowed;
 } VEnt;
 
 typedef struct {
