@@ -551,12 +551,14 @@ Node *node_get_virtual(struct ckptfs *fs, const char *vkey, void (*make)(Node *n
 bool node_unchanged_since_open(struct ckptfs *fs, Node *n, const struct stat *st)
 {
     g_mutex_lock(&fs->nodes.lock);
-    bool same = n->open_seen && n->open_size == st->st_size &&
-                n->open_mtime.tv_sec == st->st_mtim.tv_sec &&
-                n->open_mtime.tv_nsec == st->st_mtim.tv_nsec;
+    bool same =
+        n->open_seen && n->open_size == st->st_size && n->open_mtime.tv_sec == st->st_mtim.tv_sec &&
+        n->open_mtime.tv_nsec == st->st_mtim.tv_nsec &&
+        n->open_ctime.tv_sec == st->st_ctim.tv_sec && n->open_ctime.tv_nsec == st->st_ctim.tv_nsec;
     n->open_seen = true;
     n->open_size = st->st_size;
     n->open_mtime = st->st_mtim;
+    n->open_ctime = st->st_ctim;
     g_mutex_unlock(&fs->nodes.lock);
     return same;
 }
@@ -567,6 +569,7 @@ void node_note_release(struct ckptfs *fs, Node *n, const struct stat *st)
     n->open_seen = true;
     n->open_size = st->st_size;
     n->open_mtime = st->st_mtim;
+    n->open_ctime = st->st_ctim;
     g_mutex_unlock(&fs->nodes.lock);
 }
 

@@ -63,6 +63,7 @@ typedef struct Node {
     int nopen;  /* open files (NodeTable.lock): an unlinked object stays valid */
     /* keep_cache: the backing mtime/size seen at the last open/release (NodeTable.lock) */
     struct timespec open_mtime;
+    struct timespec open_ctime; /* multigrain on kernels >= 6.13: a change after a stat differs */
     off_t open_size;
     bool open_seen;
 } Node;

@@ -530,6 +530,45 @@ static void test_copy_file_range_and_fallocate(void **state)
     assert_memory_equal(text, "23456", 5);
 }
 
+static bool listing_has(const char *dir, const char *name)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    assert_non_null(d);
+    /* read to the end: only a complete listing is kept by the kernel */
+    bool found = false;
+    const char *n;
+    while ((n = g_dir_read_name(d)))
+        if (strcmp(n, name) == 0)
+            found = true;
+    return found;
+}
+
+/* The kernel may keep a listing across opens: only while the directory did
+ * not change, whichever side changed it. */
+static void test_listing_sees_changes_behind_the_mount(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *bdir = bp(m, "ls"), *dir = mp(m, "ls");
+    assert_int_equal(mkdir(bdir, 0755), 0);
+    for (int i = 0; i < 50; i++) {
+        g_autofree char *f = g_strdup_printf("%s/f%d", bdir, i);
+        put_file(f, "");
+    }
+    assert_true(listing_has(dir, "f7"));
+    assert_true(listing_has(dir, "f7")); /* now served from the kernel's copy */
+    g_autofree char *behind = g_build_filename(bdir, "behind", NULL);
+    put_file(behind, "");
+    assert_true(listing_has(dir, "behind"));
+    assert_int_equal(unlink(behind), 0);
+    assert_false(listing_has(dir, "behind"));
+    g_autofree char *through = g_build_filename(dir, "through", NULL);
+    put_file(through, "");
+    assert_true(listing_has(dir, "through"));
+    g_autofree char *f7 = g_build_filename(dir, "f7", NULL);
+    assert_int_equal(unlink(f7), 0);
+    assert_false(listing_has(dir, "f7"));
+}
+
 /* The same semantics where the backing fs gives no file handles: each
  * cached node keeps one O_PATH descriptor instead (and says so at start). */
 static int setup_no_handles(void **state)
@@ -577,6 +616,7 @@ int main(void)
         T(test_views_are_read_only),
         T(test_statfs_is_backing),
         T(test_copy_file_range_and_fallocate),
+        T(test_listing_sees_changes_behind_the_mount),
     };
     const struct CMUnitTest fallback[] = {
 #define F(f) cmocka_unit_test_setup_teardown(f, setup_no_handles, mount_teardown)
