@@ -352,19 +352,17 @@ static const RootInfo *root_lookup(CkRootCache *cache, int dfd, bool local, cons
         return ri;
     if (!ri && !want_scan && path[0] != '\0') {
         const char *sl = strrchr(path, '/');
-        {
-            g_autofree char *parent = sl ? g_strndup(path, (gsize)(sl - path)) : g_strdup("");
-            const RootInfo *pi = root_find(cache, local, parent, false);
-            guint64 g;
-            guint32 s;
-            const char *nm = sl ? sl + 1 : path;
-            if (pi && pi->scanned &&
-                ((ck_parse_generation_name(nm, strlen(nm), &g) && has_u64(pi->gens, g)) ||
-                 (ck_parse_subtask_name(nm, strlen(nm), &s) && has_u32(pi->subtasks, s)))) {
-                ri = root_find(cache, local, path, true);
-                ri->st = ST_DIR;
-                return ri;
-            }
+        g_autofree char *parent = sl ? g_strndup(path, (gsize)(sl - path)) : g_strdup("");
+        const RootInfo *pi = root_find(cache, local, parent, false);
+        guint64 g;
+        guint32 s;
+        const char *nm = sl ? sl + 1 : path;
+        if (pi && pi->scanned &&
+            ((ck_parse_generation_name(nm, strlen(nm), &g) && has_u64(pi->gens, g)) ||
+             (ck_parse_subtask_name(nm, strlen(nm), &s) && has_u32(pi->subtasks, s)))) {
+            ri = root_find(cache, local, path, true);
+            ri->st = ST_DIR;
+            return ri;
         }
     }
     if (!ri)
@@ -646,9 +644,8 @@ static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
     const RootInfo *ri = browse_root(r, m, dfd, cache, "state root", &rt);
     if (!ri)
         return;
-    if (!pick_generation(r, m, &rt)) {
-        if (!r->error)
-            fail_cannot_guess(r);
+    if (!pick_generation(r, m, &rt)) { /* with a browsable root it fails silently */
+        fail_cannot_guess(r);
         return;
     }
     if (m->participants->len > 0 && !(ri->scanned && has_u64(ri->gens, r->generation))) {
@@ -719,14 +716,9 @@ static void restore_legacy(CkRestore *r, int dfd, const CkMarker *m, const CkRes
         }
     }
     /* <dir>/v<G> is missing: the older layout <dir>/<S>, if any participant has one. */
-    ri = lookup(&rt, NULL, true);
     bool any = false;
-    for (guint i = 0; i < m->participants->len && ri->subtasks; i++) {
-        guint32 s = g_array_index(m->participants, guint32, i);
-        for (guint k = 0; k < ri->subtasks->len; k++)
-            if (g_array_index(ri->subtasks, guint32, k) == s)
-                any = true;
-    }
+    for (guint i = 0; i < m->participants->len && !any; i++)
+        any = has_u32(ri->subtasks, g_array_index(m->participants, guint32, i));
     if (!any) {
         const char *where = root_name(r);
         if (have_gen)
