@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -221,7 +222,11 @@ int node_table_init(struct ckptfs *fs)
     g_mutex_init(&fs->fdcache.lock);
     fs->fdcache.map = g_hash_table_new(g_direct_hash, g_direct_equal);
     g_queue_init(&fs->fdcache.lru);
+    /* a quarter of the descriptor limit at most: open files need the rest */
+    struct rlimit rl;
     fs->fdcache.capacity = FD_CACHE_CAPACITY;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        fs->fdcache.capacity = (guint)MAX(16, MIN((rlim_t)FD_CACHE_CAPACITY, rl.rlim_cur / 4));
 
     struct stat st;
     if (fstat(fs->root_fd, &st) < 0)
