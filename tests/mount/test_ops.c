@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -302,8 +303,45 @@ static void load_env(GHashTable *env, const char *text)
     }
 }
 
+static bool live_fuse(const char *mnt)
+{
+    struct statfs sfs;
+    return statfs(mnt, &sfs) == 0 && sfs.f_type == 0x65735546; /* FUSE_SUPER_MAGIC */
+}
+
+/* Runs the ExecStart command line (stderr to log) until the mount is live. */
+static pid_t exec_start(char **sargv, const char *log, const char *mnt)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 2);
+        execv(sargv[0], sargv);
+        _exit(127);
+    }
+    bool up = false;
+    for (int i = 0; i < 200 && !up; i++) {
+        up = live_fuse(mnt);
+        if (!up)
+            g_usleep(50000);
+    }
+    if (!up) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        g_autofree char *text = get_file(log);
+        fprintf(stderr, "ExecStart did not mount:\n%s", text);
+        const char *lazy[] = {"fusermount3", "-u", "-z", mnt, NULL};
+        run_env(lazy, NULL, NULL, NULL);
+    }
+    assert_true(up);
+    return pid;
+}
+
 /* The unit's ExecStart and ExecStop, expanded and run: the mount comes up
- * with the env file's options, ExecStop unmounts and the daemon exits 0. */
+ * with the env file's options; after a SIGKILL the same ExecStart (what
+ * Restart=on-failure runs) mounts again over the dead mount; ExecStop
+ * unmounts and the daemon exits 0. */
 static void test_systemd_unit_commands(void **state)
 {
     (void)state;
@@ -337,28 +375,15 @@ static void test_systemd_unit_commands(void **state)
     assert_string_equal(sargv[0], INSTALLED);
 
     g_autofree char *log = g_build_filename(m->base, "unit.log", NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 2);
-        execv(sargv[0], sargv);
-        _exit(127);
-    }
-    bool up = false;
-    for (int i = 0; i < 200 && !up; i++) {
-        g_autofree char *line = mountinfo_line(m->mnt);
-        up = line != NULL;
-        if (!up)
-            g_usleep(50000);
-    }
-    if (!up) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        g_autofree char *text = get_file(log);
-        fprintf(stderr, "ExecStart did not mount:\n%s", text);
-    }
-    assert_true(up);
+    pid_t pid = exec_start(sargv, log, m->mnt);
+    /* Restart=on-failure after a crash: the same ExecStart on the dead mount */
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    waitpid(pid, NULL, 0);
+    struct stat st;
+    errno = 0;
+    assert_int_equal(stat(m->mnt, &st), -1);
+    assert_int_equal(errno, ENOTCONN);
+    pid = exec_start(sargv, log, m->mnt);
     g_autofree char *foreign = g_build_filename(m->mnt, "_state", "j2", "from-j1", NULL);
     assert_int_not_equal(write_as("j1", foreign), 0);
     g_autofree char *own = g_build_filename(m->mnt, "_state", "j1", "own", NULL);
