@@ -111,12 +111,28 @@ static bool is_structure(CkNs ns)
     return ns.kind == CK_NS_ROOT || ns.kind == CK_NS_STRUCT;
 }
 
+/* ck_ns_child, also stored in *out when asked for. */
+static CkNs child_of(CkNs parent, const char *name, const char *views_name, CkNs *out)
+{
+    CkNs child = ck_ns_child(parent, name, views_name);
+    if (out)
+        *out = child;
+    return child;
+}
+
+/* A rename's or link's two ends: views are read-only, and both ends must be
+ * in one namespace (else `cross`, never EXDEV). */
+static CkVerdict same_namespace(CkNs src, CkNs dst, CkVerdict cross)
+{
+    if (src.kind == CK_NS_VIEWS || dst.kind == CK_NS_VIEWS)
+        return CK_VIEWS_READ_ONLY;
+    return ck_ns_equal(src, dst) ? CK_ALLOW : cross;
+}
+
 CkVerdict ck_policy_create(const CkPolicy *p, const char *caller_job, CkNs parent, const char *name,
                            bool is_dir, const char *views_name, CkNs *child_out)
 {
-    CkNs child = ck_ns_child(parent, name, views_name);
-    if (child_out)
-        *child_out = child;
+    CkNs child = child_of(parent, name, views_name, child_out);
     if (is_structure(parent))
         return create_in_structure(p, caller_job, parent, child, is_dir);
     return ck_policy_write(p, caller_job, child);
@@ -125,16 +141,13 @@ CkVerdict ck_policy_create(const CkPolicy *p, const char *caller_job, CkNs paren
 CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
                            const char *name, const char *views_name, CkNs *dst_out)
 {
-    CkNs dst = ck_ns_child(dst_parent, name, views_name);
-    if (dst_out)
-        *dst_out = dst;
-    if (src.kind == CK_NS_VIEWS || dst.kind == CK_NS_VIEWS)
-        return CK_VIEWS_READ_ONLY;
-    if (!ck_ns_equal(src, dst))
-        return CK_CROSS_NAMESPACE_RENAME;
+    CkNs dst = child_of(dst_parent, name, views_name, dst_out);
+    CkVerdict v = same_namespace(src, dst, CK_CROSS_NAMESPACE_RENAME);
+    if (v != CK_ALLOW)
+        return v;
     /* Removing the source entry is a write of its namespace; that also keeps
      * _state/_jobs themselves (STRUCT) from being renamed away. */
-    CkVerdict v = ck_policy_write(p, caller_job, src);
+    v = ck_policy_write(p, caller_job, src);
     if (v != CK_ALLOW || !is_structure(dst_parent))
         return v;
     /* The name that appears directly in the root or in _state/_jobs follows
@@ -147,13 +160,10 @@ CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, 
 CkVerdict ck_policy_link(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
                          const char *name, const char *views_name, CkNs *dst_out)
 {
-    CkNs dst = ck_ns_child(dst_parent, name, views_name);
-    if (dst_out)
-        *dst_out = dst;
-    if (src.kind == CK_NS_VIEWS || dst.kind == CK_NS_VIEWS)
-        return CK_VIEWS_READ_ONLY;
-    if (!ck_ns_equal(src, dst))
-        return CK_CROSS_NAMESPACE_LINK;
+    CkNs dst = child_of(dst_parent, name, views_name, dst_out);
+    CkVerdict v = same_namespace(src, dst, CK_CROSS_NAMESPACE_LINK);
+    if (v != CK_ALLOW)
+        return v;
     if (is_structure(dst_parent)) /* a link is never a directory */
         return create_in_structure(p, caller_job, dst_parent, dst, false);
     return ck_policy_write(p, caller_job, dst);
