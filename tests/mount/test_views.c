@@ -662,6 +662,107 @@ static void test_live(void **state)
     assert_true(gone);
 }
 
+/* ---- load: walks of the views while markers come and go ---- */
+
+typedef struct {
+    Mount *m;
+    gint stop;
+    gint walks;
+} Load;
+
+static void walk_tree(const char *dir, int depth)
+{
+    GDir *d = g_dir_open(dir, 0, NULL);
+    if (!d)
+        return; /* a checkpoint may vanish mid-walk */
+    const char *n;
+    while ((n = g_dir_read_name(d))) {
+        g_autofree char *p = g_build_filename(dir, n, NULL);
+        struct stat st;
+        if (lstat(p, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode) && depth < 12) {
+            walk_tree(p, depth + 1);
+        } else if (S_ISREG(st.st_mode) && strcmp(n, ".metrics") != 0) {
+            char buf[256];
+            int fd = open(p, O_RDONLY);
+            if (fd >= 0) {
+                while (read(fd, buf, sizeof buf) > 0)
+                    ;
+                close(fd);
+            }
+        } else if (S_ISLNK(st.st_mode)) {
+            char buf[256];
+            (void)!readlink(p, buf, sizeof buf);
+        }
+        char x[256];
+        (void)getxattr(p, "user.ckptfs.backing", x, sizeof x);
+    }
+    g_dir_close(d);
+}
+
+static gpointer walker(gpointer p)
+{
+    Load *l = p;
+    g_autofree char *v = V(l->m, "");
+    while (!g_atomic_int_get(&l->stop)) {
+        walk_tree(v, 0);
+        g_atomic_int_inc(&l->walks);
+    }
+    return NULL;
+}
+
+static void test_load(void **state)
+{
+    Fx *f = *state;
+    Mount *m = f->m;
+    Load l = {m, 0, 0};
+    GThread *th[3];
+    for (int i = 0; i < 3; i++)
+        th[i] = g_thread_new("walker", walker, &l);
+    /* markers through the mount (ns) and behind it (leg), with removals */
+    for (int n = 10; n < 40; n++) {
+        g_autofree char *rel = g_strdup_printf("_jobs/ns/chk-%d", n);
+        g_autofree char *d = g_build_filename(m->mnt, rel, NULL);
+        assert_int_equal(mkdir(d, 0755), 0);
+        g_autofree char *tmp = g_build_filename(d, "COMPLETED.tmp", NULL);
+        g_autofree char *fin = g_build_filename(d, "COMPLETED", NULL);
+        g_autofree char *txt = g_strdup_printf(
+            "checkpoint=%d\ngeneration=2\nparticipants=%d\nstate=_state/ns\n", n, n % 2);
+        put_file(tmp, txt);
+        assert_int_equal(rename(tmp, fin), 0);
+        g_autofree char *l1 = latest_of(m, "ns");
+        g_autofree char *want = g_strdup_printf("checkpoints/%d", n);
+        assert_string_equal(l1, want);
+        g_autofree char *brel = g_strdup_printf("_jobs/leg/chk-%d/COMPLETED", n);
+        bput(m->backing, brel, n % 3 ? "generation=1\nparticipants=1\n" : "garbage\n");
+        if (n % 5 == 0 && n > 10) {
+            g_autofree char *old = g_strdup_printf("_jobs/ns/chk-%d/COMPLETED", n - 1);
+            g_autofree char *om = g_build_filename(m->mnt, old, NULL);
+            assert_int_equal(unlink(om), 0);
+        }
+        g_usleep(20000);
+    }
+    while (g_atomic_int_get(&l.walks) < 3)
+        g_usleep(10000);
+    g_atomic_int_set(&l.stop, 1);
+    for (int i = 0; i < 3; i++)
+        g_thread_join(th[i]);
+    /* leg's last restorable marker is 38 (39 % 3 == 0 is garbage) */
+    bool ok = false;
+    for (int i = 0; i < 50 && !ok; i++) {
+        g_autofree char *ll = latest_of(m, "leg");
+        ok = strcmp(ll, "checkpoints/38") == 0;
+        if (!ok)
+            g_usleep(100000);
+    }
+    assert_true(ok);
+    g_autofree char *e = V(m, "leg/checkpoints/39/ERROR");
+    assert_true(g_file_test(e, G_FILE_TEST_IS_REGULAR));
+    g_autofree char *c = V(m, "ns/checkpoints/39/1");
+    assert_names(c, "f.snap loop sub");
+}
+
 /* A copied checkpoint directory restores from the copy. */
 static void test_copied_dir(void **state)
 {
@@ -704,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_restore_text), cmocka_unit_test(test_reads_and_inodes),
         cmocka_unit_test(test_erofs),        cmocka_unit_test(test_tools),
         cmocka_unit_test(test_metrics),      cmocka_unit_test(test_live),
+        cmocka_unit_test(test_load),
     };
     const struct CMUnitTest alone[] = {
         cmocka_unit_test(test_copied_dir),
