@@ -199,6 +199,14 @@ static bool stamp_equal(const Stamp *a, const Stamp *b)
            a->env_end == b->env_end;
 }
 
+/* The thread (or its process) is gone, or its /proc entry is not a
+ * process's (EINVAL: unparsable): anonymous, as documented.  Other errors
+ * are the daemon's own trouble (EMFILE, ENFILE, ENOMEM, EIO): fail closed. */
+static bool vanished(int err)
+{
+    return err == -ENOENT || err == -ESRCH || err == -EINVAL;
+}
+
 const char *ck_identity_of(CkIdentity *id, pid_t tid)
 {
     if (id->fixed_job != NULL)
@@ -207,8 +215,9 @@ const char *ck_identity_of(CkIdentity *id, pid_t tid)
         return NULL;
 
     Stamp st;
-    if (read_stamp(id, tid, &st) < 0)
-        return NULL; /* vanished (or not a process): anonymous */
+    int rs = read_stamp(id, tid, &st);
+    if (rs < 0) /* vanished (or not a process): anonymous */
+        return vanished(rs) ? NULL : g_intern_string(CK_IDENTITY_UNKNOWN);
 
     g_mutex_lock(&id->lock);
     Entry *e = g_hash_table_lookup(id->cache, GINT_TO_POINTER(tid));
@@ -224,19 +233,25 @@ const char *ck_identity_of(CkIdentity *id, pid_t tid)
     for (int attempt = 0; attempt < 3; attempt++) {
         pid_t tgid;
         const char *job;
-        if (read_tgid(id, tid, &tgid) < 0)
-            return NULL;
+        int rt = read_tgid(id, tid, &tgid);
+        if (rt < 0)
+            return vanished(rt) ? NULL : g_intern_string(CK_IDENTITY_UNKNOWN);
         int r = read_env_job(id, tgid, &job);
         /* A leader that exited before its threads is a zombie without an
          * environment; the thread's own entry reads the same mm. */
         if (job == NULL && tgid != tid)
             r = read_env_job(id, tid, &job);
-        if (r == -ENOENT || r == -ESRCH)
+        if (vanished(r))
             return NULL;
-        /* other errors (EACCES: not ours to read) leave it anonymous, cached */
+        /* EACCES (not ours to read) leaves it anonymous, cached; any other
+         * error (EMFILE: the daemon is out of descriptors) must not let the
+         * caller act as anonymous: unknown, not cached */
+        if (r < 0 && r != -EACCES)
+            return g_intern_string(CK_IDENTITY_UNKNOWN);
         Stamp again;
-        if (read_stamp(id, tid, &again) < 0)
-            return NULL;
+        rs = read_stamp(id, tid, &again);
+        if (rs < 0)
+            return vanished(rs) ? NULL : g_intern_string(CK_IDENTITY_UNKNOWN);
         if (!stamp_equal(&st, &again)) {
             st = again;
             continue;

@@ -22,9 +22,17 @@
  * only (reads do not need an identity).
  * With fixed_job (job=ID) the answer is always that job, interned, and /proc
  * is never read; fixed_job wins over env_var; with neither, always NULL.
- * tid <= 0 (a caller outside the daemon's pid namespace) is anonymous. */
+ * tid <= 0 (a caller outside the daemon's pid namespace) is anonymous.
+ * Any other failure to read /proc (EMFILE when the daemon is out of
+ * descriptors, ENFILE, ENOMEM, EIO) answers CK_IDENTITY_UNKNOWN, not
+ * cached: the caller then acts as a job no namespace belongs to, so its
+ * writes into every job's namespace are refused (fail closed) instead of
+ * being allowed as an anonymous caller's. */
 #pragma once
 #include <sys/types.h>
+
+/* Never a valid job id (parentheses); returned interned. */
+#define CK_IDENTITY_UNKNOWN "(unknown)"
 
 typedef struct CkIdentity CkIdentity;
 

@@ -116,7 +116,7 @@ static void watch_init(Watch *w, CkCatalog *c)
                   g_strerror(errno));
         return;
     }
-    add_watch(w, ".", DIR_EVENTS | IN_ATTRIB, W_TOP, NULL);
+    add_watch(w, ".", DIR_EVENTS, W_TOP, NULL);
     add_watch(w, "_jobs", DIR_EVENTS, W_JOBS, NULL);
     add_watch(w, "_state", DIR_EVENTS, W_STATE, NULL);
     watch_all_jobs(w, c);
@@ -174,8 +174,13 @@ static void handle_event(Watch *w, const struct inotify_event *ev)
         }
         break;
     case W_CHKDIR:
-        if (strcmp(name, "COMPLETED") == 0)
+        if (strcmp(name, "COMPLETED") == 0) {
             g_hash_table_add(w->todo, (gpointer)wi->job);
+            /* complete: later changes are rare, and a watch per checkpoint
+             * ever made would exhaust max_user_watches (rescans see them) */
+            if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))
+                inotify_rm_watch(w->ifd, ev->wd);
+        }
         break;
     }
 }

@@ -429,6 +429,25 @@ static void make_alias(Node *n, void *p)
     m->used = true;
 }
 
+/* True when the alias node n is the object open as fd (same file handle:
+ * a recycled inode number has another handle generation). */
+static bool alias_current(const Node *n, int fd)
+{
+    if (!n->handle)
+        return true; /* a pinned descriptor: dev and ino already matched */
+    union {
+        struct file_handle fh;
+        char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+    } h;
+    h.fh.handle_bytes = MAX_HANDLE_SZ;
+    int mnt = 0;
+    if (name_to_handle_at(fd, "", &h.fh, &mnt, AT_EMPTY_PATH) != 0)
+        return true;
+    return h.fh.handle_type == n->handle->handle_type &&
+           h.fh.handle_bytes == n->handle->handle_bytes &&
+           memcmp(h.fh.f_handle, n->handle->f_handle, h.fh.handle_bytes) == 0;
+}
+
 /* Copies provenance into a node that may already exist (another lookup may
  * read it: under its lock). */
 static void set_provenance(VNode *dst, const VNode *src)
@@ -577,6 +596,17 @@ static int tree_lookup(struct ckptfs *fs, VNode *pv, const char *name, struct fu
         g_strdup_printf("#%ju:%ju#%s", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino, tk);
     MakeCtx m = {vn, 0, 0, fd, &st, fs, false};
     Node *n = node_get_virtual(fs, vkey, make_alias, &m);
+    if (!m.used && !alias_current(n, fd)) {
+        /* the inode number was recycled at this path (unlink + create): the
+         * old node's handle is stale; take it out of the table so the kernel
+         * gets a fresh node (node_forget frees the old one when unused) */
+        g_mutex_lock(&fs->nodes.lock);
+        if (g_hash_table_lookup(fs->nodes.virtuals, vkey) == n)
+            g_hash_table_remove(fs->nodes.virtuals, vkey);
+        g_mutex_unlock(&fs->nodes.lock);
+        node_forget(fs, n, 1);
+        n = node_get_virtual(fs, vkey, make_alias, &m);
+    }
     close(fd);
     if (!m.used) {
         set_provenance(n->vdata, vn);

@@ -70,7 +70,21 @@ void views_note_change(struct ckptfs *fs, CkNs pns, const char *name);
 const char *views_marker_job(struct ckptfs *fs, Node *n, int fd);
 void views_marker_written(struct ckptfs *fs, const char *job);
 
-/* Extended attributes (user.ckptfs.source, .backing, .generation). */
+/* Extended attributes (user.ckptfs.source, .backing, .generation), read-only,
+ * on regular files and directories of the job trees (the kernel refuses
+ * user.* on symlinks, so `latest` and symlinks in a state tree have none):
+ *  - a file in state/ or checkpoints/<N>/: its layer's source ("own",
+ *    "legacy", "external"), its backing path (relative to the backing dir;
+ *    absolute for external), the generation (its layer's, or the v<G> its
+ *    path starts with);
+ *  - a directory: the same, from the first layer that has it as a real
+ *    directory; a directory that only stands for a deeper layer's prefix
+ *    (state/v1 above a legacy v1/0) has a source but no backing;
+ *  - <J>: own, "_jobs/<J>"; <J>/state: own, "_state/<J>" (when it exists);
+ *    <J>/checkpoints and <J>/restore: own, "_jobs/<J>";
+ *    checkpoints/<N> and its ERROR: own, the marker dir / marker, and the
+ *    checkpoint's generation when known;
+ *  - the views dir, .collisions, .metrics: none. */
 int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value);
 /* Appends each name and its NUL to names. */
 int views_listxattr(struct ckptfs *fs, Node *n, GString *names);
