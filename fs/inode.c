@@ -54,6 +54,23 @@ static void fdcache_drop(struct ckptfs *fs, Node *n)
     g_mutex_unlock(&c->lock);
 }
 
+/* Closes the older half of the cached descriptors; true if it closed any. */
+static bool fdcache_shrink(struct ckptfs *fs)
+{
+    FdCache *c = &fs->fdcache;
+    g_mutex_lock(&c->lock);
+    guint target = c->lru.length / 2, closed = 0;
+    while (c->lru.length > target) {
+        GList *tail = g_queue_pop_tail_link(&c->lru);
+        FdEntry *old = tail->data;
+        g_hash_table_remove(c->map, old->node);
+        fdentry_unref_locked(old);
+        closed++;
+    }
+    g_mutex_unlock(&c->lock);
+    return closed > 0;
+}
+
 /* Caches fd (O_PATH) for n; returns the descriptor to use, borrowed in *out. */
 static void fdcache_insert(struct ckptfs *fs, Node *n, int fd, NodeFd *out)
 {
@@ -132,6 +149,10 @@ int node_fd(struct ckptfs *fs, Node *n, NodeFd *out)
     }
     g_mutex_unlock(&c->lock);
     int fd = open_by_handle_at(fs->mount_fd, n->handle, O_PATH | O_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && fdcache_shrink(fs)) {
+        /* out of descriptors (many open files): the cache gives way */
+        fd = open_by_handle_at(fs->mount_fd, n->handle, O_PATH | O_CLOEXEC);
+    }
     if (fd < 0)
         return node_mark_stale(fs, n, -errno);
     fdcache_insert(fs, n, fd, out);
