@@ -176,6 +176,8 @@ int node_open(struct ckptfs *fs, Node *n, int flags)
     int fd;
     if (n->handle) {
         fd = open_by_handle_at(fs->mount_fd, n->handle, flags);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && fdcache_shrink(fs))
+            fd = open_by_handle_at(fs->mount_fd, n->handle, flags);
     } else if (n->pinned_fd >= 0) {
         char proc[64];
         g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", n->pinned_fd);
