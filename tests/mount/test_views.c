@@ -817,6 +817,49 @@ static void test_copied_dir(void **state)
     mount_free(m);
 }
 
+/* config=FILE: a per-job legacy_backend under the allowed external_root. */
+static void test_config_legacy_backend(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *extb = g_build_filename(m->base, "extb", NULL);
+    g_autofree char *lbk = g_build_filename(extb, "lbk", NULL);
+    bput(lbk, "v1/0/f", "from the job's own legacy backend");
+    bput(m->backing, "v1/0/f", "the shared legacy area");
+    marker(m->backing, "lb", 1, "generation=1\nparticipants=0\n");
+    marker(m->backing, "lc", 1, "generation=1\nparticipants=0\n");
+    g_autofree char *cfg = g_build_filename(m->base, "ckptfs.conf", NULL);
+    g_autofree char *cfgtext =
+        g_strdup_printf("[ckptfs]\nexternal_root=%s\n\n[job:lb]\nlegacy_backend=%s\n", extb, lbk);
+    put_file(cfg, cfgtext);
+    g_autofree char *opt = g_strdup_printf("config=%s", cfg);
+    const char *args[] = {"-o", opt, NULL};
+    if (mount_start(m, args) != 0) {
+        mount_free(m);
+        fail_msg("mount failed");
+    }
+    g_autofree char *v = V(m, "lb/state/v1/0/f");
+    g_autofree char *t = get_file(v);
+    assert_string_equal(t, "from the job's own legacy backend");
+    assert_xattr(v, "user.ckptfs.source", "external");
+    g_autofree char *want = g_build_filename(lbk, "v1/0/f", NULL);
+    assert_xattr(v, "user.ckptfs.backing", want);
+    g_autofree char *vc = V(m, "lc/checkpoints/1/0/f");
+    g_autofree char *tc = get_file(vc);
+    assert_string_equal(tc, "the shared legacy area");
+    assert_xattr(vc, "user.ckptfs.source", "legacy");
+    /* the same answer from ckptctl with the same config */
+    g_autofree char *loc = g_strdup_printf("%s/_jobs/lb", m->backing);
+    const char *argv[] = {ckptctl(), "resolve", "--json", "--config", cfg, loc, NULL};
+    g_autofree char *out = NULL;
+    assert_int_equal(run_cmd(argv, &out), 0);
+    g_autofree char *rd = g_build_filename(lbk, "v1/0", NULL);
+    g_autofree char *quoted = g_strdup_printf("\"%s\"", rd);
+    assert_non_null(strstr(out, quoted));
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest fixture[] = {
@@ -829,6 +872,7 @@ int main(void)
     };
     const struct CMUnitTest alone[] = {
         cmocka_unit_test(test_copied_dir),
+        cmocka_unit_test(test_config_legacy_backend),
     };
     int rc = cmocka_run_group_tests_name("views", fixture, fx_setup, fx_teardown);
     rc += cmocka_run_group_tests_name("views-copy", alone, NULL, NULL);
