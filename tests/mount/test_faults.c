@@ -479,8 +479,91 @@ static void test_removed_behind_back_while_open(void **state)
     mount_free(m);
 }
 
-int main(void)
+/* ---- the daemon out of descriptors ---- */
+
+/* Child (re-executed with CKJOB=a in its environment): holds files of
+ * _state/a open until the daemon runs out of descriptors, then tries to
+ * remove job b's state.  Exit 0 when that was refused, 1 when allowed, 2
+ * when the daemon never ran out. */
+static int exhaust_child(const char *mnt)
 {
+    int held = 0;
+    bool exhausted = false;
+    for (int i = 0; i < 400 && !exhausted; i++) {
+        g_autofree char *p = g_strdup_printf("%s/_state/a/f%d", mnt, i);
+        if (open(p, O_RDONLY) >= 0)
+            held++;
+        else
+            exhausted = errno == EMFILE || errno == ENFILE;
+    }
+    if (!exhausted)
+        return 2;
+    g_autofree char *precious = g_strdup_printf("%s/_state/b/precious", mnt);
+    g_autofree char *evil = g_strdup_printf("%s/_state/b/evil", mnt);
+    bool allowed = unlink(precious) == 0;
+    allowed |= mkdir(evil, 0755) == 0;
+    printf("held %d\n", held);
+    return allowed ? 1 : 0;
+}
+
+/* identity=env:VAR needs /proc reads; with the daemon out of descriptors a
+ * caller's job cannot be read, and it must not then pass as anonymous. */
+static void test_out_of_descriptors_fails_closed(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *ba = g_build_filename(m->backing, "_state", "a", NULL);
+    g_autofree char *bb = g_build_filename(m->backing, "_state", "b", NULL);
+    g_mkdir_with_parents(ba, 0755);
+    g_mkdir_with_parents(bb, 0755);
+    for (int i = 0; i < 400; i++) {
+        g_autofree char *f = g_strdup_printf("%s/f%d", ba, i);
+        put_file(f, "a");
+    }
+    g_autofree char *precious = g_build_filename(bb, "precious", NULL);
+    put_file(precious, "b's state");
+    m->nofile = 64;
+    const char *args[] = {"-o", "identity=env:CKJOB", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    /* b's directory is looked up and listed first, as a busy mount would
+     * have it: its descriptor is then in the daemon's cache */
+    g_autofree char *mb = g_build_filename(m->mnt, "_state", "b", NULL);
+    GDir *d = g_dir_open(mb, 0, NULL);
+    assert_non_null(d);
+    while (g_dir_read_name(d))
+        ;
+    g_dir_close(d);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        char *envp[] = {"CKJOB=a", "ASAN_OPTIONS=detect_leaks=0", NULL};
+        char *argv[] = {"/proc/self/exe", "--exhaust-child", m->mnt, NULL};
+        execve("/proc/self/exe", argv, envp);
+        _exit(127);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 2)
+        fprintf(stderr, "the daemon never ran out of descriptors\n");
+    assert_int_equal(WEXITSTATUS(status), 0);
+    g_autofree char *text = get_file(precious);
+    assert_string_equal(text, "b's state");
+    g_autofree char *bevil = g_build_filename(bb, "evil", NULL);
+    assert_int_equal(access(bevil, F_OK), -1);
+    /* the descriptors are back: the daemon serves as before */
+    assert_int_equal(kill(m->pid, 0), 0);
+    g_autofree char *own = g_build_filename(m->mnt, "_state", "a", "after", NULL);
+    put_file(own, "fine");
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--exhaust-child") == 0)
+        return exhaust_child(argv[2]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill_9_during_commits),
         cmocka_unit_test(test_kill_9_during_commits_writeback),
@@ -488,6 +571,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backing_full, setup_full, teardown_full),
         cmocka_unit_test_setup_teardown(test_backing_full, setup_full_writeback, teardown_full),
         cmocka_unit_test(test_removed_behind_back_while_open),
+        cmocka_unit_test(test_out_of_descriptors_fails_closed),
     };
     return cmocka_run_group_tests_name("mount/faults", tests, NULL, NULL);
 }
