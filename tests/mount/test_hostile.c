@@ -237,6 +237,11 @@ static void build_hostile(Mount *m)
     put_rel(m, "_jobs/etc/chk-1/COMPLETED", "generation=1\nparticipants=0\nstate=/etc\n");
     put_rel(m, "_jobs/uri/chk-1/COMPLETED", "generation=1\nparticipants=0\nstate=file:///etc\n");
     put_rel(m, "_jobs/esc/chk-1/COMPLETED", "generation=1\nparticipants=0\nstate=../../canary\n");
+    /* '..' inside a relative root: normalised, then judged */
+    put_rel(m, "_jobs/dd1/chk-1/COMPLETED",
+            "generation=1\nparticipants=0\nstate=_state/dd1/../ok\n");
+    put_rel(m, "_jobs/dd2/chk-1/COMPLETED",
+            "generation=1\nparticipants=0\nstate=./_state/../../x\n");
     put_rel(m, "_jobs/lp/chk-1/COMPLETED", "generation=1\nparticipants=0\nstate=_state/loop\n");
     symlink_rel(m, "loop", "_state/loop");
 
@@ -646,6 +651,8 @@ static void test_hostile_backing_tree(void **state)
     JsonObject *big = find_hazard(root, "malformed", "_jobs/big/chk-1/COMPLETED");
     assert_non_null(strstr(json_object_get_string_member(big, "detail"), "64 KiB"));
     expect_hazard(root, "foreign-root", "_jobs/sym/chk-1/COMPLETED");
+    expect_hazard(root, "foreign-root", "_jobs/dd1/chk-1/COMPLETED"); /* = _state/ok */
+    expect_hazard(root, "malformed", "_jobs/dd2/chk-1/COMPLETED");    /* escapes */
     expect_hazard(root, "not-a-job", "_jobs/a\nb");
     expect_hazard(root, "not-a-job", "_state/evil");
     expect_hazard(root, "not-a-job", "_state/loop");
