@@ -173,17 +173,15 @@ static gint cmp_stamp(gconstpointer a, gconstpointer b)
     return x->n < y->n ? -1 : x->n > y->n;
 }
 
-/* The chk-<N> directories of _jobs/<job> (jfd), ascending.  with_stamps:
- * also (ino, size, mtime) of each COMPLETED, dropping those without one (a
- * checkpoint in progress); a COMPLETED of any type counts (a non-regular one
- * is reported malformed).  jfd < 0: none. */
+/* The chk-<N> directories of _jobs/<job> (jfd, freshly opened: read with
+ * getdents from its start), ascending.  with_stamps: also (ino, size, mtime)
+ * of each COMPLETED, dropping those without one (a checkpoint in progress); a
+ * COMPLETED of any type counts (a non-regular one is reported malformed).
+ * jfd < 0: none. */
 static GArray *marker_list(int jfd, bool with_stamps)
 {
     GArray *out = g_array_new(FALSE, FALSE, sizeof(MarkerStamp));
     if (jfd < 0)
-        return out;
-    /* getdents on jfd itself: its offset does not matter to the openat()s after */
-    if (lseek(jfd, 0, SEEK_SET) != 0)
         return out;
     CkDirIter it;
     ck_dir_iter_init(&it, jfd);
@@ -220,6 +218,13 @@ static int open_job_dir(CkCatalog *c, const char *job)
     g_snprintf(p, sizeof p, "_jobs/%s", job);
     int fd = ck_open_beneath(c->dfd, p, O_RDONLY | O_DIRECTORY, NULL);
     return fd < 0 ? -1 : fd;
+}
+
+static DirStamp own_root_stamp(CkCatalog *c, const char *job)
+{
+    char p[CK_JOB_ID_MAX + 16];
+    g_snprintf(p, sizeof p, "_state/%s", job);
+    return dir_stamp(c->dfd, p);
 }
 
 #define MARKER_BUF (CK_MARKER_MAX_BYTES + 1)
@@ -307,21 +312,20 @@ static CkCheckpointInfo *checkpoint_new(CkCatalog *c, const char *job, guint64 n
     return cp;
 }
 
-/* Builds a snapshot of `job`.  stamps: the fresh stamps of its markers (a
+/* Builds a snapshot of `job` from what job_update found: jfd (_jobs/<J>, or
+ * -1) and own_root (_state/<J>).  stamps: the fresh stamps of its markers (a
  * rescan), or NULL (first build).  A marker whose fresh stamp equals old's
  * is copied from old instead of re-read, unless `reeval` (its surroundings
  * changed). */
-static JobPriv *job_build(CkCatalog *c, const char *job, const JobPriv *old, bool reeval,
-                          const GArray *stamps, CkRootCache *cache, char *buf)
+static JobPriv *job_build(CkCatalog *c, const char *job, int jfd, DirStamp own_root,
+                          const JobPriv *old, bool reeval, const GArray *stamps, CkRootCache *cache,
+                          char *buf)
 {
     JobPriv *jp = job_priv_new(job);
-    int jfd = open_job_dir(c, job);
     jp->pub.has_markers_dir = jfd >= 0;
     g_autoptr(GArray) list = stamps ? g_array_ref((GArray *)stamps) : marker_list(jfd, false);
-    char own[CK_JOB_ID_MAX + 16];
-    g_snprintf(own, sizeof own, "_state/%s", job);
-    jp->own_root = dir_stamp(c->dfd, own);
-    jp->pub.has_own_root = jp->own_root.exists;
+    jp->own_root = own_root;
+    jp->pub.has_own_root = own_root.exists;
     guint k = 0;
     for (guint i = 0; i < list->len; i++) {
         MarkerStamp ms = g_array_index(list, MarkerStamp, i);
@@ -346,8 +350,6 @@ static JobPriv *job_build(CkCatalog *c, const char *job, const JobPriv *old, boo
         g_array_append_val(jp->stamps, ms);
         g_ptr_array_add(jp->pub.checkpoints, cp);
     }
-    if (jfd >= 0)
-        close(jfd);
     job_finish(jp);
     return jp;
 }
@@ -583,29 +585,26 @@ static GHashTable *table_copy(GHashTable *t)
     return n;
 }
 
-/* A job's new snapshot, or NULL when nothing it depends on changed. */
+/* A job's new snapshot, or NULL when nothing it depends on changed.  One
+ * look at _jobs/<J> and _state/<J> serves both the comparison and the build. */
 static JobPriv *job_update(CkCatalog *c, const char *job, const JobPriv *old, bool top_changed,
                            CkRootCache *cache, char *buf)
 {
-    bool reeval = false;
+    int jfd = open_job_dir(c, job);
+    DirStamp own = own_root_stamp(c, job);
+    bool reeval = false, same = false;
     g_autoptr(GArray) st = NULL;
     if (old) {
-        int jfd = open_job_dir(c, job);
-        bool hd = jfd >= 0;
         st = marker_list(jfd, true);
-        if (jfd >= 0)
-            close(jfd);
-        char own[CK_JOB_ID_MAX + 16];
-        g_snprintf(own, sizeof own, "_state/%s", job);
-        DirStamp os = dir_stamp(c->dfd, own);
-        reeval = !dir_stamp_equal(os, old->own_root) || (top_changed && old->uses_top);
-        bool same = !reeval && hd == old->pub.has_markers_dir && st->len == old->stamps->len &&
-                    (st->len == 0 ||
-                     memcmp(st->data, old->stamps->data, st->len * sizeof(MarkerStamp)) == 0);
-        if (same)
-            return NULL;
+        reeval = !dir_stamp_equal(own, old->own_root) || (top_changed && old->uses_top);
+        same = !reeval && (jfd >= 0) == old->pub.has_markers_dir && st->len == old->stamps->len &&
+               (st->len == 0 ||
+                memcmp(st->data, old->stamps->data, st->len * sizeof(MarkerStamp)) == 0);
     }
-    return job_build(c, job, old, reeval, st, cache, buf);
+    JobPriv *jp = same ? NULL : job_build(c, job, jfd, own, old, reeval, st, cache, buf);
+    if (jfd >= 0)
+        close(jfd);
+    return jp;
 }
 
 typedef struct {
@@ -648,20 +647,18 @@ static void rebuild(CkCatalog *c, const char *only, GPtrArray *changed)
     g_autoptr(GHashTable) fresh = g_hash_table_new(g_direct_hash, g_direct_equal);
     g_autoptr(GHashTable) names = g_hash_table_new(g_direct_hash, g_direct_equal);
     GPtrArray *not_jobs = NULL;
-    DirStamp top = dir_stamp(c->dfd, ".");
-    bool top_changed = !dir_stamp_equal(top, old_top);
+    DirStamp top = {0};
+    bool top_changed = false; /* a refresh of one job never looks at the top level */
     if (only) {
         char p[CK_JOB_ID_MAX + 16];
         g_snprintf(p, sizeof p, "_jobs/%s", only);
-        bool a = dir_stamp(c->dfd, p).exists;
-        g_snprintf(p, sizeof p, "_state/%s", only);
-        bool b = dir_stamp(c->dfd, p).exists;
-        if (a || b)
+        if (dir_stamp(c->dfd, p).exists || own_root_stamp(c, only).exists)
             g_hash_table_add(names, (gpointer)only);
         else if (g_hash_table_remove(next, only) && changed)
             g_ptr_array_add(changed, (gpointer)only);
-        top_changed = false;
     } else {
+        top = dir_stamp(c->dfd, ".");
+        top_changed = !dir_stamp_equal(top, old_top);
         not_jobs = g_ptr_array_new_with_free_func(g_free);
         list_names(c->dfd, "_jobs", names, not_jobs);
         list_names(c->dfd, "_state", names, not_jobs);
