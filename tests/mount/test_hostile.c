@@ -504,22 +504,28 @@ static void test_hostile_names(void **state)
     mount_free(m);
 }
 
-/* Runs `sh -c 'echo x > TARGET'` with CKJOB=value; returns the exit code. */
-static int write_as(const char *value, const char *target)
+/* Runs `sh -c 'echo x > TARGET'` (sh run as prog, which names its comm)
+ * with CKJOB=value; returns the exit code. */
+static int write_as_prog(const char *prog, const char *value, const char *target)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         g_autofree char *env = g_strconcat("CKJOB=", value, NULL);
         char *envp[] = {env, "PATH=/usr/bin:/bin", NULL};
-        char *argv[] = {"/bin/sh", "-c", "echo x > \"$0\"", (char *)target, NULL};
-        execve("/bin/sh", argv, envp);
+        char *argv[] = {(char *)prog, "-c", "echo x > \"$0\" 2>/dev/null", (char *)target, NULL};
+        execve(prog, argv, envp);
         _exit(127);
     }
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     return WEXITSTATUS(status);
+}
+
+static int write_as(const char *value, const char *target)
+{
+    return write_as_prog("/bin/sh", value, target);
 }
 
 /* identity=env:VAR with values that are not job ids: the caller is anonymous
@@ -547,12 +553,18 @@ static void test_hostile_identity(void **state)
     g_autofree char *fp = M(m, "_state/b/by-c"), *fb = B(m, "_state/b/by-c");
     assert_int_not_equal(write_as("c", fp), 0);
     assert_int_equal(access(fb, F_OK), -1);
+    /* a process name (comm) of newline, quote, brace and non-UTF-8 bytes */
+    g_autofree char *prog = g_build_filename(m->base, "x\n\"}\xff{", NULL);
+    assert_int_equal(symlink("/bin/sh", prog), 0);
+    g_autofree char *fp2 = M(m, "_state/b/by-c2");
+    assert_int_not_equal(write_as_prog(prog, "c", fp2), 0);
     g_autofree char *logp = M(m, "_views/.collisions");
     g_autofree char *log = get_file(logp);
     assert_json_lines(log);
     g_auto(GStrv) lines = g_strsplit(log, "\n", -1);
-    assert_int_equal(g_strv_length(lines), 2); /* one record, then "" */
+    assert_int_equal(g_strv_length(lines), 3); /* two records, then "" */
     assert_non_null(strstr(log, "\"caller_job\":\"c\""));
+    assert_non_null(strstr(log, "\"comm\":\"x\\n\\\"}"));
     /* nothing escaped the backing dir */
     g_autofree char *outside = g_build_filename(m->base, "b", NULL);
     assert_int_equal(access(outside, F_OK), -1);

@@ -366,12 +366,48 @@ static void test_sixteen_threads_four_jobs(void **state)
     g_cond_clear(&wd.cond);
 }
 
+/* A flood of refusals: the views keep the newest 10,000 records, the
+ * collision_log file gets every one, the counters count every one. */
+static void test_collision_flood(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *bb = g_build_filename(m->backing, "_state", "b", NULL);
+    assert_int_equal(g_mkdir_with_parents(bb, 0755), 0);
+    g_autofree char *logfile = g_build_filename(m->base, "collisions.jsonl", NULL);
+    g_autofree char *opt = g_strdup_printf("job=a,collision_log=%s", logfile);
+    const char *args[] = {"-o", opt, NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    const int n = 10100;
+    for (int i = 0; i < n; i++) {
+        g_autofree char *p = g_strdup_printf("%s/_state/b/d%d", m->mnt, i);
+        errno = 0;
+        assert_int_equal(mkdir(p, 0755), -1);
+        assert_int_equal(errno, EACCES);
+    }
+    g_autofree char *vp = g_build_filename(m->mnt, "_views", ".collisions", NULL);
+    g_autofree char *view = get_file(vp);
+    g_auto(GStrv) lines = g_strsplit(view, "\n", -1);
+    assert_int_equal(g_strv_length(lines), 10000 + 1);
+    assert_non_null(strstr(lines[0], "\"path\":\"_state/b/d100\""));
+    assert_non_null(strstr(lines[9999], "\"path\":\"_state/b/d10099\""));
+    assert_int_equal(
+        mount_metric(m, "ckptfs_refusals_total{kind=\"foreign-write\",verdict=\"denied\"}"), n);
+    assert_int_equal(mount_stop(m), 0);
+    g_autofree char *all = get_file(logfile);
+    g_auto(GStrv) all_lines = g_strsplit(all, "\n", -1);
+    assert_int_equal(g_strv_length(all_lines), (guint)n + 1);
+    print_message("flood: %d refusals, 10000 kept in the views, %d in the file\n", n, n);
+    mount_free(m);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--load-child") == 0)
         return child_main(argv[2]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sixteen_threads_four_jobs),
+        cmocka_unit_test(test_collision_flood),
     };
     return cmocka_run_group_tests_name("mount/load", tests, NULL, NULL);
 }
