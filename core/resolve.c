@@ -377,11 +377,11 @@ static const RootInfo *root_lookup(CkRootCache *cache, int dfd, bool local, cons
     ri->scanned = true;
     ri->gens = g_array_new(FALSE, FALSE, sizeof(guint64));
     ri->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
-    CkDirIter iter, *it = &iter;
-    ck_dir_iter_init(it, fd);
+    CkDirIter it;
+    ck_dir_iter_init(&it, fd);
     const char *nm;
     unsigned char t;
-    while ((nm = ck_dir_iter_next(it, &t)) != NULL) {
+    while ((nm = ck_dir_iter_next(&it, &t)) != NULL) {
         size_t l = strlen(nm);
         guint64 g;
         guint32 s;
@@ -853,21 +853,26 @@ static gint cmp_str(gconstpointer a, gconstpointer b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A directory beneath dfd, reached through no symlink, to readdir; or NULL. */
+static DIR *open_local_dir(int dfd, const char *path)
+{
+    int fd = ck_open_beneath(dfd, path, O_RDONLY | O_DIRECTORY, NULL);
+    if (fd < 0)
+        return NULL;
+    DIR *d = fdopendir(fd);
+    if (!d)
+        close(fd);
+    return d;
+}
+
 /* Checkpoint ids with a COMPLETED file in _jobs/<job> (sorted ascending). */
 static GArray *job_checkpoints(int dfd, const char *job)
 {
     GArray *out = g_array_new(FALSE, FALSE, sizeof(guint64));
     g_autofree char *p = g_strconcat("_jobs/", job, NULL);
-    RootInfo ri = {0};
-    int fd = open_root(dfd, true, p, &ri);
-    g_free(ri.bad);
-    if (fd < 0)
+    DIR *d = open_local_dir(dfd, p);
+    if (!d)
         return out;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return out;
-    }
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         guint64 n;
@@ -887,9 +892,7 @@ static GArray *job_checkpoints(int dfd, const char *job)
 static bool has_marker(int dfd, const char *job, uint64_t n)
 {
     g_autofree char *p = g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT, job, (guint64)n);
-    RootInfo ri = {0};
-    int fd = open_root(dfd, true, p, &ri);
-    g_free(ri.bad);
+    int fd = ck_open_beneath(dfd, p, O_RDONLY | O_DIRECTORY, NULL);
     if (fd < 0)
         return false;
     struct stat sb;
@@ -952,16 +955,9 @@ static CkRestore *job_restore(int dfd, const char *job, bool latest, uint64_t n,
 static GPtrArray *jobs_with_markers(int dfd, bool latest, uint64_t n)
 {
     GPtrArray *out = g_ptr_array_new();
-    RootInfo ri = {0};
-    int fd = open_root(dfd, true, "_jobs", &ri);
-    g_free(ri.bad);
-    if (fd < 0)
+    DIR *d = open_local_dir(dfd, "_jobs");
+    if (!d)
         return out;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return out;
-    }
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         if (!ck_is_job_id(de->d_name, strlen(de->d_name)))
