@@ -267,6 +267,65 @@ static void test_views_follow_the_other_mount(void **state)
     assert_true(eventually_reads(b_in_a, "b's 5"));
 }
 
+typedef struct {
+    Mount *m;
+    const char *other; /* the job whose namespace is written */
+} Refuser;
+
+/* Refuses 500 writes into the other job's namespace through one mount. */
+static gpointer refuse_many(gpointer data)
+{
+    Refuser *r = data;
+    for (int i = 0; i < 500; i++) {
+        g_autofree char *p = g_strdup_printf("%s/_state/%s/v1/0/x%d", r->m->mnt, r->other, i);
+        if (mkdir(p, 0755) == 0 || errno != EACCES)
+            return GINT_TO_POINTER(1);
+    }
+    return NULL;
+}
+
+/* Both hosts append to one collision_log on the shared storage at once:
+ * every record arrives whole, one JSON object a line. */
+static void test_shared_collision_log(void **state)
+{
+    (void)state;
+    Mount *a = mount_new(), *b = mount_new();
+    g_free(b->backing);
+    b->backing = g_strdup(a->backing);
+    const char *dirs[] = {"_state/a/v1/0", "_state/b/v1/0"};
+    for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++) {
+        g_autofree char *d = B(a, dirs[i]);
+        g_mkdir_with_parents(d, 0755);
+    }
+    g_autofree char *log = g_build_filename(a->base, "shared-collisions.jsonl", NULL);
+    g_autofree char *oa = g_strdup_printf("job=a,collision_log=%s", log);
+    g_autofree char *ob = g_strdup_printf("job=b,collision_log=%s", log);
+    const char *aa[] = {"-o", oa, NULL}, *ab[] = {"-o", ob, NULL};
+    assert_int_equal(mount_start(a, aa), 0);
+    assert_int_equal(mount_start(b, ab), 0);
+    Refuser ra = {a, "b"}, rb = {b, "a"};
+    GThread *ta = g_thread_new("a", refuse_many, &ra);
+    GThread *tb = g_thread_new("b", refuse_many, &rb);
+    assert_null(g_thread_join(ta));
+    assert_null(g_thread_join(tb));
+    assert_int_equal(mount_stop(b), 0);
+    assert_int_equal(mount_stop(a), 0);
+    g_autofree char *text = get_file(log);
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    assert_int_equal(g_strv_length(lines), 1000 + 1);
+    int from_a = 0, from_b = 0;
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(lines[i][0], '{');
+        assert_int_equal(lines[i][strlen(lines[i]) - 1], '}');
+        from_a += strstr(lines[i], "\"caller_job\":\"a\"") != NULL;
+        from_b += strstr(lines[i], "\"caller_job\":\"b\"") != NULL;
+    }
+    assert_int_equal(from_a, 500);
+    assert_int_equal(from_b, 500);
+    mount_free(b);
+    mount_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +333,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_policy_holds_in_both, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replaced_file_no_cache, setup_no_cache, teardown),
         cmocka_unit_test_setup_teardown(test_views_follow_the_other_mount, setup, teardown),
+        cmocka_unit_test(test_shared_collision_log),
     };
     return cmocka_run_group_tests_name("mount/twomounts", tests, NULL, NULL);
 }
