@@ -465,30 +465,39 @@ static void test_mount_failure_exits_2(void **state)
     assert_nothing_left(t);
 }
 
-static void test_sigterm_unmounts(void **state)
+/* Starts ckptctl run [--report REPORT] over a COMMAND that holds a file open
+ * in the mount, then runs `tail` (sh); returns ckptctl's pid (not reaped)
+ * once COMMAND is under way. */
+static GPid start_busy_run(T *t, const char *report, const char *tail)
 {
-    T *t = *state;
     g_autofree char *started = tmp_path(t, "started");
-    g_autofree char *rep = tmp_path(t, "term.json");
-    const char *argv[] = {t->ckptctl,
-                          "run",
-                          "--report",
-                          rep,
-                          "--",
-                          "sh",
-                          "-c",
-                          "mkdir -p _state/t; exec 3>_state/t/open; touch \"$1\"; sleep 60; "
-                          "echo not killed",
-                          "sh",
-                          started,
-                          NULL};
+    g_autofree char *script =
+        g_strconcat("mkdir -p _state/t; exec 3>_state/t/open; touch \"$1\"; ", tail, NULL);
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)t->ckptctl);
+    g_ptr_array_add(argv, "run");
+    if (report) {
+        g_ptr_array_add(argv, "--report");
+        g_ptr_array_add(argv, (gpointer)report);
+    }
+    const char *rest[] = {"--", "sh", "-c", script, "sh", started, NULL};
+    for (gsize i = 0; i < G_N_ELEMENTS(rest); i++)
+        g_ptr_array_add(argv, (gpointer)rest[i]);
     g_auto(GStrv) env = run_env(t);
     GPid pid;
-    assert_true(
-        g_spawn_async(NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid, NULL));
+    assert_true(g_spawn_async(NULL, (char **)argv->pdata, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                              NULL, &pid, NULL));
     for (int i = 0; i < 1200 && !g_file_test(started, G_FILE_TEST_EXISTS); i++)
         sleep_ms(50);
     assert_true(g_file_test(started, G_FILE_TEST_EXISTS));
+    return pid;
+}
+
+static void test_sigterm_unmounts(void **state)
+{
+    T *t = *state;
+    g_autofree char *rep = tmp_path(t, "term.json");
+    GPid pid = start_busy_run(t, rep, "sleep 60; echo not killed");
     assert_int_equal(kill(pid, SIGTERM), 0);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -506,17 +515,7 @@ static void test_sigterm_unmounts(void **state)
 static void test_sigkill_of_run_leaves_no_mount(void **state)
 {
     T *t = *state;
-    g_autofree char *started = tmp_path(t, "started");
-    g_autofree char *body = g_strdup_printf(
-        "mkdir -p _state/t; exec 3>_state/t/open; touch %s; exec sleep 60", started);
-    const char *argv[] = {t->ckptctl, "run", "--", "sh", "-c", body, NULL};
-    g_auto(GStrv) env = run_env(t);
-    GPid pid;
-    assert_true(
-        g_spawn_async(NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid, NULL));
-    for (int i = 0; i < 1200 && !g_file_test(started, G_FILE_TEST_EXISTS); i++)
-        sleep_ms(50);
-    assert_true(g_file_test(started, G_FILE_TEST_EXISTS));
+    GPid pid = start_busy_run(t, NULL, "exec sleep 60");
     g_autoptr(GPtrArray) before = mounts_under(t->tmp);
     assert_int_equal(before->len, 1);
     assert_int_equal(kill(pid, SIGKILL), 0);
@@ -549,17 +548,7 @@ static char *argv0_of(int pid)
 static void test_next_run_clears_a_dead_run(void **state)
 {
     T *t = *state;
-    g_autofree char *started = tmp_path(t, "started");
-    g_autofree char *body = g_strdup_printf(
-        "mkdir -p _state/t; exec 3>_state/t/open; touch %s; exec sleep 60", started);
-    const char *argv[] = {t->ckptctl, "run", "--", "sh", "-c", body, NULL};
-    g_auto(GStrv) env = run_env(t);
-    GPid pid;
-    assert_true(
-        g_spawn_async(NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid, NULL));
-    for (int i = 0; i < 1200 && !g_file_test(started, G_FILE_TEST_EXISTS); i++)
-        sleep_ms(50);
-    assert_true(g_file_test(started, G_FILE_TEST_EXISTS));
+    GPid pid = start_busy_run(t, NULL, "exec sleep 60");
     /* the helper first, then the daemon, then the rest: nobody unmounts */
     g_autoptr(GPtrArray) procs = processes_naming(t->tmp);
     for (int pass = 0; pass < 3; pass++) {
