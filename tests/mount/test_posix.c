@@ -569,6 +569,37 @@ static void test_listing_sees_changes_behind_the_mount(void **state)
     assert_false(listing_has(dir, "f7"));
 }
 
+/* Confinement: the kernel still caches "trap" as absent when a symlink
+ * pointing out of the backing dir appears there behind the mount; the
+ * create then reaches the daemon, which must not follow the link. */
+static void test_create_never_follows_a_backing_symlink(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *outside = g_build_filename(m->base, "outside", NULL);
+    g_autofree char *victim = g_build_filename(outside, "victim", NULL);
+    assert_int_equal(mkdir(outside, 0755), 0);
+    g_autofree char *trap = mp(m, "trap"), *btrap = bp(m, "trap");
+    struct stat st;
+    errno = 0;
+    assert_int_equal(stat(trap, &st), -1); /* a negative entry in the kernel */
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(symlink(victim, btrap), 0);
+    int fd = open(trap, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) {
+        /* the kernel looked again and followed the link itself, as it would
+         * natively: then the daemon took no part in it */
+        close(fd);
+        fprintf(stderr, "trap: the kernel followed the link itself\n");
+        assert_int_equal(mount_metric(m, "ckptfs_ops_total{op=\"create\"}"), 0);
+    } else {
+        fprintf(stderr, "trap: the daemon refused to follow (%s)\n", g_strerror(errno));
+        assert_int_equal(errno, ELOOP);
+        assert_int_equal(access(victim, F_OK), -1);
+    }
+    assert_int_equal(lstat(btrap, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+}
+
 /* The same semantics where the backing fs gives no file handles: each
  * cached node keeps one O_PATH descriptor instead (and says so at start). */
 static int setup_no_handles(void **state)
@@ -617,6 +648,7 @@ int main(void)
         T(test_statfs_is_backing),
         T(test_copy_file_range_and_fallocate),
         T(test_listing_sees_changes_behind_the_mount),
+        T(test_create_never_follows_a_backing_symlink),
     };
     const struct CMUnitTest fallback[] = {
 #define F(f) cmocka_unit_test_setup_teardown(f, setup_no_handles, mount_teardown)
