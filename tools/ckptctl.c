@@ -258,12 +258,10 @@ static int parse(const char *cmd, const char *params, const char *summary, GOpti
     return -1;
 }
 
-static CkCatalog *open_catalog(const char *cmd, const char *dir, Common *c, CkResolveOptions *ro,
-                               int *rc)
+/* ck_catalog_open; with CKPTCTL_STATS set, also what it cost, on stderr. */
+static CkCatalog *catalog_with_stats(const char *cmd, const char *dir, Common *c,
+                                     const CkResolveOptions *ro, int *rc)
 {
-    *rc = common_resolve_options(cmd, c, ro);
-    if (*rc)
-        return NULL;
     CkCatalogOptions co = {*ro, c->views ? c->views : "_views"};
     g_autoptr(GError) err = NULL;
     /* CKPTCTL_STATS=1: how long the catalog took and how much heap it holds
@@ -300,6 +298,25 @@ static CkCatalog *open_catalog(const char *cmd, const char *dir, Common *c, CkRe
                     (double)(g_get_monotonic_time() - t2) / 1e6);
         }
     }
+    return cat;
+}
+
+/* The start of jobs, check and unused: their options (into c), then the
+ * catalog of DIR (the one argument).  NULL with *rc the exit code when the
+ * command ends here. */
+static CkCatalog *open_catalog(const char *cmd, const char *summary, Common *c, int *argc,
+                               char ***argv, int *rc)
+{
+    GOptionEntry entries[8];
+    guint n = 0;
+    common_entries(c, true, entries, &n);
+    *rc = parse(cmd, "DIR", summary, entries, argc, argv, 1, 1);
+    if (*rc >= 0)
+        return NULL;
+    CkResolveOptions ro;
+    *rc = common_resolve_options(cmd, c, &ro);
+    CkCatalog *cat = *rc ? NULL : catalog_with_stats(cmd, (*argv)[1], c, &ro, rc);
+    resolve_options_clear(&ro); /* the catalog keeps its own copy */
     return cat;
 }
 
@@ -341,22 +358,14 @@ static guint64 *job_bytes_parallel(CkCatalog *cat, GPtrArray *snaps)
 static int cmd_jobs(int argc, char **argv)
 {
     Common c = {0};
-    GOptionEntry entries[8];
-    guint n = 0;
-    common_entries(&c, true, entries, &n);
-    int rc = parse("jobs", "DIR",
-                   "Each job of DIR: its checkpoints, the latest restorable one, its layout "
-                   "(namespaced, legacy, mixed, none) and the bytes of state its restorable "
-                   "checkpoints read (regular files, st_size, each counted once).",
-                   entries, &argc, &argv, 1, 1);
-    if (rc >= 0) {
-        common_clear(&c);
-        return rc;
-    }
-    CkResolveOptions ro;
-    g_autoptr(CkCatalog) cat = open_catalog("jobs", argv[1], &c, &ro, &rc);
+    int rc;
+    g_autoptr(CkCatalog) cat =
+        open_catalog("jobs",
+                     "Each job of DIR: its checkpoints, the latest restorable one, its layout "
+                     "(namespaced, legacy, mixed, none) and the bytes of state its restorable "
+                     "checkpoints read (regular files, st_size, each counted once).",
+                     &c, &argc, &argv, &rc);
     if (!cat) {
-        resolve_options_clear(&ro);
         common_clear(&c);
         return rc;
     }
@@ -417,7 +426,6 @@ static int cmd_jobs(int argc, char **argv)
     json_builder_end_object(b);
     if (c.json)
         ckptctl_print_json(b);
-    resolve_options_clear(&ro);
     common_clear(&c);
     return CKPTCTL_OK;
 }
@@ -589,23 +597,15 @@ static int cmd_resolve(int argc, char **argv)
 static int cmd_check(int argc, char **argv)
 {
     Common c = {0};
-    GOptionEntry entries[8];
-    guint n = 0;
-    common_entries(&c, true, entries, &n);
-    int rc = parse("check", "DIR",
-                   "Every hazard of DIR: shared-location (two jobs' restores read one "
-                   "location), foreign-root, malformed (also unreadable markers), cut-short, "
-                   "orphan-root (informational), not-a-job.  Paths are relative to DIR.  Exit 1 "
-                   "when a collision (shared-location, foreign-root) or a malformed marker is "
-                   "found, else 0.",
-                   entries, &argc, &argv, 1, 1);
-    if (rc >= 0) {
-        common_clear(&c);
-        return rc;
-    }
-    CkResolveOptions ro;
-    g_autoptr(CkCatalog) cat = open_catalog("check", argv[1], &c, &ro, &rc);
-    resolve_options_clear(&ro);
+    int rc;
+    g_autoptr(CkCatalog) cat =
+        open_catalog("check",
+                     "Every hazard of DIR: shared-location (two jobs' restores read one "
+                     "location), foreign-root, malformed (also unreadable markers), cut-short, "
+                     "orphan-root (informational), not-a-job.  Paths are relative to DIR.  Exit 1 "
+                     "when a collision (shared-location, foreign-root) or a malformed marker is "
+                     "found, else 0.",
+                     &c, &argc, &argv, &rc);
     if (!cat) {
         common_clear(&c);
         return rc;
@@ -684,23 +684,15 @@ static int cmd_state_root(int argc, char **argv)
 static int cmd_unused(int argc, char **argv)
 {
     Common c = {0};
-    GOptionEntry entries[8];
-    guint n = 0;
-    common_entries(&c, true, entries, &n);
-    int rc = parse("unused", "DIR",
-                   "Dry run, deletes nothing: the legacy v<G> and bare <S> directories no "
-                   "restorable marker reads (legacy-unread), and _state/<J>/v<G> generations "
-                   "older than every restorable marker of J (superseded-generation).  Sizes are "
-                   "du-like (st_blocks * 512, each inode once).  Exit 1 when something is "
-                   "unused, 0 when nothing is.",
-                   entries, &argc, &argv, 1, 1);
-    if (rc >= 0) {
-        common_clear(&c);
-        return rc;
-    }
-    CkResolveOptions ro;
-    g_autoptr(CkCatalog) cat = open_catalog("unused", argv[1], &c, &ro, &rc);
-    resolve_options_clear(&ro);
+    int rc;
+    g_autoptr(CkCatalog) cat =
+        open_catalog("unused",
+                     "Dry run, deletes nothing: the legacy v<G> and bare <S> directories no "
+                     "restorable marker reads (legacy-unread), and _state/<J>/v<G> generations "
+                     "older than every restorable marker of J (superseded-generation).  Sizes are "
+                     "du-like (st_blocks * 512, each inode once).  Exit 1 when something is "
+                     "unused, 0 when nothing is.",
+                     &c, &argc, &argv, &rc);
     if (!cat) {
         common_clear(&c);
         return rc;
