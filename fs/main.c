@@ -117,6 +117,14 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
     fs->mountpoint = real;
     if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
         return fail(2, "%s: %s", mountpoint, "not a directory");
+    /* the catalog and inotify read the backing dir by path, and lookups pass
+     * through: a mount on the backing dir, inside it or above it would read
+     * itself (and its own descriptors would keep it from being unmounted) */
+    if (fs->backing_len == 0 || path_within(fs->mountpoint, fs->backing) ||
+        path_within(fs->backing, fs->mountpoint))
+        return fail(2, "%s: %s", mountpoint,
+                    "is the backing directory, inside it or above it: the mount would read "
+                    "itself; choose a mount point outside the backing directory");
 
     fs->root_fd = open(fs->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fs->root_fd < 0)

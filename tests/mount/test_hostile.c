@@ -810,6 +810,35 @@ static void test_hostile_views(void **state)
     mount_free(m);
 }
 
+/* A mount point on the backing dir, inside it or above it would make the
+ * daemon read its own mount: refused, exit 2, one line, nothing mounted. */
+static void test_mountpoint_overlapping_backing(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *inner = B(m, "inner");
+    mkdirs(inner);
+    const char *bin = g_getenv("CKPTFS_BIN");
+    const char *mnts[] = {m->backing, inner, m->base};
+    for (size_t i = 0; i < G_N_ELEMENTS(mnts); i++) {
+        const char *argv[] = {bin, "-f", m->backing, mnts[i], NULL};
+        g_autofree char *err = NULL;
+        int status = -1;
+        assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                                 NULL, &err, &status, NULL));
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 2)
+            fprintf(stderr, "%s: status %d: %s\n", mnts[i], status, err);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 2);
+        assert_non_null(strstr(err, "would read itself"));
+        assert_int_equal(strchr(err, '\n')[1], '\0');
+        g_autofree char *mounts = get_file("/proc/self/mountinfo");
+        g_autofree char *needle = g_strdup_printf(" %s ", mnts[i]);
+        assert_null(strstr(mounts, needle));
+    }
+    mount_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -818,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_hostile_backing_tree),
         cmocka_unit_test(test_check_json_non_utf8_names),
         cmocka_unit_test(test_hostile_views),
+        cmocka_unit_test(test_mountpoint_overlapping_backing),
     };
     return cmocka_run_group_tests_name("mount/hostile", tests, NULL, NULL);
 }
