@@ -18,8 +18,8 @@
  *
  * A directory's merged listing is cached in its VNode, keyed by the job
  * snapshot's version, and revalidated against the (ino, mtime) of the
- * backing directories it read at most once per views timeout (always at
- * opendir, and before answering "no such entry"). */
+ * backing directories it read at most once per half views timeout (and
+ * always before answering "no such entry"). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +39,7 @@ typedef struct {
     bool layer_root;    /* the entry is its layer's root (prefix's last component) */
     bool synth;         /* an intermediate component of a layer's prefix */
     ino_t ino;          /* backing st_ino / d_ino (non-directories) */
+    gint64 served_us;   /* atomic: when a lookup last gave the kernel this entry */
 } LEnt;
 
 typedef struct {
@@ -238,7 +239,7 @@ static void listing_add(Listing *l, const char *name, unsigned char type, int la
 {
     if (g_hash_table_contains(l->idx, name))
         return; /* an earlier layer's entry shadows it (directories merge one level down) */
-    LEnt e = {g_strdup(name), type, (gint16)layer, layer_root, synth, ino};
+    LEnt e = {g_strdup(name), type, (gint16)layer, layer_root, synth, ino, 0};
     g_array_append_val(l->ents, e);
     g_hash_table_insert(l->idx, e.name, GUINT_TO_POINTER(l->ents->len));
 }
@@ -367,7 +368,7 @@ static bool listing_current(struct ckptfs *fs, JobView *jv, const VNode *vn, Lis
 static Listing *tree_listing(struct ckptfs *fs, VNode *vn, JobView *jv, bool force)
 {
     gint64 now = g_get_monotonic_time();
-    gint64 window = (gint64)(views_of(fs)->timeout * 1e6);
+    gint64 window = (gint64)(views_of(fs)->timeout * 1e6 / 2);
     g_mutex_lock(&vn->lock);
     Listing *l = vn->listing && vn->listing->version == jv->j->version
                      ? g_atomic_rc_box_acquire(vn->listing)
@@ -394,15 +395,56 @@ static Listing *tree_listing(struct ckptfs *fs, VNode *vn, JobView *jv, bool for
 
 /* ---- nodes ---- */
 
+/* What a node about to be made needs; its VNode is built only when the node
+ * table has none for the key (a walk re-reading a tree allocates nothing). */
 typedef struct {
-    VNode *vn; /* handed to the node (freed by make's caller when unused) */
-    ino_t vino;
-    mode_t type;
-    int fd; /* ALIAS: O_PATH of the backing object */
-    const struct stat *st;
     struct ckptfs *fs;
+    VnKind kind;
+    mode_t type;
+    ino_t vino;
+    const VNode *pv;   /* the parent tree dir (tree entries) */
+    const CkLayer *ly; /* the entry's layer, NULL for none */
+    const LEnt *ent;   /* tree entries */
+    const char *rel;   /* the entry's tree path */
+    const CkCheckpointInfo *cp;
+    VNode *vn; /* prebuilt (non-tree nodes), else built by make */
+    /* aliases */
+    const struct stat *st;
+    int fd; /* O_PATH of the object, or -1: open dirfd/name */
+    int dirfd;
+    const char *name;
     bool used;
 } MakeCtx;
+
+static char *layer_path(const CkLayer *l, const char *sub);
+static const char *below_prefix(const char *rel, const char *prefix);
+static void tree_generation(const VNode *tree, const CkLayer *ly, const char *rel, VNode *out);
+
+static VNode *build_vnode(MakeCtx *m)
+{
+    if (m->vn)
+        return g_steal_pointer(&m->vn);
+    VNode *vn = vnode_new(m->kind, m->pv->job);
+    vn->ckpt = m->pv->ckpt;
+    vn->n = m->pv->n;
+    if (m->kind == VN_ERROR) {
+        vn->source = "own";
+        if (m->cp) {
+            vn->backing = g_strdup(m->cp->restore->marker);
+            vn->has_gen = m->cp->restore->has_generation;
+            vn->gen = m->cp->restore->generation;
+        }
+        return vn;
+    }
+    vn->rel = g_strdup(m->rel);
+    vn->source = m->ly->source;
+    if (m->ent->layer_root)
+        vn->backing = g_strdup(m->ly->backing);
+    else if (!m->ent->synth)
+        vn->backing = layer_path(m->ly, below_prefix(m->rel, m->ly->prefix));
+    tree_generation(m->pv, m->ly, m->rel, vn);
+    return vn;
+}
 
 static void make_virtual(Node *n, void *p)
 {
@@ -410,7 +452,7 @@ static void make_virtual(Node *n, void *p)
     n->kind = NODE_VIRTUAL;
     n->type = m->type;
     n->vino = m->vino;
-    n->vdata = m->vn;
+    n->vdata = build_vnode(m);
     n->vdata_free = vnode_free;
     m->used = true;
 }
@@ -422,30 +464,39 @@ static void make_alias(Node *n, void *p)
     n->type = m->st->st_mode & S_IFMT;
     n->key.dev = m->st->st_dev;
     n->key.ino = m->st->st_ino;
-    if (node_set_handle_from_fd(m->fs, n, m->fd) != 0)
-        n->pinned_fd = -1; /* no handle: reads fail with ESTALE */
-    n->vdata = m->vn;
+    int fd = m->fd >= 0 ? m->fd : openat(m->dirfd, m->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || node_set_handle_from_fd(m->fs, n, fd) != 0)
+        n->pinned_fd = -1; /* no handle: reads fail with ESTALE, the kernel looks again */
+    if (fd >= 0 && fd != m->fd)
+        close(fd);
+    n->vdata = build_vnode(m);
     n->vdata_free = vnode_free;
     m->used = true;
 }
 
-/* True when the alias node n is the object open as fd (same file handle:
- * a recycled inode number has another handle generation). */
-static bool alias_current(const Node *n, int fd)
+static bool node_is_stale(struct ckptfs *fs, Node *n)
 {
-    if (!n->handle)
-        return true; /* a pinned descriptor: dev and ino already matched */
-    union {
-        struct file_handle fh;
-        char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
-    } h;
-    h.fh.handle_bytes = MAX_HANDLE_SZ;
-    int mnt = 0;
-    if (name_to_handle_at(fd, "", &h.fh, &mnt, AT_EMPTY_PATH) != 0)
-        return true;
-    return h.fh.handle_type == n->handle->handle_type &&
-           h.fh.handle_bytes == n->handle->handle_bytes &&
-           memcmp(h.fh.f_handle, n->handle->f_handle, h.fh.handle_bytes) == 0;
+    g_mutex_lock(&fs->nodes.lock);
+    bool s = n->stale || (!n->handle && n->pinned_fd < 0);
+    g_mutex_unlock(&fs->nodes.lock);
+    return s;
+}
+
+/* The node for vkey; a stale one (its object gone, the inode number maybe
+ * recycled at this path: unlink + create) is taken out of the table first so
+ * the kernel gets a fresh node (node_forget frees the old one when unused). */
+static Node *get_node(struct ckptfs *fs, const char *vkey, void (*make)(Node *, void *), MakeCtx *m)
+{
+    Node *n = node_get_virtual(fs, vkey, make, m);
+    if (!m->used && n->kind == NODE_ALIAS && node_is_stale(fs, n)) {
+        g_mutex_lock(&fs->nodes.lock);
+        if (g_hash_table_lookup(fs->nodes.virtuals, vkey) == n)
+            g_hash_table_remove(fs->nodes.virtuals, vkey);
+        g_mutex_unlock(&fs->nodes.lock);
+        node_forget(fs, n, 1);
+        n = node_get_virtual(fs, vkey, make, m);
+    }
+    return n;
 }
 
 /* Copies provenance into a node that may already exist (another lookup may
@@ -463,15 +514,8 @@ static void set_provenance(VNode *dst, const VNode *src)
     g_mutex_unlock(&dst->lock);
 }
 
-static int reply_virtual(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t type,
-                         struct fuse_entry_param *e, double attr_timeout)
+static int reply_node(struct ckptfs *fs, Node *n, struct fuse_entry_param *e, double attr_timeout)
 {
-    MakeCtx m = {vn, views_vino(fs, vkey), type, -1, NULL, fs, false};
-    Node *n = node_get_virtual(fs, vkey, make_virtual, &m);
-    if (!m.used) {
-        set_provenance(n->vdata, vn);
-        vnode_free(vn);
-    }
     memset(e, 0, sizeof *e);
     int err = jv_getattr(fs, n, n->vdata, &e->attr, &e->attr_timeout);
     if (err) {
@@ -483,6 +527,25 @@ static int reply_virtual(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t 
     e->entry_timeout = views_of(fs)->timeout;
     e->attr_timeout = attr_timeout;
     return 0;
+}
+
+/* A virtual node with a prebuilt VNode (the job level). */
+static int reply_virtual(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t type,
+                         struct fuse_entry_param *e, double attr_timeout)
+{
+    MakeCtx m = {.fs = fs,
+                 .kind = vn->kind,
+                 .type = type,
+                 .vino = views_vino(fs, vkey),
+                 .vn = vn,
+                 .fd = -1,
+                 .dirfd = -1};
+    Node *n = node_get_virtual(fs, vkey, make_virtual, &m);
+    if (!m.used) {
+        set_provenance(n->vdata, vn);
+        vnode_free(vn);
+    }
+    return reply_node(fs, n, e, attr_timeout);
 }
 
 static char *tree_vkey(const VNode *vn, const char *rel)
@@ -520,6 +583,105 @@ static void tree_generation(const VNode *tree, const CkLayer *ly, const char *re
     }
 }
 
+/* The backing directory a layer maps tree dir pv to, opened once per
+ * directory handle (layer_fds[i]: -2 not yet, -1 none). */
+static int layer_dirfd(struct ckptfs *fs, const VNode *pv, const CkLayer *ly, int *layer_fds,
+                       guint i)
+{
+    if (layer_fds[i] == -2) {
+        const char *sub = below_prefix(pv->rel, ly->prefix);
+        g_autofree char *path = sub ? layer_path(ly, sub) : NULL;
+        int fd = path ? backing_open(fs, ly, path, O_PATH | O_DIRECTORY) : -1;
+        layer_fds[i] = fd < 0 ? -1 : fd;
+    }
+    return layer_fds[i];
+}
+
+/* Entry i of listing l of tree dir pv (a snapshot of jv): its node with
+ * nlookup+1 in e.  layer_fds (optional, jv's layers->len slots): backing
+ * directory descriptors kept by a directory handle. */
+static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, guint i,
+                      int *layer_fds, struct fuse_entry_param *e)
+{
+    LEnt *lp = &g_array_index(l->ents, LEnt, i);
+    __atomic_store_n(&lp->served_us, g_get_monotonic_time(), __ATOMIC_RELAXED);
+    const LEnt *ent = lp;
+    g_autofree char *rel = child_rel(pv->rel, ent->name);
+    g_autofree char *tk = tree_vkey(pv, rel);
+    const CkCheckpointInfo *cp;
+    GPtrArray *layers = tree_layers(jv, pv, &cp);
+    MakeCtx m = {.fs = fs, .pv = pv, .ent = ent, .rel = rel, .cp = cp, .fd = -1, .dirfd = -1};
+    if (ent->layer < 0) {
+        /* checkpoints/<N>/ERROR */
+        m.kind = VN_ERROR;
+        m.type = S_IFREG;
+        m.vino = views_vino(fs, tk);
+        return reply_node(fs, node_get_virtual(fs, tk, make_virtual, &m), e, 0.0);
+    }
+    if (!layers || (guint)ent->layer >= layers->len)
+        return -ENOENT;
+    m.ly = layers->pdata[ent->layer];
+    double t = views_of(fs)->timeout;
+    if (ent->type == DT_DIR) {
+        m.kind = VN_TREE;
+        m.type = S_IFDIR;
+        m.vino = views_vino(fs, tk);
+        Node *n = node_get_virtual(fs, tk, make_virtual, &m);
+        if (!m.used) {
+            /* which layer has it may change with the snapshot (few: directories) */
+            VNode *now = build_vnode(&m);
+            set_provenance(n->vdata, now);
+            vnode_free(now);
+        }
+        return reply_node(fs, n, e, t);
+    }
+
+    struct stat st;
+    int fd = -1;
+    int dirfd = layer_fds && !ent->layer_root && !ent->synth
+                    ? layer_dirfd(fs, pv, m.ly, layer_fds, (guint)ent->layer)
+                    : -1;
+    if (dirfd >= 0) {
+        if (fstatat(dirfd, ent->name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            return -ENOENT;
+    } else {
+        g_autofree char *bpath = ent->layer_root
+                                     ? g_strdup(m.ly->backing)
+                                     : layer_path(m.ly, below_prefix(rel, m.ly->prefix));
+        fd = backing_open(fs, m.ly, bpath, O_PATH | O_NOFOLLOW);
+        if (fd < 0)
+            return fd == -ELOOP || fd == -ENOTDIR ? -ENOENT : fd;
+        if (fstat(fd, &st) != 0) {
+            int err = -errno;
+            close(fd);
+            return err;
+        }
+    }
+    if (S_ISDIR(st.st_mode)) {
+        /* replaced by a directory since the listing: the next listing says so */
+        if (fd >= 0)
+            close(fd);
+        return -ENOENT;
+    }
+    g_autofree char *vkey =
+        g_strdup_printf("#%ju:%ju#%s", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino, tk);
+    m.kind = VN_ALIAS;
+    m.st = &st;
+    m.fd = fd;
+    m.dirfd = dirfd;
+    m.name = ent->name;
+    Node *n = get_node(fs, vkey, make_alias, &m);
+    if (fd >= 0)
+        close(fd);
+    memset(e, 0, sizeof *e);
+    e->attr = st;
+    e->ino = node_ino(&fs->nodes, n);
+    e->generation = n->generation;
+    e->entry_timeout = t;
+    e->attr_timeout = t;
+    return 0;
+}
+
 static int tree_lookup(struct ckptfs *fs, VNode *pv, const char *name, struct fuse_entry_param *e)
 {
     g_autoptr(JobView) jv = jobview_get(fs, pv->job);
@@ -537,88 +699,14 @@ static int tree_lookup(struct ckptfs *fs, VNode *pv, const char *name, struct fu
             return -ENOENT;
         }
     }
-    LEnt ent = g_array_index(l->ents, LEnt, idx - 1);
-    g_autofree char *rel = child_rel(pv->rel, name);
-    const CkCheckpointInfo *cp;
-    GPtrArray *layers = tree_layers(jv, pv, &cp);
-    listing_release(l); /* ent.name is not used below */
+    int err = tree_entry(fs, pv, jv, l, idx - 1, NULL, e);
+    listing_release(l);
+    return err;
+}
 
-    if (ent.layer < 0) {
-        /* checkpoints/<N>/ERROR */
-        VNode *vn = vnode_new(VN_ERROR, pv->job);
-        vn->ckpt = true;
-        vn->n = pv->n;
-        vn->source = "own";
-        if (cp) {
-            vn->backing = g_strdup(cp->restore->marker);
-            vn->has_gen = cp->restore->has_generation;
-            vn->gen = cp->restore->generation;
-        }
-        g_autofree char *vkey = tree_vkey(pv, rel);
-        return reply_virtual(fs, vkey, vn, S_IFREG, e, 0.0);
-    }
-    if (!layers || (guint)ent.layer >= layers->len)
-        return -ENOENT;
-    const CkLayer *ly = layers->pdata[ent.layer];
-    g_autofree char *bpath = NULL;
-    if (ent.layer_root)
-        bpath = g_strdup(ly->backing);
-    else if (!ent.synth)
-        bpath = layer_path(ly, below_prefix(rel, ly->prefix));
-    VNode *vn = vnode_new(ent.type == DT_DIR ? VN_TREE : VN_ALIAS, pv->job);
-    vn->ckpt = pv->ckpt;
-    vn->n = pv->n;
-    vn->rel = g_strdup(rel);
-    vn->source = ly->source;
-    vn->backing = g_strdup(bpath);
-    tree_generation(pv, ly, rel, vn);
-    double t = views_of(fs)->timeout;
-    if (ent.type == DT_DIR) {
-        g_autofree char *vkey = tree_vkey(pv, rel);
-        return reply_virtual(fs, vkey, vn, S_IFDIR, e, t);
-    }
-
-    int fd = backing_open(fs, ly, bpath, O_PATH | O_NOFOLLOW);
-    if (fd < 0) {
-        vnode_free(vn);
-        return fd == -ELOOP || fd == -ENOTDIR ? -ENOENT : fd;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-        /* replaced by a directory since the listing: the next listing says so */
-        int err = S_ISDIR(st.st_mode) ? -ENOENT : -errno;
-        close(fd);
-        vnode_free(vn);
-        return err;
-    }
-    g_autofree char *tk = tree_vkey(pv, rel);
-    g_autofree char *vkey =
-        g_strdup_printf("#%ju:%ju#%s", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino, tk);
-    MakeCtx m = {vn, 0, 0, fd, &st, fs, false};
-    Node *n = node_get_virtual(fs, vkey, make_alias, &m);
-    if (!m.used && !alias_current(n, fd)) {
-        /* the inode number was recycled at this path (unlink + create): the
-         * old node's handle is stale; take it out of the table so the kernel
-         * gets a fresh node (node_forget frees the old one when unused) */
-        g_mutex_lock(&fs->nodes.lock);
-        if (g_hash_table_lookup(fs->nodes.virtuals, vkey) == n)
-            g_hash_table_remove(fs->nodes.virtuals, vkey);
-        g_mutex_unlock(&fs->nodes.lock);
-        node_forget(fs, n, 1);
-        n = node_get_virtual(fs, vkey, make_alias, &m);
-    }
-    close(fd);
-    if (!m.used) {
-        set_provenance(n->vdata, vn);
-        vnode_free(vn);
-    }
-    memset(e, 0, sizeof *e);
-    e->attr = st;
-    e->ino = node_ino(&fs->nodes, n);
-    e->generation = n->generation;
-    e->entry_timeout = t;
-    e->attr_timeout = t;
-    return 0;
+int jv_readdir_entry(struct ckptfs *fs, ViewsDir *d, guint i, struct fuse_entry_param *e)
+{
+    return tree_entry(fs, d->vn, d->jv, d->listing, i, d->layer_fds, e);
 }
 
 static char *latest_target(const CkJobInfo *j)
@@ -783,7 +871,7 @@ int jv_readlink(struct ckptfs *fs, Node *n, VNode *vn, char **target)
 
 static void dent(ViewsDir *d, const char *name, ino_t ino, unsigned char type)
 {
-    VEnt e = {g_strdup(name), ino, type, false};
+    VEnt e = {g_strdup(name), ino, type, false, NULL, -1};
     g_array_append_val(d->ents, e);
 }
 
@@ -816,7 +904,9 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
         }
         return 0;
     case VN_TREE: {
-        Listing *l = tree_listing(fs, vn, jv, true);
+        /* revalidated at most every half timeout: a change behind the mount
+         * shows within rescan= seconds, a re-read of a tree costs nothing */
+        Listing *l = tree_listing(fs, vn, jv, false);
         for (guint i = 0; i < l->ents->len; i++) {
             const LEnt *le = &g_array_index(l->ents, LEnt, i);
             ino_t ino = le->ino;
@@ -826,10 +916,19 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
                 ino = views_vino(fs, vkey);
             }
             /* the names stay the listing's: no copy per entry per opendir */
-            VEnt e = {le->name, ino, le->type, true};
+            VEnt e = {le->name, ino, le->type, true, (gint64 *)&le->served_us, (int)i};
             g_array_append_val(d->ents, e);
         }
-        d->listing = l; /* released with the handle */
+        /* kept with the handle: a readdirplus looks its entries up in them */
+        d->listing = l;
+        d->jv = g_atomic_rc_box_acquire(jv);
+        d->vn = vn;
+        const CkCheckpointInfo *cp;
+        GPtrArray *layers = tree_layers(jv, vn, &cp);
+        d->n_layer_fds = layers ? layers->len : 0;
+        d->layer_fds = g_new(int, d->n_layer_fds + 1);
+        for (guint i = 0; i < d->n_layer_fds; i++)
+            d->layer_fds[i] = -2;
         return 0;
     }
     default:

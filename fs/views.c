@@ -173,7 +173,10 @@ int views_init(struct ckptfs *fs)
         v->gid = st.st_gid;
     }
     clock_gettime(CLOCK_REALTIME, &v->mounted);
-    v->timeout = MIN(1.0, fs->opt.rescan_s > 0 ? fs->opt.rescan_s : 1.0);
+    /* the kernel may keep view entries as long as a change behind the
+     * mount may take to show anyway (rescan=); catalog changes are
+     * invalidated explicitly, negative entries are never kept */
+    v->timeout = fs->opt.rescan_s > 0 ? fs->opt.rescan_s : 1.0;
     g_mutex_init(&v->lock);
     g_cond_init(&v->loaded_cond);
     g_mutex_init(&v->ino_lock);
@@ -387,7 +390,7 @@ int views_readlink(struct ckptfs *fs, Node *n, char **target)
 
 static void vent_add(ViewsDir *d, const char *name, ino_t ino, unsigned char type)
 {
-    VEnt e = {g_strdup(name), ino, type, false};
+    VEnt e = {g_strdup(name), ino, type, false, NULL, -1};
     g_array_append_val(d->ents, e);
 }
 
@@ -401,6 +404,12 @@ static void viewsdir_free(ViewsDir *d)
     g_array_unref(d->ents);
     if (d->listing)
         listing_unref(d->listing);
+    if (d->jv)
+        jobview_unref(d->jv);
+    for (guint i = 0; i < d->n_layer_fds; i++)
+        if (d->layer_fds[i] >= 0)
+            close(d->layer_fds[i]);
+    g_free(d->layer_fds);
     g_free(d);
 }
 
@@ -437,6 +446,7 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
 {
     ViewsDir *d = dh;
     size_t used = 0;
+    gint64 half_timeout = (gint64)(views_of(fs)->timeout * 1e6 / 2);
     for (guint i = (guint)off; i < d->ents->len; i++) {
         const VEnt *ve = &g_array_index(d->ents, VEnt, i);
         bool dots = i < 2;
@@ -444,11 +454,17 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
         if (plus) {
             struct fuse_entry_param e;
             memset(&e, 0, sizeof e);
-            if (dots) {
-                e.attr.st_mode = S_IFDIR;
+            gint64 served = ve->served ? __atomic_load_n(ve->served, __ATOMIC_RELAXED) : 0;
+            if (dots || (served && g_get_monotonic_time() - served < half_timeout)) {
+                /* no attributes (nodeid 0): the kernel's entry, given out
+                 * moments ago, is still valid; a walk that re-reads a tree
+                 * costs no lookup per entry */
+                e.attr.st_mode = (mode_t)DTTOIF(ve->type);
                 e.attr.st_ino = ve->ino;
+                dots = true;
             } else {
-                int err = lookup_inner(fs, n, ve->name, &e);
+                int err = ve->lidx >= 0 && d->jv ? jv_readdir_entry(fs, d, (guint)ve->lidx, &e)
+                                                 : lookup_inner(fs, n, ve->name, &e);
                 if (err || e.ino == 0)
                     continue; /* gone since opendir */
             }

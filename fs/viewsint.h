@@ -111,11 +111,17 @@ typedef struct {
     ino_t ino;
     unsigned char type; /* DT_* */
     bool borrowed;
+    gint64 *served; /* trees: when the entry was last given to the kernel, else NULL */
+    int lidx;       /* trees: its index in the listing, else -1 */
 } VEnt;
 
 typedef struct {
     GArray *ents;     /* VEnt, "." and ".." first */
-    Listing *listing; /* kept alive for the names it owns (trees), else NULL */
+    Listing *listing; /* trees: the listing whose names the entries borrow, else NULL */
+    JobView *jv;      /* trees: the snapshot the listing is of */
+    VNode *vn;        /* trees: the directory's VNode (alive while the kernel has it open) */
+    int *layer_fds;   /* trees: backing directory per layer (-2 not opened, -1 none) */
+    guint n_layer_fds;
 } ViewsDir;
 
 /* jobviews.c */
@@ -129,6 +135,8 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
 int jv_readlink(struct ckptfs *fs, Node *n, VNode *vn, char **target);
 int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d);
 int jv_open(struct ckptfs *fs, Node *n, VNode *vn, ViewsOpen *out);
+/* readdirplus: entry i of a tree handle's listing, looked up (nlookup+1). */
+int jv_readdir_entry(struct ckptfs *fs, ViewsDir *d, guint i, struct fuse_entry_param *e);
 void listing_unref(Listing *l);
 
 /* catalog_watch.c */
