@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds ckptfs with AddressSanitizer and UBSan,
-# and runs every test suite (unit, tools, mount, fuzz smoke) under meson test.
+# and runs every test suite (unit, tools, mount, fuzz seeds, bench smoke)
+# under meson test; then checks that a release build (what tools/demo.sh
+# uses) compiles with -Werror, and fuzzes each libFuzzer target briefly.
+#   ./tools/test.sh [meson test args]     e.g. --suite mount
+#   CKPTFS_FUZZ_SECONDS=0 ./tools/test.sh # skip the fuzz run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup.sh
@@ -13,4 +17,32 @@ fi
 ninja -C "$build"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-meson test -C "$build" --print-errorlogs --num-processes 2 "$@"
+rc=0
+meson test -C "$build" --print-errorlogs --num-processes 2 "$@" || rc=$?
+# One plain closing line for whoever reads the log: counts from meson's own record.
+/usr/bin/python3 - "$build/meson-logs/testlog.json" <<'PY' || true
+import json, sys
+ok = bad = skip = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line).get("result", "")
+    if r in ("OK", "EXPECTEDFAIL"): ok += 1
+    elif r == "SKIP": skip += 1
+    else: bad += 1
+print(f"{ok} passed, {bad} failed" + (f", {skip} skipped" if skip else ""))
+PY
+[ "$rc" -eq 0 ] || exit "$rc"
+
+# A test selection given on the command line runs just that.
+[ "$#" -eq 0 ] || exit 0
+
+echo "== release build (-O3, -Werror, no sanitizers)"
+release=${CKPTFS_RELEASE_BUILD:-build-release}
+[ -d "$release" ] || meson setup "$release" -Dbuildtype=release -Dtests=false >/dev/null
+ninja -C "$release" >/dev/null
+echo "release build: ok"
+
+seconds=${CKPTFS_FUZZ_SECONDS:-20}
+if [ "$seconds" -gt 0 ]; then
+    echo "== fuzz (${seconds}s per target)"
+    FUZZ_SECONDS=$seconds ./tools/fuzz.sh
+fi
