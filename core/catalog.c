@@ -61,6 +61,11 @@ static gint64 mtime_ns_of(const struct stat *sb)
     return (gint64)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
 }
 
+static MarkerStamp stamp_of(guint64 n, const struct stat *sb)
+{
+    return (MarkerStamp){n, sb->st_ino, (guint64)sb->st_size, mtime_ns_of(sb)};
+}
+
 static DirStamp dir_stamp(int dfd, const char *path)
 {
     struct stat sb;
@@ -204,7 +209,7 @@ static GArray *marker_list(int jfd, bool with_stamps)
             g_snprintf(path, sizeof path, "%s/COMPLETED", nm);
             if (fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0)
                 continue;
-            ms = (MarkerStamp){n, sb.st_ino, (guint64)sb.st_size, mtime_ns_of(&sb)};
+            ms = stamp_of(n, &sb);
         }
         g_array_append_val(out, ms);
     }
@@ -231,57 +236,31 @@ static DirStamp own_root_stamp(CkCatalog *c, const char *job)
 
 /* Reads and parses chk-<n>/COMPLETED of jfd.  The stamp comes from the
  * descriptor that is read, so it always describes the bytes parsed (a
- * separate stat could race a rewrite); parsing is ck_marker_parse's.
- * Anything but a regular file goes to ck_marker_load, which says why it is
- * malformed.  buf: MARKER_BUF bytes of scratch.  Returns 0 or -errno
- * (-ENOENT: no COMPLETED yet, a checkpoint in progress). */
+ * separate stat could race a rewrite); reading and parsing are
+ * ck_marker_read_fd's, so a non-regular file is malformed as ck_marker_load
+ * says.  buf: MARKER_BUF bytes of scratch.  Returns 0 or -errno (-ENOENT: no
+ * COMPLETED yet, a checkpoint in progress; -ELOOP: a symlink named
+ * COMPLETED, not followed). */
 static int marker_read(int jfd, guint64 n, char *buf, CkMarker **out, MarkerStamp *st)
 {
     char path[64];
     g_snprintf(path, sizeof path, "chk-%" G_GUINT64_FORMAT "/COMPLETED", n);
     *out = NULL;
+    struct stat sb;
     int fd = openat(jfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
-        struct stat sb;
-        if (e == ENOENT)
-            return -ENOENT;
-        if (fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0)
-            *st = (MarkerStamp){n, sb.st_ino, (guint64)sb.st_size, mtime_ns_of(&sb)};
-        if (e == ELOOP) /* a symlink named COMPLETED: not followed, reported */
-            return ck_marker_load(jfd, path, n, out) == 0 ? 0 : -ELOOP;
+        if (e != ENOENT && fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+            *st = stamp_of(n, &sb);
         return -e;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    *st = (MarkerStamp){n, sb.st_ino, (guint64)sb.st_size, mtime_ns_of(&sb)};
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return ck_marker_load(jfd, path, n, out);
-    }
-    size_t len = 0;
-    while (len < MARKER_BUF) {
-        ssize_t r = read(fd, buf + len, MARKER_BUF - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = errno;
-            close(fd);
-            return -e;
-        }
-        if (r == 0)
-            break;
-        len += (size_t)r;
-        if (sb.st_size < MARKER_BUF && len == (size_t)sb.st_size)
-            break; /* all of it, as stamped: skip the read that would return 0 */
+    int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
+    if (rc == 0) {
+        *st = stamp_of(n, &sb);
+        rc = ck_marker_read_fd(fd, &sb, n, buf, out);
     }
     close(fd);
-    *out = ck_marker_parse(buf, len, n);
-    return 0;
+    return rc;
 }
 
 static CkCheckpointInfo *checkpoint_new(CkCatalog *c, const char *job, guint64 n, CkMarker *m,

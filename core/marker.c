@@ -180,6 +180,32 @@ CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpo
     return m;
 }
 
+int ck_marker_read_fd(int fd, const struct stat *st, uint64_t expected_checkpoint, char *buf,
+                      CkMarker **out)
+{
+    *out = NULL;
+    if (!S_ISREG(st->st_mode)) {
+        *out = malformed(marker_new(), 0, "not a regular file");
+        return 0;
+    }
+    const size_t cap = CK_MARKER_MAX_BYTES + 1;
+    size_t len = 0;
+    while (len < cap) {
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (st->st_size < (off_t)cap && len == (size_t)st->st_size)
+            break; /* all of it, as stat'ed */
+    }
+    *out = ck_marker_parse(buf, len, expected_checkpoint);
+    return 0;
+}
+
 int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, CkMarker **out)
 {
     *out = NULL;
@@ -188,33 +214,11 @@ int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, Ck
     if (fd < 0)
         return -errno;
     struct stat st;
-    if (fstat(fd, &st) < 0) {
-        int e = -errno;
-        close(fd);
-        return e;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        *out = malformed(marker_new(), 0, "not a regular file");
-        return 0;
-    }
-
-    g_autofree char *buf = g_malloc(CK_MARKER_MAX_BYTES + 1);
-    size_t len = 0;
-    while (len < CK_MARKER_MAX_BYTES + 1) {
-        ssize_t n = read(fd, buf + len, CK_MARKER_MAX_BYTES + 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int e = -errno;
-            close(fd);
-            return e;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
+    int rc = fstat(fd, &st) == 0 ? 0 : -errno;
+    if (rc == 0) {
+        g_autofree char *buf = S_ISREG(st.st_mode) ? g_malloc(CK_MARKER_MAX_BYTES + 1) : NULL;
+        rc = ck_marker_read_fd(fd, &st, expected_checkpoint, buf, out);
     }
     close(fd);
-    *out = ck_marker_parse(buf, len, expected_checkpoint);
-    return 0;
+    return rc;
 }

@@ -18,6 +18,7 @@
 #include <glib.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define CK_MARKER_MAX_BYTES (64 * 1024)
 
@@ -59,5 +60,13 @@ CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpo
  * (directory, FIFO, device) is returned as malformed "not a regular file"
  * (opened O_NONBLOCK, so a FIFO never blocks). */
 int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, CkMarker **out);
+/* ck_marker_load's part after the open, for a caller that opens and stats
+ * the file itself (the catalog stamps markers from that fstat): st is fd's
+ * fstat, buf CK_MARKER_MAX_BYTES + 1 bytes of scratch (unused for a
+ * non-regular file).  Reads to EOF or st_size, whichever comes first (the
+ * bytes as stat'ed, without the read that would return 0).  Returns 0 with
+ * *out set, or -errno. */
+int ck_marker_read_fd(int fd, const struct stat *st, uint64_t expected_checkpoint, char *buf,
+                      CkMarker **out);
 void ck_marker_free(CkMarker *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkMarker, ck_marker_free)
