@@ -51,6 +51,7 @@ typedef struct {
 } LStamp;
 
 struct Listing {
+    guint64 serial; /* unique per listing built */
     guint64 version;
     gint64 checked_us; /* atomic */
     GArray *stamps;    /* LStamp */
@@ -271,6 +272,7 @@ static const char *prefix_below(const char *rel, const char *prefix)
 static Listing *listing_build(struct ckptfs *fs, JobView *jv, const VNode *vn)
 {
     Listing *l = g_atomic_rc_box_new0(Listing);
+    l->serial = __atomic_add_fetch(&views_of(fs)->next_serial, 1, __ATOMIC_RELAXED);
     l->version = jv->j->version;
     l->ents = g_array_new(FALSE, FALSE, sizeof(LEnt));
     l->stamps = g_array_new(FALSE, FALSE, sizeof(LStamp));
@@ -826,6 +828,8 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
         if (fstatat(f.fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
             err = -errno;
         node_fd_put(fs, &f);
+        if (!err && st->st_nlink == 0)
+            err = node_mark_stale(fs, n, -ESTALE); /* deleted (still open somewhere) */
         *timeout = t;
         return err;
     }
@@ -929,6 +933,13 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
         d->layer_fds = g_new(int, d->n_layer_fds + 1);
         for (guint i = 0; i < d->n_layer_fds; i++)
             d->layer_fds[i] = -2;
+        /* the kernel may keep the listing while it is the same one: a
+         * rebuilt listing (another snapshot, a backing dir changed) drops it */
+        d->cacheable = true;
+        g_mutex_lock(&vn->lock);
+        d->keep_cache = vn->opened_serial == l->serial;
+        vn->opened_serial = l->serial;
+        g_mutex_unlock(&vn->lock);
         return 0;
     }
     default:
@@ -968,6 +979,12 @@ int jv_open(struct ckptfs *fs, Node *n, VNode *vn, ViewsOpen *out)
             int err = -errno;
             close(fd);
             return err;
+        }
+        if (st.st_nlink == 0) {
+            /* deleted behind the view (a handle of it still open somewhere):
+             * the view shows what is at the path now; the kernel looks again */
+            close(fd);
+            return node_mark_stale(fs, n, -ESTALE);
         }
         out->fd = fd;
         out->content = NULL;

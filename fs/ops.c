@@ -1030,6 +1030,11 @@ static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
     int err = 0;
     if (n->kind != NODE_BACKING) {
         err = views_opendir(fs, n, &d->views);
+        if (!err) {
+            bool keep = false;
+            fi->cache_readdir = views_dir_cacheable(d->views, &keep);
+            fi->keep_cache = keep;
+        }
     } else {
         int fd = node_open(fs, n, O_RDONLY | O_DIRECTORY);
         if (fd < 0) {

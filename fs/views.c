@@ -487,6 +487,13 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
     return (ssize_t)used;
 }
 
+bool views_dir_cacheable(void *dh, bool *keep)
+{
+    ViewsDir *d = dh;
+    *keep = d->keep_cache;
+    return d->cacheable;
+}
+
 void views_releasedir(struct ckptfs *fs, void *dh)
 {
     (void)fs;

@@ -46,8 +46,9 @@ typedef struct {
     char *backing;
     bool has_gen;
     guint64 gen;
-    GMutex lock;      /* listing */
-    Listing *listing; /* VN_TREE: the merged entries (cached, revalidated) */
+    GMutex lock;           /* listing, opened_serial */
+    Listing *listing;      /* VN_TREE: the merged entries (cached, revalidated) */
+    guint64 opened_serial; /* the listing the last opendir gave the kernel */
 } VNode;
 
 /* One job snapshot with what the views derive from it. */
@@ -75,6 +76,8 @@ typedef struct {
     CkCatalogOptions copts;  /* what the catalog was opened with */
     GPtrArray *ext_prefixes; /* normalised external_root prefixes */
     GArray *ext_fds;         /* O_PATH descriptors of them (-1: unusable) */
+
+    guint64 next_serial; /* atomic: Listing serials */
 
     GMutex ino_lock;
     GHashTable *vinos; /* vkey (owned) -> ino */
@@ -122,6 +125,8 @@ typedef struct {
     VNode *vn;        /* trees: the directory's VNode (alive while the kernel has it open) */
     int *layer_fds;   /* trees: backing directory per layer (-2 not opened, -1 none) */
     guint n_layer_fds;
+    bool cacheable;  /* trees: the kernel may cache the listing ... */
+    bool keep_cache; /* ... and what it has is this listing */
 } ViewsDir;
 
 /* jobviews.c */

@@ -650,6 +650,35 @@ static void test_live(void **state)
             g_usleep(100000);
     }
     assert_true(moved);
+    /* a state file added and removed behind the mount: the (kernel-cached)
+     * listing follows within rescan= */
+    g_autofree char *vdir = V(m, "ns/state/v2/0");
+    g_autofree char *before = NULL;
+    {
+        g_autoptr(GPtrArray) a = names_of(vdir);
+        before = joined(a);
+    }
+    g_autofree char *nb = B(m, "_state/ns/v2/0/added.snap");
+    put_file(nb, "added");
+    bool seen = false;
+    for (int i = 0; i < 50 && !seen; i++) {
+        g_autoptr(GPtrArray) a = names_of(vdir);
+        g_autofree char *now = joined(a);
+        seen = strstr(now, "added.snap") != NULL;
+        if (!seen)
+            g_usleep(100000);
+    }
+    assert_true(seen);
+    assert_int_equal(unlink(nb), 0);
+    bool back = false;
+    for (int i = 0; i < 50 && !back; i++) {
+        g_autoptr(GPtrArray) a = names_of(vdir);
+        g_autofree char *now = joined(a);
+        back = strcmp(now, before) == 0;
+        if (!back)
+            g_usleep(100000);
+    }
+    assert_true(back);
     /* a job vanishing behind the mount's back */
     g_autofree char *bf = B(m, "_jobs/fresh");
     assert_int_equal(rmdir(bf), 0);
