@@ -267,15 +267,15 @@ int ckptctl_fixture(int argc, char **argv)
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
         json_builder_set_member_name(b, "dir");
-        json_builder_add_string_value(b, dir);
+        ckptctl_add_string(b, dir);
         json_builder_set_member_name(b, "jobs");
         json_builder_begin_array(b);
         for (guint i = 0; i < ids->len; i++) {
             json_builder_begin_object(b);
             json_builder_set_member_name(b, "job");
-            json_builder_add_string_value(b, ids->pdata[i]);
+            ckptctl_add_string(b, ids->pdata[i]);
             json_builder_set_member_name(b, "layout");
-            json_builder_add_string_value(b, (gint)i < jobs ? "namespaced" : "legacy");
+            ckptctl_add_string(b, (gint)i < jobs ? "namespaced" : "legacy");
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
