@@ -8,21 +8,23 @@
 
 G_DEFINE_QUARK(ck - collision - error - quark, ck_collision_error)
 
-/* Paths and comm are bytes; JSON strings are UTF-8.  Invalid sequences
- * become U+FFFD rather than producing a line no parser accepts. */
+void ck_json_add_string(JsonBuilder *b, const char *v)
+{
+    if (g_utf8_validate(v, -1, NULL)) {
+        json_builder_add_string_value(b, v);
+        return;
+    }
+    g_autofree char *valid = g_utf8_make_valid(v, -1);
+    json_builder_add_string_value(b, valid);
+}
+
 static void add_string(JsonBuilder *b, const char *name, const char *value)
 {
     json_builder_set_member_name(b, name);
-    if (value == NULL) {
+    if (value == NULL)
         json_builder_add_null_value(b);
-        return;
-    }
-    if (g_utf8_validate(value, -1, NULL)) {
-        json_builder_add_string_value(b, value);
-        return;
-    }
-    g_autofree char *valid = g_utf8_make_valid(value, -1);
-    json_builder_add_string_value(b, valid);
+    else
+        ck_json_add_string(b, value);
 }
 
 static char *format_time(gint64 time_us)

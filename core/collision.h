@@ -5,6 +5,7 @@
  * optionally appended to a file that survives restarts.  Thread-safe. */
 #pragma once
 #include <glib.h>
+#include <json-glib/json-glib.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -24,6 +25,11 @@ typedef struct {
     uid_t uid;
     const char *comm; /* process name, may be NULL */
 } CkCollision;
+
+/* v as a JSON string value.  JSON carries text where paths and comm carry
+ * bytes: bytes that are not UTF-8 become U+FFFD, rather than making the whole
+ * document unreadable.  ckptctl's JSON uses it too. */
+void ck_json_add_string(JsonBuilder *b, const char *v);
 
 /* One line, no trailing newline; g_free. Time as 2026-12-01T18:00:00.123Z. */
 char *ck_collision_to_json(const CkCollision *c);

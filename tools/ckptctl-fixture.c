@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collision.h"
+
 typedef struct {
     const char *dir;
     GRand *rand;
@@ -267,15 +269,15 @@ int ckptctl_fixture(int argc, char **argv)
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
         json_builder_set_member_name(b, "dir");
-        ckptctl_add_string(b, dir);
+        ck_json_add_string(b, dir);
         json_builder_set_member_name(b, "jobs");
         json_builder_begin_array(b);
         for (guint i = 0; i < ids->len; i++) {
             json_builder_begin_object(b);
             json_builder_set_member_name(b, "job");
-            ckptctl_add_string(b, ids->pdata[i]);
+            ck_json_add_string(b, ids->pdata[i]);
             json_builder_set_member_name(b, "layout");
-            ckptctl_add_string(b, (gint)i < jobs ? "namespaced" : "legacy");
+            ck_json_add_string(b, (gint)i < jobs ? "namespaced" : "legacy");
             json_builder_end_object(b);
         }
         json_builder_end_array(b);

@@ -689,7 +689,7 @@ static int write_report(const Run *r, const Outcome *out)
     json_builder_set_member_name(b, "command");
     json_builder_begin_array(b);
     for (char **p = r->command; *p; p++)
-        ckptctl_add_string(b, *p);
+        ck_json_add_string(b, *p);
     json_builder_end_array(b);
     json_builder_set_member_name(b, "exit_status");
     json_builder_add_int_value(b, out->exit_code);
@@ -718,7 +718,7 @@ static int write_report(const Run *r, const Outcome *out)
         json_builder_set_member_name(b, "paths");
         json_builder_begin_array(b);
         for (guint k = 0; k < g->paths->len; k++)
-            ckptctl_add_string(b, g->paths->pdata[k]);
+            ck_json_add_string(b, g->paths->pdata[k]);
         json_builder_end_array(b);
         json_builder_end_object(b);
     }

@@ -71,24 +71,11 @@ void ckptctl_print_json(JsonBuilder *b)
     fflush(stdout);
 }
 
-/* JSON carries text, a checkpoint directory carries bytes: a name that is not
- * UTF-8 is shown with U+FFFD in place of its bad bytes (as the collision log
- * does), rather than making the whole document unreadable. */
-void ckptctl_add_string(JsonBuilder *b, const char *v)
-{
-    if (g_utf8_validate(v, -1, NULL)) {
-        json_builder_add_string_value(b, v);
-        return;
-    }
-    g_autofree char *valid = g_utf8_make_valid(v, -1);
-    json_builder_add_string_value(b, valid);
-}
-
 void ckptctl_add_str_or_null(JsonBuilder *b, const char *name, const char *v)
 {
     json_builder_set_member_name(b, name);
     if (v)
-        ckptctl_add_string(b, v);
+        ck_json_add_string(b, v);
     else
         json_builder_add_null_value(b);
 }
@@ -116,7 +103,7 @@ void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision
         json_builder_set_member_name(b, "jobs");
         json_builder_begin_array(b);
         for (guint k = 0; k < h->jobs->len; k++)
-            ckptctl_add_string(b, h->jobs->pdata[k]);
+            ck_json_add_string(b, h->jobs->pdata[k]);
         json_builder_end_array(b);
         ckptctl_add_str_or_null(b, "path", h->path);
         ckptctl_add_str_or_null(b, "detail", h->detail);
@@ -401,7 +388,7 @@ static int cmd_jobs(int argc, char **argv)
         if (c.json) {
             json_builder_begin_object(b);
             json_builder_set_member_name(b, "job");
-            ckptctl_add_string(b, j->job);
+            ck_json_add_string(b, j->job);
             json_builder_set_member_name(b, "checkpoints");
             json_builder_begin_array(b);
             for (guint k = 0; k < j->checkpoints->len; k++)
@@ -414,7 +401,7 @@ static int cmd_jobs(int argc, char **argv)
             else
                 json_builder_add_null_value(b);
             json_builder_set_member_name(b, "layout");
-            ckptctl_add_string(b, j->layout);
+            ck_json_add_string(b, j->layout);
             json_builder_set_member_name(b, "bytes");
             json_builder_add_int_value(b, (gint64)bytes[i]);
             json_builder_end_object(b);
@@ -560,13 +547,13 @@ static int cmd_resolve(int argc, char **argv)
         json_builder_set_member_name(b, "reads");
         json_builder_begin_array(b);
         for (guint i = 0; i < reads->len; i++)
-            ckptctl_add_string(b, reads->pdata[i]);
+            ck_json_add_string(b, reads->pdata[i]);
         json_builder_end_array(b);
         json_builder_set_member_name(b, "candidates");
         if (res->candidates) {
             json_builder_begin_array(b);
             for (guint i = 0; i < res->candidates->len; i++)
-                ckptctl_add_string(b, res->candidates->pdata[i]);
+                ck_json_add_string(b, res->candidates->pdata[i]);
             json_builder_end_array(b);
         } else {
             json_builder_add_null_value(b);

@@ -18,9 +18,7 @@ int ckptctl_fail(const char *cmd, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 char *ckptctl_json_text(JsonBuilder *b);
 /* Prints ckptctl_json_text(b) on stdout. */
 void ckptctl_print_json(JsonBuilder *b);
-/* Member name, then the string or null. */
-/* A string value, made valid UTF-8 (bad bytes become U+FFFD). */
-void ckptctl_add_string(JsonBuilder *b, const char *v);
+/* Member name, then the string (ck_json_add_string: valid UTF-8) or null. */
 void ckptctl_add_str_or_null(JsonBuilder *b, const char *name, const char *v);
 /* "records": the collision records (JsonObject*) as they were read. */
 void ckptctl_add_records(JsonBuilder *b, GPtrArray *recs);
