@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,40 @@ static int check_collision_log(struct ckptfs *fs, char **abs_out)
                     "is inside the backing directory or the mount (ckptfs never writes there)");
     *abs_out = g_steal_pointer(&full);
     return 0;
+}
+
+/* The kernel gives a FUSE mount the default 128 KiB read-ahead: cold
+ * sequential reads then go in 128 KiB requests, one or two in flight.  As
+ * root, raise it on the mount's bdi (named for its st_dev, read from
+ * mountinfo: a stat of our own mount would wait for the loop we have not
+ * started).  Not root, or no sysfs: the default stays. */
+#define CKPTFS_READAHEAD_KB 2048
+static void raise_readahead(const char *mnt)
+{
+    if (geteuid() != 0)
+        return;
+    g_autofree char *info = NULL;
+    if (!g_file_get_contents("/proc/self/mountinfo", &info, NULL, NULL))
+        return;
+    g_auto(GStrv) lines = g_strsplit(info, "\n", -1);
+    unsigned maj = 0, min = 0;
+    bool found = false;
+    for (char **l = lines; *l; l++) {
+        char dev[32], point[PATH_MAX];
+        /* id parent maj:min root mountpoint ...; the last match is the top mount */
+        if (sscanf(*l, "%*u %*u %31s %*s %4095s", dev, point) == 2 && strcmp(point, mnt) == 0 &&
+            sscanf(dev, "%u:%u", &maj, &min) == 2)
+            found = true;
+    }
+    if (!found)
+        return;
+    g_autofree char *path = g_strdup_printf("/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+    g_autofree char *val = g_strdup_printf("%d\n", CKPTFS_READAHEAD_KB);
+    int fd = open(path, O_WRONLY | O_CLOEXEC); /* sysfs: no g_file_set_contents (it renames) */
+    if (fd < 0 || write(fd, val, strlen(val)) < 0)
+        g_debug("ckptfs: %s: cannot set the read-ahead: %s", path, g_strerror(errno));
+    if (fd >= 0)
+        close(fd);
 }
 
 static int setup(struct ckptfs *fs, const char *mountpoint)
@@ -239,6 +274,7 @@ int main(int argc, char *argv[])
         rc = 1;
         goto out_signals;
     }
+    raise_readahead(fs.mountpoint);
     fuse_daemonize(c.foreground);
     daemonized = !c.foreground;
     if (views_start(&fs) != 0) /* threads: after the fork of fuse_daemonize */

@@ -1448,7 +1448,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     else
         conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
     conn->max_write = 1024 * 1024;
-    conn->max_readahead = conn->max_readahead ? conn->max_readahead : 1024 * 1024;
+    conn->max_read = fs->opt.max_read; /* must equal the max_read mount option */
+    /* the kernel keeps min(its bdi read-ahead, this): main raises the bdi's */
+    conn->max_readahead = 16u * 1024 * 1024;
     /* creates pass the caller's mode as given; the kernel applied the umask */
     conn->time_gran = 1;
 }

@@ -12,7 +12,16 @@ enum {
     KEY_ALLOW_OTHER,
     KEY_DEFAULT_PERMISSIONS,
     KEY_HELP,
+    KEY_MAX_READ,
 };
+
+/* Read requests no larger than this: libfuse splices a read reply only
+ * when header, data and a page of slack fit its pipe, and without
+ * CAP_SYS_RESOURCE a pipe stops at pipe-max-size (1 MiB); a 1 MiB request
+ * falls back to pread into a fresh mmap'ed buffer plus writev (ckpt-bench:
+ * 4x the daemon's CPU per GiB).  Read-ahead larger than this keeps several
+ * requests in flight. */
+#define CKPTFS_MAX_READ (512u * 1024u)
 
 #define OPT(t, f)                                                                                  \
     {                                                                                              \
@@ -38,6 +47,7 @@ static const struct fuse_opt fs_opt_spec[] = {
     {"no_handles", offsetof(FsOptions, no_handles), 1},
     FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
     FUSE_OPT_KEY("default_permissions", KEY_DEFAULT_PERMISSIONS),
+    FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_END,
@@ -67,6 +77,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case KEY_DEFAULT_PERMISSIONS:
         opt->default_permissions = true;
         return 1;
+    case KEY_MAX_READ:
+        opt->max_read = (unsigned)strtoul(arg + strlen("max_read="), NULL, 10);
+        return 1; /* libfuse needs it too (mount option and init must agree) */
     default:
         return 1;
     }
@@ -263,6 +276,11 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
         fprintf(stderr, "ckptfs: external_root=%s: expected an absolute path\n",
                 opt->external_root);
         return 2;
+    }
+    if (!opt->max_read) {
+        opt->max_read = CKPTFS_MAX_READ;
+        g_autofree char *mr = g_strdup_printf("-omax_read=%u", opt->max_read);
+        fuse_opt_add_arg(args, mr);
     }
     if (opt->allow_other && !opt->no_default_permissions && !opt->default_permissions) {
         fuse_opt_add_arg(args, "-odefault_permissions");

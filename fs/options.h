@@ -42,6 +42,7 @@ typedef struct {
     GHashTable *job_legacy_backends; /* interned job -> g_strdup path ([job:<ID>] groups) */
     bool allow_other;
     bool default_permissions; /* the kernel checks permissions */
+    unsigned max_read;        /* -o max_read=N (left for libfuse too), or ours */
 
     /* parsing state */
     int nonopts;
