@@ -72,7 +72,8 @@ struct CkCollisionLog {
     guint keep;
     GQueue lines; /* char*, each ending in '\n', oldest first */
     guint64 total;
-    int fd; /* -1 without a file */
+    gint64 last_us; /* time_us of the newest record, 0 before the first */
+    int fd;         /* -1 without a file */
 };
 
 CkCollisionLog *ck_collision_log_new(guint keep, const char *file, GError **error)
@@ -128,6 +129,8 @@ void ck_collision_log_append(CkCollisionLog *log, const CkCollision *c)
 
     g_mutex_lock(&log->lock);
     log->total++;
+    /* strictly increasing, so every append moves the file's mtime */
+    log->last_us = MAX(c->time_us, log->last_us + 1);
     if (log->fd >= 0)
         write_line(log->fd, line, len);
     if (log->keep > 0) {
@@ -154,6 +157,14 @@ guint64 ck_collision_log_total(CkCollisionLog *log)
 {
     g_mutex_lock(&log->lock);
     guint64 t = log->total;
+    g_mutex_unlock(&log->lock);
+    return t;
+}
+
+gint64 ck_collision_log_last_time(CkCollisionLog *log)
+{
+    g_mutex_lock(&log->lock);
+    gint64 t = log->last_us;
     g_mutex_unlock(&log->lock);
     return t;
 }

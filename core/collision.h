@@ -45,6 +45,9 @@ void ck_collision_log_append(CkCollisionLog *log, const CkCollision *c);
 /* All kept lines, oldest first, each ending in '\n'. */
 GBytes *ck_collision_log_snapshot(CkCollisionLog *log);
 guint64 ck_collision_log_total(CkCollisionLog *log);
+/* time_us of the newest record appended, 0 before the first: the mtime of
+ * _views/.collisions, so it changes only when the log does (tar, rsync). */
+gint64 ck_collision_log_last_time(CkCollisionLog *log);
 
 /* For ckptctl: parses a log (the lines of _views/.collisions or of
  * collision_log=FILE).  Returns one JsonObject* per non-empty line

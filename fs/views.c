@@ -296,11 +296,12 @@ static void fill_stat(struct ckptfs *fs, VnKind k, struct stat *st)
         g_autoptr(GBytes) b = snapshot(fs, k);
         st->st_size = (off_t)g_bytes_get_size(b);
         st->st_blocks = (st->st_size + 511) / 512;
-        if (k == VN_COLLISIONS) {
-            struct timespec now;
-            clock_gettime(CLOCK_REALTIME, &now);
-            st->st_mtim = st->st_ctim = now;
-        }
+        /* the time of the newest record, not now: a file whose mtime moves
+         * while nothing changed makes tar fail ("file changed as we read it") */
+        gint64 last = k == VN_COLLISIONS ? ck_collision_log_last_time(fs->collisions) : 0;
+        if (last > 0)
+            st->st_mtim = st->st_ctim = (struct timespec){.tv_sec = last / G_USEC_PER_SEC,
+                                                          .tv_nsec = (last % G_USEC_PER_SEC) * 1000};
         break;
     }
     }
