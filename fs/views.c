@@ -299,9 +299,11 @@ static void fill_stat(struct ckptfs *fs, VnKind k, struct stat *st)
         /* the time of the newest record, not now: a file whose mtime moves
          * while nothing changed makes tar fail ("file changed as we read it") */
         gint64 last = k == VN_COLLISIONS ? ck_collision_log_last_time(fs->collisions) : 0;
-        if (last > 0)
-            st->st_mtim = st->st_ctim = (struct timespec){.tv_sec = last / G_USEC_PER_SEC,
-                                                          .tv_nsec = (last % G_USEC_PER_SEC) * 1000};
+        if (last > 0) {
+            st->st_mtim.tv_sec = last / G_USEC_PER_SEC;
+            st->st_mtim.tv_nsec = (last % G_USEC_PER_SEC) * 1000;
+            st->st_ctim = st->st_mtim;
+        }
         break;
     }
     }
