@@ -135,6 +135,18 @@ static void test_foreign_writes_refused(void **state)
     assert_non_null(strstr(log, "\"verdict\":\"denied\""));
     assert_null(strstr(log, "\"verdict\":\"allowed\""));
     assert_non_null(strstr(log, "\"op\":\"rename\""));
+    /* op is the syscall's name; an open that truncates is an "open" */
+    GString *ops = g_string_new(NULL);
+    for (const char *p = log; (p = strstr(p, "\"op\":\"")) != NULL;) {
+        p += strlen("\"op\":\"");
+        const char *q = strchr(p, '"');
+        assert_non_null(q);
+        g_string_append_printf(ops, "%s%.*s", ops->len ? " " : "", (int)(q - p), p);
+        p = q;
+    }
+    assert_string_equal(ops->str,
+                        "create open open setattr setattr setxattr mkdir unlink rename link");
+    g_string_free(ops, TRUE);
     assert_true(
         mount_metric(m, "ckptfs_refusals_total{kind=\"foreign-write\",verdict=\"denied\"}") >= 8);
 }
