@@ -59,6 +59,10 @@ static char *caller_comm(pid_t pid)
     return text;
 }
 
+/* Verdicts are taken as with legacy=ro, so that with legacy=rw a legacy
+ * write is still recorded ("legacy-write", verdict "allowed") and goes on. */
+static const CkPolicy strict_policy = {.legacy_rw = false};
+
 /* Applies a verdict: 0 to proceed, -errno to refuse; records collisions. */
 static int fs_refuse(struct ckptfs *fs, fuse_req_t req, CkVerdict v, const char *op,
                      const char *caller_job, CkNs owner, Node *dir, const char *name, Node *dir2,
@@ -68,7 +72,7 @@ static int fs_refuse(struct ckptfs *fs, fuse_req_t req, CkVerdict v, const char 
         return 0;
     if (v == CK_VIEWS_READ_ONLY)
         return -EROFS;
-    bool allowed = fs->opt.audit;
+    bool allowed = fs->opt.audit || (v == CK_LEGACY_WRITE && fs->policy.legacy_rw);
     atomic_fetch_add_explicit(&fs->metrics.refusals[v][allowed ? 1 : 0], 1, memory_order_relaxed);
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     g_autofree char *path = entry_path(fs, dir, name);
@@ -106,7 +110,7 @@ int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n, c
     if (name)
         ns = ck_ns_child(ns, name, fs->opt.views_name);
     const char *job = fs_caller_job(fs, req);
-    CkVerdict v = ck_policy_write(&fs->policy, job, ns);
+    CkVerdict v = ck_policy_write(&strict_policy, job, ns);
     return fs_refuse(fs, req, v, op, job, ns, n, name, NULL, NULL, NULL);
 }
 
@@ -122,7 +126,7 @@ int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *par
     }
     const char *job = fs_caller_job(fs, req);
     CkVerdict v =
-        ck_policy_create(&fs->policy, job, pns, name, is_dir, fs->opt.views_name, child_out);
+        ck_policy_create(&strict_policy, job, pns, name, is_dir, fs->opt.views_name, child_out);
     if (v != CK_ALLOW && v != CK_VIEWS_READ_ONLY)
         *child_out = ck_ns_child(pns, name, fs->opt.views_name);
     return fs_refuse(fs, req, v, op, job, *child_out, parent, name, NULL, NULL, NULL);
@@ -143,13 +147,13 @@ int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char 
     if (fs->opt.no_policy)
         return 0;
     const char *job = fs_caller_job(fs, req);
-    CkVerdict v = ck_policy_rename(&fs->policy, job, src, npns, newname, vn, moved_out);
+    CkVerdict v = ck_policy_rename(&strict_policy, job, src, npns, newname, vn, moved_out);
     CkNs owner = ck_ns_owner(src) && ck_ns_owner(src) != job ? src : dst;
     int err = fs_refuse(fs, req, v, "rename", job, owner, parent, name, newparent, newname, NULL);
     if (err || v != CK_ALLOW)
         return err;
     if (flags & RENAME_EXCHANGE) {
-        v = ck_policy_rename(&fs->policy, job, dst, pns, name, vn, back_out);
+        v = ck_policy_rename(&strict_policy, job, dst, pns, name, vn, back_out);
         owner = ck_ns_owner(dst) && ck_ns_owner(dst) != job ? dst : src;
         err = fs_refuse(fs, req, v, "rename", job, owner, newparent, newname, parent, name, NULL);
     }
@@ -167,7 +171,7 @@ int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, c
         return 0;
     }
     const char *job = fs_caller_job(fs, req);
-    CkVerdict v = ck_policy_link(&fs->policy, job, src, npns, newname, fs->opt.views_name, out);
+    CkVerdict v = ck_policy_link(&strict_policy, job, src, npns, newname, fs->opt.views_name, out);
     if (v != CK_ALLOW)
         *out = ck_ns_child(npns, newname, fs->opt.views_name);
     CkNs owner = ck_ns_owner(src) && ck_ns_owner(src) != job ? src : *out;
@@ -188,7 +192,7 @@ int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char
     /* The lexical resolution needs the parent's path; only a job's namespace
      * can refuse a symlink for its target, so only then derive it. */
     g_autofree char *ppath = pns.kind == CK_NS_JOB ? fs_node_path(fs, parent) : NULL;
-    CkVerdict v = ck_policy_symlink(&fs->policy, job, pns, ppath ? ppath : "", name, target,
+    CkVerdict v = ck_policy_symlink(&strict_policy, job, pns, ppath ? ppath : "", name, target,
                                     fs->opt.views_name, out);
     if (v != CK_ALLOW)
         *out = ck_ns_child(pns, name, fs->opt.views_name);

@@ -4,7 +4,8 @@
  * a refused write changes nothing.  Each returns 0 to go on, or -errno to
  * answer with: EACCES for a refusal in enforce mode, EROFS for anything in
  * the views (not logged).  A refusal (or, in audit mode, a write that would
- * have been refused, which then goes on) is appended to the collision log
+ * have been refused, which then goes on; with legacy=rw, a legacy write,
+ * which goes on too) is appended to the collision log
  * with the caller's pid, uid and comm, and counted in the metrics.
  * With -o no_policy nothing is checked (the namespace out-params are still
  * set).  Paths for the record are derived only when a record is written. */

@@ -218,6 +218,47 @@ static void test_audit_allows_and_records(void **state)
         mount_metric(m, "ckptfs_refusals_total{kind=\"foreign-write\",verdict=\"allowed\"}") >= 1);
 }
 
+static int setup_legacy_rw(void **state)
+{
+    const char *args[] = {"-o", "job=a,legacy=rw", NULL};
+    *state = policy_mount(args);
+    return *state ? 0 : -1;
+}
+
+/* legacy=rw: the legacy area is writable and still recorded (SPEC §4);
+ * everything else is refused as with legacy=ro. */
+static void test_legacy_rw_writes_recorded(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *ls = M(m, "v1/0/s"), *lnew = M(m, "v1/0/new"), *top = M(m, "v2");
+    put_file(ls, "rewritten");
+    put_file(lnew, "new");
+    assert_int_equal(mkdir(top, 0755), 0);
+    g_autofree char *b_ls = B(m, "v1/0/s"), *b_top = B(m, "v2");
+    g_autofree char *text = get_file(b_ls);
+    assert_string_equal(text, "rewritten");
+    assert_int_equal(access(b_top, F_OK), 0);
+    g_autofree char *bnew = M(m, "_state/b/new");
+    assert_errno(open(bnew, O_WRONLY | O_CREAT, 0644), EACCES);
+    g_autofree char *own = M(m, "_state/a/x");
+    assert_errno(rename(ls, own), EACCES);
+
+    g_autofree char *log = collisions(m);
+    assert_non_null(strstr(log, "\"kind\":\"legacy-write\",\"verdict\":\"allowed\",\"op\":\"open\","
+                                "\"path\":\"v1/0/s\""));
+    assert_non_null(strstr(log,
+                           "\"kind\":\"legacy-write\",\"verdict\":\"allowed\",\"op\":\"create\","
+                           "\"path\":\"v1/0/new\""));
+    assert_non_null(strstr(log,
+                           "\"kind\":\"legacy-write\",\"verdict\":\"allowed\",\"op\":\"mkdir\","
+                           "\"path\":\"v2\""));
+    assert_null(strstr(log, "\"kind\":\"legacy-write\",\"verdict\":\"denied\""));
+    assert_non_null(strstr(log, "\"kind\":\"foreign-write\",\"verdict\":\"denied\""));
+    assert_non_null(strstr(log, "\"kind\":\"cross-namespace-rename\",\"verdict\":\"denied\""));
+    assert_true(
+        mount_metric(m, "ckptfs_refusals_total{kind=\"legacy-write\",verdict=\"allowed\"}") >= 3);
+}
+
 static void test_views_writes_are_erofs_not_logged(void **state)
 {
     Mount *m = *state;
@@ -288,6 +329,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_structure_and_legacy, setup_anonymous, teardown),
         cmocka_unit_test_setup_teardown(test_cross_namespace_symlink, setup_job_a, teardown),
         cmocka_unit_test_setup_teardown(test_audit_allows_and_records, setup_audit, teardown),
+        cmocka_unit_test_setup_teardown(test_legacy_rw_writes_recorded, setup_legacy_rw, teardown),
         cmocka_unit_test_setup_teardown(test_views_writes_are_erofs_not_logged, setup_job_a,
                                         teardown),
         cmocka_unit_test(test_identity_from_environment),
