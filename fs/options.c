@@ -154,6 +154,18 @@ static int load_config(FsOptions *opt)
         if (rc)
             return rc;
     }
+    /* a misspelt key is an error, as an unknown -o option is: silently
+     * ignoring "legacy_backen=" would mount with another meaning */
+    g_auto(GStrv) ckeys = g_key_file_get_keys(kf, "ckptfs", NULL, NULL);
+    for (gsize i = 0; ckeys && ckeys[i]; i++) {
+        bool known = false;
+        for (size_t k = 0; k < G_N_ELEMENTS(keys) && !known; k++)
+            known = strcmp(ckeys[i], keys[k].key) == 0;
+        if (!known) {
+            fprintf(stderr, "ckptfs: config=%s: [ckptfs]: unknown key %s\n", opt->config, ckeys[i]);
+            return 2;
+        }
+    }
     gsize ngroups = 0;
     g_auto(GStrv) groups = g_key_file_get_groups(kf, &ngroups);
     for (gsize i = 0; i < ngroups; i++) {
@@ -168,6 +180,14 @@ static int load_config(FsOptions *opt)
         if (!ck_is_job_id(job, strlen(job))) {
             fprintf(stderr, "ckptfs: config=%s: [%s]: not a valid job id\n", opt->config, g);
             return 2;
+        }
+        g_auto(GStrv) jkeys = g_key_file_get_keys(kf, g, NULL, NULL);
+        for (gsize k = 0; jkeys && jkeys[k]; k++) {
+            if (strcmp(jkeys[k], "legacy_backend") != 0) {
+                fprintf(stderr, "ckptfs: config=%s: [%s]: unknown key %s\n", opt->config, g,
+                        jkeys[k]);
+                return 2;
+            }
         }
         char *path = g_key_file_get_string(kf, g, "legacy_backend", NULL);
         if (path)

@@ -93,6 +93,17 @@ static void test_bad_options_exit_2(void **state)
     expect_refusal(m, log, 2, "inside the backing directory");
     const char *cfg[] = {"-f", "-o", cfg_opt, m->backing, m->mnt, NULL};
     expect_refusal(m, cfg, 2, "[other]");
+    /* a misspelt key, in [ckptfs] or in a job's group */
+    g_autofree char *typo_cfg = g_build_filename(m->base, "typo.conf", NULL);
+    put_file(typo_cfg, "[ckptfs]\npolcy=audit\n");
+    g_autofree char *typo_opt = g_strdup_printf("config=%s", typo_cfg);
+    const char *typo[] = {"-f", "-o", typo_opt, m->backing, m->mnt, NULL};
+    expect_refusal(m, typo, 2, "unknown key polcy");
+    g_autofree char *jtypo_cfg = g_build_filename(m->base, "jtypo.conf", NULL);
+    put_file(jtypo_cfg, "[job:a]\nlegacy_backnd=/x\n");
+    g_autofree char *jtypo_opt = g_strdup_printf("config=%s", jtypo_cfg);
+    const char *jtypo[] = {"-f", "-o", jtypo_opt, m->backing, m->mnt, NULL};
+    expect_refusal(m, jtypo, 2, "unknown key legacy_backnd");
     const char *extra[] = {"-f", m->backing, m->mnt, "third", NULL};
     expect_refusal(m, extra, 2, "third");
     /* nothing was written into the backing dir */
