@@ -481,6 +481,13 @@ int node_lookup_backing(struct ckptfs *fs, Node *parent, int dirfd, const char *
     Node *n = g_hash_table_lookup(t->backing, &k);
     if (n && !n->stale && (n->type == (st->st_mode & S_IFMT))) {
         n->nlookup++;
+        /* An object with one name is where its path says it is now: a
+         * directory moved behind the mount's back (or by an audited rename)
+         * takes its new namespace at the next lookup.  An object with several
+         * names keeps the namespace it was first found under (DESIGN-NOTES
+         * "Namespaces"). */
+        if (S_ISDIR(st->st_mode) || st->st_nlink == 1)
+            n->ns = ck_ns_child(parent->ns, name, fs->opt.views_name);
         g_mutex_unlock(&t->lock);
         *out = n;
         return 0;

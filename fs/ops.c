@@ -716,7 +716,14 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
         close(fd);
         return err;
     }
-    if (st.st_nlink == 0 && node_nopen(fs, n) == 0) {
+    /* An open by name of an object that no longer has one: its name was
+     * replaced or removed behind the mount's back while the kernel still
+     * cached it.  ESTALE makes the kernel look the name up again (and find
+     * the new file) instead of reading the old one.  This is decided by
+     * nlink alone: the kernel sends RELEASE after close asynchronously, so
+     * "no open file" cannot be known here.  (A reopen of an unlinked file
+     * through /proc/self/fd therefore fails with ESTALE.) */
+    if (st.st_nlink == 0) {
         close(fd);
         return node_mark_stale(fs, n, -ESTALE);
     }

@@ -458,6 +458,18 @@ static void moved_across_namespaces(Mount *m)
     assert_errno(open(f2, O_WRONLY | O_CREAT, 0644), ENOENT);
     g_autofree char *bf2 = g_build_filename(bd2, "f2", NULL);
     assert_int_equal(access(bf2, F_OK), -1);
+    /* By its new path the directory and the file in it are job b's: job t,
+     * which made them, may no longer write there (the nodes the daemon
+     * still holds take the namespace of the path they are found by now). */
+    g_autofree char *nf3 = g_build_filename(m->mnt, "_state", "b", "d", "f3", NULL);
+    assert_errno(open(nf3, O_WRONLY | O_CREAT, 0644), EACCES);
+    g_autofree char *bf3 = g_build_filename(bd2, "f3", NULL);
+    assert_int_equal(access(bf3, F_OK), -1);
+    g_autofree char *nf1 = g_build_filename(m->mnt, "_state", "b", "d", "f1", NULL);
+    assert_errno(open(nf1, O_WRONLY | O_TRUNC), EACCES);
+    g_autofree char *bf1 = g_build_filename(bd2, "f1", NULL);
+    g_autofree char *kept = get_file(bf1);
+    assert_string_equal(kept, "1");
 }
 
 static void test_removed_behind_back_while_open(void **state)
