@@ -1454,7 +1454,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_WRITEBACK_CACHE;
     else
         conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
-    conn->max_write = 1024 * 1024;
+    /* 512 KiB, not 1 MiB: libfuse reads a request by splice only when its
+     * whole buffer (max_write + 4 KiB) fits a pipe, and a pipe stops at
+     * pipe-max-size (1 MiB) without CAP_SYS_RESOURCE; a 1 MiB max_write
+     * means read() into memory and a second copy on every write */
+    conn->max_write = 512 * 1024;
     conn->max_read = fs->opt.max_read; /* must equal the max_read mount option */
     /* the kernel keeps min(its bdi read-ahead, this): main raises the bdi's */
     conn->max_readahead = 16u * 1024 * 1024;
