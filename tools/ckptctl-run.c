@@ -56,6 +56,7 @@ typedef struct {
     char *ckptfs;
     char **opts;
     gboolean keep;
+    gboolean json; /* --json: the report document on stdout, not the table */
     char **command;
 
     /* the run */
@@ -682,7 +683,8 @@ static void print_report(const Run *r, const Outcome *out)
     fflush(stdout);
 }
 
-static int write_report(const Run *r, const Outcome *out)
+/* The report as one JSON document (--json, --report FILE). */
+static char *report_json(const Run *r, const Outcome *out)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
@@ -728,7 +730,18 @@ static int write_report(const Run *r, const Outcome *out)
     json_builder_add_int_value(b, out->recs->len + out->collision_hazards);
     json_builder_end_object(b);
 
-    g_autofree char *text = ckptctl_json_text(b);
+    return ckptctl_json_text(b);
+}
+
+static int write_report(const Run *r, const Outcome *out)
+{
+    g_autofree char *text = report_json(r, out);
+    if (r->json) {
+        fputs(text, stdout);
+        fflush(stdout);
+    }
+    if (!r->report)
+        return 0;
     g_autoptr(GError) err = NULL;
     if (!g_file_set_contents(r->report, text, -1, &err))
         return fail("--report %s: %s", r->report, err->message);
@@ -803,8 +816,9 @@ static int report(Run *r)
 
     if (!cat)
         fprintf(stderr, "ckptctl run: check %s: %s\n", r->backing, cerr->message);
-    print_report(r, &out);
-    if (r->report && write_report(r, &out) != 0 && out.exit_code == 0)
+    if (!r->json)
+        print_report(r, &out);
+    if ((r->report || r->json) && write_report(r, &out) != 0 && out.exit_code == 0)
         out.exit_code = CKPTCTL_ERROR;
     return out.exit_code;
 }
@@ -825,6 +839,10 @@ static int parse_args(Run *r, int *argc, char ***argv)
         {"job", 0, 0, G_OPTION_ARG_STRING, &r->job, "Every process acts as job ID", "ID"},
         {"report", 0, 0, G_OPTION_ARG_FILENAME, &r->report,
          "Also write the report as one JSON document to FILE", "FILE"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &r->json,
+         "Print the report as one JSON document on stdout (after COMMAND's own output) "
+         "instead of the table",
+         NULL},
         {"keep", 0, 0, G_OPTION_ARG_NONE, &r->keep,
          "Keep the temporary directory (without --dir) for inspection", NULL},
         {"ckptfs", 0, 0, G_OPTION_ARG_FILENAME, &r->ckptfs,

@@ -335,6 +335,26 @@ static void test_fixed_layout_exits_0(void **state)
     assert_nothing_left(t);
 }
 
+/* --json: the same report document on stdout, and no table. */
+static void test_json_on_stdout(void **state)
+{
+    T *t = *state;
+    g_autofree char *sh = script(t, "record-013.sh");
+    g_autofree char *out = NULL;
+    int rc = ckptctl_run(t, &out, "--json", "--identity", "env:CLINK_JOB_ID", "--", "sh", sh, NULL);
+    assert_int_equal(rc, 3);
+    assert_null(strstr(out, "ckptctl run:"));
+    g_autoptr(JsonParser) p = json_parser_new();
+    g_autoptr(GError) err = NULL;
+    if (!json_parser_load_from_data(p, out, -1, &err))
+        fail_msg("--json output is not one JSON document: %s", err->message);
+    JsonObject *r = json_node_get_object(json_parser_get_root(p));
+    assert_int_equal(json_object_get_int_member(r, "exit_status"), 3);
+    assert_true(json_array_get_length(json_object_get_array_member(r, "records")) > 0);
+    assert_true(json_object_get_int_member(r, "collisions") > 0);
+    assert_nothing_left(t);
+}
+
 /* --dir: the state stays in DIR; the command's cwd and environment. */
 static void test_given_dir_and_environment(void **state)
 {
@@ -595,6 +615,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_record_failure_exits_3, setup, teardown),
         cmocka_unit_test_setup_teardown(test_record_failure_enforce, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fixed_layout_exits_0, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_on_stdout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_given_dir_and_environment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command_status_passes_through, setup, teardown),
