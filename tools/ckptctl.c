@@ -818,7 +818,10 @@ static const Command commands[] = {
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(synopsis, stderr);
+        /* a usage error is one line on stderr, as for every command (SPEC §3) */
+        fputs("ckptctl: expected a command: jobs, resolve, check, state-root, unused, "
+              "collisions, fixture, run (try ckptctl --help)\n",
+              stderr);
         return CKPTCTL_ERROR;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||

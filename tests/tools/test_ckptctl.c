@@ -180,7 +180,7 @@ static void usage_and_help(void **state)
         assert_non_null(strstr(sub.out, "--json"));
     }
     g_auto(Run) none = run(NULL, NULL);
-    assert_int_equal(none.status, 2);
+    assert_one_line_error(&none);
     g_auto(Run) bad = run("frobnicate", NULL);
     assert_one_line_error(&bad);
     g_auto(Run) noarg = run("jobs", NULL);
