@@ -13,6 +13,8 @@ enum {
     KEY_DEFAULT_PERMISSIONS,
     KEY_HELP,
     KEY_MAX_READ,
+    KEY_FSNAME,
+    KEY_SUBTYPE,
 };
 
 /* Read requests no larger than this: libfuse splices a read reply only
@@ -48,6 +50,8 @@ static const struct fuse_opt fs_opt_spec[] = {
     FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
     FUSE_OPT_KEY("default_permissions", KEY_DEFAULT_PERMISSIONS),
     FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
+    FUSE_OPT_KEY("fsname=", KEY_FSNAME),
+    FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_END,
@@ -80,6 +84,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case KEY_MAX_READ:
         opt->max_read = (unsigned)strtoul(arg + strlen("max_read="), NULL, 10);
         return 1; /* libfuse needs it too (mount option and init must agree) */
+    case KEY_FSNAME:
+        opt->has_fsname = true;
+        return 1;
+    case KEY_SUBTYPE:
+        opt->has_subtype = true;
+        return 1;
     default:
         return 1;
     }
@@ -302,6 +312,20 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
         g_autofree char *mr = g_strdup_printf("-omax_read=%u", opt->max_read);
         fuse_opt_add_arg(args, mr);
     }
+    /* mount(8), findmnt and df show the backing directory as the source and
+     * fuse.ckptfs as the type, as for every file system with a device */
+    if (!opt->has_fsname && opt->backing_arg) {
+        g_autofree char *abs = g_canonicalize_filename(opt->backing_arg, NULL);
+        g_autoptr(GString) o = g_string_new("-ofsname=");
+        for (const char *c = abs; *c; c++) {
+            if (*c == ',' || *c == '\\')
+                g_string_append_c(o, '\\'); /* fuse_opt splits -o at unescaped commas */
+            g_string_append_c(o, *c);
+        }
+        fuse_opt_add_arg(args, o->str);
+    }
+    if (!opt->has_subtype)
+        fuse_opt_add_arg(args, "-osubtype=ckptfs");
     if (opt->allow_other && !opt->no_default_permissions && !opt->default_permissions) {
         fuse_opt_add_arg(args, "-odefault_permissions");
         opt->default_permissions = true;

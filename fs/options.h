@@ -43,6 +43,7 @@ typedef struct {
     bool allow_other;
     bool default_permissions; /* the kernel checks permissions */
     unsigned max_read;        /* -o max_read=N (left for libfuse too), or ours */
+    bool has_fsname, has_subtype; /* given: else the backing dir and "ckptfs" */
 
     /* parsing state */
     int nonopts;

@@ -57,6 +57,38 @@ static void expect_refusal(Mount *m, const char *const *args, int code, const ch
     assert_int_equal(a.st_dev, b.st_dev);
 }
 
+/* mount(8) and findmnt show the backing directory as the source and
+ * fuse.ckptfs as the type; fsname= given by the user wins. */
+static char *mountinfo_line(const char *mnt)
+{
+    g_autofree char *info = NULL;
+    assert_true(g_file_get_contents("/proc/self/mountinfo", &info, NULL, NULL));
+    g_auto(GStrv) lines = g_strsplit(info, "\n", -1);
+    g_autofree char *needle = g_strdup_printf(" %s ", mnt);
+    for (char **l = lines; *l; l++)
+        if (strstr(*l, needle))
+            return g_strdup(*l);
+    fail_msg("%s not in /proc/self/mountinfo", mnt);
+    return NULL;
+}
+
+static void test_source_and_type(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    assert_int_equal(mount_start(m, NULL), 0);
+    g_autofree char *line = mountinfo_line(m->mnt);
+    g_autofree char *want = g_strdup_printf(" - fuse.ckptfs %s ", m->backing);
+    assert_non_null(strstr(line, want));
+    assert_int_equal(mount_stop(m), 0);
+    const char *args[] = {"-o", "fsname=ckpt-main", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *line2 = mountinfo_line(m->mnt);
+    assert_non_null(strstr(line2, " - fuse.ckptfs ckpt-main "));
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 static void test_bad_options_exit_2(void **state)
 {
     (void)state;
@@ -306,6 +338,7 @@ static void test_mount_8(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_source_and_type),
         cmocka_unit_test(test_bad_options_exit_2),
         cmocka_unit_test(test_views_name_clash),
         cmocka_unit_test(test_sigterm_unmounts_cleanly),
