@@ -3,10 +3,13 @@
  * the same code the views use, so ckptctl and a mount cannot disagree. */
 #include "ckptctl.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "catalog.h"
 #include "ckptfs-config.h"
@@ -259,6 +262,50 @@ static int parse(const char *cmd, const char *params, const char *summary, GOpti
 }
 
 /* ck_catalog_open; with CKPTCTL_STATS set, also what it cost, on stderr. */
+/* The catalog reads what it can (a mount must go on past one unreadable
+ * directory); a report must not: an unreadable _jobs/<J> or _state/<J>
+ * would show as a job without markers or without state.  0, or -errno with
+ * *where set to the directory. */
+static int unreadable_job_dir(const char *dir, char **where)
+{
+    static const char *const tops[] = {"_jobs", "_state"};
+    for (gsize t = 0; t < G_N_ELEMENTS(tops); t++) {
+        g_autofree char *top = g_build_filename(dir, tops[t], NULL);
+        int tfd = open(top, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (tfd < 0) {
+            if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
+                continue; /* absent, or not a directory: nothing to read there */
+            *where = g_steal_pointer(&top);
+            return -errno;
+        }
+        DIR *d = fdopendir(tfd);
+        if (!d) {
+            int e = errno;
+            close(tfd);
+            *where = g_steal_pointer(&top);
+            return -e;
+        }
+        int err = 0;
+        struct dirent *de;
+        while (!err && (de = readdir(d)) != NULL) {
+            if (!ck_is_job_id(de->d_name, strlen(de->d_name)) ||
+                (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
+                continue;
+            int fd = openat(tfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd >= 0) {
+                close(fd);
+            } else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP) {
+                err = -errno;
+                *where = g_build_filename(top, de->d_name, NULL);
+            }
+        }
+        closedir(d);
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
 static CkCatalog *catalog_with_stats(const char *cmd, const char *dir, Common *c,
                                      const CkResolveOptions *ro, int *rc)
 {
@@ -272,6 +319,13 @@ static CkCatalog *catalog_with_stats(const char *cmd, const char *dir, Common *c
     CkCatalog *cat = ck_catalog_open(dir, &co, &err);
     if (!cat) {
         *rc = ckptctl_fail(cmd, "%s", err->message);
+        return NULL;
+    }
+    g_autofree char *where = NULL;
+    int uerr = unreadable_job_dir(dir, &where);
+    if (uerr) {
+        ck_catalog_free(cat);
+        *rc = ckptctl_fail(cmd, "%s: %s", where, g_strerror(-uerr));
         return NULL;
     }
     if (stats) {

@@ -545,6 +545,17 @@ static void unreadable_marker_as_nobody(void **state)
     /* as root it is readable: the same command finds nothing wrong */
     g_auto(Run) asroot = run("check", dir, "--json", NULL);
     assert_int_equal(asroot.status, 0);
+    /* an unreadable job directory is an I/O error, not a job without
+     * markers (or an orphan root) */
+    g_autofree char *jdir = path_in(fx, "u/_jobs/j");
+    assert_int_equal(chmod(jdir, 0700), 0);
+    const char *cmds[] = {"jobs", "check", "unused"};
+    for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
+        g_auto(Run) jr = run_as_nobody(cmds[i], dir, "--json", NULL);
+        assert_one_line_error(&jr);
+        assert_non_null(strstr(jr.err, "_jobs/j: Permission denied"));
+    }
+    assert_int_equal(chmod(jdir, 0755), 0);
     /* an unreadable directory is an I/O error */
     g_autofree char *jobs = path_in(fx, "u");
     assert_int_equal(chmod(jobs, 0700), 0);
