@@ -26,15 +26,15 @@ bool ck_parse_subtask_name(const char *name, size_t len, uint32_t *s);
 /* What a relative path of a checkpoint directory is, for ckptctl and the
  * catalog (the mount keeps a CkNs per node instead; see policy.h). */
 typedef enum {
-    CK_PATH_ROOT,        /* "" */
-    CK_PATH_JOBS_DIR,    /* "_jobs" */
-    CK_PATH_STATE_DIR,   /* "_state" */
-    CK_PATH_VIEWS,       /* the views dir or below */
-    CK_PATH_JOB_MARKERS, /* "_jobs/<J>" or below, except ... */
-    CK_PATH_MARKER,      /* "_jobs/<J>/chk-<N>/COMPLETED" */
-    CK_PATH_JOB_STATE,   /* "_state/<J>" or below */
-    CK_PATH_NOT_A_JOB,   /* a name under _jobs/_state that is not a job id, or below */
-    CK_PATH_LEGACY_GEN,  /* "v<G>" or below */
+    CK_PATH_ROOT,           /* "" */
+    CK_PATH_JOBS_DIR,       /* "_jobs" */
+    CK_PATH_STATE_DIR,      /* "_state" */
+    CK_PATH_VIEWS,          /* the views dir or below */
+    CK_PATH_JOB_MARKERS,    /* "_jobs/<J>" or below, except ... */
+    CK_PATH_MARKER,         /* "_jobs/<J>/chk-<N>/COMPLETED" */
+    CK_PATH_JOB_STATE,      /* "_state/<J>" or below */
+    CK_PATH_NOT_A_JOB,      /* a name under _jobs/_state that is not a job id, or below */
+    CK_PATH_LEGACY_GEN,     /* "v<G>" or below */
     CK_PATH_LEGACY_SUBTASK, /* "<S>" (older layout) or below */
     CK_PATH_LEGACY_OTHER,   /* any other top-level entry or below */
 } CkPathKind;

@@ -41,8 +41,8 @@ typedef struct {
     double attr_timeout_s;
     GHashTable *job_legacy_backends; /* interned job -> g_strdup path ([job:<ID>] groups) */
     bool allow_other;
-    bool default_permissions; /* the kernel checks permissions */
-    unsigned max_read;        /* -o max_read=N (left for libfuse too), or ours */
+    bool default_permissions;     /* the kernel checks permissions */
+    unsigned max_read;            /* -o max_read=N (left for libfuse too), or ours */
     bool has_fsname, has_subtype; /* given: else the backing dir and "ckptfs" */
 
     /* parsing state */
