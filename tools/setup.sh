@@ -3,10 +3,10 @@
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 
-pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev
+pkgs=(meson ninja-build pkg-config gcc clang clang-format libclang-rt-14-dev git
       libfuse3-dev fuse3 libglib2.0-dev libjson-glib-dev libcmocka-dev
       librocksdb-dev libsqlite3-dev sqlite3 attr rsync util-linux tar findutils
-      python3-pytest cmake)
+      python3-pytest cmake man-db groff-base bsdextrautils)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -2,7 +2,8 @@
 # Installs what is missing, builds ckptfs with AddressSanitizer and UBSan,
 # and runs every test suite (unit, tools, mount, fuzz seeds, bench smoke)
 # under meson test; then checks that a release build (what tools/demo.sh
-# uses) compiles with -Werror, and fuzzes each libFuzzer target briefly.
+# uses) compiles with -Werror, that the sources are clang-formatted, and
+# fuzzes each libFuzzer target briefly.
 #   ./tools/test.sh [meson test args]     e.g. --suite mount
 #   CKPTFS_FUZZ_SECONDS=0 ./tools/test.sh # skip the fuzz run
 set -euo pipefail
@@ -34,6 +35,10 @@ PY
 
 # A test selection given on the command line runs just that.
 [ "$#" -eq 0 ] || exit 0
+
+echo "== clang-format (.clang-format)"
+git ls-files -z '*.c' '*.h' | xargs -0 clang-format --style=file --dry-run -Werror
+echo "clang-format: ok"
 
 echo "== release build (-O3, -Werror, no sanitizers)"
 release=${CKPTFS_RELEASE_BUILD:-build-release}
