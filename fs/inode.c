@@ -188,6 +188,30 @@ int node_open(struct ckptfs *fs, Node *n, int flags)
     return fd < 0 ? node_mark_stale(fs, n, -errno) : fd;
 }
 
+int node_open_live(struct ckptfs *fs, Node *n, int flags, struct stat *st)
+{
+    int fd = node_open(fs, n, flags);
+    if (fd < 0)
+        return fd;
+    if (fstat(fd, st) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    /* An open by name of an object that no longer has one: its name was
+     * replaced or removed behind the mount's back while the kernel still
+     * cached it.  ESTALE makes the kernel look the name up again (and find
+     * the new file) instead of reading the old one.  This is decided by
+     * nlink alone: the kernel sends RELEASE after close asynchronously, so
+     * "no open file" cannot be known here.  (A reopen of an unlinked file
+     * through /proc/self/fd therefore fails with ESTALE.) */
+    if (st->st_nlink == 0) {
+        close(fd);
+        return node_mark_stale(fs, n, -ESTALE);
+    }
+    return fd;
+}
+
 int node_set_handle_from_fd(struct ckptfs *fs, Node *n, int fd)
 {
     if (fs->handles) {

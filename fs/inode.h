@@ -129,6 +129,9 @@ void node_fd_put(struct ckptfs *fs, NodeFd *f);
 int node_mark_stale(struct ckptfs *fs, Node *n, int err);
 /* Opens the node's backing object with open(2) flags (no O_CREAT). */
 int node_open(struct ckptfs *fs, Node *n, int flags);
+/* node_open for reading or writing what is at the name now: fills st, and
+ * returns -ESTALE (marking n stale) when the object has no name left. */
+int node_open_live(struct ckptfs *fs, Node *n, int flags, struct stat *st);
 
 /* keep_cache decision at open: true when the backing object's mtime and
  * size equal what the last open saw; records the new values. */

@@ -971,21 +971,12 @@ int jv_open(struct ckptfs *fs, Node *n, VNode *vn, ViewsOpen *out)
     case VN_ALIAS: {
         if (n->type != S_IFREG)
             return -EACCES;
-        int fd = node_open(fs, n, O_RDONLY | O_NOFOLLOW);
+        /* a file deleted behind the view (a handle of it still open
+         * somewhere) gives ESTALE: the view shows what is at the path now */
+        struct stat st;
+        int fd = node_open_live(fs, n, O_RDONLY | O_NOFOLLOW, &st);
         if (fd < 0)
             return fd;
-        struct stat st;
-        if (fstat(fd, &st) != 0) {
-            int err = -errno;
-            close(fd);
-            return err;
-        }
-        if (st.st_nlink == 0) {
-            /* deleted behind the view (a handle of it still open somewhere):
-             * the view shows what is at the path now; the kernel looks again */
-            close(fd);
-            return node_mark_stale(fs, n, -ESTALE);
-        }
         out->fd = fd;
         out->content = NULL;
         out->direct_io = false;

@@ -707,26 +707,10 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
         if (err)
             return err;
     }
-    fd = node_open(fs, n, flags);
+    struct stat st;
+    fd = node_open_live(fs, n, flags, &st);
     if (fd < 0)
         return fd;
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        int err = -errno;
-        close(fd);
-        return err;
-    }
-    /* An open by name of an object that no longer has one: its name was
-     * replaced or removed behind the mount's back while the kernel still
-     * cached it.  ESTALE makes the kernel look the name up again (and find
-     * the new file) instead of reading the old one.  This is decided by
-     * nlink alone: the kernel sends RELEASE after close asynchronously, so
-     * "no open file" cannot be known here.  (A reopen of an unlinked file
-     * through /proc/self/fd therefore fails with ESTALE.) */
-    if (st.st_nlink == 0) {
-        close(fd);
-        return node_mark_stale(fs, n, -ESTALE);
-    }
     set_open_flags(fs, n, &st, fi);
     FileHandle *h = g_new0(FileHandle, 1);
     h->fd = fd;
