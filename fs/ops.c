@@ -903,16 +903,19 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     fuse_reply_err(req, 0);
 }
 
+/* fsync and fsyncdir: FUSE's datasync flag picks fdatasync. */
+static int sync_fd(int fd, int datasync)
+{
+    return (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0;
+}
+
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_FSYNC);
     FileHandle *h = FH(fi);
-    int err = 0;
-    if (h->fd >= 0 && (datasync ? fdatasync(h->fd) : fsync(h->fd)) < 0)
-        err = -errno;
-    reply_err(fs, req, err);
+    reply_err(fs, req, h->fd >= 0 ? sync_fd(h->fd, datasync) : 0);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
@@ -1207,13 +1210,7 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_FSYNCDIR);
     DirHandle *d = DH(fi);
-    int err = 0;
-    if (d->dp) {
-        int fd = dirfd(d->dp);
-        if ((datasync ? fdatasync(fd) : fsync(fd)) < 0)
-            err = -errno;
-    }
-    reply_err(fs, req, err);
+    reply_err(fs, req, d->dp ? sync_fd(dirfd(d->dp), datasync) : 0);
 }
 
 /* --- the rest ---------------------------------------------------------------- */
