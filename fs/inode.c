@@ -169,6 +169,19 @@ void node_fd_put(struct ckptfs *fs, NodeFd *f)
     f->entry = NULL;
 }
 
+int node_fstat(struct ckptfs *fs, Node *n, struct stat *st)
+{
+    /* initialised: with node_fd inlined, -O3 gcc cannot see it is set */
+    NodeFd f = {.fd = -1, .entry = NULL};
+    int err = node_fd(fs, n, &f);
+    if (err)
+        return err;
+    if (fstatat(f.fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+        err = -errno;
+    node_fd_put(fs, &f);
+    return err;
+}
+
 int node_open(struct ckptfs *fs, Node *n, int flags)
 {
     flags &= ~(O_CREAT | O_EXCL | O_NOCTTY);

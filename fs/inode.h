@@ -125,6 +125,8 @@ void node_set_ns(struct ckptfs *fs, Node *n, CkNs ns);
 /* An O_PATH|O_NOFOLLOW descriptor of the node's backing object. */
 int node_fd(struct ckptfs *fs, Node *n, NodeFd *out);
 void node_fd_put(struct ckptfs *fs, NodeFd *f);
+/* lstat of the node's backing object, through node_fd. */
+int node_fstat(struct ckptfs *fs, Node *n, struct stat *st);
 /* Marks n stale when err is -ESTALE (its object is gone); returns err. */
 int node_mark_stale(struct ckptfs *fs, Node *n, int err);
 /* Opens the node's backing object with open(2) flags (no O_CREAT). */

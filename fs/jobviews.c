@@ -821,13 +821,7 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
         *timeout = t;
         return 0;
     case VN_ALIAS: {
-        NodeFd f;
-        int err = node_fd(fs, n, &f);
-        if (err)
-            return err;
-        if (fstatat(f.fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-            err = -errno;
-        node_fd_put(fs, &f);
+        int err = node_fstat(fs, n, st);
         if (!err && st->st_nlink == 0)
             err = node_mark_stale(fs, n, -ESTALE); /* deleted (still open somewhere) */
         *timeout = t;

@@ -272,13 +272,7 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
  * name up again instead of reporting a deleted file. */
 static int node_stat(struct ckptfs *fs, Node *n, struct stat *st)
 {
-    NodeFd f;
-    int err = node_fd(fs, n, &f);
-    if (err)
-        return err;
-    if (fstatat(f.fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-        err = -errno;
-    node_fd_put(fs, &f);
+    int err = node_fstat(fs, n, st);
     if (!err && st->st_nlink == 0 && n != fs->nodes.root && node_nopen(fs, n) == 0)
         err = node_mark_stale(fs, n, -ESTALE);
     return err;
