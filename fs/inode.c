@@ -405,9 +405,27 @@ void node_ref(struct ckptfs *fs, Node *n, uint64_t count)
     g_mutex_unlock(&fs->nodes.lock);
 }
 
-/* Finds or adds the node of the object open as fd (any kind of descriptor),
- * found as `name` in a directory of namespace pns.  When cache_fd, fd is an
- * O_PATH descriptor handed over to the descriptor cache (or closed). */
+/* The end of a find-or-add, called with the table lock held and releasing
+ * it: a lookup reference on n, the node found in `table` (fresh is freed),
+ * or, when n is NULL, fresh added under key as a new node. */
+static Node *node_adopt_locked(struct ckptfs *fs, GHashTable *table, gpointer key, Node *n,
+                               Node *fresh)
+{
+    NodeTable *t = &fs->nodes;
+    if (n) {
+        n->nlookup++;
+        g_mutex_unlock(&t->lock);
+        node_free(fs, fresh);
+        return n;
+    }
+    fresh->generation = t->next_generation++;
+    fresh->nlookup = 1;
+    g_hash_table_insert(table, key, fresh);
+    t->count++;
+    g_mutex_unlock(&t->lock);
+    return fresh;
+}
+
 /* Puts `fresh` (a new BACKING node with its handle or pinned fd) into the
  * table, or takes a reference on the node already there for its key.
  * Returns the node now in the table; frees fresh if it was not used. */
@@ -425,20 +443,8 @@ static Node *node_insert(struct ckptfs *fs, Node *fresh, bool *inserted)
         g_hash_table_remove(t->backing, &n->key);
         n = NULL;
     }
-    if (n) {
-        n->nlookup++;
-        g_mutex_unlock(&t->lock);
-        node_free(fs, fresh);
-        *inserted = false;
-        return n;
-    }
-    fresh->generation = t->next_generation++;
-    fresh->nlookup = 1;
-    g_hash_table_insert(t->backing, &fresh->key, fresh);
-    t->count++;
-    g_mutex_unlock(&t->lock);
-    *inserted = true;
-    return fresh;
+    *inserted = !n;
+    return node_adopt_locked(fs, t->backing, &fresh->key, n, fresh);
 }
 
 /* Finds or adds the node of the object open as fd (any kind of descriptor),
@@ -604,20 +610,9 @@ Node *node_get_virtual(struct ckptfs *fs, const char *vkey, void (*make)(Node *n
 
     g_mutex_lock(&t->lock);
     n = g_hash_table_lookup(t->virtuals, vkey);
-    if (n) {
-        n->nlookup++;
-        g_mutex_unlock(&t->lock);
-        node_free(fs, fresh);
-        return n;
-    }
-    fresh->generation = t->next_generation++;
-    if (fresh->kind == NODE_VIRTUAL && fresh->vino == 0)
+    if (!n && fresh->kind == NODE_VIRTUAL && fresh->vino == 0)
         fresh->vino = (ino_t)((1ull << 63) | (t->next_virtual_ino++));
-    fresh->nlookup = 1;
-    g_hash_table_insert(t->virtuals, fresh->vkey, fresh);
-    t->count++;
-    g_mutex_unlock(&t->lock);
-    return fresh;
+    return node_adopt_locked(fs, t->virtuals, fresh->vkey, n, fresh);
 }
 
 bool node_unchanged_since_open(struct ckptfs *fs, Node *n, const struct stat *st)
