@@ -116,6 +116,26 @@ int node_mark_stale(struct ckptfs *fs, Node *n, int err)
     return err;
 }
 
+/* Room for any file handle: name_to_handle_at fills the variable tail. */
+typedef union {
+    struct file_handle fh;
+    char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+} HandleBuf;
+
+/* name_to_handle_at(2) into h, with the mount id in *mnt; 0 or -errno. */
+static int handle_get(int dirfd, const char *name, int flags, HandleBuf *h, int *mnt)
+{
+    h->fh.handle_bytes = MAX_HANDLE_SZ;
+    *mnt = 0;
+    return name_to_handle_at(dirfd, name, &h->fh, mnt, flags) == 0 ? 0 : -errno;
+}
+
+/* A copy of the handle's used bytes, as a node keeps it (g_free). */
+static struct file_handle *handle_dup(const struct file_handle *fh)
+{
+    return g_memdup2(fh, sizeof(struct file_handle) + fh->handle_bytes);
+}
+
 static bool handle_equal(const struct file_handle *a, const struct file_handle *b)
 {
     if (!a || !b)
@@ -228,16 +248,10 @@ int node_open_live(struct ckptfs *fs, Node *n, int flags, struct stat *st)
 int node_set_handle_from_fd(struct ckptfs *fs, Node *n, int fd)
 {
     if (fs->handles) {
-        union {
-            struct file_handle fh;
-            char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
-        } h;
-        h.fh.handle_bytes = MAX_HANDLE_SZ;
-        int mnt = 0;
-        if (name_to_handle_at(fd, "", &h.fh, &mnt, AT_EMPTY_PATH) == 0 &&
-            mnt == fs->nodes.root_mount_id) {
-            n->handle = g_malloc(sizeof(struct file_handle) + h.fh.handle_bytes);
-            memcpy(n->handle, &h.fh, sizeof(struct file_handle) + h.fh.handle_bytes);
+        HandleBuf h;
+        int mnt;
+        if (handle_get(fd, "", AT_EMPTY_PATH, &h, &mnt) == 0 && mnt == fs->nodes.root_mount_id) {
+            n->handle = handle_dup(&h.fh);
             n->pinned_fd = -1;
             return 0;
         }
@@ -293,19 +307,12 @@ int node_table_init(struct ckptfs *fs)
         return -errno;
 
     /* Probe handle support: a handle of the root that opens again. */
-    union {
-        struct file_handle fh;
-        char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
-    } h;
-    h.fh.handle_bytes = MAX_HANDLE_SZ;
-    int mnt = 0;
+    HandleBuf h;
+    int mnt;
     fs->handles = false;
-    int probe_err = 0;
-    if (fs->opt.no_handles) {
-        probe_err = EOPNOTSUPP;
-    } else if (name_to_handle_at(fs->root_fd, "", &h.fh, &mnt, AT_EMPTY_PATH) != 0) {
-        probe_err = errno;
-    } else {
+    int probe_err =
+        fs->opt.no_handles ? EOPNOTSUPP : -handle_get(fs->root_fd, "", AT_EMPTY_PATH, &h, &mnt);
+    if (!probe_err) {
         int fd = open_by_handle_at(fs->mount_fd, &h.fh, O_PATH | O_CLOEXEC);
         if (fd >= 0) {
             close(fd);
@@ -491,13 +498,9 @@ static Node *node_by_name_handle(struct ckptfs *fs, CkNs pns, int dirfd, const c
 {
     if (!fs->handles)
         return NULL;
-    union {
-        struct file_handle fh;
-        char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
-    } h;
-    h.fh.handle_bytes = MAX_HANDLE_SZ;
-    int mnt = 0;
-    if (name_to_handle_at(dirfd, name, &h.fh, &mnt, 0) != 0 || mnt != fs->nodes.root_mount_id)
+    HandleBuf h;
+    int mnt;
+    if (handle_get(dirfd, name, 0, &h, &mnt) != 0 || mnt != fs->nodes.root_mount_id)
         return NULL;
     uint32_t ino32;
     if (h.fh.handle_type != 1 /* FILEID_INO32_GEN */ || h.fh.handle_bytes != 8)
@@ -508,8 +511,7 @@ static Node *node_by_name_handle(struct ckptfs *fs, CkNs pns, int dirfd, const c
     Node *n = node_new(fs, NODE_BACKING, st->st_mode);
     n->key = (NodeKey){st->st_dev, st->st_ino};
     n->ns = ck_ns_child(pns, name, fs->opt.views_name);
-    n->handle = g_malloc(sizeof(struct file_handle) + h.fh.handle_bytes);
-    memcpy(n->handle, &h.fh, sizeof(struct file_handle) + h.fh.handle_bytes);
+    n->handle = handle_dup(&h.fh);
     return n;
 }
 
