@@ -1361,10 +1361,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     node_fd_put(fs, &f);
     if (err)
         reply_err(fs, req, err);
-    else if (size == 0)
-        fuse_reply_xattr(req, (size_t)r);
     else
-        fuse_reply_buf(req, buf, (size_t)r);
+        reply_xattr_value(fs, req, size, buf, (size_t)r); /* r <= size: no ERANGE */
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -1399,10 +1397,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     node_fd_put(fs, &f);
     if (err)
         reply_err(fs, req, err);
-    else if (size == 0)
-        fuse_reply_xattr(req, (size_t)r);
     else
-        fuse_reply_buf(req, buf, (size_t)r);
+        reply_xattr_value(fs, req, size, buf, (size_t)r); /* r <= size: no ERANGE */
 }
 
 /* --- session ----------------------------------------------------------------- */
