@@ -1256,63 +1256,44 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
     reply_err(fs, req, err);
 }
 
+/* setxattr, or removexattr when value is NULL (FUSE never passes NULL for
+ * setxattr): a write for the policy, done with the caller's rights through
+ * /proc/self/fd since the f*xattr calls refuse O_PATH descriptors. */
+static int do_xattr_change(struct ckptfs *fs, fuse_req_t req, Node *n, const char *name,
+                           const char *value, size_t size, int flags)
+{
+    int err = fs_check_write(fs, req, value ? "setxattr" : "removexattr", n, NULL);
+    if (err)
+        return err;
+    if (n->type == S_IFLNK)
+        return -EPERM; /* as ext4 and tmpfs for user.* on symlinks */
+    NodeFd f;
+    if ((err = node_fd(fs, n, &f)))
+        return err;
+    char proc[64];
+    proc_path(proc, sizeof proc, f.fd);
+    Creds c;
+    creds_enter(fs, req, false, &c);
+    int r = value ? setxattr(proc, name, value, size, flags) : removexattr(proc, name);
+    err = r < 0 ? -errno : 0;
+    creds_leave(fs, &c);
+    node_fd_put(fs, &f);
+    return err;
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(&fs->metrics, FS_OP_SETXATTR);
-    Node *n = N(fs, ino);
-    int err = fs_check_write(fs, req, "setxattr", n, NULL);
-    if (err) {
-        reply_err(fs, req, err);
-        return;
-    }
-    if (n->type == S_IFLNK) {
-        reply_err(fs, req, -EPERM); /* as ext4 and tmpfs for user.* on symlinks */
-        return;
-    }
-    NodeFd f;
-    if ((err = node_fd(fs, n, &f))) {
-        reply_err(fs, req, err);
-        return;
-    }
-    char proc[64];
-    proc_path(proc, sizeof proc, f.fd);
-    Creds c;
-    creds_enter(fs, req, false, &c);
-    err = setxattr(proc, name, value, size, flags) < 0 ? -errno : 0;
-    creds_leave(fs, &c);
-    node_fd_put(fs, &f);
-    reply_err(fs, req, err);
+    reply_err(fs, req, do_xattr_change(fs, req, N(fs, ino), name, value, size, flags));
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(&fs->metrics, FS_OP_REMOVEXATTR);
-    Node *n = N(fs, ino);
-    int err = fs_check_write(fs, req, "removexattr", n, NULL);
-    if (err) {
-        reply_err(fs, req, err);
-        return;
-    }
-    if (n->type == S_IFLNK) {
-        reply_err(fs, req, -EPERM);
-        return;
-    }
-    NodeFd f;
-    if ((err = node_fd(fs, n, &f))) {
-        reply_err(fs, req, err);
-        return;
-    }
-    char proc[64];
-    proc_path(proc, sizeof proc, f.fd);
-    Creds c;
-    creds_enter(fs, req, false, &c);
-    err = removexattr(proc, name) < 0 ? -errno : 0;
-    creds_leave(fs, &c);
-    node_fd_put(fs, &f);
-    reply_err(fs, req, err);
+    reply_err(fs, req, do_xattr_change(fs, req, N(fs, ino), name, NULL, 0, 0));
 }
 
 static void reply_xattr_value(struct ckptfs *fs, fuse_req_t req, size_t size, const char *data,
