@@ -1307,6 +1307,29 @@ static void reply_xattr_value(struct ckptfs *fs, fuse_req_t req, size_t size, co
         fuse_reply_buf(req, data, len);
 }
 
+/* getxattr, or listxattr when name is NULL, of a backing object, read
+ * through /proc/self/fd since the f*xattr calls refuse O_PATH descriptors. */
+static void reply_backing_xattr(struct ckptfs *fs, fuse_req_t req, Node *n, const char *name,
+                                size_t size)
+{
+    NodeFd f;
+    int err = node_fd(fs, n, &f);
+    if (err) {
+        reply_err(fs, req, err);
+        return;
+    }
+    char proc[64];
+    proc_path(proc, sizeof proc, f.fd);
+    g_autofree char *buf = size ? g_malloc(size) : NULL;
+    ssize_t r = name ? getxattr(proc, name, buf, size) : listxattr(proc, buf, size);
+    err = r < 0 ? -errno : 0;
+    node_fd_put(fs, &f);
+    if (err)
+        reply_err(fs, req, err);
+    else
+        reply_xattr_value(fs, req, size, buf, (size_t)r); /* r <= size: no ERANGE */
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     struct ckptfs *fs = fs_of(req);
@@ -1328,22 +1351,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         reply_err(fs, req, -ENODATA);
         return;
     }
-    NodeFd f;
-    int err = node_fd(fs, n, &f);
-    if (err) {
-        reply_err(fs, req, err);
-        return;
-    }
-    char proc[64];
-    proc_path(proc, sizeof proc, f.fd);
-    g_autofree char *buf = size ? g_malloc(size) : NULL;
-    ssize_t r = getxattr(proc, name, buf, size);
-    err = r < 0 ? -errno : 0;
-    node_fd_put(fs, &f);
-    if (err)
-        reply_err(fs, req, err);
-    else
-        reply_xattr_value(fs, req, size, buf, (size_t)r); /* r <= size: no ERANGE */
+    reply_backing_xattr(fs, req, n, name, size);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -1364,22 +1372,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         reply_xattr_value(fs, req, size, "", 0);
         return;
     }
-    NodeFd f;
-    int err = node_fd(fs, n, &f);
-    if (err) {
-        reply_err(fs, req, err);
-        return;
-    }
-    char proc[64];
-    proc_path(proc, sizeof proc, f.fd);
-    g_autofree char *buf = size ? g_malloc(size) : NULL;
-    ssize_t r = listxattr(proc, buf, size);
-    err = r < 0 ? -errno : 0;
-    node_fd_put(fs, &f);
-    if (err)
-        reply_err(fs, req, err);
-    else
-        reply_xattr_value(fs, req, size, buf, (size_t)r); /* r <= size: no ERANGE */
+    reply_backing_xattr(fs, req, n, NULL, size);
 }
 
 /* --- session ----------------------------------------------------------------- */
