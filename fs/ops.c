@@ -663,6 +663,18 @@ static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
     return 0;
 }
 
+/* The open(2) flags for a backing file under writeback caching: the kernel
+ * may read pages of a write-only file, and does O_APPEND itself. */
+static int writeback_flags(struct ckptfs *fs, int flags)
+{
+    if (fs->opt.writeback) {
+        if ((flags & O_ACCMODE) == O_WRONLY)
+            flags = (flags & ~O_ACCMODE) | O_RDWR;
+        flags &= ~O_APPEND;
+    }
+    return flags;
+}
+
 static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_info *fi)
 {
     if (n->kind != NODE_BACKING)
@@ -672,13 +684,7 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
         if (err)
             return err;
     }
-    int flags = fi->flags & ~O_NOFOLLOW;
-    if (fs->opt.writeback) {
-        /* the kernel may read pages of a write-only file, and does O_APPEND itself */
-        if ((flags & O_ACCMODE) == O_WRONLY)
-            flags = (flags & ~O_ACCMODE) | O_RDWR;
-        flags &= ~O_APPEND;
-    }
+    int flags = writeback_flags(fs, fi->flags & ~O_NOFOLLOW);
     Creds c;
     creds_enter(fs, req, false, &c);
     int fd;
@@ -760,12 +766,7 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     NodeFd pf;
     if ((err = node_fd(fs, p, &pf)))
         return err;
-    int flags = (fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC);
-    if (fs->opt.writeback) {
-        if ((flags & O_ACCMODE) == O_WRONLY)
-            flags = (flags & ~O_ACCMODE) | O_RDWR;
-        flags &= ~O_APPEND;
-    }
+    int flags = writeback_flags(fs, fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC);
     Creds c;
     creds_enter(fs, req, true, &c);
     int fd = openat(pf.fd, name, flags, mode & 07777);
