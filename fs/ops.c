@@ -663,6 +663,21 @@ static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
     return 0;
 }
 
+/* Makes fd, open on backing node n, the open file fi: counted among the
+ * node's opens (which keep an unlinked node from going stale) and registered. */
+static void file_handle_open(struct ckptfs *fs, Node *n, int fd, bool writable,
+                             const char *marker_job, struct fuse_file_info *fi)
+{
+    FileHandle *h = g_new0(FileHandle, 1);
+    h->fd = fd;
+    h->node = n;
+    h->writable = writable;
+    h->marker_job = marker_job;
+    node_open_count(fs, n, 1);
+    handle_register(fs, h, HANDLE_FILE);
+    fi->fh = (uintptr_t)h;
+}
+
 /* The open(2) flags for a backing file under writeback caching: the kernel
  * may read pages of a write-only file, and does O_APPEND itself. */
 static int writeback_flags(struct ckptfs *fs, int flags)
@@ -712,15 +727,8 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
     if (fd < 0)
         return fd;
     set_open_flags(fs, n, &st, fi);
-    FileHandle *h = g_new0(FileHandle, 1);
-    h->fd = fd;
-    h->node = n;
-    h->writable = (fi->flags & O_ACCMODE) != O_RDONLY;
-    if (wants_write(fi->flags))
-        h->marker_job = views_marker_job(fs, n, fd);
-    node_open_count(fs, n, 1);
-    handle_register(fs, h, HANDLE_FILE);
-    fi->fh = (uintptr_t)h;
+    const char *marker_job = wants_write(fi->flags) ? views_marker_job(fs, n, fd) : NULL;
+    file_handle_open(fs, n, fd, (fi->flags & O_ACCMODE) != O_RDONLY, marker_job, fi);
     return 0;
 }
 
@@ -785,15 +793,8 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     }
     fill_entry(fs, n, &st, e);
     set_open_flags(fs, n, &st, fi);
-    FileHandle *h = g_new0(FileHandle, 1);
-    h->fd = fd;
-    h->node = n;
-    h->writable = true;
-    if (child.kind == CK_NS_JOB && strcmp(name, "COMPLETED") == 0)
-        h->marker_job = child.job;
-    node_open_count(fs, n, 1);
-    handle_register(fs, h, HANDLE_FILE);
-    fi->fh = (uintptr_t)h;
+    bool marker = child.kind == CK_NS_JOB && strcmp(name, "COMPLETED") == 0;
+    file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
     return 0;
 }
 
