@@ -844,6 +844,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fs_metric_err(&fs->metrics, -r);
 }
 
+/* 0 when data may be written through h, else the error to give: the
+ * verdict kept at open, or EROFS for a views snapshot (it has no fd). */
+static int write_refusal(const FileHandle *h)
+{
+    if (h->write_err)
+        return h->write_err;
+    return h->fd < 0 ? -EROFS : 0;
+}
+
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, off_t off,
                          struct fuse_file_info *fi)
 {
@@ -853,8 +862,9 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_
     FileHandle *h = FH(fi);
     /* The policy verdict was taken once at open (a refused open never gets
      * a handle; audit mode recorded it there): only look at it here. */
-    if (h->write_err || h->fd < 0) {
-        reply_err(fs, req, h->write_err ? h->write_err : -EROFS);
+    int err = write_refusal(h);
+    if (err) {
+        reply_err(fs, req, err);
         return;
     }
     struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
@@ -921,10 +931,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_FALLOCATE);
     FileHandle *h = FH(fi);
-    int err = 0;
-    if (h->write_err || h->fd < 0)
-        err = h->write_err ? h->write_err : -EROFS;
-    else if (fallocate(h->fd, mode, off, len) < 0)
+    int err = write_refusal(h);
+    if (!err && fallocate(h->fd, mode, off, len) < 0)
         err = -errno;
     reply_err(fs, req, err);
 }
@@ -956,8 +964,9 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
     (void)ino_out;
     fs_metric_op(&fs->metrics, FS_OP_COPY_FILE_RANGE);
     FileHandle *in = FH(fi_in), *out = FH(fi_out);
-    if (out->write_err || out->fd < 0) {
-        reply_err(fs, req, out->write_err ? out->write_err : -EROFS);
+    int err = write_refusal(out);
+    if (err) {
+        reply_err(fs, req, err);
         return;
     }
     if (in->fd < 0) {
