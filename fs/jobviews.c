@@ -311,13 +311,9 @@ static Listing *listing_build(struct ckptfs *fs, JobView *jv, const VNode *vn)
                 const char *nm = de->d_name;
                 if (nm[0] == '.' && (nm[1] == '\0' || (nm[1] == '.' && nm[2] == '\0')))
                     continue;
-                unsigned char t = de->d_type;
-                if (t == DT_UNKNOWN) {
-                    struct stat es;
-                    if (fstatat(dirfd(d), nm, &es, AT_SYMLINK_NOFOLLOW) != 0)
-                        continue;
-                    t = dt_of(es.st_mode);
-                }
+                unsigned char t = views_dirent_type(d, de);
+                if (t == DT_UNKNOWN)
+                    continue;
                 listing_add(l, nm, t, (int)i, false, false, de->d_ino);
             }
             closedir(d);

@@ -71,6 +71,16 @@ ino_t views_vino(struct ckptfs *fs, const char *vkey)
 
 /* ---- job names before the catalog is loaded ---- */
 
+unsigned char views_dirent_type(DIR *d, const struct dirent *de)
+{
+    if (de->d_type != DT_UNKNOWN)
+        return de->d_type;
+    struct stat sb;
+    if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return DT_UNKNOWN;
+    return (unsigned char)IFTODT(sb.st_mode & S_IFMT);
+}
+
 /* The valid job directories under _jobs and _state (what the catalog lists). */
 static GPtrArray *scan_job_names(struct ckptfs *fs)
 {
@@ -88,12 +98,7 @@ static GPtrArray *scan_job_names(struct ckptfs *fs)
         struct dirent *de;
         while ((de = readdir(d)) != NULL) {
             const char *nm = de->d_name;
-            bool isdir = de->d_type == DT_DIR;
-            if (de->d_type == DT_UNKNOWN) {
-                struct stat sb;
-                isdir = fstatat(dirfd(d), nm, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
-            }
-            if (isdir && ck_is_job_id(nm, strlen(nm)))
+            if (views_dirent_type(d, de) == DT_DIR && ck_is_job_id(nm, strlen(nm)))
                 g_hash_table_add(set, (gpointer)g_intern_string(nm));
         }
         closedir(d);

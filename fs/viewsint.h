@@ -12,6 +12,7 @@
  * Views.lock (catalog pointer, early names, job views), Views.ino_lock
  * (vinos), VNode.lock (its listing). */
 #pragma once
+#include <dirent.h>
 #include <glib.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -98,6 +99,9 @@ static inline Views *views_of(struct ckptfs *fs)
 }
 
 /* views.c */
+/* de's DT_* type, from fstatat in d when the file system leaves it
+ * DT_UNKNOWN; DT_UNKNOWN when that fails too (the entry went away). */
+unsigned char views_dirent_type(DIR *d, const struct dirent *de);
 ino_t views_vino(struct ckptfs *fs, const char *vkey);
 void views_dir_attr(struct ckptfs *fs, ino_t ino, struct stat *st);
 VNode *vnode_new(VnKind kind, const char *job);
