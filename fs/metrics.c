@@ -109,5 +109,32 @@ GString *fs_metrics_render(FsMetrics *m, guint64 nodes)
                            "ckptfs_nodes %" G_GUINT64_FORMAT "\n",
                            get(&m->views_served), get(&m->rescans), get(&m->catalog_jobs),
                            get(&m->catalog_markers), nodes);
+
+    static const char *const pt_why[FS_PT_WHY_COUNT] = {
+        [FS_PT_OFF] = "off",
+        [FS_PT_UNPRIVILEGED] = "unprivileged",
+        [FS_PT_KERNEL] = "kernel",
+        [FS_PT_REGISTER] = "register_failed",
+        [FS_PT_CACHED] = "open_without_passthrough",
+    };
+    g_string_append_printf(s,
+                           "# HELP ckptfs_passthrough_opens_total Opens bound to their backing "
+                           "file in the kernel (FUSE passthrough).\n"
+                           "# TYPE ckptfs_passthrough_opens_total counter\n"
+                           "ckptfs_passthrough_opens_total %" G_GUINT64_FORMAT "\n"
+                           "# HELP ckptfs_passthrough_backing_ids Backing files registered with "
+                           "the kernel now.\n"
+                           "# TYPE ckptfs_passthrough_backing_ids gauge\n"
+                           "ckptfs_passthrough_backing_ids %" G_GINT64_FORMAT "\n"
+                           "# HELP ckptfs_passthrough_fallbacks_total Opens of backing files "
+                           "served by the daemon instead, by reason.\n"
+                           "# TYPE ckptfs_passthrough_fallbacks_total counter\n",
+                           get(&m->pt_opens),
+                           (gint64)atomic_load_explicit(&m->pt_ids, memory_order_relaxed));
+    for (int w = 0; w < FS_PT_WHY_COUNT; w++)
+        g_string_append_printf(s,
+                               "ckptfs_passthrough_fallbacks_total{reason=\"%s\"} "
+                               "%" G_GUINT64_FORMAT "\n",
+                               pt_why[w], get(&m->pt_fallbacks[w]));
     return s;
 }

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "enforce.h"
+#include "kio.h"
+#include "passthrough.h"
 #include "views.h"
 
 /* What fi->fh of an open file points at. */
@@ -24,6 +26,8 @@ typedef struct {
     Node *node;
     bool writable;          /* opened for writing: its attributes are noted at release */
     int write_err;          /* the policy's answer for data writes, taken once at open (0: go on) */
+    bool bound;             /* pt_bind was asked (pt_unbind at release) */
+    int backing_id;         /* > 0: the kernel does this file's I/O (FUSE passthrough) */
     const char *marker_job; /* a COMPLETED of this job written: refresh the views at release */
 } FileHandle;
 
@@ -634,10 +638,28 @@ static bool wants_write(int flags)
     return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
 }
 
-static void set_open_flags(struct ckptfs *fs, Node *n, const struct stat *st,
+/* Binds the open file h to its backing file in the kernel when the policy
+ * allows every write it could make (the verdict is taken at open and never
+ * revisited, so a file whose writes the daemon must see stays unbound). */
+static void bind_open(struct ckptfs *fs, FileHandle *h, int flags)
+{
+    if (h->fd < 0 || (h->write_err && (flags & O_ACCMODE) != O_RDONLY))
+        return;
+    h->bound = true;
+    h->backing_id = pt_bind(fs, h->node, h->fd);
+}
+
+/* Open flags for the reply.  O_DIRECT without passthrough is direct_io (the
+ * kernel would otherwise cache); with it, the backing file has O_DIRECT.
+ * FLUSH is only needed for a marker, whose close must reach the views:
+ * locks are the kernel's, and writes went to the backing file already. */
+static void set_open_flags(struct ckptfs *fs, Node *n, const struct stat *st, FileHandle *h,
                            struct fuse_file_info *fi)
 {
     bool same = node_unchanged_since_open(fs, n, st);
+    fi->noflush = !h->marker_job && !fs->opt.writeback;
+    if (h->backing_id)
+        return; /* the kernel takes no other open flag with passthrough (EIO) */
     fi->keep_cache = fs->attr_timeout > 0 && same;
     if (fi->flags & O_DIRECT)
         fi->direct_io = 1;
@@ -656,17 +678,19 @@ static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
     h->content = vo.content;
     h->node = n;
     h->write_err = -EROFS;
+    bind_open(fs, h, fi->flags);
     handle_register(fs, h, HANDLE_FILE);
     fi->fh = (uintptr_t)h;
-    fi->direct_io = vo.direct_io;
-    fi->keep_cache = vo.keep_cache;
+    fi->direct_io = vo.direct_io && !h->backing_id;
+    fi->keep_cache = vo.keep_cache && !h->backing_id;
+    fi->noflush = 1;
     return 0;
 }
 
 /* Makes fd, open on backing node n, the open file fi: counted among the
  * node's opens (which keep an unlinked node from going stale) and registered. */
-static void file_handle_open(struct ckptfs *fs, Node *n, int fd, bool writable,
-                             const char *marker_job, struct fuse_file_info *fi)
+static FileHandle *file_handle_open(struct ckptfs *fs, Node *n, int fd, bool writable,
+                                    const char *marker_job, struct fuse_file_info *fi)
 {
     FileHandle *h = g_new0(FileHandle, 1);
     h->fd = fd;
@@ -674,8 +698,10 @@ static void file_handle_open(struct ckptfs *fs, Node *n, int fd, bool writable,
     h->writable = writable;
     h->marker_job = marker_job;
     node_open_count(fs, n, 1);
+    bind_open(fs, h, fi->flags);
     handle_register(fs, h, HANDLE_FILE);
     fi->fh = (uintptr_t)h;
+    return h;
 }
 
 /* The open(2) flags for a backing file under writeback caching: the kernel
@@ -726,14 +752,17 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
     fd = node_open_live(fs, n, flags, &st);
     if (fd < 0)
         return fd;
-    set_open_flags(fs, n, &st, fi);
     const char *marker_job = wants_write(fi->flags) ? views_marker_job(fs, n, fd) : NULL;
-    file_handle_open(fs, n, fd, (fi->flags & O_ACCMODE) != O_RDONLY, marker_job, fi);
+    FileHandle *h =
+        file_handle_open(fs, n, fd, (fi->flags & O_ACCMODE) != O_RDONLY, marker_job, fi);
+    set_open_flags(fs, n, &st, h, fi);
     return 0;
 }
 
 static void handle_free(struct ckptfs *fs, FileHandle *h)
 {
+    if (h->bound)
+        pt_unbind(fs, h->node, h->backing_id);
     if (h->fd >= 0) {
         if (h->writable && h->node->kind == NODE_BACKING) {
             struct stat st;
@@ -758,7 +787,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         reply_err(fs, req, err);
         return;
     }
-    if (fuse_reply_open(req, fi) != 0) {
+    if (kio_reply_open(req, fi, FH(fi)->backing_id) != 0) {
         handle_unregister(fs, FH(fi));
         handle_free(fs, FH(fi));
     }
@@ -792,9 +821,9 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         return err;
     }
     fill_entry(fs, n, &st, e);
-    set_open_flags(fs, n, &st, fi);
     bool marker = child.kind == CK_NS_JOB && strcmp(name, "COMPLETED") == 0;
-    file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
+    FileHandle *h = file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
+    set_open_flags(fs, n, &st, h, fi);
     return 0;
 }
 
@@ -809,7 +838,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         reply_err(fs, req, err);
         return;
     }
-    if (fuse_reply_create(req, &e, fi) != 0) {
+    if (kio_reply_create(req, &e, fi, FH(fi)->backing_id) != 0) {
         handle_unregister(fs, FH(fi));
         handle_free(fs, FH(fi));
         node_forget(fs, N(fs, e.ino), 1);
@@ -1391,14 +1420,19 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     struct ckptfs *fs = userdata;
-    if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+    pt_log_state(fs);
+    bool passthrough = kio_passthrough(&fs->kio);
+    /* With passthrough the daemon sees no file data: requests are small,
+     * and one read() costs less than a splice and a read from the pipe. */
+    conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
+    if (!passthrough && (conn->capable & FUSE_CAP_SPLICE_WRITE))
         conn->want |= FUSE_CAP_SPLICE_WRITE;
-    if (conn->capable & FUSE_CAP_SPLICE_MOVE)
+    if (!passthrough && (conn->capable & FUSE_CAP_SPLICE_MOVE))
         conn->want |= FUSE_CAP_SPLICE_MOVE;
     /* write data spliced from the request: seq write ~10% faster; small
      * requests cost the same either way (a splice and a read from the pipe
      * instead of one read: no difference in ckpt-bench meta) */
-    if (conn->capable & FUSE_CAP_SPLICE_READ)
+    if (!passthrough && (conn->capable & FUSE_CAP_SPLICE_READ))
         conn->want |= FUSE_CAP_SPLICE_READ;
     /* open(O_TRUNC) in one request, checked as a truncation by the policy */
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)

@@ -43,6 +43,7 @@ static const struct fuse_opt fs_opt_spec[] = {
     OPT("collision_log=%s", collision_log),
     OPT("entry_timeout=%s", entry_timeout),
     OPT("attr_timeout=%s", attr_timeout),
+    OPT("passthrough=%s", passthrough),
     {"no_policy", offsetof(FsOptions, no_policy), 1},
     {"no_default_permissions", offsetof(FsOptions, no_default_permissions), 1},
     {"writeback", offsetof(FsOptions, writeback), 1},
@@ -112,7 +113,8 @@ void fs_options_help(void)
            "    -o collision_log=FILE     also append collision records to FILE\n"
            "    -o entry_timeout=SECONDS  kernel name cache of the passthrough tree (60)\n"
            "    -o attr_timeout=SECONDS   kernel attribute cache of the passthrough tree (60)\n"
-           "    -o writeback              use the kernel's writeback cache\n"
+           "    -o passthrough=auto|off   bind open files to backing files in the kernel (auto)\n"
+           "    -o writeback              use the kernel's writeback cache (no passthrough)\n"
            "    -o no_default_permissions with allow_other: the daemon checks permissions\n"
            "\n");
 }
@@ -158,6 +160,7 @@ static int load_config(FsOptions *opt)
         {"collision_log", offsetof(FsOptions, collision_log)},
         {"entry_timeout", offsetof(FsOptions, entry_timeout)},
         {"attr_timeout", offsetof(FsOptions, attr_timeout)},
+        {"passthrough", offsetof(FsOptions, passthrough)},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
         int rc = from_keyfile(kf, keys[i].key, (char **)((char *)opt + keys[i].off));
@@ -258,6 +261,15 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
         fprintf(stderr, "ckptfs: legacy=%s: expected ro or rw\n", legacy);
         return 2;
     }
+    const char *pt = opt->passthrough ? opt->passthrough : "auto";
+    if (strcmp(pt, "auto") == 0) {
+        opt->passthrough_off = false;
+    } else if (strcmp(pt, "off") == 0) {
+        opt->passthrough_off = true;
+    } else {
+        fprintf(stderr, "ckptfs: passthrough=%s: expected auto or off\n", pt);
+        return 2;
+    }
     if (opt->job) {
         if (!ck_is_job_id(opt->job, strlen(opt->job))) {
             fprintf(stderr,
@@ -348,6 +360,7 @@ void fs_options_clear(FsOptions *opt)
     free(opt->collision_log);
     free(opt->entry_timeout);
     free(opt->attr_timeout);
+    free(opt->passthrough);
     g_free(opt->identity_env);
     g_free(opt->backing_arg);
     g_free(opt->mountpoint_arg);
