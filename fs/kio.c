@@ -15,6 +15,8 @@
  * protocol 7.40+ has it; Debian 12's headers (7.38) and libfuse 3.14 stop
  * short of these fields, so they are declared here and nowhere else. */
 #define KIO_OP_INIT           26
+#define KIO_OP_CREATE         35
+#define KIO_OP_TMPFILE        51
 #define KIO_INIT_EXT          (1u << 30)
 #define KIO_WRITEBACK_CACHE   (1u << 16)
 #define KIO_PASSTHROUGH       (1ull << 37) /* flags2 bit 5 */
@@ -127,13 +129,35 @@ static void note_init(Kio *k, const void *buf, ssize_t len)
     atomic_store(&k->init_unique, h.unique);
 }
 
+/* FUSE_TMPFILE carries fuse_create_in and the dentry's name, "/" (vfs_tmpfile
+ * names its dentry so), exactly as a CREATE would: relabel it. */
+static void tmpfile_as_create(void *buf, ssize_t len)
+{
+    struct kio_in_header h;
+    if (len < (ssize_t)sizeof h)
+        return;
+    memcpy(&h, buf, sizeof h);
+    if (h.opcode != KIO_OP_TMPFILE)
+        return;
+    const char *name = (const char *)buf + sizeof h + 16; /* after fuse_create_in */
+    if (len < (ssize_t)(sizeof h + 16 + sizeof KIO_TMPFILE_NAME) ||
+        memcmp(name, KIO_TMPFILE_NAME, sizeof KIO_TMPFILE_NAME) != 0)
+        return; /* not the layout we know: libfuse answers ENOSYS */
+    h.opcode = KIO_OP_CREATE;
+    memcpy(buf, &h, sizeof h);
+}
+
 static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
 {
     ssize_t r = read(fd, buf, len);
+    if (r <= 0)
+        return r;
     Kio *k = kio_of(userdata);
-    if (r > 0 && !atomic_load_explicit(&k->init_done, memory_order_relaxed) &&
+    if (!atomic_load_explicit(&k->init_done, memory_order_relaxed) &&
         atomic_load(&k->init_unique) == 0)
         note_init(k, buf, r);
+    else
+        tmpfile_as_create(buf, r);
     return r;
 }
 
@@ -197,15 +221,8 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
     return writev(fd, iov, count);
 }
 
-/* Splice stays available to libfuse exactly as without custom I/O (it
- * offers splice only when these exist). */
-static ssize_t kio_splice_receive(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
-                                  unsigned int flags, void *userdata)
-{
-    (void)userdata;
-    return splice(fdin, offin, fdout, offout, len, flags);
-}
-
+/* Replies to reads may still be spliced (libfuse offers splice for
+ * replies only when this exists). */
 static ssize_t kio_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
                                unsigned int flags, void *userdata)
 {
@@ -218,7 +235,6 @@ int kio_attach(Kio *k, struct fuse_session *se)
     static const struct fuse_custom_io io = {
         .read = kio_read,
         .writev = kio_writev,
-        .splice_receive = kio_splice_receive,
         .splice_send = kio_splice_send,
     };
     int fd = fuse_session_fd(se);

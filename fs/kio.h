@@ -9,7 +9,12 @@
  *  - registers and releases backing files (FUSE_DEV_IOC_BACKING_OPEN/CLOSE);
  *  - amends one OPEN or CREATE reply with the backing id its handler gives
  *    (kio_reply_open / kio_reply_create): the kernel then reads, writes,
- *    splices and mmaps that file itself.
+ *    splices and mmaps that file itself;
+ *  - delivers FUSE_TMPFILE (opcode 51, unknown to libfuse 3.14) as a CREATE
+ *    of the name KIO_TMPFILE_NAME, which no real CREATE can carry: the two
+ *    requests and their replies have the same layout.
+ * Requests are always read with read(2) (libfuse splices them only when
+ * given a splice_receive, which kio does not give: it must see them).
  * It knows nothing of policy, views or nodes; handlers decide per open. */
 #pragma once
 #define FUSE_USE_VERSION 314
@@ -17,6 +22,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+/* The name a FUSE_TMPFILE request reaches the create handler with. */
+#define KIO_TMPFILE_NAME "/"
 
 typedef struct {
     int fd;              /* the session's /dev/fuse descriptor, -1 before kio_attach */

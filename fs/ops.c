@@ -302,6 +302,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_attr(req, &st, timeout);
 }
 
+#define TIMES_ONLY                                                                                 \
+    (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |                         \
+     FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)
+
 static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *attr, int to_set,
                       struct fuse_file_info *fi, struct stat *out)
 {
@@ -312,6 +316,14 @@ static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *a
     int ffd = fi && n->type == S_IFREG && FH(fi)->fd >= 0 ? FH(fi)->fd : -1;
     if (ffd < 0) {
         err = node_fd(fs, n, &f);
+        if (err == -ESTALE && !(to_set & ~TIMES_ONLY)) {
+            /* the writeback cache flushing the times of a file unlinked
+             * since: nothing is left to set, and an error here would stick
+             * to the whole file system (syncfs) */
+            memset(out, 0, sizeof *out);
+            out->st_mode = n->type;
+            return 0;
+        }
         if (err)
             return err;
     }
@@ -587,7 +599,7 @@ static void renamed_ns(struct ckptfs *fs, int dirfd, const char *name, CkNs ns)
 static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, Node *np,
                      const char *newname, unsigned int flags)
 {
-    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
         return -EINVAL;
     CkNs moved, back;
     int err = fs_check_rename(fs, req, p, name, np, newname, flags, &moved, &back);
@@ -601,7 +613,9 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         return err;
     }
     Creds c;
-    creds_enter(fs, req, false, &c);
+    /* a whiteout is a create (a device node at the old name): made as the
+     * caller, who needs CAP_MKNOD as on any file system */
+    creds_enter(fs, req, flags & RENAME_WHITEOUT, &c);
     int r = flags ? renameat2(pf.fd, name, npf.fd, newname, flags)
                   : renameat(pf.fd, name, npf.fd, newname);
     if (r < 0)
@@ -649,10 +663,13 @@ static void bind_open(struct ckptfs *fs, FileHandle *h, int flags)
     h->backing_id = pt_bind(fs, h->node, h->fd);
 }
 
-/* Open flags for the reply.  O_DIRECT without passthrough is direct_io (the
- * kernel would otherwise cache); with it, the backing file has O_DIRECT.
- * FLUSH is only needed for a marker, whose close must reach the views:
- * locks are the kernel's, and writes went to the backing file already. */
+/* Open flags for the reply.  O_DIRECT is the kernel's own business: with
+ * passthrough its backing file is opened O_DIRECT, without it the kernel
+ * sends O_DIRECT reads and writes straight to the daemon, keeps shared
+ * mmap working and clears setuid bits as on any write (direct_io would do
+ * neither).  FLUSH is only needed for a marker, whose close must reach the
+ * views: locks are the kernel's, and writes went to the backing file
+ * already. */
 static void set_open_flags(struct ckptfs *fs, Node *n, const struct stat *st, FileHandle *h,
                            struct fuse_file_info *fi)
 {
@@ -660,9 +677,7 @@ static void set_open_flags(struct ckptfs *fs, Node *n, const struct stat *st, Fi
     fi->noflush = !h->marker_job && !fs->opt.writeback;
     if (h->backing_id)
         return; /* the kernel takes no other open flag with passthrough (EIO) */
-    fi->keep_cache = fs->attr_timeout > 0 && same;
-    if (fi->flags & O_DIRECT)
-        fi->direct_io = 1;
+    fi->keep_cache = fs->attr_timeout > 0 && same && !(fi->flags & O_DIRECT);
 }
 
 static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
@@ -704,10 +719,15 @@ static FileHandle *file_handle_open(struct ckptfs *fs, Node *n, int fd, bool wri
     return h;
 }
 
-/* The open(2) flags for a backing file under writeback caching: the kernel
- * may read pages of a write-only file, and does O_APPEND itself. */
-static int writeback_flags(struct ckptfs *fs, int flags)
+/* The open(2) flags of the daemon's own descriptor of a backing file.
+ * Never O_DIRECT: the daemon writes from libfuse's request buffers, which
+ * are not aligned for it (EINVAL), and O_DIRECT's promise (no page cache on
+ * the caller's side) is kept by the kernel above us.  Under writeback
+ * caching the kernel may read pages of a write-only file, and does O_APPEND
+ * itself. */
+static int backing_open_flags(struct ckptfs *fs, int flags)
 {
+    flags &= ~O_DIRECT;
     if (fs->opt.writeback) {
         if ((flags & O_ACCMODE) == O_WRONLY)
             flags = (flags & ~O_ACCMODE) | O_RDWR;
@@ -725,7 +745,7 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
         if (err)
             return err;
     }
-    int flags = writeback_flags(fs, fi->flags & ~O_NOFOLLOW);
+    int flags = backing_open_flags(fs, fi->flags & ~O_NOFOLLOW);
     Creds c;
     creds_enter(fs, req, false, &c);
     int fd;
@@ -796,6 +816,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, mode_t mode,
                      struct fuse_file_info *fi, struct fuse_entry_param *e)
 {
+    bool tmpfile = strcmp(name, KIO_TMPFILE_NAME) == 0;
     CkNs child;
     int err = fs_check_create(fs, req, "create", p, name, false, &child);
     if (err)
@@ -803,10 +824,16 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     NodeFd pf;
     if ((err = node_fd(fs, p, &pf)))
         return err;
-    int flags = writeback_flags(fs, fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC);
+    int flags = backing_open_flags(fs, fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC);
+    const char *at = name;
+    if (tmpfile) {
+        /* an unnamed file in the directory (kio delivers FUSE_TMPFILE so) */
+        flags = (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW | O_DIRECTORY)) | O_TMPFILE;
+        at = ".";
+    }
     Creds c;
     creds_enter(fs, req, true, &c);
-    int fd = openat(pf.fd, name, flags, mode & 07777);
+    int fd = openat(pf.fd, at, flags, mode & 07777);
     if (fd < 0)
         err = -errno;
     creds_leave(fs, &c);
@@ -821,7 +848,7 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         return err;
     }
     fill_entry(fs, n, &st, e);
-    bool marker = child.kind == CK_NS_JOB && strcmp(name, "COMPLETED") == 0;
+    bool marker = !tmpfile && child.kind == CK_NS_JOB && strcmp(name, "COMPLETED") == 0;
     FileHandle *h = file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
     set_open_flags(fs, n, &st, h, fi);
     return 0;
@@ -868,7 +895,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
     buf.buf[0].fd = h->fd;
     buf.buf[0].pos = off;
-    int r = fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+    /* no FUSE_BUF_SPLICE_MOVE: the kernel refuses most pages it is given
+     * ("trying to steal weird page") and copies them anyway */
+    int r = fuse_reply_data(req, &buf, 0);
     if (r < 0 && r != -ENOENT)
         fs_metric_err(&fs->metrics, -r);
 }
@@ -1013,8 +1042,10 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 
 static void dirhandle_free(struct ckptfs *fs, DirHandle *d)
 {
-    if (d->dp)
+    if (d->dp) {
         closedir(d->dp);
+        node_open_count(fs, d->node, -1);
+    }
     if (d->root) {
         for (guint i = 0; i < d->root->len; i++)
             g_free(g_array_index(d->root, RootEntry, i).name);
@@ -1070,7 +1101,7 @@ static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
         } else if (!(d->dp = fdopendir(fd))) {
             err = -errno;
             close(fd);
-        } else if (n == fs->nodes.root) {
+        } else if ((node_open_count(fs, n, 1), n == fs->nodes.root)) {
             d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
             err = snapshot_root(fs, d->dp, d->root);
         }
@@ -1298,15 +1329,15 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* setxattr, or removexattr when value is NULL (FUSE never passes NULL for
  * setxattr): a write for the policy, done with the caller's rights through
- * /proc/self/fd since the f*xattr calls refuse O_PATH descriptors. */
+ * /proc/self/fd since the f*xattr calls refuse O_PATH descriptors.  The
+ * magic link resolves to the object itself, a symlink included (it is not
+ * followed again): the backing file system answers as for any symlink. */
 static int do_xattr_change(struct ckptfs *fs, fuse_req_t req, Node *n, const char *name,
                            const char *value, size_t size, int flags)
 {
     int err = fs_check_write(fs, req, value ? "setxattr" : "removexattr", n, NULL);
     if (err)
         return err;
-    if (n->type == S_IFLNK)
-        return -EPERM; /* as ext4 and tmpfs for user.* on symlinks */
     NodeFd f;
     if ((err = node_fd(fs, n, &f)))
         return err;
@@ -1387,10 +1418,6 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         reply_xattr_value(fs, req, size, data, len);
         return;
     }
-    if (n->type == S_IFLNK) {
-        reply_err(fs, req, -ENODATA);
-        return;
-    }
     reply_backing_xattr(fs, req, n, name, size);
 }
 
@@ -1408,10 +1435,6 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
             reply_xattr_value(fs, req, size, names->str, names->len);
         return;
     }
-    if (n->type == S_IFLNK) {
-        reply_xattr_value(fs, req, size, "", 0);
-        return;
-    }
     reply_backing_xattr(fs, req, n, NULL, size);
 }
 
@@ -1421,19 +1444,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     struct ckptfs *fs = userdata;
     pt_log_state(fs);
-    bool passthrough = kio_passthrough(&fs->kio);
-    /* With passthrough the daemon sees no file data: requests are small,
-     * and one read() costs less than a splice and a read from the pipe. */
+    /* Requests are read with read(2), never spliced: fs/kio.c must see each
+     * one whole (FUSE_TMPFILE), and with passthrough the daemon sees no file
+     * data.  Replies to reads of backing files are spliced when the daemon
+     * is on the data path (no passthrough). */
     conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
-    if (!passthrough && (conn->capable & FUSE_CAP_SPLICE_WRITE))
+    if (!kio_passthrough(&fs->kio) && (conn->capable & FUSE_CAP_SPLICE_WRITE))
         conn->want |= FUSE_CAP_SPLICE_WRITE;
-    if (!passthrough && (conn->capable & FUSE_CAP_SPLICE_MOVE))
-        conn->want |= FUSE_CAP_SPLICE_MOVE;
-    /* write data spliced from the request: seq write ~10% faster; small
-     * requests cost the same either way (a splice and a read from the pipe
-     * instead of one read: no difference in ckpt-bench meta) */
-    if (!passthrough && (conn->capable & FUSE_CAP_SPLICE_READ))
-        conn->want |= FUSE_CAP_SPLICE_READ;
     /* open(O_TRUNC) in one request, checked as a truncation by the policy */
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
         conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
@@ -1447,10 +1464,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_WRITEBACK_CACHE;
     else
         conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
-    /* 512 KiB, not 1 MiB: libfuse reads a request by splice only when its
-     * whole buffer (max_write + 4 KiB) fits a pipe, and a pipe stops at
-     * pipe-max-size (1 MiB) without CAP_SYS_RESOURCE */
-    conn->max_write = 512 * 1024;
+    /* libfuse's request buffer is 1 MiB + a page: the largest write it can
+     * take whole (only without passthrough do writes come here) */
+    conn->max_write = 1024 * 1024;
     conn->max_read = fs->opt.max_read; /* must equal the max_read mount option */
     /* the kernel keeps min(its bdi read-ahead, this): main raises the bdi's */
     conn->max_readahead = 16u * 1024 * 1024;

@@ -115,7 +115,6 @@ void fs_options_help(void)
            "    -o attr_timeout=SECONDS   kernel attribute cache of the passthrough tree (60)\n"
            "    -o passthrough=auto|off   bind open files to backing files in the kernel (auto)\n"
            "    -o writeback              use the kernel's writeback cache (no passthrough)\n"
-           "    -o no_default_permissions with allow_other: the daemon checks permissions\n"
            "\n");
 }
 
@@ -338,7 +337,15 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
     }
     if (!opt->has_subtype)
         fuse_opt_add_arg(args, "-osubtype=ckptfs");
-    if (opt->allow_other && !opt->no_default_permissions && !opt->default_permissions) {
+    if (opt->no_default_permissions) {
+        /* the daemon does not check every operation as the caller (link,
+         * opens after setfsuid, the kernel's clear-setuid setattr): leaving
+         * permissions to it would let a user reach what it may not */
+        fprintf(stderr, "ckptfs: no_default_permissions is not supported: the kernel checks "
+                        "permissions (default_permissions) on every mount with allow_other\n");
+        return 2;
+    }
+    if (opt->allow_other && !opt->default_permissions) {
         fuse_opt_add_arg(args, "-odefault_permissions");
         opt->default_permissions = true;
     }
