@@ -35,7 +35,9 @@ typedef struct {
 typedef struct {
     GMutex lock; /* serialises readdir on one handle */
     Node *node;
-    DIR *dp; /* backing directory stream (not for the root) */
+    bool counted; /* among the node's opens (a backing directory) */
+    DIR *dp;      /* backing directory stream, opened at the first readdir */
+    int sync_fd;  /* for fsyncdir, opened at the first (-1 before; lock) */
     off_t offset;
     GArray *root; /* RootEntry: the root's entries, snapshot at opendir */
     void *views;  /* views_opendir handle */
@@ -1042,10 +1044,12 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 
 static void dirhandle_free(struct ckptfs *fs, DirHandle *d)
 {
-    if (d->dp) {
+    if (d->dp)
         closedir(d->dp);
+    if (d->sync_fd >= 0)
+        close(d->sync_fd);
+    if (d->counted)
         node_open_count(fs, d->node, -1);
-    }
     if (d->root) {
         for (guint i = 0; i < d->root->len; i++)
             g_free(g_array_index(d->root, RootEntry, i).name);
@@ -1081,11 +1085,28 @@ static int snapshot_root(struct ckptfs *fs, DIR *dp, GArray *out)
     }
 }
 
+/* Opens the backing directory stream of d if it has none yet. */
+static int dirhandle_stream(struct ckptfs *fs, DirHandle *d)
+{
+    if (d->dp)
+        return 0;
+    int fd = node_open(fs, d->node, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return fd;
+    if (!(d->dp = fdopendir(fd))) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    return 0;
+}
+
 static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
 {
     DirHandle *d = g_new0(DirHandle, 1);
     g_mutex_init(&d->lock);
     d->node = n;
+    d->sync_fd = -1;
     int err = 0;
     if (n->kind != NODE_BACKING) {
         err = views_opendir(fs, n, &d->views);
@@ -1095,26 +1116,29 @@ static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
             fi->keep_cache = keep;
         }
     } else {
-        int fd = node_open(fs, n, O_RDONLY | O_DIRECTORY);
-        if (fd < 0) {
-            err = fd;
-        } else if (!(d->dp = fdopendir(fd))) {
-            err = -errno;
-            close(fd);
-        } else if ((node_open_count(fs, n, 1), n == fs->nodes.root)) {
-            d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
-            err = snapshot_root(fs, d->dp, d->root);
+        /* The directory stream is opened at the first readdir: a cached
+         * listing (below) or an fsync of the directory needs none, and an
+         * OPENDIR is one of the two round trips per directory of a walk. */
+        struct stat st;
+        err = node_fstat(fs, n, &st);
+        if (!err) {
+            node_open_count(fs, n, 1);
+            d->counted = true;
+        }
+        if (!err && n == fs->nodes.root) {
+            err = dirhandle_stream(fs, d);
+            if (!err) {
+                d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
+                err = snapshot_root(fs, d->dp, d->root);
+            }
         }
         if (!err && fs->entry_timeout > 0) {
             /* The kernel may keep this directory's listing across opens while
              * its mtime is what the last open saw: changes through the mount
              * invalidate the kernel's copy themselves, changes behind its back
              * move the mtime (stat'ed before the listing is read). */
-            struct stat st;
-            if (fstat(dirfd(d->dp), &st) == 0) {
-                fi->cache_readdir = 1;
-                fi->keep_cache = node_unchanged_since_open(fs, n, &st);
-            }
+            fi->cache_readdir = 1;
+            fi->keep_cache = node_unchanged_since_open(fs, n, &st);
         }
     }
     if (err) {
@@ -1212,7 +1236,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 break;
             used += len;
         }
-    } else {
+    } else if (!(err = dirhandle_stream(fs, d))) {
         if (off != d->offset) {
             seekdir(d->dp, off);
             d->offset = off;
@@ -1275,7 +1299,23 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_FSYNCDIR);
     DirHandle *d = DH(fi);
-    reply_err(fs, req, d->dp ? sync_fd(dirfd(d->dp), datasync) : 0);
+    int err = 0;
+    if (d->counted) {
+        /* a descriptor of its own, kept for the next fsyncdir (a commit
+         * loop syncs one open directory again and again) */
+        g_mutex_lock(&d->lock);
+        if (d->sync_fd < 0)
+            d->sync_fd = node_open(fs, d->node, O_RDONLY | O_DIRECTORY);
+        int fd = d->sync_fd;
+        g_mutex_unlock(&d->lock);
+        err = fd < 0 ? fd : sync_fd(fd, datasync);
+        if (fd < 0) {
+            g_mutex_lock(&d->lock);
+            d->sync_fd = -1;
+            g_mutex_unlock(&d->lock);
+        }
+    }
+    reply_err(fs, req, err);
 }
 
 /* --- the rest ---------------------------------------------------------------- */
