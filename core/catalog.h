@@ -67,6 +67,11 @@ typedef struct {
 } CkCatalogOptions;
 
 CkCatalog *ck_catalog_open(const char *dir, const CkCatalogOptions *opts, GError **error);
+/* A catalog of the one job `job` of dir (what ck_resolve reads a job's
+ * markers with): the same snapshot as ck_catalog_open's for that job, less
+ * shared_with (no other job is looked at); rescans keep to that job. */
+CkCatalog *ck_catalog_open_job(const char *dir, const char *job, const CkCatalogOptions *opts,
+                               GError **error);
 void ck_catalog_free(CkCatalog *c);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkCatalog, ck_catalog_free)
 

@@ -1,9 +1,9 @@
-/* Restore resolution (SPEC §1 marker classes, SPEC §2 table).
+/* Restore resolution (SPEC §1 marker classes).
  *
- * Two levels, one implementation for ckptctl and the views:
- *  - ck_restore_of_marker: what a restore of one job's checkpoint N reads,
- *    given its parsed marker and the checkpoint directory it sits in;
- *  - ck_resolve: the §2 table, from a location the restore names. */
+ * ck_restore_of_marker: what a restore of one job's checkpoint N reads,
+ * given its parsed marker and the checkpoint directory it sits in.  Markers
+ * are listed and read by markers.c, for the catalog and for ck_resolve (the
+ * SPEC §2 table, restore_source.h), so ckptctl and the views share it. */
 #pragma once
 #include <glib.h>
 #include <stdbool.h>
@@ -105,32 +105,3 @@ char *ck_path_normalize_abs(const char *p);
 /* Component-wise prefix test on normalised absolute paths: /data/x is under
  * /data and /data/x, never under /data/xy. */
 bool ck_path_is_under(const char *path, const char *prefix);
-
-typedef enum {
-    CK_RESOLVE_OK,       /* "ok": one job's marker */
-    CK_RESOLVE_REFUSED,  /* "refused": several jobs; candidates named */
-    CK_RESOLVE_AS_GIVEN, /* "as-given": no marker, or a state backend URI */
-} CkResolveStatus;
-
-const char *ck_resolve_status_name(CkResolveStatus s);
-
-typedef struct {
-    CkResolveStatus status;
-    CkRestore *restore;    /* CK_RESOLVE_OK (may be not restorable) */
-    GPtrArray *candidates; /* CK_RESOLVE_REFUSED: "<dir>/_jobs/<J>" for each job */
-    char *location;        /* as given */
-    char *error;           /* refusal / failure reason */
-    /* Addition (core-b): the checkpoint directory, derived lexically from the
-     * location as given (location itself, or location minus "/_jobs/<J>");
-     * restore->marker and local restore->reads are relative to it.  NULL for
-     * as-given URIs. */
-    char *dir;
-} CkResolution;
-
-/* location: a path or URI.  latest=true resolves the latest restorable
- * checkpoint, else checkpoint N.  Returns 0, or -errno when the location is
- * a local path that cannot be read (ENOENT, EACCES, ...). */
-int ck_resolve(const char *location, bool latest, uint64_t checkpoint, const CkResolveOptions *opts,
-               CkResolution **out);
-void ck_resolution_free(CkResolution *r);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkResolution, ck_resolution_free)

@@ -16,6 +16,7 @@
 #include "classify.h"
 #include "collision.h"
 #include "resolve.h"
+#include "restore_source.h"
 #include "stateroot.h"
 
 static const char synopsis[] =

@@ -594,8 +594,12 @@ static void bad_input(void **state)
         assert_false(cp->restore->restorable);
         assert_non_null(cp->restore->error);
     }
+    /* ... but it is a checkpoint, malformed, as in every tool */
     g_autoptr(CkJobInfo) h = ck_catalog_get_job(c, "h");
-    assert_int_equal(h->checkpoints->len, 0);
+    assert_int_equal(h->checkpoints->len, 1);
+    const CkRestore *hr = ((CkCheckpointInfo *)h->checkpoints->pdata[0])->restore;
+    assert_int_equal(hr->cls, CK_MARKER_MALFORMED);
+    assert_string_equal(hr->error, "malformed marker: chk-1 is a symlink, not followed");
     g_autoptr(GPtrArray) hz = ck_catalog_hazards(c);
     assert_true(count_kind(hz, "malformed") >= 4);
     /* a missing directory is an error, not a crash */
