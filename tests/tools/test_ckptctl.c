@@ -312,6 +312,103 @@ static void jobs_json(void **state)
     assert_string_equal(m.out, "");
 }
 
+/* ---- uint64 in JSON (SPEC §3) ---- */
+
+/* Python's reading of `expr` over the JSON document `doc`, printed with
+ * repr (exact integers); NULL when python3 is missing. */
+static char *python_reads(Fx *fx, const char *doc, const char *expr)
+{
+    g_autofree char *py = g_find_program_in_path("python3");
+    if (!py)
+        return NULL;
+    g_autofree char *f = path_in(fx, "doc.json");
+    assert_true(g_file_set_contents(f, doc, -1, NULL));
+    g_autofree char *code =
+        g_strdup_printf("import json,sys\nd=json.load(open(sys.argv[1]))\nprint(repr(%s))", expr);
+    const char *argv[] = {py, "-c", code, f, NULL};
+    g_autofree char *out = NULL;
+    gint st = 0;
+    assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                             &out, NULL, &st, NULL));
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    return g_strchomp(g_steal_pointer(&out));
+}
+
+/* jq parses the document (jq 1.6 reads numbers as doubles, so only 1.7 and
+ * later print 2^63 and beyond exactly: checked when jq is one of those). */
+static void jq_reads(Fx *fx, const char *doc, const char *filter, const char *want)
+{
+    g_autofree char *jq = g_find_program_in_path("jq");
+    if (!jq)
+        return;
+    g_autofree char *f = path_in(fx, "doc.json");
+    assert_true(g_file_set_contents(f, doc, -1, NULL));
+    const char *ver[] = {jq, "--version", NULL};
+    g_autofree char *v = NULL;
+    gint st = 0;
+    assert_true(g_spawn_sync(NULL, (char **)ver, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &v,
+                             NULL, &st, NULL));
+    const char *argv[] = {jq, "-c", filter, f, NULL};
+    g_autofree char *out = NULL;
+    assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                             &out, NULL, &st, NULL));
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* valid JSON */
+    if (v && !g_str_has_prefix(v, "jq-1.6") && !g_str_has_prefix(v, "jq-1.5"))
+        assert_string_equal(g_strchomp(out), want);
+}
+
+/* Checkpoint ids and generations at 0, 2^63-1, 2^63 and 2^64-1 come out of
+ * resolve --json and jobs --json as the exact numbers (issue 12, defect 1:
+ * they were cast to gint64 and came out negative). */
+static void json_uint64_exact(void **state)
+{
+    Fx *fx = *state;
+    const char *vals[] = {"0", "9223372036854775807", "9223372036854775808",
+                          "18446744073709551615"};
+    for (size_t i = 0; i < G_N_ELEMENTS(vals); i++) {
+        g_autofree char *name = g_strdup_printf("u64-%zu", i);
+        g_autofree char *dir = path_in(fx, name);
+        g_autofree char *gen = g_strdup_printf("_state/a/v%s/0", vals[i]);
+        testfs_mkdir(dir, gen);
+        g_autofree char *mk = g_strdup_printf("_jobs/a/chk-%s/COMPLETED", vals[i]);
+        g_autofree char *text = g_strdup_printf(
+            "checkpoint=%s\ngeneration=%s\nparticipants=0\nstate=_state/a\n", vals[i], vals[i]);
+        testfs_put(dir, mk, text);
+        g_autofree char *loc = g_build_filename(dir, "_jobs", "a", NULL);
+        g_auto(Run) r = run("resolve", loc, "-c", vals[i], "--json", NULL);
+        assert_int_equal(r.status, 0);
+        /* the bare number token, never negative, rounded or quoted */
+        g_autofree char *cp = g_strdup_printf("\"checkpoint\" : %s,", vals[i]);
+        g_autofree char *gn = g_strdup_printf("\"generation\" : %s,", vals[i]);
+        if (!strstr(r.out, cp) || !strstr(r.out, gn))
+            fail_msg("resolve --json for %s:\n%s", vals[i], r.out);
+        g_autofree char *py = python_reads(fx, r.out, "(d['checkpoint'], d['generation'])");
+        g_autofree char *want = g_strdup_printf("(%s, %s)", vals[i], vals[i]);
+        if (py)
+            assert_string_equal(py, want);
+        jq_reads(fx, r.out, "[.checkpoint,.generation]", want);
+        g_auto(Run) latest = run("resolve", loc, "--json", NULL);
+        assert_non_null(strstr(latest.out, cp));
+
+        g_auto(Run) j = run("jobs", dir, "--json", NULL);
+        assert_int_equal(j.status, 0);
+        g_autofree char *lt = g_strdup_printf("\"latest\" : %s,", vals[i]);
+        if (!strstr(j.out, lt))
+            fail_msg("jobs --json for %s:\n%s", vals[i], j.out);
+        g_autofree char *pj =
+            python_reads(fx, j.out, "(d['jobs'][0]['checkpoints'], d['jobs'][0]['latest'])");
+        g_autofree char *wj = g_strdup_printf("([%s], %s)", vals[i], vals[i]);
+        if (pj)
+            assert_string_equal(pj, wj);
+    }
+    /* a string that merely looks like the tag stays a string */
+    g_autofree char *dir = path_in(fx, "u64-tag");
+    testfs_marker(dir, "a", 1, "generation=1\nparticipants=0\nstate=ckptctl-u64-0:1\n");
+    g_autofree char *loc = g_build_filename(dir, "_jobs", "a", NULL);
+    g_auto(Run) r = run("resolve", loc, "-c", "1", "--json", NULL);
+    assert_non_null(strstr(r.out, "/ckptctl-u64-0:1\""));
+}
+
 /* ---- resolve ---- */
 
 static char *first_job_of_layout(const char *dir, const char *layout)
@@ -657,6 +754,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(fixture_is_deterministic, setup, teardown),
         cmocka_unit_test_setup_teardown(fixture_refuses_non_empty_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(json_uint64_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_refused_names_every_job, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_marker_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_as_given_and_errors, setup, teardown),
