@@ -803,62 +803,14 @@ GPtrArray *ck_job_checkpoint_layers(const CkJobInfo *j, const CkCheckpointInfo *
 
 /* ---- restore text ---- */
 
-static void append_u32_list(GString *s, const GArray *a)
-{
-    for (guint i = 0; a && i < a->len; i++)
-        g_string_append_printf(s, "%s%u", i ? "," : "", g_array_index(a, guint32, i));
-}
-
 char *ck_job_restore_text(const CkJobInfo *j)
 {
     GString *s = g_string_new(NULL);
     for (guint i = 0; i < j->checkpoints->len; i++) {
         const CkCheckpointInfo *cp = j->checkpoints->pdata[i];
-        const CkRestore *r = cp->restore;
         if (i)
             g_string_append_c(s, '\n');
-        g_string_append_printf(s, "checkpoint: %" G_GUINT64_FORMAT "\n", (guint64)cp->n);
-        g_string_append_printf(s, "class: %s\n", ck_marker_class_name(r->cls));
-        if (r->root)
-            g_string_append_printf(s, "root: %s (%s)\n", r->root[0] ? r->root : ".",
-                                   ck_root_kind_name(r->root_kind));
-        else
-            g_string_append(s, "root: -\n");
-        if (r->has_generation)
-            g_string_append_printf(s, "generation: %" G_GUINT64_FORMAT "%s\n",
-                                   (guint64)r->generation,
-                                   r->generation_guessed ? " (guessed)" : "");
-        else
-            g_string_append(s, "generation: -\n");
-        g_string_append(s, "participants: ");
-        append_u32_list(s, r->participants);
-        g_string_append_c(s, '\n');
-        g_string_append_printf(s, "marker: %s\n", r->marker);
-        g_string_append_printf(s, "restorable: %s\n", r->restorable ? "yes" : "no");
-        g_string_append(s, "reads:");
-        for (guint k = 0; k < r->reads->len; k++)
-            g_string_append_printf(s, "%s%s", k ? ", " : " ", (char *)r->reads->pdata[k]);
-        g_string_append_c(s, '\n');
-        if (r->legacy_location)
-            g_string_append_printf(s, "legacy_location: yes%s\n",
-                                   r->older_layout ? " (older layout)" : "");
-        if (r->foreign_job)
-            g_string_append_printf(s, "foreign_root: %s\n", r->foreign_job);
-        g_string_append(s, "shared_with:");
-        for (guint k = 0; k < cp->shared_with->len; k++)
-            g_string_append_printf(s, "%s%s", k ? ", " : " ", (char *)cp->shared_with->pdata[k]);
-        g_string_append_c(s, '\n');
-        for (guint k = 0; k < cp->unknown->len; k++) {
-            const CkMarkerKv *kv = cp->unknown->pdata[k];
-            g_autofree char *v = g_strescape(kv->value, NULL);
-            g_string_append_printf(s, "unknown: %s=%s\n", kv->key, v);
-        }
-        if (r->error) {
-            g_autofree char *e = g_strescape(r->error, NULL);
-            g_string_append_printf(s, "error: %s\n", e);
-        } else {
-            g_string_append(s, "error: -\n");
-        }
+        ck_restore_describe(s, cp->restore, NULL, cp->shared_with, cp->unknown);
     }
     return g_string_free(s, FALSE);
 }

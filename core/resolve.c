@@ -431,6 +431,77 @@ CkRestore *ck_restore_copy(const CkRestore *r)
     return c;
 }
 
+char *ck_restore_path(const char *dir, const char *rel)
+{
+    if (!dir || strcmp(dir, ".") == 0)
+        return g_strdup(rel[0] ? rel : ".");
+    if (rel[0] == '\0')
+        return g_strdup(dir);
+    size_t l = strlen(dir);
+    return g_strconcat(dir, dir[l - 1] == '/' ? "" : "/", rel, NULL);
+}
+
+static void describe_list(GString *out, const char *key, const GPtrArray *a)
+{
+    g_string_append_printf(out, "%s:", key);
+    for (guint k = 0; a && k < a->len; k++)
+        g_string_append_printf(out, "%s%s", k ? ", " : " ", (char *)a->pdata[k]);
+    if (!a || a->len == 0)
+        g_string_append(out, " -");
+    g_string_append_c(out, '\n');
+}
+
+void ck_restore_describe(GString *out, const CkRestore *r, const char *dir,
+                         const GPtrArray *shared_with, const GPtrArray *unknown)
+{
+    bool local = r->root_kind == CK_ROOT_LOCAL;
+    g_string_append_printf(out, "checkpoint: %" G_GUINT64_FORMAT "\n", (guint64)r->checkpoint);
+    g_string_append_printf(out, "class: %s\n", ck_marker_class_name(r->cls));
+    if (r->root) {
+        g_autofree char *root = local ? ck_restore_path(dir, r->root) : g_strdup(r->root);
+        g_string_append_printf(out, "root: %s (%s)\n", root, ck_root_kind_name(r->root_kind));
+    } else {
+        g_string_append(out, "root: -\n");
+    }
+    if (r->has_generation)
+        g_string_append_printf(out, "generation: %" G_GUINT64_FORMAT " (%s)\n",
+                               (guint64)r->generation,
+                               r->generation_guessed ? "guessed" : "marker");
+    else
+        g_string_append(out, "generation: -\n");
+    g_string_append(out, "participants:");
+    for (guint i = 0; i < r->participants->len; i++)
+        g_string_append_printf(out, "%s%u", i ? "," : " ",
+                               g_array_index(r->participants, guint32, i));
+    g_string_append(out, r->participants->len ? "\n" : " -\n");
+    g_autofree char *marker = ck_restore_path(dir, r->marker);
+    g_string_append_printf(out, "marker: %s\n", marker);
+    g_string_append_printf(out, "restorable: %s\n", r->restorable ? "yes" : "no");
+    g_autoptr(GPtrArray) reads = g_ptr_array_new_with_free_func(g_free);
+    for (guint k = 0; k < r->reads->len; k++)
+        g_ptr_array_add(reads, local ? ck_restore_path(dir, r->reads->pdata[k])
+                                     : g_strdup(r->reads->pdata[k]));
+    describe_list(out, "reads", reads);
+    if (r->legacy_location)
+        g_string_append_printf(out, "legacy_location: yes%s\n",
+                               r->older_layout ? " (older layout)" : "");
+    if (r->foreign_job)
+        g_string_append_printf(out, "foreign_root: %s\n", r->foreign_job);
+    if (shared_with)
+        describe_list(out, "shared_with", shared_with);
+    for (guint k = 0; unknown && k < unknown->len; k++) {
+        const CkMarkerKv *kv = unknown->pdata[k];
+        g_autofree char *v = g_strescape(kv->value, NULL);
+        g_string_append_printf(out, "unknown: %s=%s\n", kv->key, v);
+    }
+    if (r->error) {
+        g_autofree char *e = g_strescape(r->error, NULL);
+        g_string_append_printf(out, "error: %s\n", e);
+    } else {
+        g_string_append(out, "error: -\n");
+    }
+}
+
 static void fail(CkRestore *r, char *msg)
 {
     r->restorable = false;
@@ -774,12 +845,13 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
     r->job = g_intern_string(job);
     r->checkpoint = checkpoint;
     r->cls = m->cls;
-    r->participants = u32_array_copy(m->participants);
+    /* a parse error leaves half-parsed fields behind: none is shown */
+    r->participants = u32_array_copy(m->cls == CK_MARKER_MALFORMED ? NULL : m->participants);
     r->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
     r->reads = g_ptr_array_new_with_free_func(g_free);
     r->marker =
         g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, (guint64)checkpoint);
-    r->state = g_strdup(m->state);
+    r->state = m->cls == CK_MARKER_MALFORMED ? NULL : g_strdup(m->state);
     if (m->cls != CK_MARKER_MALFORMED && m->has_generation) {
         /* shown even when the restore then fails */
         r->has_generation = true;

@@ -62,6 +62,31 @@ void ck_restore_free(CkRestore *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkRestore, ck_restore_free)
 CkRestore *ck_restore_copy(const CkRestore *r);
 
+/* The "key: value" lines that describe one restore, in the words the views'
+ * restore file and `ckptctl resolve` share (appended to out):
+ *   checkpoint: 3
+ *   class: namespaced|legacy|cut-short|malformed
+ *   root: _state/j1 (local)          ("." for the dir itself)
+ *   generation: 2 (marker)           (or "(guessed)")
+ *   participants: 0,1
+ *   marker: _jobs/j1/chk-3/COMPLETED
+ *   restorable: yes|no
+ *   reads: _state/j1/v2/0, _state/j1/v2/1
+ *   legacy_location: yes (older layout)   (only for legacy locations)
+ *   foreign_root: <job>                   (only when the root is another job's)
+ *   shared_with: a, b                     (only when shared_with is given)
+ *   unknown: key=value                    (one line per unknown key, C-escaped)
+ *   error: <reason, C-escaped>
+ * One rule for empty values: "-" (no root, no generation, no participants,
+ * no reads, nobody to share with, no error).  dir (may be NULL) is joined to
+ * the local paths (root, marker, local reads) as ckptctl resolve shows them;
+ * NULL shows them relative to the checkpoint directory. */
+void ck_restore_describe(GString *out, const CkRestore *r, const char *dir,
+                         const GPtrArray *shared_with, const GPtrArray *unknown);
+/* A path of the checkpoint directory as shown with dir (see above; g_free):
+ * rel itself without dir ("." for ""), dir itself for "". */
+char *ck_restore_path(const char *dir, const char *rel);
+
 /* A memo of directory look-ups (root status, highest generation, entries)
  * shared by many ck_restore_of_marker_cached calls over one directory, so a
  * catalog of 100,000 markers does not stat the same roots 100,000 times.

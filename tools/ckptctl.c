@@ -530,12 +530,16 @@ static int cmd_jobs(int argc, char **argv)
 
 static char *joined(const char *dir, const char *rel)
 {
-    if (!dir || strcmp(dir, ".") == 0)
-        return g_strdup(rel[0] ? rel : ".");
-    if (rel[0] == '\0')
-        return g_strdup(dir);
-    size_t l = strlen(dir);
-    return g_strconcat(dir, dir[l - 1] == '/' ? "" : "/", rel, NULL);
+    return ck_restore_path(dir, rel);
+}
+
+/* "key: a, b" or "key: -", as ck_restore_describe writes lists */
+static void add_list(GString *t, const char *key, const GPtrArray *a)
+{
+    g_string_append_printf(t, "%s:", key);
+    for (guint i = 0; i < a->len; i++)
+        g_string_append_printf(t, "%s%s", i ? ", " : " ", (char *)a->pdata[i]);
+    g_string_append(t, a->len ? "\n" : " -\n");
 }
 
 static int cmd_resolve(int argc, char **argv)
@@ -658,31 +662,25 @@ static int cmd_resolve(int argc, char **argv)
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
-        printf("status: %s\n", ck_resolve_status_name(res->status));
+        /* the words of the views' restore file (ck_restore_describe) */
+        g_autoptr(GString) t = g_string_new(NULL);
+        g_string_append_printf(t, "status: %s\n", ck_resolve_status_name(res->status));
         if (r) {
-            printf("job: %s\ncheckpoint: %" G_GUINT64_FORMAT "\nclass: %s\n", r->job,
-                   (guint64)r->checkpoint, ck_marker_class_name(r->cls));
-            printf("root: %s (%s)\n", root ? root : "-", ck_root_kind_name(r->root_kind));
-            if (r->has_generation)
-                printf("generation: %" G_GUINT64_FORMAT " (%s)\n", (guint64)r->generation,
-                       r->generation_guessed ? "guessed" : "marker");
-            else
-                printf("generation: -\n");
-            printf("participants:");
-            for (guint i = 0; i < r->participants->len; i++)
-                printf("%s%u", i ? "," : " ", g_array_index(r->participants, guint32, i));
-            printf("\nmarker: %s\n", marker);
-        } else if (root) {
-            printf("root: %s\n", root);
+            g_string_append_printf(t, "job: %s\n", r->job);
+            ck_restore_describe(t, r, res->dir, NULL, NULL);
+        } else {
+            g_string_append_printf(t, "root: %s\n", root ? root : "-");
+            add_list(t, "reads", reads);
+            if (res->candidates)
+                add_list(t, "candidates", res->candidates);
+            g_autofree char *e = error ? g_strescape(error, NULL) : NULL;
+            g_string_append_printf(t, "error: %s\n", e ? e : "-");
         }
-        for (guint i = 0; i < reads->len; i++)
-            printf("reads: %s\n", (char *)reads->pdata[i]);
-        for (guint i = 0; res->candidates && i < res->candidates->len; i++)
-            printf("candidate: %s\n", (char *)res->candidates->pdata[i]);
-        if (error)
-            printf("error: %s\n", error);
+        fputs(t->str, stdout);
     }
-    if (exit_code == CKPTCTL_FOUND && error)
+    /* the refusal (or why it is not restorable) once: in the text above, or
+     * on stderr when stdout holds the JSON document */
+    if (exit_code == CKPTCTL_FOUND && error && c.json)
         fprintf(stderr, "ckptctl resolve: %s\n", error);
     common_clear(&c);
     return exit_code;

@@ -425,6 +425,47 @@ static char *first_job_of_layout(const char *dir, const char *layout)
     return NULL;
 }
 
+/* resolve's human output speaks the restore file's words (the same
+ * ck_restore_describe lines): "(marker)"/"(guessed)", "-" for every empty
+ * value; a refusal is printed once. */
+static void resolve_human_words(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = path_in(fx, "words");
+    testfs_mkdir(dir, "_state/a/v2/0");
+    testfs_marker(dir, "a", 1, "generation=2\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(dir, "a", 2, "participants=\nstate=_state/a\n");
+    testfs_marker(dir, "b", 1, "oops\n");
+    g_autofree char *loc = g_build_filename(dir, "_jobs", "a", NULL);
+    g_auto(Run) r = run("resolve", loc, "-c", "1", NULL);
+    assert_int_equal(r.status, 0);
+    g_autofree char *want = g_strdup_printf(
+        "status: ok\njob: a\ncheckpoint: 1\nclass: namespaced\nroot: %s/_state/a (local)\n"
+        "generation: 2 (marker)\nparticipants: 0\nmarker: %s/_jobs/a/chk-1/COMPLETED\n"
+        "restorable: yes\nreads: %s/_state/a/v2/0\nerror: -\n",
+        dir, dir, dir);
+    assert_string_equal(r.out, want);
+    g_auto(Run) g = run("resolve", loc, "-c", "2", NULL);
+    assert_non_null(strstr(g.out, "generation: 2 (guessed)\n"));
+    assert_non_null(strstr(g.out, "participants: -\n"));
+    assert_non_null(strstr(g.out, "reads: -\n"));
+    g_autofree char *bloc = g_build_filename(dir, "_jobs", "b", NULL);
+    g_auto(Run) b = run("resolve", bloc, "-c", "1", NULL);
+    assert_int_equal(b.status, 1);
+    assert_non_null(strstr(b.out, "root: -\ngeneration: -\nparticipants: -\n"));
+    assert_non_null(strstr(b.out, "error: malformed marker: line 1: no '=' in line\n"));
+    assert_string_equal(b.err, ""); /* said once, on stdout */
+    /* the refusal: once on stdout; with --json, in the document and once on stderr */
+    g_auto(Run) ref = run("resolve", dir, "-c", "1", NULL);
+    assert_int_equal(ref.status, 1);
+    assert_non_null(strstr(ref.out, "status: refused\n"));
+    assert_non_null(strstr(ref.out, "\nerror: checkpoint 1 was completed by several jobs"));
+    assert_string_equal(ref.err, "");
+    g_auto(Run) rj = run("resolve", dir, "-c", "1", "--json", NULL);
+    assert_int_equal(rj.status, 1);
+    assert_true(g_str_has_prefix(rj.err, "ckptctl resolve: checkpoint 1 was completed by"));
+}
+
 static void resolve_refused_names_every_job(void **state)
 {
     Fx *fx = *state;
@@ -756,6 +797,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(jobs_json, setup, teardown),
         cmocka_unit_test_setup_teardown(json_uint64_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_refused_names_every_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(resolve_human_words, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_marker_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_as_given_and_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(check_fixture, setup, teardown),

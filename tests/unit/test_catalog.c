@@ -409,6 +409,15 @@ static void restore_text_blocks(void **state)
     assert_non_null(strstr(blocks[1], "class: malformed\n"));
     assert_non_null(strstr(blocks[1], "restorable: no\n"));
     assert_null(strstr(blocks[1], "error: -"));
+    /* one rule for empty values: "-" */
+    assert_non_null(strstr(blocks[1], "root: -\n"));
+    assert_non_null(strstr(blocks[1], "generation: -\n"));
+    assert_non_null(strstr(blocks[1], "participants: -\n"));
+    assert_non_null(strstr(blocks[1], "reads: -\n"));
+    assert_non_null(strstr(blocks[1], "shared_with: -\n"));
+    g_autoptr(CkJobInfo) j2 = ck_catalog_get_job(c, "j2");
+    g_autofree char *t2 = ck_job_restore_text(j2);
+    assert_non_null(strstr(t2, "generation: 1 (marker)\n"));
 }
 
 static void rescan_reparses_only_changes(void **state)
