@@ -753,6 +753,22 @@ static void resolve_agrees_with_catalog(void **state)
             for (guint x = 0; x < r->reads->len; x++)
                 assert_string_equal(r->reads->pdata[x], w->reads->pdata[x]);
         }
+        /* check says the same: each malformed checkpoint is a malformed
+         * hazard on its marker, with the restore's error as its detail */
+        g_autoptr(GPtrArray) hz = ck_catalog_hazards(cat);
+        for (guint k = 0; k < j->checkpoints->len; k++) {
+            const CkRestore *w = ((CkCheckpointInfo *)j->checkpoints->pdata[k])->restore;
+            if (w->cls != CK_MARKER_MALFORMED)
+                continue;
+            bool found = false;
+            for (guint x = 0; x < hz->len && !found; x++) {
+                const CkHazard *h = hz->pdata[x];
+                found = strcmp(h->kind, "malformed") == 0 && strcmp(h->path, w->marker) == 0 &&
+                        strcmp(h->detail, w->error) == 0;
+            }
+            if (!found)
+                fail_msg("no malformed hazard for %s (%s)", w->marker, w->error);
+        }
         /* one definition of latest */
         int rc;
         g_autoptr(CkResolution) lat = resolve_at(fx, sub, true, 0, &rc);
@@ -764,6 +780,29 @@ static void resolve_agrees_with_catalog(void **state)
             assert_false(lat->restore->restorable);
         }
     }
+}
+
+/* SPEC §2: "latest" in a checkpoint directory with several jobs' markers is
+ * refused, even when only one job has a restorable one. */
+static void latest_refused_whatever_the_markers_hold(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "b", 7, "not a marker\n");
+    int rc;
+    g_autoptr(CkResolution) res = resolve_at(fx, NULL, true, 0, &rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(res->status, CK_RESOLVE_REFUSED);
+    assert_int_equal(res->candidates->len, 2);
+    g_autofree char *text = ck_refusal_text(fx->dir, true, 0, res->candidates);
+    assert_string_equal(res->error, text);
+    assert_non_null(strstr(res->error, "\"latest\" is ambiguous"));
+    /* N that only one job completed is that job's */
+    g_autoptr(CkResolution) one = resolve_at(fx, NULL, false, 7, &rc);
+    assert_int_equal(one->status, CK_RESOLVE_OK);
+    assert_ptr_equal(one->restore->job, g_intern_string("b"));
+    assert_int_equal(one->restore->cls, CK_MARKER_MALFORMED);
 }
 
 static void copied_directory_restores_from_the_copy(void **state)
@@ -856,6 +895,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(duplicated_participant_read_once, setup, teardown),
         cmocka_unit_test_setup_teardown(huge_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_agrees_with_catalog, setup, teardown),
+        cmocka_unit_test_setup_teardown(latest_refused_whatever_the_markers_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(legacy_backend_configured, setup, teardown),
         cmocka_unit_test_setup_teardown(cut_short_with_own_root, setup, teardown),
         cmocka_unit_test_setup_teardown(cut_short_without_own_root, setup, teardown),
