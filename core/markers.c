@@ -92,9 +92,14 @@ GArray *ck_job_marker_list(int jfd)
         /* chk-<N> is a real directory (just checked, or d_type), so only the
          * last component could be a symlink: not followed */
         g_snprintf(path, sizeof path, "%s/COMPLETED", nm);
-        if (fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        CkMarkerStamp ms;
+        if (fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+            ms = stamp_of(n, &sb, 0);
+        } else if (errno == ENOENT || errno == ENOTDIR) {
             continue; /* in progress (or gone) */
-        CkMarkerStamp ms = stamp_of(n, &sb, 0);
+        } else {      /* chk-<N> unreadable (EACCES): a marker nobody can look at */
+            ms = (CkMarkerStamp){n, 0, 0, 0, (uint32_t)errno, CK_STAMP_ERRNO};
+        }
         g_array_append_val(out, ms);
     }
     g_array_sort(out, cmp_stamp);
@@ -114,6 +119,8 @@ static int marker_read(int jfd, CkMarkerStamp *st, char *buf, CkMarker **out)
         return 0;
     }
     g_strlcat(path, "/COMPLETED", sizeof path);
+    if (st->flags & CK_STAMP_ERRNO)
+        return -(int)st->mode;
     if (!S_ISREG(st->mode)) {
         *out = ck_marker_not_regular(st->mode);
         return 0;

@@ -12,8 +12,9 @@
  *  - a symlink (never followed): malformed, "chk-<N> is a symlink, not
  *    followed".
  * A chk-<N> directory without COMPLETED is a checkpoint in progress, not a
- * checkpoint.  An unreadable COMPLETED (EACCES, EIO) is malformed too, with
- * the reason.  Everything is read beneath the directory's descriptor. */
+ * checkpoint.  A COMPLETED that cannot be looked at or read (EACCES, EIO)
+ * is malformed too, "cannot be read: <reason>".  Everything is read beneath the directory's
+ * descriptor. */
 #pragma once
 #include <glib.h>
 #include <stdbool.h>
@@ -28,11 +29,13 @@ typedef struct {
     uint64_t ino;
     uint64_t size;
     int64_t mtime_ns;
-    uint32_t mode;  /* COMPLETED's st_mode (of chk-<N> when CK_STAMP_CHK_SYMLINK) */
+    uint32_t mode;  /* COMPLETED's st_mode (of chk-<N> when CK_STAMP_CHK_SYMLINK; the errno
+                       when CK_STAMP_ERRNO) */
     uint32_t flags; /* CK_STAMP_* */
 } CkMarkerStamp;
 
 #define CK_STAMP_CHK_SYMLINK 1u /* chk-<N> itself is a symlink: not followed */
+#define CK_STAMP_ERRNO       2u /* COMPLETED could not be looked at (mode: the errno) */
 
 /* The job directories of dfd's sub ("_jobs" or "_state"): valid job ids that
  * are directories (not symlinks) go into names (a set of interned ids), every

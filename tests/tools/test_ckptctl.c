@@ -680,6 +680,24 @@ static void unreadable_marker_as_nobody(void **state)
     assert_int_equal(rr.status, 1);
     g_autoptr(JsonObject) ro = parse_obj(rr.out);
     assert_string_equal(json_object_get_string_member(ro, "class"), "malformed");
+    assert_string_equal(json_object_get_string_member(ro, "error"),
+                        "malformed marker: cannot be read: Permission denied");
+    /* a chk-<N> nobody may look into: the same malformed checkpoint in
+     * jobs, check and resolve, never a checkpoint that vanished */
+    testfs_put(fx->tmp, "u/_jobs/j/chk-2/COMPLETED", "generation=1\nparticipants=0\n");
+    g_autofree char *chk2 = path_in(fx, "u/_jobs/j/chk-2");
+    assert_int_equal(chmod(chk2, 0700), 0);
+    g_auto(Run) jr2 = run_as_nobody("jobs", dir, "--json", NULL);
+    assert_non_null(strstr(jr2.out, "\"checkpoints\" : [\n        1,\n        2\n      ]"));
+    g_autofree char *jloc = path_in(fx, "u/_jobs/j");
+    g_auto(Run) r2 = run_as_nobody("resolve", jloc, "-c", "2", "--json", NULL);
+    assert_int_equal(r2.status, 1);
+    g_autoptr(JsonObject) r2o = parse_obj(r2.out);
+    assert_string_equal(json_object_get_string_member(r2o, "error"),
+                        "malformed marker: cannot be read: Permission denied");
+    g_auto(Run) c2 = run_as_nobody("check", dir, NULL);
+    assert_non_null(strstr(c2.out, "_jobs/j/chk-2/COMPLETED"));
+    assert_int_equal(chmod(chk2, 0755), 0);
     /* as root it is readable: the same command finds nothing wrong */
     g_auto(Run) asroot = run("check", dir, "--json", NULL);
     assert_int_equal(asroot.status, 0);
