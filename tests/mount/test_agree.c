@@ -15,6 +15,7 @@
  * CKPTFS_AGREE_FIRST=K starts at directory K (to replay one). */
 #include <errno.h>
 #include <fcntl.h>
+#include <gio/gio.h>
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <limits.h>
@@ -346,6 +347,90 @@ static char *ctl(const char *cwd, int *code, const char *const *args)
     return out;
 }
 
+/* The runs of ckptctl one directory needs, started a few at a time (each is
+ * mostly process start-up): key -> Result. */
+typedef struct {
+    char *out;
+    int code;
+} Result;
+
+static void result_free(gpointer p)
+{
+    Result *r = p;
+    g_free(r->out);
+    g_free(r);
+}
+
+typedef struct {
+    char *key;
+    char *cwd;
+    GStrv args;
+} Req;
+
+static void req_free(gpointer p)
+{
+    Req *q = p;
+    g_free(q->key);
+    g_free(q->cwd);
+    g_strfreev(q->args);
+    g_free(q);
+}
+
+static void req_add(GPtrArray *reqs, char *key, const char *cwd, const char *const *args)
+{
+    Req *q = g_new0(Req, 1);
+    q->key = key;
+    q->cwd = g_strdup(cwd);
+    GStrvBuilder *b = g_strv_builder_new();
+    g_strv_builder_add(b, ckptctl());
+    for (guint i = 0; args[i]; i++)
+        g_strv_builder_add(b, args[i]);
+    q->args = g_strv_builder_end(b);
+    g_strv_builder_unref(b);
+    g_ptr_array_add(reqs, q);
+}
+
+static GHashTable *run_all(GPtrArray *reqs)
+{
+    GHashTable *res = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, result_free);
+    const guint batch = 6;
+    for (guint i = 0; i < reqs->len; i += batch) {
+        GSubprocess *ps[6] = {NULL};
+        for (guint k = 0; k < batch && i + k < reqs->len; k++) {
+            const Req *q = reqs->pdata[i + k];
+            g_autoptr(GSubprocessLauncher) l = g_subprocess_launcher_new(
+                G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_SILENCE);
+            if (q->cwd)
+                g_subprocess_launcher_set_cwd(l, q->cwd);
+            g_autoptr(GError) err = NULL;
+            ps[k] = g_subprocess_launcher_spawnv(l, (const char *const *)q->args, &err);
+            if (!ps[k])
+                fail_msg("ckptctl: %s", err->message);
+        }
+        for (guint k = 0; k < batch && i + k < reqs->len; k++) {
+            const Req *q = reqs->pdata[i + k];
+            Result *r = g_new0(Result, 1);
+            g_autoptr(GError) err = NULL;
+            if (!g_subprocess_communicate_utf8(ps[k], NULL, NULL, &r->out, NULL, &err))
+                fail_msg("ckptctl %s: %s", q->args[1], err->message);
+            if (!g_subprocess_get_if_exited(ps[k]))
+                fail_msg("ckptctl %s %s: killed", q->args[1], q->key);
+            r->code = g_subprocess_get_exit_status(ps[k]);
+            g_object_unref(ps[k]);
+            g_hash_table_insert(res, g_strdup(q->key), r);
+        }
+    }
+    return res;
+}
+
+static const Result *result_of(GHashTable *res, const char *kind, const char *job, const char *n)
+{
+    g_autofree char *key = g_strdup_printf("%s\t%s\t%s", kind, job, n ? n : "");
+    const Result *r = g_hash_table_lookup(res, key);
+    assert_non_null(r);
+    return r;
+}
+
 static JsonNode *parse(const char *text, const char *what)
 {
     g_autoptr(GError) err = NULL;
@@ -466,13 +551,12 @@ static bool is_uri(const char *s)
     return strstr(s, "://") != NULL;
 }
 
-static void compare_checkpoint(Mount *m, const char *ext, Where *w, bool human_too)
+static void compare_checkpoint(Mount *m, const char *ext, Where *w, GHashTable *res, bool human_too)
 {
     const char *dir = m->backing;
-    g_autofree char *loc = g_build_filename(dir, "_jobs", w->job, NULL);
-    const char *args[] = {"resolve", "--json", "--external-root", ext, loc, "-c", w->n, NULL};
-    int code = 0;
-    g_autofree char *json = ctl(NULL, &code, args);
+    const Result *jres = result_of(res, "json", w->job, w->n);
+    const char *json = jres->out;
+    int code = jres->code;
     w->json = json;
     g_autoptr(JsonNode) root = parse(json, "resolve --json");
     JsonObject *o = json_node_get_object(root);
@@ -586,10 +670,7 @@ static void compare_checkpoint(Mount *m, const char *ext, Where *w, bool human_t
         w->json = w->block = NULL;
         return;
     }
-    g_autofree char *jrel = g_strconcat("_jobs/", w->job, NULL);
-    const char *hargs[] = {"resolve", "--external-root", ext, jrel, "-c", w->n, NULL};
-    int hcode = 0;
-    g_autofree char *human = ctl(dir, &hcode, hargs);
+    const char *human = result_of(res, "human", w->job, w->n)->out;
     g_autofree char *head = g_strdup_printf("status: ok\njob: %s\n", w->job);
     if (!g_str_has_prefix(human, head))
         disagree(w, "resolve's human text", human, block);
@@ -603,12 +684,11 @@ static void compare_checkpoint(Mount *m, const char *ext, Where *w, bool human_t
     w->json = w->block = NULL;
 }
 
-static void compare_latest(Mount *m, const char *ext, Where *w)
+static void compare_latest(Mount *m, Where *w, GHashTable *res)
 {
-    g_autofree char *loc = g_build_filename(m->backing, "_jobs", w->job, NULL);
-    const char *args[] = {"resolve", "--json", "--external-root", ext, loc, NULL};
-    int code = 0;
-    g_autofree char *json = ctl(NULL, &code, args);
+    const Result *lr = result_of(res, "latest", w->job, NULL);
+    const char *json = lr->out;
+    int code = lr->code;
     w->json = json;
     g_autoptr(JsonNode) root = parse(json, "resolve --json");
     JsonObject *o = json_node_get_object(root);
@@ -666,15 +746,38 @@ static void compare_dir(guint i, guint *n_checkpoints)
     g_autofree char *vnames = names_of(views, true);
     same(&w, "the jobs (ckptctl jobs --json / ls _views)", jnames, vnames);
 
+    /* every run of ckptctl this directory needs, first */
+    g_autoptr(GPtrArray) reqs = g_ptr_array_new_with_free_func(req_free);
+    g_autoptr(GPtrArray) per_job =
+        g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
+    for (guint k = 0; k < json_array_get_length(jobs); k++) {
+        JsonObject *j = json_array_get_object_element(jobs, k);
+        const char *job = json_object_get_string_member(j, "job");
+        g_autofree char *loc = g_build_filename(m->backing, "_jobs", job, NULL);
+        g_autofree char *jrel = g_strconcat("_jobs/", job, NULL);
+        JsonArray *cps = json_object_get_array_member(j, "checkpoints");
+        GPtrArray *ns = g_ptr_array_new_with_free_func(g_free);
+        for (guint x = 0; x < json_array_get_length(cps); x++) {
+            char *n = g_strdup_printf("%" G_GUINT64_FORMAT, u64_of(json_array_get_element(cps, x)));
+            g_ptr_array_add(ns, n);
+            const char *args[] = {"resolve", "--json", "--external-root", ext, loc, "-c", n, NULL};
+            req_add(reqs, g_strdup_printf("json\t%s\t%s", job, n), NULL, args);
+            if (x + 1 == json_array_get_length(cps)) {
+                const char *h[] = {"resolve", "--external-root", ext, jrel, "-c", n, NULL};
+                req_add(reqs, g_strdup_printf("human\t%s\t%s", job, n), m->backing, h);
+            }
+        }
+        const char *largs[] = {"resolve", "--json", "--external-root", ext, loc, NULL};
+        req_add(reqs, g_strdup_printf("latest\t%s\t", job), NULL, largs);
+        g_ptr_array_add(per_job, ns);
+    }
+    g_autoptr(GHashTable) res = run_all(reqs);
+
     for (guint k = 0; k < json_array_get_length(jobs); k++) {
         JsonObject *j = json_array_get_object_element(jobs, k);
         w.job = json_object_get_string_member(j, "job");
         w.json = jtext;
-        JsonArray *cps = json_object_get_array_member(j, "checkpoints");
-        g_autoptr(GPtrArray) ns = g_ptr_array_new_with_free_func(g_free);
-        for (guint x = 0; x < json_array_get_length(cps); x++)
-            g_ptr_array_add(
-                ns, g_strdup_printf("%" G_GUINT64_FORMAT, u64_of(json_array_get_element(cps, x))));
+        GPtrArray *ns = per_job->pdata[k];
         g_autoptr(GPtrArray) sorted = g_ptr_array_copy(ns, NULL, NULL);
         g_ptr_array_set_free_func(sorted, NULL); /* ns owns the strings */
         g_ptr_array_sort(sorted, cmp_str);
@@ -688,11 +791,11 @@ static void compare_dir(guint i, guint *n_checkpoints)
         same(&w, "the checkpoints (ckptctl jobs --json / ls checkpoints)", jc, vc);
         for (guint x = 0; x < ns->len; x++) {
             w.n = ns->pdata[x];
-            compare_checkpoint(m, ext, &w, x + 1 == ns->len);
+            compare_checkpoint(m, ext, &w, res, x + 1 == ns->len);
             (*n_checkpoints)++;
         }
         w.n = NULL;
-        compare_latest(m, ext, &w);
+        compare_latest(m, &w, res);
     }
     if (mount_stop(m) != 0)
         fail_msg("directory %u: the daemon did not exit cleanly", i);
