@@ -110,7 +110,7 @@ GArray *ck_job_marker_list(int jfd)
  * 0 with *out set, -ENOENT when it is gone, or another -errno. */
 static int marker_read(int jfd, CkMarkerStamp *st, char *buf, CkMarker **out)
 {
-    char path[32];
+    char path[48];
     g_snprintf(path, sizeof path, "chk-%" G_GUINT64_FORMAT, (guint64)st->n);
     *out = NULL;
     if (st->flags & CK_STAMP_CHK_SYMLINK) {
@@ -124,39 +124,31 @@ static int marker_read(int jfd, CkMarkerStamp *st, char *buf, CkMarker **out)
         *out = ck_marker_not_regular(st->mode);
         return 0;
     }
-    /* chk-<N> was a directory when listed: opened without following, so a
-     * symlink put in its place since is not followed either */
-    int cfd = openat(jfd, path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (cfd < 0) {
-        if (errno == ENOTDIR || errno == ELOOP) {
-            g_autofree char *why = g_strdup_printf("%s is a symlink, not followed", path);
-            struct stat sb;
-            if (fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(sb.st_mode))
-                return -ENOENT; /* a file now: no marker */
+    /* chk-<N> was a directory and COMPLETED a regular file when listed; a
+     * symlink put in the place of either since is not followed (openat2
+     * RESOLVE_NO_SYMLINKS: one call), a FIFO does not hang the open */
+    g_strlcat(path, "/COMPLETED", sizeof path);
+    g_autofree char *bad = NULL;
+    int fd = ck_open_beneath(jfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, &bad);
+    if (fd < 0) {
+        struct stat sb;
+        if (fd == -ELOOP && bad && !strchr(bad, '/')) { /* chk-<N> itself */
+            if (fstatat(jfd, bad, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+                return -ENOENT;
             *st = stamp_of(st->n, &sb, CK_STAMP_CHK_SYMLINK);
+            g_autofree char *why = g_strdup_printf("%s is a symlink, not followed", bad);
             *out = ck_marker_malformed(why);
             return 0;
         }
-        return -errno;
-    }
-    /* COMPLETED was regular when listed; O_NOFOLLOW and O_NONBLOCK in case
-     * it was replaced since: a symlink is not followed, a FIFO does not hang */
-    int fd = openat(cfd, "COMPLETED", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        struct stat sb;
-        if (e != ENOENT && fstatat(cfd, "COMPLETED", &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (fd != -ENOENT && fd != -ENOTDIR && fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
             *st = stamp_of(st->n, &sb, 0);
             if (!S_ISREG(sb.st_mode)) {
-                close(cfd);
                 *out = ck_marker_not_regular(sb.st_mode);
                 return 0;
             }
         }
-        close(cfd);
-        return -e;
+        return fd == -ENOTDIR ? -ENOENT : fd;
     }
-    close(cfd);
     struct stat sb;
     int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
     if (rc == 0) {
