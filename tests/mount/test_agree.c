@@ -67,10 +67,12 @@ static void sym(const char *root, const char *rel, const char *target)
 }
 
 /* The hostile shapes; each writes job(s) named after its tag t. */
-typedef void (*Shape)(const char *root, const char *ext, const char *t, GRand *r);
+typedef void (*Shape)(const char *root, const char *ext, const char *t, GRand *r, GString *cfg);
 
-static void shape_non_regular(const char *root, const char *ext, const char *t, GRand *r)
+static void shape_non_regular(const char *root, const char *ext, const char *t, GRand *r,
+                              GString *cfg)
 {
+    (void)cfg;
     (void)ext;
     g_autofree char *j = g_strdup_printf("nr-%s", t);
     g_autofree char *own = g_strdup_printf("_state/%s/v1/0/s", j);
@@ -95,8 +97,10 @@ static void shape_non_regular(const char *root, const char *ext, const char *t, 
     }
 }
 
-static void shape_malformed(const char *root, const char *ext, const char *t, GRand *r)
+static void shape_malformed(const char *root, const char *ext, const char *t, GRand *r,
+                            GString *cfg)
 {
+    (void)cfg;
     (void)ext;
     static const char *const bad[] = {
         "generation=1\nparticipants\n",
@@ -129,8 +133,9 @@ static void shape_malformed(const char *root, const char *ext, const char *t, GR
     }
 }
 
-static void shape_foreign(const char *root, const char *ext, const char *t, GRand *r)
+static void shape_foreign(const char *root, const char *ext, const char *t, GRand *r, GString *cfg)
 {
+    (void)cfg;
     (void)ext;
     g_autofree char *a = g_strdup_printf("own-%s", t), *b = g_strdup_printf("thief-%s", t);
     g_autofree char *sa = g_strdup_printf("_state/%s/v2/0/s", a);
@@ -144,8 +149,9 @@ static void shape_foreign(const char *root, const char *ext, const char *t, GRan
     marker(root, b, "1", mb);
 }
 
-static void shape_legacy(const char *root, const char *ext, const char *t, GRand *r)
+static void shape_legacy(const char *root, const char *ext, const char *t, GRand *r, GString *cfg)
 {
+    (void)cfg;
     (void)ext;
     g_autofree char *a = g_strdup_printf("leg-%s", t), *b = g_strdup_printf("leg2-%s", t);
     put(root, "v1/0/checkpoint-1.snap", "shared", -1);
@@ -160,8 +166,10 @@ static void shape_legacy(const char *root, const char *ext, const char *t, GRand
     marker(root, o, "2", "generation=9\nparticipants=6\n"); /* neither v9 nor 6 */
 }
 
-static void shape_cut_short(const char *root, const char *ext, const char *t, GRand *r)
+static void shape_cut_short(const char *root, const char *ext, const char *t, GRand *r,
+                            GString *cfg)
 {
+    (void)cfg;
     (void)ext;
     g_autofree char *a = g_strdup_printf("cut-%s", t), *b = g_strdup_printf("cutnone-%s", t);
     g_autofree char *s = g_strdup_printf("_state/%s/v3/%u/x", a, g_rand_int_range(r, 0, 3));
@@ -171,8 +179,9 @@ static void shape_cut_short(const char *root, const char *ext, const char *t, GR
     marker(root, b, "1", "checkpoint=1\ngeneration=1\n");
 }
 
-static void shape_huge(const char *root, const char *ext, const char *t, GRand *r)
+static void shape_huge(const char *root, const char *ext, const char *t, GRand *r, GString *cfg)
 {
+    (void)cfg;
     (void)ext;
     (void)r;
     g_autofree char *j = g_strdup_printf("huge-%s", t);
@@ -194,8 +203,9 @@ static void shape_huge(const char *root, const char *ext, const char *t, GRand *
     marker(root, j, "0", "generation=0\nparticipants=\n");
 }
 
-static void shape_roots(const char *root, const char *ext, const char *t, GRand *r)
+static void shape_roots(const char *root, const char *ext, const char *t, GRand *r, GString *cfg)
 {
+    (void)cfg;
     g_autofree char *a = g_strdup_printf("remote-%s", t);
     marker(root, a, "1",
            "generation=1\nparticipants=0\nstate=s3://bucket/ckpt/_state/x?local=/w\n");
@@ -209,8 +219,10 @@ static void shape_roots(const char *root, const char *ext, const char *t, GRand 
     marker(root, e, "1", me);
 }
 
-static void shape_odd_names(const char *root, const char *ext, const char *t, GRand *r)
+static void shape_odd_names(const char *root, const char *ext, const char *t, GRand *r,
+                            GString *cfg)
 {
+    (void)cfg;
     (void)ext;
     (void)r;
     g_autofree char *j = g_strdup_printf("odd.%s-_x", t);
@@ -233,8 +245,10 @@ static void shape_odd_names(const char *root, const char *ext, const char *t, GR
     sym(root, "_jobs/linked", "../_state");
 }
 
-static void shape_namespaced_edges(const char *root, const char *ext, const char *t, GRand *r)
+static void shape_namespaced_edges(const char *root, const char *ext, const char *t, GRand *r,
+                                   GString *cfg)
 {
+    (void)cfg;
     (void)ext;
     g_autofree char *j = g_strdup_printf("ns-%s", t);
     g_autofree char *s1 = g_strdup_printf("_state/%s/v1/0/s", j);
@@ -257,9 +271,28 @@ static void shape_namespaced_edges(const char *root, const char *ext, const char
     marker(root, l, "1", ml);
 }
 
+/* Legacy markers whose state lives in a legacy backend: one job's own
+ * ([job:<J>] legacy_backend in the config both sides read), under the
+ * external root, and the same written for a backend that is missing. */
+static void shape_legacy_backend(const char *root, const char *ext, const char *t, GRand *r,
+                                 GString *cfg)
+{
+    g_autofree char *j = g_strdup_printf("lbj-%s", t), *k = g_strdup_printf("lbk-%s", t);
+    g_autofree char *lb = g_build_filename(ext, t, "lb", NULL);
+    put(lb, "v2/0/s", "backend v2", -1);
+    put(lb, "3/s", "backend older layout", -1);
+    marker(root, j, "1", "generation=2\nparticipants=0\n");
+    marker(root, j, "2", g_rand_boolean(r) ? "generation=4\nparticipants=3\n" : "participants=0\n");
+    g_string_append_printf(cfg, "[job:%s]\nlegacy_backend=%s\n", j, lb);
+    g_autofree char *gone = g_build_filename(ext, t, "gone", NULL);
+    marker(root, k, "1", "generation=1\nparticipants=0\n");
+    g_string_append_printf(cfg, "[job:%s]\nlegacy_backend=%s\n", k, gone);
+}
+
 static const Shape shapes[] = {
-    shape_non_regular, shape_malformed, shape_foreign,   shape_legacy,           shape_cut_short,
-    shape_huge,        shape_roots,     shape_odd_names, shape_namespaced_edges,
+    shape_non_regular,      shape_malformed,      shape_foreign, shape_legacy,
+    shape_cut_short,        shape_huge,           shape_roots,   shape_odd_names,
+    shape_namespaced_edges, shape_legacy_backend,
 };
 
 static const char *ckptctl(void)
@@ -272,7 +305,7 @@ static const char *ckptctl(void)
 /* Writes directory i: a small ckptctl fixture (two in three) and a shape
  * (every other time), or one or two shapes.  Small on purpose: every
  * checkpoint costs runs of ckptctl, and 200 directories must stay quick. */
-static void generate(guint i, const char *root, const char *ext)
+static void generate(guint i, const char *root, const char *ext, GString *cfg)
 {
     g_autoptr(GRand) r = g_rand_new_with_seed(i * 2654435761u + 7);
     guint n;
@@ -296,8 +329,8 @@ static void generate(guint i, const char *root, const char *ext)
     }
     for (guint k = 0; k < n; k++) {
         g_autofree char *t = g_strdup_printf("%u%c", i, 'a' + k);
-        shapes[(i / 2 + k * 5 + (guint)g_rand_int_range(r, 0, 2)) % G_N_ELEMENTS(shapes)](root, ext,
-                                                                                          t, r);
+        guint which = (i / 2 + k * 5 + (guint)g_rand_int_range(r, 0, 2)) % G_N_ELEMENTS(shapes);
+        shapes[which](root, ext, t, r, cfg);
     }
 }
 
@@ -715,13 +748,24 @@ static void compare_dir(guint i, guint *n_checkpoints)
     assert_int_equal(rmdir(st), 0);
     g_autofree char *ext = g_build_filename(m->base, "ext", NULL);
     mk(ext, "");
-    generate(i, m->backing, ext);
-    g_autofree char *opt = g_strdup_printf("external_root=%s", ext);
+    /* both sides read one config: the external root, per-job legacy
+     * backends, and (one directory in seven) a legacy backend for all */
+    g_autoptr(GString) cfg = g_string_new(NULL);
+    g_string_append_printf(cfg, "[ckptfs]\nexternal_root=%s\n", ext);
+    if (i % 7 == 3) {
+        g_autofree char *all = g_build_filename(ext, "all-lb", NULL);
+        put(all, "v1/0/s", "the legacy backend of every job", -1);
+        g_string_append_printf(cfg, "legacy_backend=%s\n", all);
+    }
+    generate(i, m->backing, ext, cfg);
+    g_autofree char *cfgp = g_build_filename(m->base, "ckptfs.conf", NULL);
+    put(m->base, "ckptfs.conf", cfg->str, -1);
+    g_autofree char *opt = g_strdup_printf("config=%s", cfgp);
     const char *margs[] = {"-o", opt, NULL};
     if (mount_start(m, margs) != 0)
         fail_msg("directory %u: the mount failed", i);
 
-    const char *jargs[] = {"jobs", "--json", "--external-root", ext, m->backing, NULL};
+    const char *jargs[] = {"jobs", "--json", "--config", cfgp, m->backing, NULL};
     int code = 0;
     g_autofree char *jtext = ctl(NULL, &code, jargs);
     g_autoptr(JsonNode) jroot = parse(jtext, "jobs --json");
@@ -760,14 +804,14 @@ static void compare_dir(guint i, guint *n_checkpoints)
         for (guint x = 0; x < json_array_get_length(cps); x++) {
             char *n = g_strdup_printf("%" G_GUINT64_FORMAT, u64_of(json_array_get_element(cps, x)));
             g_ptr_array_add(ns, n);
-            const char *args[] = {"resolve", "--json", "--external-root", ext, loc, "-c", n, NULL};
+            const char *args[] = {"resolve", "--json", "--config", cfgp, loc, "-c", n, NULL};
             req_add(reqs, g_strdup_printf("json\t%s\t%s", job, n), NULL, args);
             if (x + 1 == json_array_get_length(cps)) {
-                const char *h[] = {"resolve", "--external-root", ext, jrel, "-c", n, NULL};
+                const char *h[] = {"resolve", "--config", cfgp, jrel, "-c", n, NULL};
                 req_add(reqs, g_strdup_printf("human\t%s\t%s", job, n), m->backing, h);
             }
         }
-        const char *largs[] = {"resolve", "--json", "--external-root", ext, loc, NULL};
+        const char *largs[] = {"resolve", "--json", "--config", cfgp, loc, NULL};
         req_add(reqs, g_strdup_printf("latest\t%s\t", job), NULL, largs);
         g_ptr_array_add(per_job, ns);
     }
