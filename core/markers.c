@@ -39,8 +39,7 @@ int ck_job_dir_open(int dfd, const char *job)
 {
     char p[CK_JOB_ID_MAX + 16];
     g_snprintf(p, sizeof p, "_jobs/%s", job);
-    int fd = ck_open_beneath(dfd, p, O_RDONLY | O_DIRECTORY, NULL);
-    return fd < 0 ? -1 : fd;
+    return ck_open_beneath(dfd, p, O_RDONLY | O_DIRECTORY, NULL);
 }
 
 static int64_t mtime_ns_of(const struct stat *sb)

@@ -42,7 +42,7 @@ typedef struct {
  * other entry into not_jobs as "<sub>/<name>" (either may be NULL). */
 void ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *not_jobs);
 
-/* _jobs/<job> beneath dfd, through no symlink: a descriptor, or -1. */
+/* _jobs/<job> beneath dfd, through no symlink: a descriptor, or -errno. */
 int ck_job_dir_open(int dfd, const char *job);
 
 /* The checkpoints of a job (jfd: _jobs/<J> freshly opened, its offset at the

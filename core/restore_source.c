@@ -91,8 +91,10 @@ static CkRestore *job_restore(const char *dir, const char *job, bool latest, uin
 }
 
 /* Job ids under _jobs (sorted, interned) with a marker for n (any marker,
- * for latest), as markers.c lists them. */
-static GPtrArray *jobs_with_markers(int dfd, bool latest, uint64_t n)
+ * for latest), as markers.c lists them.  A job directory that cannot be read
+ * is an error (*err), as for ckptctl jobs and check: not a job without
+ * markers. */
+static GPtrArray *jobs_with_markers(int dfd, bool latest, uint64_t n, int *err)
 {
     g_autoptr(GHashTable) names = g_hash_table_new(g_direct_hash, g_direct_equal);
     ck_list_job_dirs(dfd, "_jobs", names, NULL);
@@ -102,6 +104,8 @@ static GPtrArray *jobs_with_markers(int dfd, bool latest, uint64_t n)
     g_hash_table_iter_init(&it, names);
     while (g_hash_table_iter_next(&it, &k, NULL)) {
         int jfd = ck_job_dir_open(dfd, k);
+        if (jfd < 0 && jfd != -ENOENT && jfd != -ENOTDIR && jfd != -ELOOP && !*err)
+            *err = jfd;
         g_autoptr(GArray) list = ck_job_marker_list(jfd);
         if (jfd >= 0)
             close(jfd);
@@ -183,7 +187,11 @@ int ck_resolve(const char *location, bool latest, uint64_t checkpoint, const CkR
     int err = 0;
     if (!dir) {
         res->dir = strip_trailing_slashes(path);
-        g_autoptr(GPtrArray) jobs = jobs_with_markers(fd, latest, checkpoint);
+        g_autoptr(GPtrArray) jobs = jobs_with_markers(fd, latest, checkpoint, &err);
+        if (err) {
+            close(fd);
+            return err;
+        }
         if (jobs->len == 1) {
             job = jobs->pdata[0];
             dir = g_strdup(res->dir);

@@ -711,6 +711,11 @@ static void unreadable_marker_as_nobody(void **state)
         assert_one_line_error(&jr);
         assert_non_null(strstr(jr.err, "_jobs/j: Permission denied"));
     }
+    /* resolve too: not "no marker for 1, as given" */
+    g_auto(Run) rj = run_as_nobody("resolve", dir, "-c", "1", "--json", NULL);
+    assert_one_line_error(&rj);
+    assert_non_null(strstr(rj.err, "Permission denied"));
+    assert_string_equal(rj.out, "");
     assert_int_equal(chmod(jdir, 0755), 0);
     /* an unreadable directory is an I/O error */
     g_autofree char *jobs = path_in(fx, "u");
