@@ -1,5 +1,6 @@
-/* core/resolve.c: SPEC §1's marker-class table and SPEC §2's table, row by
- * row, on small directories built in a temporary directory. */
+/* core/resolve.c (SPEC §1's marker-class table) and core/restore_source.c
+ * (SPEC §2's table), row by row, on small directories built in a temporary
+ * directory. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
