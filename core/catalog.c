@@ -15,13 +15,7 @@
 #include <unistd.h>
 
 #include "classify.h"
-
-typedef struct {
-    guint64 n;
-    guint64 ino;
-    guint64 size;
-    gint64 mtime_ns;
-} MarkerStamp;
+#include "markers.h"
 
 typedef struct {
     bool exists;
@@ -32,7 +26,7 @@ typedef struct {
 /* A snapshot: the public part first, so a CkJobInfo* is a JobPriv*. */
 typedef struct {
     CkJobInfo pub;
-    GArray *stamps;    /* MarkerStamp, parallel to pub.checkpoints */
+    GArray *stamps;    /* CkMarkerStamp, parallel to pub.checkpoints */
     DirStamp own_root; /* _state/<J> */
     bool uses_top;     /* some restore depends on the top-level layout (legacy) */
 } JobPriv;
@@ -49,6 +43,7 @@ struct CkCatalog {
     guint n_markers;
     DirStamp top;
     guint64 next_version;
+    const char *only_job; /* interned: a catalog of this one job (ck_catalog_open_job) */
 };
 
 static gint cmp_str(gconstpointer a, gconstpointer b)
@@ -59,11 +54,6 @@ static gint cmp_str(gconstpointer a, gconstpointer b)
 static gint64 mtime_ns_of(const struct stat *sb)
 {
     return (gint64)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
-}
-
-static MarkerStamp stamp_of(guint64 n, const struct stat *sb)
-{
-    return (MarkerStamp){n, sb->st_ino, (guint64)sb->st_size, mtime_ns_of(sb)};
 }
 
 static DirStamp dir_stamp(int dfd, const char *path)
@@ -131,7 +121,7 @@ static JobPriv *job_priv_new(const char *job)
     JobPriv *jp = g_atomic_rc_box_new0(JobPriv);
     jp->pub.job = job;
     jp->pub.checkpoints = g_ptr_array_new_with_free_func(checkpoint_free);
-    jp->stamps = g_array_new(FALSE, FALSE, sizeof(MarkerStamp));
+    jp->stamps = g_array_new(FALSE, FALSE, sizeof(CkMarkerStamp));
     jp->pub.layout = "none";
     return jp;
 }
@@ -172,59 +162,6 @@ static void job_finish(JobPriv *jp)
     jp->pub.layout = ns && legacy ? "mixed" : ns ? "namespaced" : legacy ? "legacy" : "none";
 }
 
-static gint cmp_stamp(gconstpointer a, gconstpointer b)
-{
-    const MarkerStamp *x = a, *y = b;
-    return x->n < y->n ? -1 : x->n > y->n;
-}
-
-/* The chk-<N> directories of _jobs/<job> (jfd, freshly opened: read with
- * getdents from its start), ascending.  with_stamps: also (ino, size, mtime)
- * of each COMPLETED, dropping those without one (a checkpoint in progress); a
- * COMPLETED of any type counts (a non-regular one is reported malformed).
- * jfd < 0: none. */
-static GArray *marker_list(int jfd, bool with_stamps)
-{
-    GArray *out = g_array_new(FALSE, FALSE, sizeof(MarkerStamp));
-    if (jfd < 0)
-        return out;
-    CkDirIter it;
-    ck_dir_iter_init(&it, jfd);
-    char path[64];
-    const char *nm;
-    unsigned char t;
-    while ((nm = ck_dir_iter_next(&it, &t)) != NULL) {
-        guint64 n;
-        /* DT_DIR, never DT_LNK: chk-<N> is not followed if it is a symlink */
-        if (t != DT_DIR && t != DT_UNKNOWN)
-            continue;
-        if (!ck_parse_checkpoint_name(nm, strlen(nm), &n))
-            continue;
-        struct stat sb;
-        if (t == DT_UNKNOWN &&
-            (fstatat(jfd, nm, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode)))
-            continue;
-        MarkerStamp ms = {n, 0, 0, 0};
-        if (with_stamps) {
-            g_snprintf(path, sizeof path, "%s/COMPLETED", nm);
-            if (fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-                continue;
-            ms = stamp_of(n, &sb);
-        }
-        g_array_append_val(out, ms);
-    }
-    g_array_sort(out, cmp_stamp);
-    return out;
-}
-
-static int open_job_dir(CkCatalog *c, const char *job)
-{
-    char p[CK_JOB_ID_MAX + 16];
-    g_snprintf(p, sizeof p, "_jobs/%s", job);
-    int fd = ck_open_beneath(c->dfd, p, O_RDONLY | O_DIRECTORY, NULL);
-    return fd < 0 ? -1 : fd;
-}
-
 static DirStamp own_root_stamp(CkCatalog *c, const char *job)
 {
     char p[CK_JOB_ID_MAX + 16];
@@ -234,60 +171,20 @@ static DirStamp own_root_stamp(CkCatalog *c, const char *job)
 
 #define MARKER_BUF (CK_MARKER_MAX_BYTES + 1)
 
-/* Reads and parses chk-<n>/COMPLETED of jfd.  The stamp comes from the
- * descriptor that is read, so it always describes the bytes parsed (a
- * separate stat could race a rewrite); reading and parsing are
- * ck_marker_read_fd's, so a non-regular file is malformed as ck_marker_load
- * says.  buf: MARKER_BUF bytes of scratch.  Returns 0 or -errno (-ENOENT: no
- * COMPLETED yet, a checkpoint in progress; -ELOOP: a symlink named
- * COMPLETED, not followed). */
-static int marker_read(int jfd, guint64 n, char *buf, CkMarker **out, MarkerStamp *st)
+/* Checkpoint *ms of job (jfd: _jobs/<J>), read and resolved by markers.c;
+ * NULL when its COMPLETED is gone since the listing.  *ms: as read. */
+static CkCheckpointInfo *checkpoint_new(CkCatalog *c, const char *job, int jfd, CkMarkerStamp *ms,
+                                        CkRootCache *cache, char *buf)
 {
-    char path[64];
-    g_snprintf(path, sizeof path, "chk-%" G_GUINT64_FORMAT "/COMPLETED", n);
-    *out = NULL;
-    struct stat sb;
-    int fd = openat(jfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (e != ENOENT && fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0)
-            *st = stamp_of(n, &sb);
-        return -e;
-    }
-    int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
-    if (rc == 0) {
-        *st = stamp_of(n, &sb);
-        rc = ck_marker_read_fd(fd, &sb, n, buf, out);
-    }
-    close(fd);
-    return rc;
-}
-
-static CkCheckpointInfo *checkpoint_new(CkCatalog *c, const char *job, guint64 n, CkMarker *m,
-                                        int rc, CkRootCache *cache)
-{
+    GPtrArray *unknown = NULL;
+    CkRestore *r = ck_job_marker_restore(c->dfd, jfd, job, ms, &c->ropts, cache, buf, &unknown);
+    if (!r)
+        return NULL;
     CkCheckpointInfo *cp = g_new0(CkCheckpointInfo, 1);
-    cp->n = n;
+    cp->n = ms->n;
     cp->shared_with = g_ptr_array_new();
-    if (!m) {
-        CkRestore *r = g_new0(CkRestore, 1);
-        r->job = job;
-        r->checkpoint = n;
-        r->cls = CK_MARKER_MALFORMED;
-        r->participants = g_array_new(FALSE, FALSE, sizeof(guint32));
-        r->subtasks = g_array_ref(r->participants);
-        r->reads = g_ptr_array_new_with_free_func(g_free);
-        r->marker = g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, n);
-        r->error = rc == -ELOOP ? g_strdup("COMPLETED is a symlink: not followed")
-                                : g_strdup_printf("cannot read the marker: %s", g_strerror(-rc));
-        cp->restore = r;
-        cp->unknown = g_ptr_array_new_with_free_func(kv_free);
-        return cp;
-    }
-    cp->restore = ck_restore_of_marker_cached(c->dfd, job, n, m, &c->ropts, cache);
-    /* Keep the unknown keys, drop the rest of the parse. */
-    cp->unknown = g_steal_pointer(&m->unknown);
-    m->unknown = g_ptr_array_new();
+    cp->restore = r;
+    cp->unknown = unknown;
     return cp;
 }
 
@@ -302,29 +199,26 @@ static JobPriv *job_build(CkCatalog *c, const char *job, int jfd, DirStamp own_r
 {
     JobPriv *jp = job_priv_new(job);
     jp->pub.has_markers_dir = jfd >= 0;
-    g_autoptr(GArray) list = stamps ? g_array_ref((GArray *)stamps) : marker_list(jfd, false);
+    g_autoptr(GArray) list = stamps ? g_array_ref((GArray *)stamps) : ck_job_marker_list(jfd);
     jp->own_root = own_root;
     jp->pub.has_own_root = own_root.exists;
     guint k = 0;
     for (guint i = 0; i < list->len; i++) {
-        MarkerStamp ms = g_array_index(list, MarkerStamp, i);
+        CkMarkerStamp ms = g_array_index(list, CkMarkerStamp, i);
         CkCheckpointInfo *cp = NULL;
         if (old && !reeval && stamps) {
-            while (k < old->stamps->len && g_array_index(old->stamps, MarkerStamp, k).n < ms.n)
+            while (k < old->stamps->len && g_array_index(old->stamps, CkMarkerStamp, k).n < ms.n)
                 k++;
             if (k < old->stamps->len) {
-                const MarkerStamp *os = &g_array_index(old->stamps, MarkerStamp, k);
+                const CkMarkerStamp *os = &g_array_index(old->stamps, CkMarkerStamp, k);
                 if (memcmp(os, &ms, sizeof ms) == 0)
                     cp = checkpoint_copy(old->pub.checkpoints->pdata[k]);
             }
         }
         if (!cp) {
-            CkMarker *m = NULL;
-            int rc = marker_read(jfd, ms.n, buf, &m, &ms);
-            if (rc == -ENOENT && !m)
-                continue;
-            cp = checkpoint_new(c, job, ms.n, m, rc, cache);
-            ck_marker_free(m);
+            cp = checkpoint_new(c, job, jfd, &ms, cache, buf);
+            if (!cp)
+                continue; /* COMPLETED gone since the listing */
         }
         g_array_append_val(jp->stamps, ms);
         g_ptr_array_add(jp->pub.checkpoints, cp);
@@ -396,6 +290,13 @@ static void index_read(GHashTable *by_loc, const char *loc, const char *job)
     }
     if (!g_ptr_array_find(js, job, NULL))
         g_ptr_array_add(js, (gpointer)job);
+}
+
+/* answers below are padded with NULLs: an unref that takes them */
+static void ptr_array_unref0(gpointer p)
+{
+    if (p)
+        g_ptr_array_unref(p);
 }
 
 /* shared_with for every checkpoint of every job in `jobs` (id -> JobPriv*).
@@ -476,7 +377,7 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
                 differs = true;
             if (sw || differs) {
                 if (!answers)
-                    answers = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
+                    answers = g_ptr_array_new_with_free_func(ptr_array_unref0);
                 while (answers->len < i)
                     g_ptr_array_add(answers, NULL);
                 g_ptr_array_add(answers, sw ? sw : g_ptr_array_new());
@@ -522,36 +423,6 @@ static GPtrArray *keys_array(GHashTable *t)
 
 /* ---- scanning ---- */
 
-/* Names under _jobs and _state: valid job directories into `names` (a set of
- * interned ids), the rest into not_jobs ("_jobs/<name>"). */
-static void list_names(int dfd, const char *sub, GHashTable *names, GPtrArray *not_jobs)
-{
-    int fd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        const char *nm = de->d_name;
-        if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0)
-            continue;
-        bool isdir = de->d_type == DT_DIR;
-        if (de->d_type == DT_UNKNOWN) {
-            struct stat sb;
-            isdir = fstatat(dirfd(d), nm, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
-        }
-        if (isdir && ck_is_job_id(nm, strlen(nm)))
-            g_hash_table_add(names, (gpointer)g_intern_string(nm));
-        else
-            g_ptr_array_add(not_jobs, g_strconcat(sub, "/", nm, NULL));
-    }
-    closedir(d);
-}
-
 static GHashTable *table_copy(GHashTable *t)
 {
     GHashTable *n = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
@@ -569,16 +440,16 @@ static GHashTable *table_copy(GHashTable *t)
 static JobPriv *job_update(CkCatalog *c, const char *job, const JobPriv *old, bool top_changed,
                            CkRootCache *cache, char *buf)
 {
-    int jfd = open_job_dir(c, job);
+    int jfd = ck_job_dir_open(c->dfd, job);
     DirStamp own = own_root_stamp(c, job);
     bool reeval = false, same = false;
     g_autoptr(GArray) st = NULL;
     if (old) {
-        st = marker_list(jfd, true);
+        st = ck_job_marker_list(jfd);
         reeval = !dir_stamp_equal(own, old->own_root) || (top_changed && old->uses_top);
         same = !reeval && (jfd >= 0) == old->pub.has_markers_dir && st->len == old->stamps->len &&
                (st->len == 0 ||
-                memcmp(st->data, old->stamps->data, st->len * sizeof(MarkerStamp)) == 0);
+                memcmp(st->data, old->stamps->data, st->len * sizeof(CkMarkerStamp)) == 0);
     }
     JobPriv *jp = same ? NULL : job_build(c, job, jfd, own, old, reeval, st, cache, buf);
     if (jfd >= 0)
@@ -616,6 +487,8 @@ static gpointer build_worker(gpointer p)
  * changed (added, removed, replaced). */
 static void rebuild(CkCatalog *c, const char *only, GPtrArray *changed)
 {
+    if (!only)
+        only = c->only_job;
     g_mutex_lock(&c->scan_lock);
     g_mutex_lock(&c->lock);
     GHashTable *cur = g_hash_table_ref(c->jobs);
@@ -639,8 +512,8 @@ static void rebuild(CkCatalog *c, const char *only, GPtrArray *changed)
         top = dir_stamp(c->dfd, ".");
         top_changed = !dir_stamp_equal(top, old_top);
         not_jobs = g_ptr_array_new_with_free_func(g_free);
-        list_names(c->dfd, "_jobs", names, not_jobs);
-        list_names(c->dfd, "_state", names, not_jobs);
+        ck_list_job_dirs(c->dfd, "_jobs", names, not_jobs);
+        ck_list_job_dirs(c->dfd, "_state", names, not_jobs);
         g_ptr_array_sort(not_jobs, cmp_str);
         /* vanished jobs */
         GHashTableIter it;
@@ -711,7 +584,8 @@ static void rebuild(CkCatalog *c, const char *only, GPtrArray *changed)
     g_mutex_unlock(&c->scan_lock);
 }
 
-CkCatalog *ck_catalog_open(const char *dir, const CkCatalogOptions *opts, GError **error)
+static CkCatalog *catalog_new(const char *dir, const CkCatalogOptions *opts, const char *only_job,
+                              GError **error)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
@@ -736,8 +610,24 @@ CkCatalog *ck_catalog_open(const char *dir, const CkCatalogOptions *opts, GError
                                     (GDestroyNotify)ck_job_info_unref);
     c->not_jobs = g_ptr_array_new_with_free_func(g_free);
     c->top.exists = false;
+    c->only_job = only_job ? g_intern_string(only_job) : NULL;
     rebuild(c, NULL, NULL);
     return c;
+}
+
+CkCatalog *ck_catalog_open(const char *dir, const CkCatalogOptions *opts, GError **error)
+{
+    return catalog_new(dir, opts, NULL, error);
+}
+
+CkCatalog *ck_catalog_open_job(const char *dir, const char *job, const CkCatalogOptions *opts,
+                               GError **error)
+{
+    if (!ck_is_job_id(job, strlen(job))) {
+        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s: not a job id", job);
+        return NULL;
+    }
+    return catalog_new(dir, opts, job, error);
 }
 
 void ck_catalog_free(CkCatalog *c)
@@ -782,6 +672,8 @@ bool ck_catalog_refresh_job(CkCatalog *c, const char *job)
     if (!ck_is_job_id(job, strlen(job)))
         return false;
     const char *ij = g_intern_string(job);
+    if (c->only_job && ij != c->only_job)
+        return false;
     g_autoptr(GPtrArray) changed = g_ptr_array_new();
     rebuild(c, ij, changed);
     return g_ptr_array_find(changed, ij, NULL);
@@ -911,62 +803,14 @@ GPtrArray *ck_job_checkpoint_layers(const CkJobInfo *j, const CkCheckpointInfo *
 
 /* ---- restore text ---- */
 
-static void append_u32_list(GString *s, const GArray *a)
-{
-    for (guint i = 0; a && i < a->len; i++)
-        g_string_append_printf(s, "%s%u", i ? "," : "", g_array_index(a, guint32, i));
-}
-
 char *ck_job_restore_text(const CkJobInfo *j)
 {
     GString *s = g_string_new(NULL);
     for (guint i = 0; i < j->checkpoints->len; i++) {
         const CkCheckpointInfo *cp = j->checkpoints->pdata[i];
-        const CkRestore *r = cp->restore;
         if (i)
             g_string_append_c(s, '\n');
-        g_string_append_printf(s, "checkpoint: %" G_GUINT64_FORMAT "\n", (guint64)cp->n);
-        g_string_append_printf(s, "class: %s\n", ck_marker_class_name(r->cls));
-        if (r->root)
-            g_string_append_printf(s, "root: %s (%s)\n", r->root[0] ? r->root : ".",
-                                   ck_root_kind_name(r->root_kind));
-        else
-            g_string_append(s, "root: -\n");
-        if (r->has_generation)
-            g_string_append_printf(s, "generation: %" G_GUINT64_FORMAT "%s\n",
-                                   (guint64)r->generation,
-                                   r->generation_guessed ? " (guessed)" : "");
-        else
-            g_string_append(s, "generation: -\n");
-        g_string_append(s, "participants: ");
-        append_u32_list(s, r->participants);
-        g_string_append_c(s, '\n');
-        g_string_append_printf(s, "marker: %s\n", r->marker);
-        g_string_append_printf(s, "restorable: %s\n", r->restorable ? "yes" : "no");
-        g_string_append(s, "reads:");
-        for (guint k = 0; k < r->reads->len; k++)
-            g_string_append_printf(s, "%s%s", k ? ", " : " ", (char *)r->reads->pdata[k]);
-        g_string_append_c(s, '\n');
-        if (r->legacy_location)
-            g_string_append_printf(s, "legacy_location: yes%s\n",
-                                   r->older_layout ? " (older layout)" : "");
-        if (r->foreign_job)
-            g_string_append_printf(s, "foreign_root: %s\n", r->foreign_job);
-        g_string_append(s, "shared_with:");
-        for (guint k = 0; k < cp->shared_with->len; k++)
-            g_string_append_printf(s, "%s%s", k ? ", " : " ", (char *)cp->shared_with->pdata[k]);
-        g_string_append_c(s, '\n');
-        for (guint k = 0; k < cp->unknown->len; k++) {
-            const CkMarkerKv *kv = cp->unknown->pdata[k];
-            g_autofree char *v = g_strescape(kv->value, NULL);
-            g_string_append_printf(s, "unknown: %s=%s\n", kv->key, v);
-        }
-        if (r->error) {
-            g_autofree char *e = g_strescape(r->error, NULL);
-            g_string_append_printf(s, "error: %s\n", e);
-        } else {
-            g_string_append(s, "error: -\n");
-        }
+        ck_restore_describe(s, cp->restore, NULL, cp->shared_with, cp->unknown);
     }
     return g_string_free(s, FALSE);
 }
@@ -1148,35 +992,6 @@ static gint cmp_hazard(gconstpointer a, gconstpointer b)
     return strcmp(x->path, y->path);
 }
 
-/* chk-<N> entries of _jobs/<job> that are symlinks: never followed (the
- * marker behind one could be anywhere), so no view shows that checkpoint;
- * check says so instead of leaving it out silently. */
-static void symlinked_checkpoints(CkCatalog *c, const char *job, GPtrArray *out)
-{
-    int jfd = open_job_dir(c, job);
-    if (jfd < 0)
-        return;
-    CkDirIter it;
-    ck_dir_iter_init(&it, jfd);
-    const char *nm;
-    unsigned char t;
-    while ((nm = ck_dir_iter_next(&it, &t)) != NULL) {
-        guint64 n;
-        struct stat sb;
-        if ((t != DT_LNK && t != DT_UNKNOWN) || !ck_parse_checkpoint_name(nm, strlen(nm), &n))
-            continue;
-        if (t == DT_UNKNOWN &&
-            (fstatat(jfd, nm, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(sb.st_mode)))
-            continue;
-        CkHazard *h = hazard_add(out, "malformed", g_strdup_printf("_jobs/%s/%s", job, nm),
-                                 g_strdup_printf("%s is a symlink: not followed, checkpoint "
-                                                 "%" G_GUINT64_FORMAT " is not restorable",
-                                                 nm, n));
-        g_ptr_array_add(h->jobs, (gpointer)job);
-    }
-    close(jfd);
-}
-
 GPtrArray *ck_catalog_hazards(CkCatalog *c)
 {
     GPtrArray *out = g_ptr_array_new_with_free_func(hazard_free);
@@ -1278,7 +1093,6 @@ GPtrArray *ck_catalog_hazards(CkCatalog *c)
                                                      j->job, j->job));
             g_ptr_array_add(h->jobs, (gpointer)j->job);
         }
-        symlinked_checkpoints(c, j->job, out);
     }
     for (guint i = 0; i < not_jobs->len; i++) {
         const char *p = not_jobs->pdata[i];

@@ -67,6 +67,11 @@ typedef struct {
 } CkCatalogOptions;
 
 CkCatalog *ck_catalog_open(const char *dir, const CkCatalogOptions *opts, GError **error);
+/* A catalog of the one job `job` of dir (what ck_resolve reads a job's
+ * markers with): the same snapshot as ck_catalog_open's for that job, less
+ * shared_with (no other job is looked at); rescans keep to that job. */
+CkCatalog *ck_catalog_open_job(const char *dir, const char *job, const CkCatalogOptions *opts,
+                               GError **error);
 void ck_catalog_free(CkCatalog *c);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkCatalog, ck_catalog_free)
 
@@ -92,20 +97,9 @@ GPtrArray *ck_job_state_layers(const CkJobInfo *j);
  * (empty for a checkpoint that is not restorable, or whose root is remote). */
 GPtrArray *ck_job_checkpoint_layers(const CkJobInfo *j, const CkCheckpointInfo *cp);
 /* The text of _views/<J>/restore (g_free): one block per checkpoint,
- * ascending, blocks separated by one blank line, each line "key: value":
- *   checkpoint: 3
- *   class: namespaced|legacy|cut-short|malformed
- *   root: _state/j1 (local)          ("." for the dir itself, "-" for none)
- *   generation: 2 (guessed)          ("-" when unknown)
- *   participants: 0,1
- *   marker: _jobs/j1/chk-3/COMPLETED
- *   restorable: yes|no
- *   reads: _state/j1/v2/0, _state/j1/v2/1
- *   legacy_location: yes (older layout)   (only for legacy locations)
- *   foreign_root: <job>                   (only when the root is another job's)
- *   shared_with: a, b                     (empty when none)
- *   unknown: key=value                    (one line per unknown key, C-escaped)
- *   error: <reason, C-escaped>            ("-" when none) */
+ * ascending, blocks separated by one blank line, each block
+ * ck_restore_describe's lines (the words ckptctl resolve prints), with
+ * shared_with and the unknown keys, paths relative to the directory. */
 char *ck_job_restore_text(const CkJobInfo *j);
 
 /* Bytes of state (regular files, st_size) under the locations j's restorable

@@ -62,6 +62,35 @@ static CkMarker *malformed(CkMarker *m, unsigned line, const char *fmt, ...)
     return m;
 }
 
+CkMarker *ck_marker_malformed(const char *reason)
+{
+    return malformed(marker_new(), 0, "%s", reason);
+}
+
+const char *ck_marker_file_type(mode_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFLNK:
+        return "a symlink, not followed";
+    case S_IFDIR:
+        return "a directory";
+    case S_IFIFO:
+        return "a FIFO";
+    case S_IFCHR:
+        return "a character device";
+    case S_IFBLK:
+        return "a block device";
+    case S_IFSOCK:
+        return "a socket";
+    }
+    return "not a file";
+}
+
+CkMarker *ck_marker_not_regular(mode_t mode)
+{
+    return malformed(marker_new(), 0, "not a regular file (%s)", ck_marker_file_type(mode));
+}
+
 static bool is_key(const char *s, size_t len)
 {
     if (len == 0)
@@ -77,11 +106,21 @@ static bool key_is(const char *k, size_t klen, const char *lit)
     return klen == strlen(lit) && memcmp(k, lit, klen) == 0;
 }
 
-/* "0,1,2": every element a canonical u32; "" is the empty list. */
+static bool has_u32(const GArray *a, guint32 v)
+{
+    for (guint i = 0; i < a->len; i++)
+        if (g_array_index(a, guint32, i) == v)
+            return true;
+    return false;
+}
+
+/* "0,1,2": every element a canonical u32; "" is the empty list.  A subtask
+ * listed twice is kept once, at its first place (SPEC §1: read once). */
 static bool parse_participants(const char *v, size_t vlen, GArray *out)
 {
     if (vlen == 0)
         return true;
+    g_autoptr(GHashTable) seen = NULL; /* past a few elements: linear search gets quadratic */
     const char *p = v, *end = v + vlen;
     for (;;) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
@@ -89,7 +128,15 @@ static bool parse_participants(const char *v, size_t vlen, GArray *out)
         guint32 s;
         if (!ck_parse_u32(p, l, &s))
             return false;
-        g_array_append_val(out, s);
+        if (!seen && out->len >= 32) {
+            seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+            for (guint i = 0; i < out->len; i++)
+                g_hash_table_add(seen, GUINT_TO_POINTER(g_array_index(out, guint32, i)));
+        }
+        /* (a NULL key, subtask 0, is a key like any other in a GHashTable) */
+        bool dup = seen ? !g_hash_table_add(seen, GUINT_TO_POINTER(s)) : has_u32(out, s);
+        if (!dup)
+            g_array_append_val(out, s);
         if (!comma)
             return true;
         p = comma + 1; /* a trailing comma leaves an empty element: refused above */
@@ -118,8 +165,9 @@ CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpo
         if (memchr(line, '\0', llen))
             return malformed(m, lineno, "NUL byte");
         /* Markers edited on other systems get CRLF line ends: one '\r' before
-         * the LF is part of the line end, not of the value. */
-        if (llen > 0 && line[llen - 1] == '\r')
+         * the LF is part of the line end, not of the value.  Only before an
+         * LF (SPEC §1): a last line without LF keeps its '\r'. */
+        if (nl && llen > 0 && line[llen - 1] == '\r')
             llen--;
         if (llen == 0 || line[0] == '#')
             continue;
@@ -185,7 +233,7 @@ int ck_marker_read_fd(int fd, const struct stat *st, uint64_t expected_checkpoin
 {
     *out = NULL;
     if (!S_ISREG(st->st_mode)) {
-        *out = malformed(marker_new(), 0, "not a regular file");
+        *out = ck_marker_not_regular(st->st_mode);
         return 0;
     }
     const size_t cap = CK_MARKER_MAX_BYTES + 1;
@@ -209,11 +257,25 @@ int ck_marker_read_fd(int fd, const struct stat *st, uint64_t expected_checkpoin
 int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, CkMarker **out)
 {
     *out = NULL;
-    /* O_NONBLOCK: a FIFO named COMPLETED must not hang the caller in open(). */
-    int fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0)
-        return -errno;
+    /* Look before opening: a COMPLETED that is not a regular file is never
+     * followed or opened (SPEC §1), so a FIFO or a device is not touched. */
     struct stat st;
+    if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode)) {
+        *out = ck_marker_not_regular(st.st_mode);
+        return 0;
+    }
+    /* O_NONBLOCK, O_NOFOLLOW: replaced by a FIFO or a symlink since the look,
+     * the open neither hangs nor follows; the fstat below says what it is. */
+    int fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        if (errno == ELOOP) {
+            *out = ck_marker_not_regular(S_IFLNK);
+            return 0;
+        }
+        return -errno;
+    }
     int rc = fstat(fd, &st) == 0 ? 0 : -errno;
     if (rc == 0) {
         g_autofree char *buf = S_ISREG(st.st_mode) ? g_malloc(CK_MARKER_MAX_BYTES + 1) : NULL;

@@ -11,6 +11,9 @@
  * - unknown keys, duplicated ones included, are kept in file order;
  * - "participants=" is the empty list (has_participants is true), an empty
  *   element ("0,,1", "0,1,") is malformed; "state=" (empty) is malformed;
+ * - a subtask listed twice in participants= is kept once, at its first
+ *   place (SPEC §1: read once);
+ * - a '\r' is dropped only before an LF: a last line without LF keeps it;
  * - error is "line N: reason"; whole-file errors (size, not a regular file)
  *   have error_line 0 and no prefix; the first error in file order wins and
  *   the other fields hold what was parsed before it (do not rely on them). */
@@ -53,12 +56,20 @@ typedef struct {
  * a checkpoint= that differs makes the marker malformed.  Always returns a
  * marker (free with ck_marker_free). */
 CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpoint);
+/* A whole-file malformed marker (error_line 0) with this reason. */
+CkMarker *ck_marker_malformed(const char *reason);
+/* What a non-regular file is, for messages: "a symlink, not followed",
+ * "a directory", "a FIFO", ... */
+const char *ck_marker_file_type(mode_t mode);
+/* The malformed marker of a COMPLETED that is not a regular file (SPEC §1):
+ * "not a regular file (a directory)", "not a regular file (a symlink, not
+ * followed)", ... */
+CkMarker *ck_marker_not_regular(mode_t mode);
 /* Reads and parses a marker file.  A file over 64 KiB is malformed (read at
  * most 64 KiB + 1).  Returns 0 with *out set, or -errno on I/O error (the
- * marker is then unreadable, which the caller reports).  The last component
- * is never followed (a symlink gives -ELOOP); an existing non-regular file
- * (directory, FIFO, device) is returned as malformed "not a regular file"
- * (opened O_NONBLOCK, so a FIFO never blocks). */
+ * marker is then unreadable, which the caller reports).  A path that is not a
+ * regular file (a symlink, a directory, a FIFO, a device) is never followed
+ * or opened: it is returned as ck_marker_not_regular. */
 int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, CkMarker **out);
 /* ck_marker_load's part after the open, for a caller that opens and stats
  * the file itself (the catalog stamps markers from that fstat): st is fd's

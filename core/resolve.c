@@ -1,4 +1,5 @@
-/* Restore resolution: SPEC §1's marker classes and SPEC §2's table.
+/* Restore resolution: SPEC §1's marker classes (SPEC §2's table is
+ * restore_source.c, over the catalog).
  *
  * Local roots are looked at through the checkpoint directory's descriptor
  * only, component by component with AT_SYMLINK_NOFOLLOW, so a symlink in a
@@ -32,19 +33,6 @@ const char *ck_root_kind_name(CkRootKind k)
         return "remote";
     }
     return "none";
-}
-
-const char *ck_resolve_status_name(CkResolveStatus s)
-{
-    switch (s) {
-    case CK_RESOLVE_OK:
-        return "ok";
-    case CK_RESOLVE_REFUSED:
-        return "refused";
-    case CK_RESOLVE_AS_GIVEN:
-        return "as-given";
-    }
-    return "as-given";
 }
 
 /* ---- paths ---- */
@@ -443,6 +431,77 @@ CkRestore *ck_restore_copy(const CkRestore *r)
     return c;
 }
 
+char *ck_restore_path(const char *dir, const char *rel)
+{
+    if (!dir || strcmp(dir, ".") == 0)
+        return g_strdup(rel[0] ? rel : ".");
+    if (rel[0] == '\0')
+        return g_strdup(dir);
+    size_t l = strlen(dir);
+    return g_strconcat(dir, dir[l - 1] == '/' ? "" : "/", rel, NULL);
+}
+
+static void describe_list(GString *out, const char *key, const GPtrArray *a)
+{
+    g_string_append_printf(out, "%s:", key);
+    for (guint k = 0; a && k < a->len; k++)
+        g_string_append_printf(out, "%s%s", k ? ", " : " ", (char *)a->pdata[k]);
+    if (!a || a->len == 0)
+        g_string_append(out, " -");
+    g_string_append_c(out, '\n');
+}
+
+void ck_restore_describe(GString *out, const CkRestore *r, const char *dir,
+                         const GPtrArray *shared_with, const GPtrArray *unknown)
+{
+    bool local = r->root_kind == CK_ROOT_LOCAL;
+    g_string_append_printf(out, "checkpoint: %" G_GUINT64_FORMAT "\n", (guint64)r->checkpoint);
+    g_string_append_printf(out, "class: %s\n", ck_marker_class_name(r->cls));
+    if (r->root) {
+        g_autofree char *root = local ? ck_restore_path(dir, r->root) : g_strdup(r->root);
+        g_string_append_printf(out, "root: %s (%s)\n", root, ck_root_kind_name(r->root_kind));
+    } else {
+        g_string_append(out, "root: -\n");
+    }
+    if (r->has_generation)
+        g_string_append_printf(out, "generation: %" G_GUINT64_FORMAT " (%s)\n",
+                               (guint64)r->generation,
+                               r->generation_guessed ? "guessed" : "marker");
+    else
+        g_string_append(out, "generation: -\n");
+    g_string_append(out, "participants:");
+    for (guint i = 0; i < r->participants->len; i++)
+        g_string_append_printf(out, "%s%u", i ? "," : " ",
+                               g_array_index(r->participants, guint32, i));
+    g_string_append(out, r->participants->len ? "\n" : " -\n");
+    g_autofree char *marker = ck_restore_path(dir, r->marker);
+    g_string_append_printf(out, "marker: %s\n", marker);
+    g_string_append_printf(out, "restorable: %s\n", r->restorable ? "yes" : "no");
+    g_autoptr(GPtrArray) reads = g_ptr_array_new_with_free_func(g_free);
+    for (guint k = 0; k < r->reads->len; k++)
+        g_ptr_array_add(reads, local ? ck_restore_path(dir, r->reads->pdata[k])
+                                     : g_strdup(r->reads->pdata[k]));
+    describe_list(out, "reads", reads);
+    if (r->legacy_location)
+        g_string_append_printf(out, "legacy_location: yes%s\n",
+                               r->older_layout ? " (older layout)" : "");
+    if (r->foreign_job)
+        g_string_append_printf(out, "foreign_root: %s\n", r->foreign_job);
+    if (shared_with)
+        describe_list(out, "shared_with", shared_with);
+    for (guint k = 0; unknown && k < unknown->len; k++) {
+        const CkMarkerKv *kv = unknown->pdata[k];
+        g_autofree char *v = g_strescape(kv->value, NULL);
+        g_string_append_printf(out, "unknown: %s=%s\n", kv->key, v);
+    }
+    if (r->error) {
+        g_autofree char *e = g_strescape(r->error, NULL);
+        g_string_append_printf(out, "error: %s\n", e);
+    } else {
+        g_string_append(out, "error: -\n");
+    }
+}
+
 static void fail(CkRestore *r, char *msg)
 {
     r->restorable = false;
@@ -786,12 +845,13 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
     r->job = g_intern_string(job);
     r->checkpoint = checkpoint;
     r->cls = m->cls;
-    r->participants = u32_array_copy(m->participants);
+    /* a parse error leaves half-parsed fields behind: none is shown */
+    r->participants = u32_array_copy(m->cls == CK_MARKER_MALFORMED ? NULL : m->participants);
     r->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
     r->reads = g_ptr_array_new_with_free_func(g_free);
     r->marker =
         g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, (guint64)checkpoint);
-    r->state = g_strdup(m->state);
+    r->state = m->cls == CK_MARKER_MALFORMED ? NULL : g_strdup(m->state);
     if (m->cls != CK_MARKER_MALFORMED && m->has_generation) {
         /* shown even when the restore then fails */
         r->has_generation = true;
@@ -831,262 +891,4 @@ CkRestore *ck_restore_of_marker(int dirfd, const char *job, uint64_t checkpoint,
                                 const CkResolveOptions *opts)
 {
     return ck_restore_of_marker_cached(dirfd, job, checkpoint, m, opts, NULL);
-}
-
-/* ---- SPEC §2 ---- */
-
-void ck_resolution_free(CkResolution *r)
-{
-    if (!r)
-        return;
-    ck_restore_free(r->restore);
-    if (r->candidates)
-        g_ptr_array_unref(r->candidates);
-    g_free(r->location);
-    g_free(r->error);
-    g_free(r->dir);
-    g_free(r);
-}
-
-static gint cmp_str(gconstpointer a, gconstpointer b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* A directory beneath dfd, reached through no symlink, to readdir; or NULL. */
-static DIR *open_local_dir(int dfd, const char *path)
-{
-    int fd = ck_open_beneath(dfd, path, O_RDONLY | O_DIRECTORY, NULL);
-    if (fd < 0)
-        return NULL;
-    DIR *d = fdopendir(fd);
-    if (!d)
-        close(fd);
-    return d;
-}
-
-/* Checkpoint ids with a COMPLETED file in _jobs/<job> (sorted ascending). */
-static GArray *job_checkpoints(int dfd, const char *job)
-{
-    GArray *out = g_array_new(FALSE, FALSE, sizeof(guint64));
-    g_autofree char *p = g_strconcat("_jobs/", job, NULL);
-    DIR *d = open_local_dir(dfd, p);
-    if (!d)
-        return out;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        guint64 n;
-        if (!ck_parse_checkpoint_name(de->d_name, strlen(de->d_name), &n))
-            continue;
-        g_autofree char *c = g_strconcat(de->d_name, "/COMPLETED", NULL);
-        struct stat sb;
-        if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode) &&
-            fstatat(dirfd(d), c, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
-            g_array_append_val(out, n);
-    }
-    closedir(d);
-    g_array_sort(out, cmp_u64);
-    return out;
-}
-
-static bool has_marker(int dfd, const char *job, uint64_t n)
-{
-    g_autofree char *p = g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT, job, (guint64)n);
-    int fd = ck_open_beneath(dfd, p, O_RDONLY | O_DIRECTORY, NULL);
-    if (fd < 0)
-        return false;
-    struct stat sb;
-    bool ok = fstatat(fd, "COMPLETED", &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
-    close(fd);
-    return ok;
-}
-
-static CkRestore *load_restore(int dfd, const char *job, uint64_t n, const CkResolveOptions *opts,
-                               CkRootCache *cache)
-{
-    g_autofree char *p =
-        g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, (guint64)n);
-    CkMarker *m = NULL;
-    int rc = ck_marker_load(dfd, p, n, &m);
-    if (rc < 0) {
-        /* Unreadable: reported like a malformed marker, with the errno. */
-        g_autoptr(CkMarker) fake = ck_marker_parse("", 0, n);
-        CkRestore *r = ck_restore_of_marker_cached(dfd, job, n, fake, opts, cache);
-        r->cls = CK_MARKER_MALFORMED;
-        r->root_kind = CK_ROOT_NONE;
-        g_free(r->root);
-        r->root = NULL;
-        r->has_generation = r->generation_guessed = false;
-        r->legacy_location = r->older_layout = false;
-        fail(r, g_strdup_printf("cannot read %s: %s", p, g_strerror(-rc)));
-        return r;
-    }
-    CkRestore *r = ck_restore_of_marker_cached(dfd, job, n, m, opts, cache);
-    ck_marker_free(m);
-    return r;
-}
-
-/* The marker for N, or the latest restorable one (else the newest marker,
- * not restorable, so the caller can say why).  NULL when there is none. */
-static CkRestore *job_restore(int dfd, const char *job, bool latest, uint64_t n,
-                              const CkResolveOptions *opts)
-{
-    g_autoptr(CkRootCache) cache = ck_root_cache_new();
-    if (!latest)
-        return has_marker(dfd, job, n) ? load_restore(dfd, job, n, opts, cache) : NULL;
-    g_autoptr(GArray) cps = job_checkpoints(dfd, job);
-    CkRestore *newest = NULL;
-    for (guint i = cps->len; i-- > 0;) {
-        CkRestore *r = load_restore(dfd, job, g_array_index(cps, guint64, i), opts, cache);
-        if (r->restorable) {
-            ck_restore_free(newest);
-            return r;
-        }
-        if (!newest)
-            newest = r;
-        else
-            ck_restore_free(r);
-    }
-    return newest;
-}
-
-/* Job ids under _jobs (sorted, interned) that have the marker for N (or any
- * marker, for latest). */
-static GPtrArray *jobs_with_markers(int dfd, bool latest, uint64_t n)
-{
-    GPtrArray *out = g_ptr_array_new();
-    DIR *d = open_local_dir(dfd, "_jobs");
-    if (!d)
-        return out;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (!ck_is_job_id(de->d_name, strlen(de->d_name)))
-            continue;
-        bool yes;
-        if (latest) {
-            g_autoptr(GArray) cps = job_checkpoints(dfd, de->d_name);
-            yes = cps->len > 0;
-        } else {
-            yes = has_marker(dfd, de->d_name, n);
-        }
-        if (yes)
-            g_ptr_array_add(out, (gpointer)g_intern_string(de->d_name));
-    }
-    closedir(d);
-    g_ptr_array_sort(out, cmp_str);
-    return out;
-}
-
-static char *strip_trailing_slashes(const char *p)
-{
-    char *s = g_strdup(p);
-    size_t l = strlen(s);
-    while (l > 1 && s[l - 1] == '/')
-        s[--l] = '\0';
-    return s;
-}
-
-/* If path names <dir>/_jobs/<J>: sets *job (interned) and returns <dir>
- * (lexically, as given; "." when the path is "_jobs/<J>"). */
-static char *split_jobs_dir(int fd, const char *path, const char **job)
-{
-    g_autofree char *p = strip_trailing_slashes(path);
-    g_autofree char *base = g_path_get_basename(p);
-    g_autofree char *parent = g_path_get_dirname(p);
-    g_autofree char *pbase = g_path_get_basename(parent);
-    if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0 || strcmp(pbase, ".") == 0 ||
-        strcmp(pbase, "..") == 0) {
-        /* Not lexically decidable: ask the file system where we are. */
-        g_autofree char *proc = g_strdup_printf("/proc/self/fd/%d", fd);
-        g_autofree char *real = g_file_read_link(proc, NULL);
-        if (!real)
-            return NULL;
-        g_free(base);
-        g_free(parent);
-        g_free(pbase);
-        base = g_path_get_basename(real);
-        parent = g_path_get_dirname(real);
-        pbase = g_path_get_basename(parent);
-        if (strcmp(pbase, "_jobs") != 0 || !ck_is_job_id(base, strlen(base)))
-            return NULL;
-        *job = g_intern_string(base);
-        return g_path_get_dirname(parent);
-    }
-    if (strcmp(pbase, "_jobs") != 0 || !ck_is_job_id(base, strlen(base)))
-        return NULL;
-    *job = g_intern_string(base);
-    return g_path_get_dirname(parent);
-}
-
-int ck_resolve(const char *location, bool latest, uint64_t checkpoint, const CkResolveOptions *opts,
-               CkResolution **out)
-{
-    *out = NULL;
-    g_autoptr(CkResolution) res = g_new0(CkResolution, 1);
-    res->location = g_strdup(location);
-    res->status = CK_RESOLVE_AS_GIVEN;
-    if (ck_is_remote_uri(location)) {
-        *out = g_steal_pointer(&res);
-        return 0;
-    }
-    const char *path = location;
-    if (g_str_has_prefix(path, "file://")) {
-        path += strlen("file://");
-        if (g_str_has_prefix(path, "localhost/"))
-            path += strlen("localhost");
-    }
-    if (path[0] == '\0')
-        return -ENOENT;
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    const char *job = NULL;
-    g_autofree char *dir = split_jobs_dir(fd, path, &job);
-    if (dir) {
-        close(fd);
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-            return -errno;
-        res->dir = g_steal_pointer(&dir);
-        CkRestore *r = job_restore(fd, job, latest, checkpoint, opts);
-        close(fd);
-        if (r) {
-            res->status = CK_RESOLVE_OK;
-            res->restore = r;
-        }
-        *out = g_steal_pointer(&res);
-        return 0;
-    }
-    res->dir = strip_trailing_slashes(path);
-    g_autoptr(GPtrArray) jobs = jobs_with_markers(fd, latest, checkpoint);
-    if (jobs->len == 1) {
-        CkRestore *r = job_restore(fd, jobs->pdata[0], latest, checkpoint, opts);
-        if (r) {
-            res->status = CK_RESOLVE_OK;
-            res->restore = r;
-        }
-    } else if (jobs->len > 1) {
-        res->status = CK_RESOLVE_REFUSED;
-        res->candidates = g_ptr_array_new_with_free_func(g_free);
-        g_autoptr(GString) names = g_string_new(NULL);
-        for (guint i = 0; i < jobs->len; i++) {
-            char *c = path_join(res->dir, "_jobs");
-            char *cj = path_join(c, jobs->pdata[i]);
-            g_free(c);
-            g_ptr_array_add(res->candidates, cj);
-            g_string_append_printf(names, "%s%s", i ? ", " : "", cj);
-        }
-        if (latest)
-            res->error = g_strdup_printf("several jobs have markers in %s, so \"latest\" is "
-                                         "ambiguous: name one job's marker directory: %s",
-                                         location, names->str);
-        else
-            res->error = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT
-                                         " was completed by several jobs in %s: name one "
-                                         "job's marker directory: %s",
-                                         (guint64)checkpoint, location, names->str);
-    }
-    close(fd);
-    *out = g_steal_pointer(&res);
-    return 0;
 }

@@ -1,9 +1,9 @@
-/* Restore resolution (SPEC §1 marker classes, SPEC §2 table).
+/* Restore resolution (SPEC §1 marker classes).
  *
- * Two levels, one implementation for ckptctl and the views:
- *  - ck_restore_of_marker: what a restore of one job's checkpoint N reads,
- *    given its parsed marker and the checkpoint directory it sits in;
- *  - ck_resolve: the §2 table, from a location the restore names. */
+ * ck_restore_of_marker: what a restore of one job's checkpoint N reads,
+ * given its parsed marker and the checkpoint directory it sits in.  Markers
+ * are listed and read by markers.c, for the catalog and for ck_resolve (the
+ * SPEC §2 table, restore_source.h), so ckptctl and the views share it. */
 #pragma once
 #include <glib.h>
 #include <stdbool.h>
@@ -62,6 +62,31 @@ void ck_restore_free(CkRestore *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkRestore, ck_restore_free)
 CkRestore *ck_restore_copy(const CkRestore *r);
 
+/* The "key: value" lines that describe one restore, in the words the views'
+ * restore file and `ckptctl resolve` share (appended to out):
+ *   checkpoint: 3
+ *   class: namespaced|legacy|cut-short|malformed
+ *   root: _state/j1 (local)          ("." for the dir itself)
+ *   generation: 2 (marker)           (or "(guessed)")
+ *   participants: 0,1
+ *   marker: _jobs/j1/chk-3/COMPLETED
+ *   restorable: yes|no
+ *   reads: _state/j1/v2/0, _state/j1/v2/1
+ *   legacy_location: yes (older layout)   (only for legacy locations)
+ *   foreign_root: <job>                   (only when the root is another job's)
+ *   shared_with: a, b                     (only when shared_with is given)
+ *   unknown: key=value                    (one line per unknown key, C-escaped)
+ *   error: <reason, C-escaped>
+ * One rule for empty values: "-" (no root, no generation, no participants,
+ * no reads, nobody to share with, no error).  dir (may be NULL) is joined to
+ * the local paths (root, marker, local reads) as ckptctl resolve shows them;
+ * NULL shows them relative to the checkpoint directory. */
+void ck_restore_describe(GString *out, const CkRestore *r, const char *dir,
+                         const GPtrArray *shared_with, const GPtrArray *unknown);
+/* A path of the checkpoint directory as shown with dir (see above; g_free):
+ * rel itself without dir ("." for ""), dir itself for "". */
+char *ck_restore_path(const char *dir, const char *rel);
+
 /* A memo of directory look-ups (root status, highest generation, entries)
  * shared by many ck_restore_of_marker_cached calls over one directory, so a
  * catalog of 100,000 markers does not stat the same roots 100,000 times.
@@ -105,32 +130,3 @@ char *ck_path_normalize_abs(const char *p);
 /* Component-wise prefix test on normalised absolute paths: /data/x is under
  * /data and /data/x, never under /data/xy. */
 bool ck_path_is_under(const char *path, const char *prefix);
-
-typedef enum {
-    CK_RESOLVE_OK,       /* "ok": one job's marker */
-    CK_RESOLVE_REFUSED,  /* "refused": several jobs; candidates named */
-    CK_RESOLVE_AS_GIVEN, /* "as-given": no marker, or a state backend URI */
-} CkResolveStatus;
-
-const char *ck_resolve_status_name(CkResolveStatus s);
-
-typedef struct {
-    CkResolveStatus status;
-    CkRestore *restore;    /* CK_RESOLVE_OK (may be not restorable) */
-    GPtrArray *candidates; /* CK_RESOLVE_REFUSED: "<dir>/_jobs/<J>" for each job */
-    char *location;        /* as given */
-    char *error;           /* refusal / failure reason */
-    /* Addition (core-b): the checkpoint directory, derived lexically from the
-     * location as given (location itself, or location minus "/_jobs/<J>");
-     * restore->marker and local restore->reads are relative to it.  NULL for
-     * as-given URIs. */
-    char *dir;
-} CkResolution;
-
-/* location: a path or URI.  latest=true resolves the latest restorable
- * checkpoint, else checkpoint N.  Returns 0, or -errno when the location is
- * a local path that cannot be read (ENOENT, EACCES, ...). */
-int ck_resolve(const char *location, bool latest, uint64_t checkpoint, const CkResolveOptions *opts,
-               CkResolution **out);
-void ck_resolution_free(CkResolution *r);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkResolution, ck_resolution_free)

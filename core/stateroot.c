@@ -44,8 +44,9 @@ char *ck_job_state_root(const char *base, const char *job)
     const char *q = strchr(loc, '?');
     size_t loc_len = q ? (size_t)(q - loc) : strlen(loc);
     /* memory://, changelog://, disagg-local:// keep nothing another job could
-     * share: no location, nothing to namespace. */
-    if (loc_len == 0)
+     * share: no location, nothing to namespace, whatever follows "://"; nor
+     * does any URI whose location is empty. */
+    if (loc_len == 0 || ck_is_locationless_scheme(base))
         return g_strdup(base);
 
     GString *out = g_string_new_len(base, (gssize)(loc - base));
@@ -72,6 +73,16 @@ char *ck_job_state_root(const char *base, const char *job)
         p = amp + 1;
     }
     return g_string_free(out, FALSE);
+}
+
+bool ck_is_locationless_scheme(const char *s)
+{
+    static const char *const schemes[] = {"memory", "changelog", "disagg-local"};
+    size_t sl = s ? scheme_len(s) : 0;
+    for (size_t i = 0; sl && i < G_N_ELEMENTS(schemes); i++)
+        if (sl == strlen(schemes[i]) && g_ascii_strncasecmp(s, schemes[i], sl) == 0)
+            return true;
+    return false;
 }
 
 bool ck_is_remote_uri(const char *s)

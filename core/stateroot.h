@@ -4,7 +4,9 @@
  *   URI with a location and ?query -> /_state/<job> into the location, before
  *                                     the '?'; local=<p> gets it appended too
  *   URI naming no location         -> unchanged (memory://, changelog://,
- *                                     disagg-local://, with or without query)
+ *                                     disagg-local://, whatever follows the
+ *                                     "://", with or without query; and any
+ *                                     URI whose location is empty)
  *   a trailing '/' on the base never doubles the separator.
  *
  * Details: a URI is "scheme://..." with an RFC 3986 scheme at the very start;
@@ -20,6 +22,10 @@
 
 /* Returns a newly allocated string (g_free). */
 char *ck_job_state_root(const char *base, const char *job);
+
+/* True for the schemes that name no location: memory, changelog and
+ * disagg-local (case-insensitive; "changelog+file://" is not one of them). */
+bool ck_is_locationless_scheme(const char *s);
 
 /* True for "scheme://..." where scheme is not "file" (case-insensitive);
  * memory:// and friends are remote too: nothing a view can browse. */

@@ -284,9 +284,9 @@ int ckptctl_fixture(int argc, char **argv)
         json_builder_set_member_name(b, "markers");
         json_builder_add_int_value(b, fx.markers);
         json_builder_set_member_name(b, "files");
-        json_builder_add_int_value(b, (gint64)fx.files);
+        ckptctl_add_u64(b, fx.files);
         json_builder_set_member_name(b, "bytes");
-        json_builder_add_int_value(b, (gint64)fx.total);
+        ckptctl_add_u64(b, fx.total);
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {

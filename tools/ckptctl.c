@@ -16,6 +16,7 @@
 #include "classify.h"
 #include "collision.h"
 #include "resolve.h"
+#include "restore_source.h"
 #include "stateroot.h"
 
 static const char synopsis[] =
@@ -56,6 +57,28 @@ int ckptctl_fail(const char *cmd, const char *fmt, ...)
     return CKPTCTL_ERROR;
 }
 
+/* The tag of a number above G_MAXINT64 in the node tree: a string no
+ * document can hold by chance (128 random bits, per process), so only the
+ * numbers ckptctl_add_u64 wrote are turned back into number tokens. */
+static const char *u64_tag(void)
+{
+    static char tag[64];
+    if (!tag[0])
+        g_snprintf(tag, sizeof tag, "ckptctl-u64-%08x%08x%08x%08x:", g_random_int(), g_random_int(),
+                   g_random_int(), g_random_int());
+    return tag;
+}
+
+void ckptctl_add_u64(JsonBuilder *b, guint64 v)
+{
+    if (v <= (guint64)G_MAXINT64) {
+        json_builder_add_int_value(b, (gint64)v);
+        return;
+    }
+    g_autofree char *s = g_strdup_printf("%s%" G_GUINT64_FORMAT, u64_tag(), v);
+    json_builder_add_string_value(b, s);
+}
+
 char *ckptctl_json_text(JsonBuilder *b)
 {
     g_autoptr(JsonNode) root = json_builder_get_root(b);
@@ -64,7 +87,27 @@ char *ckptctl_json_text(JsonBuilder *b)
     json_generator_set_indent(gen, 2);
     json_generator_set_root(gen, root);
     g_autofree char *s = json_generator_to_data(gen, NULL);
-    return g_strconcat(s, "\n", NULL);
+    /* "<tag><digits>" -> <digits>: a valid JSON number that jq and Python
+     * read back exactly (both keep integers beyond 2^63) */
+    g_autofree char *quoted = g_strconcat("\"", u64_tag(), NULL);
+    GString *out = g_string_new(NULL);
+    const char *p = s, *hit;
+    while ((hit = strstr(p, quoted)) != NULL) {
+        const char *d = hit + strlen(quoted), *e = d;
+        while (g_ascii_isdigit(*e))
+            e++;
+        g_string_append_len(out, p, hit - p);
+        if (*e == '"') {
+            g_string_append_len(out, d, e - d);
+            p = e + 1;
+        } else { /* not ours after all: keep it */
+            g_string_append_len(out, hit, d - hit);
+            p = d;
+        }
+    }
+    g_string_append(out, p);
+    g_string_append_c(out, '\n');
+    return g_string_free(out, FALSE);
 }
 
 void ckptctl_print_json(JsonBuilder *b)
@@ -446,18 +489,17 @@ static int cmd_jobs(int argc, char **argv)
             json_builder_set_member_name(b, "checkpoints");
             json_builder_begin_array(b);
             for (guint k = 0; k < j->checkpoints->len; k++)
-                json_builder_add_int_value(
-                    b, (gint64)((CkCheckpointInfo *)j->checkpoints->pdata[k])->n);
+                ckptctl_add_u64(b, ((CkCheckpointInfo *)j->checkpoints->pdata[k])->n);
             json_builder_end_array(b);
             json_builder_set_member_name(b, "latest");
             if (j->has_latest)
-                json_builder_add_int_value(b, (gint64)j->latest);
+                ckptctl_add_u64(b, j->latest);
             else
                 json_builder_add_null_value(b);
             json_builder_set_member_name(b, "layout");
             ck_json_add_string(b, j->layout);
             json_builder_set_member_name(b, "bytes");
-            json_builder_add_int_value(b, (gint64)bytes[i]);
+            ckptctl_add_u64(b, bytes[i]);
             json_builder_end_object(b);
         } else {
             g_autoptr(GString) cps = g_string_new(NULL);
@@ -488,12 +530,16 @@ static int cmd_jobs(int argc, char **argv)
 
 static char *joined(const char *dir, const char *rel)
 {
-    if (!dir || strcmp(dir, ".") == 0)
-        return g_strdup(rel[0] ? rel : ".");
-    if (rel[0] == '\0')
-        return g_strdup(dir);
-    size_t l = strlen(dir);
-    return g_strconcat(dir, dir[l - 1] == '/' ? "" : "/", rel, NULL);
+    return ck_restore_path(dir, rel);
+}
+
+/* "key: a, b" or "key: -", as ck_restore_describe writes lists */
+static void add_list(GString *t, const char *key, const GPtrArray *a)
+{
+    g_string_append_printf(t, "%s:", key);
+    for (guint i = 0; i < a->len; i++)
+        g_string_append_printf(t, "%s%s", i ? ", " : " ", (char *)a->pdata[i]);
+    g_string_append(t, a->len ? "\n" : " -\n");
 }
 
 static int cmd_resolve(int argc, char **argv)
@@ -573,16 +619,16 @@ static int cmd_resolve(int argc, char **argv)
         ckptctl_add_str_or_null(b, "job", r ? r->job : NULL);
         json_builder_set_member_name(b, "checkpoint");
         if (r)
-            json_builder_add_int_value(b, (gint64)r->checkpoint);
+            ckptctl_add_u64(b, r->checkpoint);
         else if (!latest)
-            json_builder_add_int_value(b, (gint64)cpn);
+            ckptctl_add_u64(b, cpn);
         else
             json_builder_add_null_value(b);
         ckptctl_add_str_or_null(b, "class", r ? ck_marker_class_name(r->cls) : NULL);
         ckptctl_add_str_or_null(b, "root", root);
         json_builder_set_member_name(b, "generation");
         if (r && r->has_generation)
-            json_builder_add_int_value(b, (gint64)r->generation);
+            ckptctl_add_u64(b, r->generation);
         else
             json_builder_add_null_value(b);
         ckptctl_add_str_or_null(
@@ -616,31 +662,25 @@ static int cmd_resolve(int argc, char **argv)
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
-        printf("status: %s\n", ck_resolve_status_name(res->status));
+        /* the words of the views' restore file (ck_restore_describe) */
+        g_autoptr(GString) t = g_string_new(NULL);
+        g_string_append_printf(t, "status: %s\n", ck_resolve_status_name(res->status));
         if (r) {
-            printf("job: %s\ncheckpoint: %" G_GUINT64_FORMAT "\nclass: %s\n", r->job,
-                   (guint64)r->checkpoint, ck_marker_class_name(r->cls));
-            printf("root: %s (%s)\n", root ? root : "-", ck_root_kind_name(r->root_kind));
-            if (r->has_generation)
-                printf("generation: %" G_GUINT64_FORMAT " (%s)\n", (guint64)r->generation,
-                       r->generation_guessed ? "guessed" : "marker");
-            else
-                printf("generation: -\n");
-            printf("participants:");
-            for (guint i = 0; i < r->participants->len; i++)
-                printf("%s%u", i ? "," : " ", g_array_index(r->participants, guint32, i));
-            printf("\nmarker: %s\n", marker);
-        } else if (root) {
-            printf("root: %s\n", root);
+            g_string_append_printf(t, "job: %s\n", r->job);
+            ck_restore_describe(t, r, res->dir, NULL, NULL);
+        } else {
+            g_string_append_printf(t, "root: %s\n", root ? root : "-");
+            add_list(t, "reads", reads);
+            if (res->candidates)
+                add_list(t, "candidates", res->candidates);
+            g_autofree char *e = error ? g_strescape(error, NULL) : NULL;
+            g_string_append_printf(t, "error: %s\n", e ? e : "-");
         }
-        for (guint i = 0; i < reads->len; i++)
-            printf("reads: %s\n", (char *)reads->pdata[i]);
-        for (guint i = 0; res->candidates && i < res->candidates->len; i++)
-            printf("candidate: %s\n", (char *)res->candidates->pdata[i]);
-        if (error)
-            printf("error: %s\n", error);
+        fputs(t->str, stdout);
     }
-    if (exit_code == CKPTCTL_FOUND && error)
+    /* the refusal (or why it is not restorable) once: in the text above, or
+     * on stderr when stdout holds the JSON document */
+    if (exit_code == CKPTCTL_FOUND && error && c.json)
         fprintf(stderr, "ckptctl resolve: %s\n", error);
     common_clear(&c);
     return exit_code;
@@ -766,12 +806,12 @@ static int cmd_unused(int argc, char **argv)
             ckptctl_add_str_or_null(b, "path", u->path);
             ckptctl_add_str_or_null(b, "reason", u->reason);
             json_builder_set_member_name(b, "bytes");
-            json_builder_add_int_value(b, (gint64)u->bytes);
+            ckptctl_add_u64(b, u->bytes);
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
         json_builder_set_member_name(b, "bytes");
-        json_builder_add_int_value(b, (gint64)total);
+        ckptctl_add_u64(b, total);
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {

@@ -16,6 +16,10 @@
 int ckptctl_fail(const char *cmd, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 /* The builder's document, pretty, with a final newline (g_free). */
 char *ckptctl_json_text(JsonBuilder *b);
+/* An unsigned 64-bit number, written exactly (json-glib has only gint64
+ * nodes: a value above G_MAXINT64 goes in as a tagged string that
+ * ckptctl_json_text turns back into the bare number token). */
+void ckptctl_add_u64(JsonBuilder *b, guint64 v);
 /* Prints ckptctl_json_text(b) on stdout. */
 void ckptctl_print_json(JsonBuilder *b);
 /* Member name, then the string (ck_json_add_string: valid UTF-8) or null. */

@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(m->error != NULL);
         CHECK(m->error_line <= lines + 1);
         CHECK(m->error_line > 0 || size > CK_MARKER_MAX_BYTES ||
-              strcmp(m->error, "not a regular file") == 0);
+              g_str_has_prefix(m->error, "not a regular file"));
         ck_marker_free(m);
         return 0;
     }

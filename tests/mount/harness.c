@@ -136,8 +136,9 @@ int mount_start(Mount *m, const char *const *args)
     if (!g_ptr_array_find(live_mounts, m, NULL))
         g_ptr_array_add(live_mounts, m);
 
-    /* ASan start-up can take a while on a loaded machine */
-    for (int i = 0; i < 600; i++) {
+    /* ASan start-up can take a while on a loaded machine (30 s in all);
+     * polled often at first, since most mounts are up within milliseconds */
+    for (int i = 0; i < 700; i++) {
         if (is_mounted(m))
             return 0;
         int status;
@@ -148,7 +149,7 @@ int mount_start(Mount *m, const char *const *args)
             mount_dump_log(m);
             return -1;
         }
-        sleep_ms(50);
+        sleep_ms(i < 100 ? 5 : 50);
     }
     mount_dump_log(m);
     mount_stop(m);
@@ -169,12 +170,12 @@ int mount_stop(Mount *m)
     }
     int status = 0;
     bool reaped = false;
-    for (int i = 0; done && i < 400; i++) {
+    for (int i = 0; done && i < 500; i++) { /* 10 s */
         if (waitpid(m->pid, &status, WNOHANG) == m->pid) {
             reaped = true;
             break;
         }
-        sleep_ms(25);
+        sleep_ms(i < 100 ? 5 : 25);
     }
     if (!reaped) {
         const char *lazy[] = {"fusermount3", "-u", "-z", m->mnt, NULL};

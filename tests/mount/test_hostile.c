@@ -692,9 +692,9 @@ static void test_hostile_backing_tree(void **state)
     expect_hazard(root, "not-a-job", "_jobs/a\nb");
     expect_hazard(root, "not-a-job", "_state/evil");
     expect_hazard(root, "not-a-job", "_state/loop");
-    /* a checkpoint directory that is a symlink out of the dir is not followed,
-     * and said so */
-    assert_true(has_hazard_on(root, "_jobs/outc/chk-1"));
+    /* a checkpoint directory that is a symlink out of the dir is not followed:
+     * a malformed checkpoint, in check as in the views and resolve */
+    expect_hazard(root, "malformed", "_jobs/outc/chk-1/COMPLETED");
     expect_hazard(root, "malformed", "_jobs/outm/chk-1/COMPLETED");
     expect_hazard(root, "malformed", "_jobs/fifo/chk-1/COMPLETED");
     expect_hazard(root, "malformed", "_jobs/dev/chk-1/COMPLETED");
@@ -811,9 +811,10 @@ static void test_hostile_views(void **state)
     assert_string_equal(h, "h9999");
     g_autofree char *edge = view_text(m, "_views/edge/checkpoints/1/0/s");
     assert_non_null(edge);
-    /* a symlinked chk-1 is not followed: outc has no checkpoint at all */
-    g_autofree char *outc = M(m, "_views/outc/checkpoints/1");
-    assert_int_equal(access(outc, F_OK), -1);
+    /* a symlinked chk-1 is not followed: outc's checkpoint 1 is malformed */
+    g_autofree char *outc = view_text(m, "_views/outc/checkpoints/1/ERROR");
+    assert_non_null(outc);
+    assert_string_equal(outc, "malformed marker: chk-1 is a symlink, not followed\n");
     g_autofree char *outj = M(m, "_views/outj");
     assert_int_equal(access(outj, F_OK), -1);
 

@@ -312,6 +312,103 @@ static void jobs_json(void **state)
     assert_string_equal(m.out, "");
 }
 
+/* ---- uint64 in JSON (SPEC §3) ---- */
+
+/* Python's reading of `expr` over the JSON document `doc`, printed with
+ * repr (exact integers); NULL when python3 is missing. */
+static char *python_reads(Fx *fx, const char *doc, const char *expr)
+{
+    g_autofree char *py = g_find_program_in_path("python3");
+    if (!py)
+        return NULL;
+    g_autofree char *f = path_in(fx, "doc.json");
+    assert_true(g_file_set_contents(f, doc, -1, NULL));
+    g_autofree char *code =
+        g_strdup_printf("import json,sys\nd=json.load(open(sys.argv[1]))\nprint(repr(%s))", expr);
+    const char *argv[] = {py, "-c", code, f, NULL};
+    g_autofree char *out = NULL;
+    gint st = 0;
+    assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                             &out, NULL, &st, NULL));
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    return g_strchomp(g_steal_pointer(&out));
+}
+
+/* jq parses the document (jq 1.6 reads numbers as doubles, so only 1.7 and
+ * later print 2^63 and beyond exactly: checked when jq is one of those). */
+static void jq_reads(Fx *fx, const char *doc, const char *filter, const char *want)
+{
+    g_autofree char *jq = g_find_program_in_path("jq");
+    if (!jq)
+        return;
+    g_autofree char *f = path_in(fx, "doc.json");
+    assert_true(g_file_set_contents(f, doc, -1, NULL));
+    const char *ver[] = {jq, "--version", NULL};
+    g_autofree char *v = NULL;
+    gint st = 0;
+    assert_true(g_spawn_sync(NULL, (char **)ver, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &v,
+                             NULL, &st, NULL));
+    const char *argv[] = {jq, "-c", filter, f, NULL};
+    g_autofree char *out = NULL;
+    assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                             &out, NULL, &st, NULL));
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* valid JSON */
+    if (v && !g_str_has_prefix(v, "jq-1.6") && !g_str_has_prefix(v, "jq-1.5"))
+        assert_string_equal(g_strchomp(out), want);
+}
+
+/* Checkpoint ids and generations at 0, 2^63-1, 2^63 and 2^64-1 come out of
+ * resolve --json and jobs --json as the exact numbers (issue 12, defect 1:
+ * they were cast to gint64 and came out negative). */
+static void json_uint64_exact(void **state)
+{
+    Fx *fx = *state;
+    const char *vals[] = {"0", "9223372036854775807", "9223372036854775808",
+                          "18446744073709551615"};
+    for (size_t i = 0; i < G_N_ELEMENTS(vals); i++) {
+        g_autofree char *name = g_strdup_printf("u64-%zu", i);
+        g_autofree char *dir = path_in(fx, name);
+        g_autofree char *gen = g_strdup_printf("_state/a/v%s/0", vals[i]);
+        testfs_mkdir(dir, gen);
+        g_autofree char *mk = g_strdup_printf("_jobs/a/chk-%s/COMPLETED", vals[i]);
+        g_autofree char *text = g_strdup_printf(
+            "checkpoint=%s\ngeneration=%s\nparticipants=0\nstate=_state/a\n", vals[i], vals[i]);
+        testfs_put(dir, mk, text);
+        g_autofree char *loc = g_build_filename(dir, "_jobs", "a", NULL);
+        g_auto(Run) r = run("resolve", loc, "-c", vals[i], "--json", NULL);
+        assert_int_equal(r.status, 0);
+        /* the bare number token, never negative, rounded or quoted */
+        g_autofree char *cp = g_strdup_printf("\"checkpoint\" : %s,", vals[i]);
+        g_autofree char *gn = g_strdup_printf("\"generation\" : %s,", vals[i]);
+        if (!strstr(r.out, cp) || !strstr(r.out, gn))
+            fail_msg("resolve --json for %s:\n%s", vals[i], r.out);
+        g_autofree char *py = python_reads(fx, r.out, "(d['checkpoint'], d['generation'])");
+        g_autofree char *want = g_strdup_printf("(%s, %s)", vals[i], vals[i]);
+        if (py)
+            assert_string_equal(py, want);
+        jq_reads(fx, r.out, "[.checkpoint,.generation]", want);
+        g_auto(Run) latest = run("resolve", loc, "--json", NULL);
+        assert_non_null(strstr(latest.out, cp));
+
+        g_auto(Run) j = run("jobs", dir, "--json", NULL);
+        assert_int_equal(j.status, 0);
+        g_autofree char *lt = g_strdup_printf("\"latest\" : %s,", vals[i]);
+        if (!strstr(j.out, lt))
+            fail_msg("jobs --json for %s:\n%s", vals[i], j.out);
+        g_autofree char *pj =
+            python_reads(fx, j.out, "(d['jobs'][0]['checkpoints'], d['jobs'][0]['latest'])");
+        g_autofree char *wj = g_strdup_printf("([%s], %s)", vals[i], vals[i]);
+        if (pj)
+            assert_string_equal(pj, wj);
+    }
+    /* a string that merely looks like the tag stays a string */
+    g_autofree char *dir = path_in(fx, "u64-tag");
+    testfs_marker(dir, "a", 1, "generation=1\nparticipants=0\nstate=ckptctl-u64-0:1\n");
+    g_autofree char *loc = g_build_filename(dir, "_jobs", "a", NULL);
+    g_auto(Run) r = run("resolve", loc, "-c", "1", "--json", NULL);
+    assert_non_null(strstr(r.out, "/ckptctl-u64-0:1\""));
+}
+
 /* ---- resolve ---- */
 
 static char *first_job_of_layout(const char *dir, const char *layout)
@@ -326,6 +423,47 @@ static char *first_job_of_layout(const char *dir, const char *layout)
     }
     fail_msg("no %s job", layout);
     return NULL;
+}
+
+/* resolve's human output speaks the restore file's words (the same
+ * ck_restore_describe lines): "(marker)"/"(guessed)", "-" for every empty
+ * value; a refusal is printed once. */
+static void resolve_human_words(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = path_in(fx, "words");
+    testfs_mkdir(dir, "_state/a/v2/0");
+    testfs_marker(dir, "a", 1, "generation=2\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(dir, "a", 2, "participants=\nstate=_state/a\n");
+    testfs_marker(dir, "b", 1, "oops\n");
+    g_autofree char *loc = g_build_filename(dir, "_jobs", "a", NULL);
+    g_auto(Run) r = run("resolve", loc, "-c", "1", NULL);
+    assert_int_equal(r.status, 0);
+    g_autofree char *want = g_strdup_printf(
+        "status: ok\njob: a\ncheckpoint: 1\nclass: namespaced\nroot: %s/_state/a (local)\n"
+        "generation: 2 (marker)\nparticipants: 0\nmarker: %s/_jobs/a/chk-1/COMPLETED\n"
+        "restorable: yes\nreads: %s/_state/a/v2/0\nerror: -\n",
+        dir, dir, dir);
+    assert_string_equal(r.out, want);
+    g_auto(Run) g = run("resolve", loc, "-c", "2", NULL);
+    assert_non_null(strstr(g.out, "generation: 2 (guessed)\n"));
+    assert_non_null(strstr(g.out, "participants: -\n"));
+    assert_non_null(strstr(g.out, "reads: -\n"));
+    g_autofree char *bloc = g_build_filename(dir, "_jobs", "b", NULL);
+    g_auto(Run) b = run("resolve", bloc, "-c", "1", NULL);
+    assert_int_equal(b.status, 1);
+    assert_non_null(strstr(b.out, "root: -\ngeneration: -\nparticipants: -\n"));
+    assert_non_null(strstr(b.out, "error: malformed marker: line 1: no '=' in line\n"));
+    assert_string_equal(b.err, ""); /* said once, on stdout */
+    /* the refusal: once on stdout; with --json, in the document and once on stderr */
+    g_auto(Run) ref = run("resolve", dir, "-c", "1", NULL);
+    assert_int_equal(ref.status, 1);
+    assert_non_null(strstr(ref.out, "status: refused\n"));
+    assert_non_null(strstr(ref.out, "\nerror: checkpoint 1 was completed by several jobs"));
+    assert_string_equal(ref.err, "");
+    g_auto(Run) rj = run("resolve", dir, "-c", "1", "--json", NULL);
+    assert_int_equal(rj.status, 1);
+    assert_true(g_str_has_prefix(rj.err, "ckptctl resolve: checkpoint 1 was completed by"));
 }
 
 static void resolve_refused_names_every_job(void **state)
@@ -542,6 +680,24 @@ static void unreadable_marker_as_nobody(void **state)
     assert_int_equal(rr.status, 1);
     g_autoptr(JsonObject) ro = parse_obj(rr.out);
     assert_string_equal(json_object_get_string_member(ro, "class"), "malformed");
+    assert_string_equal(json_object_get_string_member(ro, "error"),
+                        "malformed marker: cannot be read: Permission denied");
+    /* a chk-<N> nobody may look into: the same malformed checkpoint in
+     * jobs, check and resolve, never a checkpoint that vanished */
+    testfs_put(fx->tmp, "u/_jobs/j/chk-2/COMPLETED", "generation=1\nparticipants=0\n");
+    g_autofree char *chk2 = path_in(fx, "u/_jobs/j/chk-2");
+    assert_int_equal(chmod(chk2, 0700), 0);
+    g_auto(Run) jr2 = run_as_nobody("jobs", dir, "--json", NULL);
+    assert_non_null(strstr(jr2.out, "\"checkpoints\" : [\n        1,\n        2\n      ]"));
+    g_autofree char *jloc = path_in(fx, "u/_jobs/j");
+    g_auto(Run) r2 = run_as_nobody("resolve", jloc, "-c", "2", "--json", NULL);
+    assert_int_equal(r2.status, 1);
+    g_autoptr(JsonObject) r2o = parse_obj(r2.out);
+    assert_string_equal(json_object_get_string_member(r2o, "error"),
+                        "malformed marker: cannot be read: Permission denied");
+    g_auto(Run) c2 = run_as_nobody("check", dir, NULL);
+    assert_non_null(strstr(c2.out, "_jobs/j/chk-2/COMPLETED"));
+    assert_int_equal(chmod(chk2, 0755), 0);
     /* as root it is readable: the same command finds nothing wrong */
     g_auto(Run) asroot = run("check", dir, "--json", NULL);
     assert_int_equal(asroot.status, 0);
@@ -555,6 +711,11 @@ static void unreadable_marker_as_nobody(void **state)
         assert_one_line_error(&jr);
         assert_non_null(strstr(jr.err, "_jobs/j: Permission denied"));
     }
+    /* resolve too: not "no marker for 1, as given" */
+    g_auto(Run) rj = run_as_nobody("resolve", dir, "-c", "1", "--json", NULL);
+    assert_one_line_error(&rj);
+    assert_non_null(strstr(rj.err, "Permission denied"));
+    assert_string_equal(rj.out, "");
     assert_int_equal(chmod(jdir, 0755), 0);
     /* an unreadable directory is an I/O error */
     g_autofree char *jobs = path_in(fx, "u");
@@ -657,7 +818,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(fixture_is_deterministic, setup, teardown),
         cmocka_unit_test_setup_teardown(fixture_refuses_non_empty_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(json_uint64_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_refused_names_every_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(resolve_human_words, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_marker_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_as_given_and_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(check_fixture, setup, teardown),

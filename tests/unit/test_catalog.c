@@ -409,6 +409,21 @@ static void restore_text_blocks(void **state)
     assert_non_null(strstr(blocks[1], "class: malformed\n"));
     assert_non_null(strstr(blocks[1], "restorable: no\n"));
     assert_null(strstr(blocks[1], "error: -"));
+    /* one rule for empty values: "-" */
+    assert_non_null(strstr(blocks[1], "root: -\n"));
+    assert_non_null(strstr(blocks[1], "generation: -\n"));
+    assert_non_null(strstr(blocks[1], "participants: -\n"));
+    assert_non_null(strstr(blocks[1], "reads: -\n"));
+    assert_non_null(strstr(blocks[1], "shared_with: -\n"));
+    g_autoptr(CkJobInfo) j2 = ck_catalog_get_job(c, "j2");
+    g_autofree char *t2 = ck_job_restore_text(j2);
+    assert_non_null(strstr(t2, "generation: 1 (marker)\n"));
+    /* SPEC §1: unknown keys are kept and shown (C-escaped) */
+    testfs_marker(fx->dir, "j3", 1, "generation=1\nparticipants=0\nowner=team \"a\"\nzz=\n");
+    ck_catalog_rescan(c, NULL);
+    g_autoptr(CkJobInfo) j3 = ck_catalog_get_job(c, "j3");
+    g_autofree char *t3 = ck_job_restore_text(j3);
+    assert_non_null(strstr(t3, "unknown: owner=team \\\"a\\\"\nunknown: zz=\nerror: -\n"));
 }
 
 static void rescan_reparses_only_changes(void **state)
@@ -594,8 +609,12 @@ static void bad_input(void **state)
         assert_false(cp->restore->restorable);
         assert_non_null(cp->restore->error);
     }
+    /* ... but it is a checkpoint, malformed, as in every tool */
     g_autoptr(CkJobInfo) h = ck_catalog_get_job(c, "h");
-    assert_int_equal(h->checkpoints->len, 0);
+    assert_int_equal(h->checkpoints->len, 1);
+    const CkRestore *hr = ((CkCheckpointInfo *)h->checkpoints->pdata[0])->restore;
+    assert_int_equal(hr->cls, CK_MARKER_MALFORMED);
+    assert_string_equal(hr->error, "malformed marker: chk-1 is a symlink, not followed");
     g_autoptr(GPtrArray) hz = ck_catalog_hazards(c);
     assert_true(count_kind(hz, "malformed") >= 4);
     /* a missing directory is an error, not a crash */

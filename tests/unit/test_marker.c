@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "marker.h"
@@ -127,6 +128,44 @@ static void test_crlf_stripped(void **st)
                      "line 1: generation is not a canonical number");
 }
 
+/* SPEC §1: "One \r before a line's LF is dropped": a last line without LF
+ * keeps its \r, which then belongs to the value. */
+static void test_cr_only_before_lf(void **st)
+{
+    (void)st;
+    expect_malformed("participants=0\ngeneration=3\r", 1, 2,
+                     "line 2: generation is not a canonical number");
+    g_autoptr(CkMarker) m = parse("generation=3\r\nstate=_state/j\r", 1);
+    assert_int_equal(m->cls, CK_MARKER_NAMESPACED);
+    assert_int_equal(m->generation, 3);
+    assert_string_equal(m->state, "_state/j\r");
+    g_autoptr(CkMarker) e = parse("generation=3\n\r", 1); /* a lone \r line: no '=' */
+    assert_int_equal(e->cls, CK_MARKER_MALFORMED);
+    assert_int_equal(e->error_line, 2);
+}
+
+/* SPEC §1: a participant listed twice is read once (kept at its first place). */
+static void test_duplicated_participants_once(void **st)
+{
+    (void)st;
+    g_autoptr(CkMarker) m =
+        parse("generation=1\nparticipants=2,0,2,1,0,4294967295,4294967295\n", 1);
+    assert_int_equal(m->cls, CK_MARKER_LEGACY);
+    const guint32 want[] = {2, 0, 1, 4294967295u};
+    assert_int_equal(m->participants->len, G_N_ELEMENTS(want));
+    for (guint i = 0; i < G_N_ELEMENTS(want); i++)
+        assert_int_equal(g_array_index(m->participants, guint32, i), want[i]);
+    /* a long list (past the linear search): every subtask once, in order */
+    GString *t = g_string_new("participants=");
+    for (guint i = 0; i < 300; i++)
+        g_string_append_printf(t, "%s%u", i ? "," : "", (i * 7) % 100);
+    g_autoptr(CkMarker) l = parse(t->str, 1);
+    g_string_free(t, TRUE);
+    assert_int_equal(l->participants->len, 100);
+    for (guint i = 0; i < 100; i++)
+        assert_int_equal(g_array_index(l->participants, guint32, i), (i * 7) % 100);
+}
+
 static void test_unknown_keys_kept(void **st)
 {
     (void)st;
@@ -166,7 +205,10 @@ static void test_malformed_line_without_eq(void **st)
 {
     (void)st;
     expect_malformed("generation=1\nparticipants\n", 1, 2, "line 2: no '=' in line");
+    /* SPEC §1: a line of only blanks is a line without '=' */
     expect_malformed("   \n", 1, 1, "line 1: no '=' in line");
+    expect_malformed("generation=1\n\t\n", 1, 2, "line 2: no '=' in line");
+    expect_malformed("generation=1\n \r\n", 1, 2, "line 2: no '=' in line");
 }
 
 static void test_malformed_nul(void **st)
@@ -326,20 +368,32 @@ static void test_load(void **st)
     assert_int_equal(ck_marker_load(dfd, "missing", 3, &m), -ENOENT);
     assert_null(m);
 
+    /* SPEC §1: not a regular file: never followed or opened, malformed */
     assert_int_equal(symlinkat("COMPLETED", dfd, "link"), 0);
-    assert_int_equal(ck_marker_load(dfd, "link", 3, &m), -ELOOP);
-    assert_null(m);
+    assert_int_equal(ck_marker_load(dfd, "link", 3, &m), 0);
+    assert_int_equal(m->cls, CK_MARKER_MALFORMED);
+    assert_int_equal(m->error_line, 0);
+    assert_string_equal(m->error, "not a regular file (a symlink, not followed)");
+    ck_marker_free(m);
 
     assert_int_equal(mkdirat(dfd, "adir", 0755), 0);
     assert_int_equal(ck_marker_load(dfd, "adir", 3, &m), 0);
     assert_int_equal(m->cls, CK_MARKER_MALFORMED);
-    assert_string_equal(m->error, "not a regular file");
+    assert_string_equal(m->error, "not a regular file (a directory)");
     ck_marker_free(m);
 
     assert_int_equal(mkfifoat(dfd, "fifo", 0644), 0);
     assert_int_equal(ck_marker_load(dfd, "fifo", 3, &m), 0); /* does not block */
     assert_int_equal(m->cls, CK_MARKER_MALFORMED);
+    assert_string_equal(m->error, "not a regular file (a FIFO)");
     ck_marker_free(m);
+    /* a device is never opened (opening some has effects) */
+    if (geteuid() == 0 && mknodat(dfd, "dev", S_IFCHR | 0600, makedev(1, 3)) == 0) {
+        assert_int_equal(ck_marker_load(dfd, "dev", 3, &m), 0);
+        assert_int_equal(m->cls, CK_MARKER_MALFORMED);
+        assert_string_equal(m->error, "not a regular file (a character device)");
+        ck_marker_free(m);
+    }
 
     char *big = g_malloc(CK_MARKER_MAX_BYTES * 2);
     memset(big, '#', CK_MARKER_MAX_BYTES * 2);
@@ -373,6 +427,8 @@ int main(void)
         cmocka_unit_test(test_cut_short),
         cmocka_unit_test(test_comments_empty_lines_no_final_lf),
         cmocka_unit_test(test_crlf_stripped),
+        cmocka_unit_test(test_cr_only_before_lf),
+        cmocka_unit_test(test_duplicated_participants_once),
         cmocka_unit_test(test_unknown_keys_kept),
         cmocka_unit_test(test_value_not_trimmed),
         cmocka_unit_test(test_malformed_duplicates),

@@ -1,5 +1,6 @@
-/* core/resolve.c: SPEC §1's marker-class table and SPEC §2's table, row by
- * row, on small directories built in a temporary directory. */
+/* core/resolve.c (SPEC §1's marker-class table) and core/restore_source.c
+ * (SPEC §2's table), row by row, on small directories built in a temporary
+ * directory. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,9 +11,12 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "resolve.h"
+#include "restore_source.h"
 #include "testfs.h"
 
 typedef struct {
@@ -595,6 +599,213 @@ static void marker_directory_latest(void **state)
     assert_int_equal(r4->status, CK_RESOLVE_AS_GIVEN);
 }
 
+/* SPEC §1: a COMPLETED that is not a regular file is never followed or
+ * opened; its checkpoint exists and is malformed "not a regular file", in
+ * resolve as in the catalog (issue 12: resolve used to answer as-given). */
+static void non_regular_marker_is_malformed(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_put(fx->dir, "target", "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_mkdir(fx->dir, "_jobs/a/chk-1");
+    g_autofree char *ln = g_build_filename(fx->dir, "_jobs/a/chk-1/COMPLETED", NULL);
+    g_autofree char *tg = g_build_filename(fx->dir, "target", NULL);
+    assert_int_equal(symlink(tg, ln), 0);
+    testfs_mkdir(fx->dir, "_jobs/a/chk-2/COMPLETED");
+    testfs_mkdir(fx->dir, "_jobs/a/chk-3");
+    g_autofree char *fifo = g_build_filename(fx->dir, "_jobs/a/chk-3/COMPLETED", NULL);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    const char *why[] = {NULL, "not a regular file (a symlink, not followed)",
+                         "not a regular file (a directory)", "not a regular file (a FIFO)"};
+    for (uint64_t n = 1; n <= 3; n++) {
+        int rc;
+        g_autoptr(CkResolution) res = resolve_at(fx, "_jobs/a", false, n, &rc);
+        assert_int_equal(rc, 0);
+        assert_int_equal(res->status, CK_RESOLVE_OK);
+        assert_int_equal(res->restore->cls, CK_MARKER_MALFORMED);
+        assert_false(res->restore->restorable);
+        assert_int_equal(res->restore->reads->len, 0);
+        g_autofree char *want = g_strconcat("malformed marker: ", why[n], NULL);
+        assert_string_equal(res->restore->error, want);
+        /* the checkpoint directory: one job has a marker for n */
+        g_autoptr(CkResolution) top = resolve_at(fx, NULL, false, n, &rc);
+        assert_int_equal(top->status, CK_RESOLVE_OK);
+        assert_int_equal(top->restore->cls, CK_MARKER_MALFORMED);
+    }
+    /* latest: nothing restorable, the newest says why */
+    int rc;
+    g_autoptr(CkResolution) lat = resolve_at(fx, "_jobs/a", true, 0, &rc);
+    assert_int_equal(lat->status, CK_RESOLVE_OK);
+    assert_int_equal(lat->restore->checkpoint, 3);
+    assert_false(lat->restore->restorable);
+    /* a second job completing 2: the malformed marker still counts, refused */
+    testfs_mkdir(fx->dir, "_state/b/v1/0");
+    testfs_marker(fx->dir, "b", 2, "generation=1\nparticipants=0\nstate=_state/b\n");
+    g_autoptr(CkResolution) two = resolve_at(fx, NULL, false, 2, &rc);
+    assert_int_equal(two->status, CK_RESOLVE_REFUSED);
+    assert_int_equal(two->candidates->len, 2);
+    g_autoptr(CkResolution) only_b = resolve_at(fx, NULL, false, 1, &rc);
+    assert_int_equal(only_b->status, CK_RESOLVE_OK);
+    assert_ptr_equal(only_b->restore->job, g_intern_string("a"));
+}
+
+/* A chk-<N> that is a symlink is not followed; it is a malformed checkpoint
+ * in resolve as in the catalog (check, jobs, the views). */
+static void symlinked_checkpoint_dir_is_malformed(void **state)
+{
+    Fx *fx = *state;
+    testfs_marker(fx->dir, "x", 5, "generation=1\nparticipants=\n");
+    testfs_mkdir(fx->dir, "_jobs/a");
+    g_autofree char *ln = g_build_filename(fx->dir, "_jobs/a/chk-1", NULL);
+    g_autofree char *tg = g_build_filename(fx->dir, "_jobs/x/chk-5", NULL);
+    assert_int_equal(symlink(tg, ln), 0);
+    int rc;
+    g_autoptr(CkResolution) res = resolve_at(fx, "_jobs/a", false, 1, &rc);
+    assert_int_equal(res->status, CK_RESOLVE_OK);
+    assert_int_equal(res->restore->cls, CK_MARKER_MALFORMED);
+    assert_string_equal(res->restore->error, "malformed marker: chk-1 is a symlink, not followed");
+}
+
+/* SPEC §1: a participant listed twice is read once. */
+static void duplicated_participant_read_once(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_mkdir(fx->dir, "_state/a/v1/1");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=1,0,1,1,0\nstate=_state/a\n");
+    int rc;
+    g_autoptr(CkResolution) res = resolve_at(fx, "_jobs/a", false, 1, &rc);
+    assert_int_equal(res->status, CK_RESOLVE_OK);
+    const char *want[] = {"_state/a/v1/1", "_state/a/v1/0", NULL};
+    assert_reads(res->restore, want);
+    assert_int_equal(res->restore->participants->len, 2);
+}
+
+/* Checkpoint ids and generations up to 2^64-1 (SPEC §1: they fit uint64). */
+static void huge_ids(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "_state/a/v18446744073709551615/0");
+    testfs_marker(fx->dir, "a", G_MAXUINT64,
+                  "checkpoint=18446744073709551615\ngeneration=18446744073709551615\n"
+                  "participants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "a", (guint64)G_MAXINT64 + 1,
+                  "generation=9223372036854775808\nparticipants=0\nstate=_state/a\n");
+    int rc;
+    g_autoptr(CkResolution) res = resolve_at(fx, "_jobs/a", true, 0, &rc);
+    assert_int_equal(res->status, CK_RESOLVE_OK);
+    assert_true(res->restore->checkpoint == G_MAXUINT64);
+    assert_true(res->restore->generation == G_MAXUINT64);
+    assert_true(res->restore->restorable);
+    const char *want[] = {"_state/a/v18446744073709551615/0", NULL};
+    assert_reads(res->restore, want);
+    g_autoptr(CkResolution) r2 = resolve_at(fx, NULL, false, (guint64)G_MAXINT64 + 1, &rc);
+    assert_int_equal(r2->status, CK_RESOLVE_OK);
+    assert_true(r2->restore->generation == (guint64)G_MAXINT64 + 1);
+    assert_false(r2->restore->restorable); /* no v2^63 */
+}
+
+/* The same answers from ck_resolve and from the catalog, for every checkpoint
+ * of every job of a directory full of awkward shapes: one implementation. */
+static void resolve_agrees_with_catalog(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_mkdir(fx->dir, "_state/a/v2/0");
+    testfs_mkdir(fx->dir, "v1/0");
+    testfs_mkdir(fx->dir, "3");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "a", 2, "participants=0,0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "a", 3, "generation=9\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "b", 1, "generation=1\nparticipants=0\n");
+    testfs_marker(fx->dir, "b", 2, "generation=5\nparticipants=3\n");
+    testfs_marker(fx->dir, "c", 1, "generation=2\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "d", 1, "generation=1\n");
+    testfs_marker(fx->dir, "e", 1, "x\n");
+    testfs_marker(fx->dir, "f", 1, "generation=1\nparticipants=0\nstate=s3://b/p\n");
+    testfs_mkdir(fx->dir, "_jobs/g/chk-1/COMPLETED");
+    testfs_mkdir(fx->dir, "_jobs/g/chk-2");
+    g_autoptr(CkCatalog) cat = ck_catalog_open(fx->dir, &(CkCatalogOptions){fx->opts, NULL}, NULL);
+    assert_non_null(cat);
+    g_autoptr(GPtrArray) names = ck_catalog_job_names(cat);
+    assert_int_equal(names->len, 7);
+    for (guint i = 0; i < names->len; i++) {
+        g_autoptr(CkJobInfo) j = ck_catalog_get_job(cat, names->pdata[i]);
+        g_autofree char *sub = g_strconcat("_jobs/", j->job, NULL);
+        for (guint k = 0; k < j->checkpoints->len; k++) {
+            const CkCheckpointInfo *cp = j->checkpoints->pdata[k];
+            const CkRestore *w = cp->restore;
+            int rc;
+            g_autoptr(CkResolution) res = resolve_at(fx, sub, false, cp->n, &rc);
+            assert_int_equal(rc, 0);
+            assert_int_equal(res->status, CK_RESOLVE_OK);
+            const CkRestore *r = res->restore;
+            print_message("%s:%" G_GUINT64_FORMAT " %s\n", j->job, cp->n, w->error ? w->error : "");
+            assert_int_equal(r->cls, w->cls);
+            assert_int_equal(r->restorable, w->restorable);
+            assert_int_equal(r->root_kind, w->root_kind);
+            assert_string_equal(r->root ? r->root : "(null)", w->root ? w->root : "(null)");
+            assert_int_equal(r->has_generation, w->has_generation);
+            assert_true(r->generation == w->generation);
+            assert_int_equal(r->generation_guessed, w->generation_guessed);
+            assert_string_equal(r->error ? r->error : "", w->error ? w->error : "");
+            assert_string_equal(r->marker, w->marker);
+            assert_int_equal(r->reads->len, w->reads->len);
+            for (guint x = 0; x < r->reads->len; x++)
+                assert_string_equal(r->reads->pdata[x], w->reads->pdata[x]);
+        }
+        /* check says the same: each malformed checkpoint is a malformed
+         * hazard on its marker, with the restore's error as its detail */
+        g_autoptr(GPtrArray) hz = ck_catalog_hazards(cat);
+        for (guint k = 0; k < j->checkpoints->len; k++) {
+            const CkRestore *w = ((CkCheckpointInfo *)j->checkpoints->pdata[k])->restore;
+            if (w->cls != CK_MARKER_MALFORMED)
+                continue;
+            bool found = false;
+            for (guint x = 0; x < hz->len && !found; x++) {
+                const CkHazard *h = hz->pdata[x];
+                found = strcmp(h->kind, "malformed") == 0 && strcmp(h->path, w->marker) == 0 &&
+                        strcmp(h->detail, w->error) == 0;
+            }
+            if (!found)
+                fail_msg("no malformed hazard for %s (%s)", w->marker, w->error);
+        }
+        /* one definition of latest */
+        int rc;
+        g_autoptr(CkResolution) lat = resolve_at(fx, sub, true, 0, &rc);
+        if (j->has_latest) {
+            assert_int_equal(lat->status, CK_RESOLVE_OK);
+            assert_true(lat->restore->restorable);
+            assert_true(lat->restore->checkpoint == j->latest);
+        } else if (lat->restore) {
+            assert_false(lat->restore->restorable);
+        }
+    }
+}
+
+/* SPEC §2: "latest" in a checkpoint directory with several jobs' markers is
+ * refused, even when only one job has a restorable one. */
+static void latest_refused_whatever_the_markers_hold(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "b", 7, "not a marker\n");
+    int rc;
+    g_autoptr(CkResolution) res = resolve_at(fx, NULL, true, 0, &rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(res->status, CK_RESOLVE_REFUSED);
+    assert_int_equal(res->candidates->len, 2);
+    g_autofree char *text = ck_refusal_text(fx->dir, true, 0, res->candidates);
+    assert_string_equal(res->error, text);
+    assert_non_null(strstr(res->error, "\"latest\" is ambiguous"));
+    /* N that only one job completed is that job's */
+    g_autoptr(CkResolution) one = resolve_at(fx, NULL, false, 7, &rc);
+    assert_int_equal(one->status, CK_RESOLVE_OK);
+    assert_ptr_equal(one->restore->job, g_intern_string("b"));
+    assert_int_equal(one->restore->cls, CK_MARKER_MALFORMED);
+}
+
 static void copied_directory_restores_from_the_copy(void **state)
 {
     Fx *fx = *state;
@@ -680,6 +891,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(legacy_older_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(legacy_nothing_there, setup, teardown),
         cmocka_unit_test_setup_teardown(legacy_symlinked_generation_not_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(non_regular_marker_is_malformed, setup, teardown),
+        cmocka_unit_test_setup_teardown(symlinked_checkpoint_dir_is_malformed, setup, teardown),
+        cmocka_unit_test_setup_teardown(duplicated_participant_read_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(huge_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(resolve_agrees_with_catalog, setup, teardown),
+        cmocka_unit_test_setup_teardown(latest_refused_whatever_the_markers_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(legacy_backend_configured, setup, teardown),
         cmocka_unit_test_setup_teardown(cut_short_with_own_root, setup, teardown),
         cmocka_unit_test_setup_teardown(cut_short_without_own_root, setup, teardown),

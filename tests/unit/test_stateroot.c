@@ -75,6 +75,28 @@ static void test_no_location(void **st)
     expect("disagg-local://?a=b", "j1", "disagg-local://?a=b");
 }
 
+/* SPEC §1: the location-less schemes stay unchanged whatever follows "://",
+ * with or without a query; schemes that merely start with those names
+ * (changelog+file, changelog+rocksdb, memoryx) are composed as usual. */
+static void test_no_location_whatever_follows(void **st)
+{
+    (void)st;
+    expect("disagg-local://tmp/x", "j1", "disagg-local://tmp/x");
+    expect("disagg-local:///abs/dir?local=/w", "j1", "disagg-local:///abs/dir?local=/w");
+    expect("memory://anything/at/all", "j1", "memory://anything/at/all");
+    expect("Memory://x?y=z", "j1", "Memory://x?y=z");
+    expect("changelog://base/path", "j1", "changelog://base/path");
+    expect("changelog://base?local=/tmp/w", "j1", "changelog://base?local=/tmp/w");
+    expect("changelog+file:///data/c", "j1", "changelog+file:///data/c/_state/j1");
+    expect("changelog+rocksdb://b/p?local=/w", "j1",
+           "changelog+rocksdb://b/p/_state/j1?local=/w/_state/j1");
+    expect("memoryx://b/p", "j1", "memoryx://b/p/_state/j1");
+    expect("other://?local=/w", "j1", "other://?local=/w");
+    assert_true(ck_is_locationless_scheme("disagg-local://x"));
+    assert_false(ck_is_locationless_scheme("changelog+file://x"));
+    assert_false(ck_is_locationless_scheme("memory"));
+}
+
 static void test_remote(void **st)
 {
     (void)st;
@@ -97,7 +119,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spec_examples), cmocka_unit_test(test_plain_paths),
         cmocka_unit_test(test_file_uris),     cmocka_unit_test(test_location_and_query),
-        cmocka_unit_test(test_no_location),   cmocka_unit_test(test_remote),
+        cmocka_unit_test(test_no_location),   cmocka_unit_test(test_no_location_whatever_follows),
+        cmocka_unit_test(test_remote),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

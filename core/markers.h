@@ -1,0 +1,59 @@
+/* A checkpoint directory's jobs and their markers (SPEC §1): the one
+ * implementation that lists the jobs, lists a job's checkpoints, reads each
+ * COMPLETED and says what its restore reads.  The catalog (so the views and
+ * ckptctl jobs, check, unused) and ck_resolve (ckptctl resolve) take every
+ * answer about a marker from here, so they cannot disagree.
+ *
+ * What counts as a checkpoint of job J: a chk-<N> (canonical N) under
+ * _jobs/<J> that is
+ *  - a directory holding a COMPLETED of any type: a regular file is read; a
+ *    symlink, directory, FIFO or device is never followed or opened, and the
+ *    checkpoint is malformed "not a regular file (...)";
+ *  - a symlink (never followed): malformed, "chk-<N> is a symlink, not
+ *    followed".
+ * A chk-<N> directory without COMPLETED is a checkpoint in progress, not a
+ * checkpoint.  A COMPLETED that cannot be looked at or read (EACCES, EIO)
+ * is malformed too, "cannot be read: <reason>".  Everything is read beneath the directory's
+ * descriptor. */
+#pragma once
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "resolve.h"
+
+/* A checkpoint as listed: what COMPLETED looked like (lstat), so a rescan
+ * re-reads only what changed.  No padding: compared with memcmp. */
+typedef struct {
+    uint64_t n;
+    uint64_t ino;
+    uint64_t size;
+    int64_t mtime_ns;
+    uint32_t mode;  /* COMPLETED's st_mode (of chk-<N> when CK_STAMP_CHK_SYMLINK; the errno
+                       when CK_STAMP_ERRNO) */
+    uint32_t flags; /* CK_STAMP_* */
+} CkMarkerStamp;
+
+#define CK_STAMP_CHK_SYMLINK 1u /* chk-<N> itself is a symlink: not followed */
+#define CK_STAMP_ERRNO       2u /* COMPLETED could not be looked at (mode: the errno) */
+
+/* The job directories of dfd's sub ("_jobs" or "_state"): valid job ids that
+ * are directories (not symlinks) go into names (a set of interned ids), every
+ * other entry into not_jobs as "<sub>/<name>" (either may be NULL). */
+void ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *not_jobs);
+
+/* _jobs/<job> beneath dfd, through no symlink: a descriptor, or -errno. */
+int ck_job_dir_open(int dfd, const char *job);
+
+/* The checkpoints of a job (jfd: _jobs/<J> freshly opened, its offset at the
+ * start; -1: none), ascending by N, with their stamps.  A new array. */
+GArray *ck_job_marker_list(int jfd);
+
+/* Reads the marker of the listed checkpoint *st of `job` (jfd: _jobs/<J>)
+ * and returns what its restore reads (ck_restore_of_marker_cached against
+ * dfd).  *st is updated to what was read.  unknown (optional) gets the
+ * marker's unknown keys (CkMarkerKv*).  buf: CK_MARKER_MAX_BYTES + 1 bytes
+ * of scratch.  NULL when COMPLETED is gone since the listing. */
+CkRestore *ck_job_marker_restore(int dfd, int jfd, const char *job, CkMarkerStamp *st,
+                                 const CkResolveOptions *opts, CkRootCache *cache, char *buf,
+                                 GPtrArray **unknown);
