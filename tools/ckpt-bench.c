@@ -540,28 +540,36 @@ static int daemon_start(Bench *b, const char *backing, const char *mnt, double *
 
 /* The mount the throughput workloads use: spawned on the backing directory,
  * or the one given by --mounted-dir. A probe written natively must show
- * through it, so a wrong --backing is caught before any figure is printed. */
+ * through it, so a wrong --backing is caught before any figure is printed.
+ * A spawned mount gets the probe written before it starts and removed
+ * through it: a daemon that keys its inodes by st_ino (fuse-overlayfs) would
+ * otherwise keep the probe's node, and ext4 gives its inode number to the
+ * next file created, whose fsync then fails with ENOENT. */
 static int bench_mount(Bench *b)
 {
     if (b->mount_failed)
         return -ECANCELED;
-    if (!b->mounted_dir) {
-        int ret = daemon_start(b, b->backing, b->mnt, NULL);
-        if (ret < 0) {
-            b->mount_failed = TRUE;
-            return ret;
-        }
-    }
     g_autofree char *name = g_strdup_printf("_state/%s/probe-%d", b->job, (int)getpid());
     g_autofree char *native = g_build_filename(b->backing, name, NULL);
     g_autofree char *mounted = g_build_filename(b->mnt, name, NULL);
     int ret = write_file_at(AT_FDCWD, native, b->data, 12345, O_TRUNC);
+    if (ret < 0)
+        return ret;
+    if (!b->mounted_dir) {
+        ret = daemon_start(b, b->backing, b->mnt, NULL);
+        if (ret < 0) {
+            unlink(native);
+            b->mount_failed = TRUE;
+            return ret;
+        }
+    }
     struct stat st;
-    if (ret == 0 && (stat(mounted, &st) < 0 || st.st_size != 12345)) {
+    if (stat(mounted, &st) < 0 || st.st_size != 12345) {
         g_printerr("ckpt-bench: %s does not show %s of the backing directory\n", b->mnt, name);
         ret = -ENOENT;
     }
-    unlink(native);
+    if (b->mounted_dir || ret < 0 || unlink(mounted) < 0)
+        unlink(native);
     return ret;
 }
 
@@ -1194,6 +1202,9 @@ static int measure_meta(Bench *b, const Side *side, void *ctx, double *out)
         if (dfd[d] >= 0)
             close(dfd[d]);
     close(bfd);
+    /* rmdir through the side first: a mount that caches names (entry
+     * timeouts) must see the tree go, or its next mkdir finds it still there */
+    rm_rf(base);
     /* whatever a failed run left, natively so it is gone even if the mount refuses */
     g_autofree char *native = g_strdup_printf("%s/_state/%s/meta", b->backing, b->job);
     rm_rf(native);
