@@ -28,7 +28,17 @@
  *   fstatat of every entry, over _views/<J>/state and over _state/<J>;
  * - mount: the fixture is warm (just written); a cold line (drop_caches
  *   first) is printed for information, with no target. Memory is VmRSS after
- *   the ls minus VmRSS of a mount of an empty directory, per marker found. */
+ *   the ls minus VmRSS of a mount of an empty directory, per marker found.
+ *
+ * --peers runs the same workloads, in the same run, through the FUSE file
+ * systems a user would mount instead (see peer_defs): each workload mounts
+ * ckptfs, then each peer in turn, on the same backing directory and mount
+ * point, and every system is paired with native runs of its own (native,
+ * system, alternated as above), so a system's ratio is of its own pair of
+ * medians. The view and mount workloads exist only for ckptfs. A peer that
+ * is not installed, does not build or does not mount is reported and
+ * skipped; a peer that fails a workload gets "failed" in that cell; neither
+ * changes the exit status. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -67,9 +77,60 @@
 #define MOUNT_TIMEOUT_MS 20000
 #define VIEW_WAIT_MS     6000
 #define SETUP_ERROR      2
+#define MAX_SYSTEMS      6 /* ckptfs and the peers */
+
+static const char passthrough_ll_src[] = "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c";
 
 static const char *const workload_names[] = {"commit64k", "commit4m", "seqwrite", "seqread",
                                              "randread",  "meta",     "view",     "mount"};
+
+/* The systems a workload runs through: ckptfs first, then the peers of
+ * --peers, each mounted with what a user would choose for speed while
+ * keeping POSIX semantics through the mount: its documented speed option,
+ * its own defaults otherwise (fuse-overlayfs asks for the writeback cache by
+ * default, the others do not), nothing that drops an fsync. */
+typedef enum {
+    SYS_CKPTFS,
+    SYS_PASSTHROUGH_LL, /* libfuse's example, built at bench time: -o cache=always */
+    SYS_OVERLAY,        /* fuse-overlayfs -o threaded=1: Debian 12's 1.10 has it */
+    SYS_MERGERFS,       /* mergerfs -o cache.files=auto-full */
+    SYS_BINDFS,         /* bindfs --multithreaded */
+    SYS_UNIONFS,        /* unionfs-fuse, the backing as its one RW branch */
+} SystemKind;
+
+typedef struct {
+    const char *name;
+    SystemKind kind;
+    const char *program; /* looked up in PATH; NULL: built from passthrough_ll_src */
+    const char *package; /* Debian package that brings it */
+} PeerDef;
+
+static const PeerDef peer_defs[] = {
+    {"passthrough_ll", SYS_PASSTHROUGH_LL, NULL, "libfuse3-dev"},
+    {"fuse-overlayfs", SYS_OVERLAY, "fuse-overlayfs", "fuse-overlayfs"},
+    {"mergerfs", SYS_MERGERFS, "mergerfs", "mergerfs"},
+    {"bindfs", SYS_BINDFS, "bindfs", "bindfs"},
+    {"unionfs-fuse", SYS_UNIONFS, "unionfs", "unionfs-fuse"},
+};
+
+/* Peers that drop the directory fsync: their commit figure is not durable.
+ * Measured on 2026-12-02 (Debian 12: mergerfs 2.33.5, bindfs 1.14.7,
+ * unionfs-fuse 1.0, fuse-overlayfs 1.10, libfuse 3.14 passthrough_ll; kernel
+ * 6.18) by mounting each peer with the options above, attaching
+ * `strace -f -y -e trace=fsync,fdatasync,sync_file_range,syncfs -p <daemon>`
+ * and running 10 commits (write tmp, fsync, rename, fsync dir, unlink n-2)
+ * through it: these three fsynced the 10 files and never the directory;
+ * fuse-overlayfs and passthrough_ll fsynced both (10 + 10). */
+static const char *const peers_dropping_dirsync[] = {"mergerfs", "bindfs", "unionfs-fuse"};
+
+typedef struct {
+    const char *name;
+    SystemKind kind;
+    char *exe;
+    char *skip;             /* why it is not run, or NULL */
+    const char *skip_cell;  /* what its table cells say then */
+    gboolean drops_dirsync; /* listed in peers_dropping_dirsync */
+} System;
 
 typedef enum {
     TARGET_RATIO_MIN, /* mount/native throughput >= target */
@@ -88,6 +149,12 @@ typedef struct {
     GArray *mount;
     const char *status; /* "ok", "n/a", "skipped", "failed" */
     char *note;
+    /* per system (index into Bench.systems); [0] is ckptfs, aliased by
+     * native and mount above */
+    GArray *sys_native[MAX_SYSTEMS];
+    GArray *sys_mount[MAX_SYSTEMS];
+    const char *sys_cell[MAX_SYSTEMS]; /* NULL: the ratio; else what the cell says */
+    char *sys_note[MAX_SYSTEMS];       /* why a peer's cell failed */
 } Result;
 
 typedef struct {
@@ -101,6 +168,7 @@ typedef struct {
     double scale;
     int runs;
     gboolean json;
+    gboolean peers;
 
     /* set-up */
     char *exe_dir;
@@ -118,6 +186,11 @@ typedef struct {
     GMutex lock;
     GPid daemon;
     char *daemon_mnt;
+
+    /* what the workloads run through: [0] ckptfs, then the peers */
+    System systems[MAX_SYSTEMS];
+    guint nsystems;
+    guint cur; /* the system being measured */
 
     GPtrArray *results;
     GPtrArray *notes;
@@ -463,7 +536,8 @@ static int daemon_stop(Bench *b)
         ret = -EBUSY;
     } else {
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            g_printerr("ckpt-bench: warning: ckptfs exited with status %d after unmount\n",
+            g_printerr("ckpt-bench: warning: %s exited with status %d after unmount\n",
+                       b->systems[b->cur].name,
                        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
         b->daemon = 0;
         g_clear_pointer(&b->daemon_mnt, g_free);
@@ -472,25 +546,73 @@ static int daemon_stop(Bench *b)
     return ret;
 }
 
-/* Spawns `ckptfs -f [-o opts] backing mnt` and waits until mnt is a mount
- * (its st_dev differs from its parent's). *t0 is the time just before the
- * spawn, for the mount-time figure. */
+/* The command line that mounts backing on mnt in the foreground. */
+static GPtrArray *system_argv(const Bench *b, const System *sys, const char *backing,
+                              const char *mnt)
+{
+    GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup(sys->exe));
+    switch (sys->kind) {
+    case SYS_CKPTFS:
+        g_ptr_array_add(argv, g_strdup("-f"));
+        if (b->mount_opts && *b->mount_opts) {
+            g_ptr_array_add(argv, g_strdup("-o"));
+            g_ptr_array_add(argv, g_strdup(b->mount_opts));
+        }
+        break;
+    case SYS_PASSTHROUGH_LL:
+        /* the backing is only changed behind the mount between a mounted
+         * run's end and the next, and the bench cleans up through the mount */
+        g_ptr_array_add(argv, g_strdup("-f"));
+        g_ptr_array_add(argv, g_strdup("-o"));
+        g_ptr_array_add(argv, g_strdup_printf("source=%s,cache=always", backing));
+        g_ptr_array_add(argv, g_strdup(mnt));
+        g_ptr_array_add(argv, NULL);
+        return argv;
+    case SYS_OVERLAY:
+        /* the backing is the upper layer, under an empty lower one */
+        g_ptr_array_add(argv, g_strdup("-f"));
+        g_ptr_array_add(argv, g_strdup("-o"));
+        g_ptr_array_add(argv,
+                        g_strdup_printf("lowerdir=%s/ovl-lower,upperdir=%s,workdir=%s/ovl-work,"
+                                        "threaded=1",
+                                        b->scratch, backing, b->scratch));
+        break;
+    case SYS_MERGERFS:
+        g_ptr_array_add(argv, g_strdup("-f"));
+        g_ptr_array_add(argv, g_strdup("-o"));
+        g_ptr_array_add(argv, g_strdup("cache.files=auto-full"));
+        break;
+    case SYS_BINDFS:
+        g_ptr_array_add(argv, g_strdup("-f"));
+        g_ptr_array_add(argv, g_strdup("--multithreaded"));
+        break;
+    case SYS_UNIONFS:
+        g_ptr_array_add(argv, g_strdup("-f"));
+        g_ptr_array_add(argv, g_strdup_printf("%s=RW", backing));
+        g_ptr_array_add(argv, g_strdup(mnt));
+        g_ptr_array_add(argv, NULL);
+        return argv;
+    }
+    if (sys->kind != SYS_OVERLAY)
+        g_ptr_array_add(argv, g_strdup(backing));
+    g_ptr_array_add(argv, g_strdup(mnt));
+    g_ptr_array_add(argv, NULL);
+    return argv;
+}
+
+/* Spawns the current system (`ckptfs -f [-o opts] backing mnt`, or a peer's
+ * command line) and waits until mnt is a mount (its st_dev differs from its
+ * parent's). *t0 is the time just before the spawn, for the mount-time
+ * figure. */
 static int daemon_start(Bench *b, const char *backing, const char *mnt, double *t0)
 {
     g_autofree char *parent = g_path_get_dirname(mnt);
     struct stat pst;
     if (stat(parent, &pst) < 0)
         return -errno;
-    g_autoptr(GPtrArray) argv = g_ptr_array_new();
-    g_ptr_array_add(argv, b->ckptfs);
-    g_ptr_array_add(argv, "-f");
-    if (b->mount_opts && *b->mount_opts) {
-        g_ptr_array_add(argv, "-o");
-        g_ptr_array_add(argv, b->mount_opts);
-    }
-    g_ptr_array_add(argv, (char *)backing);
-    g_ptr_array_add(argv, (char *)mnt);
-    g_ptr_array_add(argv, NULL);
+    const System *sys = &b->systems[b->cur];
+    g_autoptr(GPtrArray) argv = system_argv(b, sys, backing, mnt);
 
     g_autoptr(GError) error = NULL;
     GPid pid = 0;
@@ -505,7 +627,7 @@ static int daemon_start(Bench *b, const char *backing, const char *mnt, double *
     }
     g_mutex_unlock(&b->lock);
     if (!ok) {
-        g_printerr("ckpt-bench: cannot run %s: %s\n", b->ckptfs, error->message);
+        g_printerr("ckpt-bench: cannot run %s: %s\n", sys->exe, error->message);
         return -ENOEXEC;
     }
     if (t0)
@@ -522,12 +644,12 @@ static int daemon_start(Bench *b, const char *backing, const char *mnt, double *
             b->daemon = 0;
             g_clear_pointer(&b->daemon_mnt, g_free);
             g_mutex_unlock(&b->lock);
-            g_printerr("ckpt-bench: %s exited (status %d) before %s was mounted\n", b->ckptfs,
+            g_printerr("ckpt-bench: %s exited (status %d) before %s was mounted\n", sys->exe,
                        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), mnt);
             return -ECHILD;
         }
         if (now_s() > deadline) {
-            g_printerr("ckpt-bench: %s did not mount %s within %d s\n", b->ckptfs, mnt,
+            g_printerr("ckpt-bench: %s did not mount %s within %d s\n", sys->exe, mnt,
                        MOUNT_TIMEOUT_MS / 1000);
             g_mutex_lock(&b->lock);
             daemon_kill_locked(b);
@@ -540,28 +662,51 @@ static int daemon_start(Bench *b, const char *backing, const char *mnt, double *
 
 /* The mount the throughput workloads use: spawned on the backing directory,
  * or the one given by --mounted-dir. A probe written natively must show
- * through it, so a wrong --backing is caught before any figure is printed. */
+ * through it, so a wrong --backing is caught before any figure is printed.
+ * A spawned mount gets the probe written before it starts and removed
+ * through it: a daemon that keys its inodes by st_ino (fuse-overlayfs) would
+ * otherwise keep the probe's node, and ext4 gives its inode number to the
+ * next file created, whose fsync then fails with ENOENT. */
 static int bench_mount(Bench *b)
 {
-    if (b->mount_failed)
+    System *sys = &b->systems[b->cur];
+    if (b->cur == 0 && b->mount_failed)
         return -ECANCELED;
-    if (!b->mounted_dir) {
-        int ret = daemon_start(b, b->backing, b->mnt, NULL);
-        if (ret < 0) {
-            b->mount_failed = TRUE;
-            return ret;
-        }
-    }
     g_autofree char *name = g_strdup_printf("_state/%s/probe-%d", b->job, (int)getpid());
     g_autofree char *native = g_build_filename(b->backing, name, NULL);
     g_autofree char *mounted = g_build_filename(b->mnt, name, NULL);
     int ret = write_file_at(AT_FDCWD, native, b->data, 12345, O_TRUNC);
-    struct stat st;
-    if (ret == 0 && (stat(mounted, &st) < 0 || st.st_size != 12345)) {
-        g_printerr("ckpt-bench: %s does not show %s of the backing directory\n", b->mnt, name);
-        ret = -ENOENT;
+    if (ret < 0)
+        return ret;
+    if (!b->mounted_dir) {
+        ret = daemon_start(b, b->backing, b->mnt, NULL);
+        if (ret < 0) {
+            unlink(native);
+            if (b->cur == 0) {
+                b->mount_failed = TRUE;
+            } else {
+                /* a peer that does not mount once is not tried again */
+                sys->skip =
+                    g_strdup_printf("did not mount (%s)", ret == -ECHILD ? "exited, see its stderr"
+                                                          : ret == -ETIMEDOUT ? "timed out"
+                                                                              : g_strerror(-ret));
+                sys->skip_cell = "no mount";
+            }
+            return ret;
+        }
     }
-    unlink(native);
+    struct stat st;
+    if (stat(mounted, &st) < 0 || st.st_size != 12345) {
+        g_printerr("ckpt-bench: %s (%s) does not show %s of the backing directory\n", b->mnt,
+                   sys->name, name);
+        ret = -ENOENT;
+        if (b->cur > 0) {
+            sys->skip = g_strdup("does not show the backing directory");
+            sys->skip_cell = "no mount";
+        }
+    }
+    if (b->mounted_dir || ret < 0 || unlink(mounted) < 0)
+        unlink(native);
     return ret;
 }
 
@@ -576,8 +721,12 @@ static Result *result_new(Bench *b, const char *workload, char *label, const cha
     r->unit = unit;
     r->kind = kind;
     r->target = target;
-    r->native = g_array_new(FALSE, FALSE, sizeof(double));
-    r->mount = g_array_new(FALSE, FALSE, sizeof(double));
+    for (int s = 0; s < MAX_SYSTEMS; s++) {
+        r->sys_native[s] = g_array_new(FALSE, FALSE, sizeof(double));
+        r->sys_mount[s] = g_array_new(FALSE, FALSE, sizeof(double));
+    }
+    r->native = r->sys_native[0];
+    r->mount = r->sys_mount[0];
     r->status = "ok";
     g_ptr_array_add(b->results, r);
     return r;
@@ -588,8 +737,11 @@ static void result_free(gpointer p)
     Result *r = p;
     g_free(r->label);
     g_free(r->note);
-    g_array_unref(r->native);
-    g_array_unref(r->mount);
+    for (int s = 0; s < MAX_SYSTEMS; s++) {
+        g_array_unref(r->sys_native[s]);
+        g_array_unref(r->sys_mount[s]);
+        g_free(r->sys_note[s]);
+    }
     g_free(r);
 }
 
@@ -691,6 +843,134 @@ static void json_runs(JsonBuilder *jb, const char *key, GArray *runs)
     json_builder_end_array(jb);
 }
 
+static double system_ratio(const Result *r, guint s)
+{
+    double n = median(r->sys_native[s]), m = median(r->sys_mount[s]);
+    if (r->kind == TARGET_VALUE_MAX || r->kind == TARGET_NONE || isnan(n) || isnan(m) || n == 0)
+        return NAN;
+    return m / n;
+}
+
+static gboolean is_commit(const Result *r)
+{
+    return g_str_has_prefix(r->workload, "commit");
+}
+
+/* ckptfs's cell of the peers table: its ratio, or the figure itself on the
+ * lines whose target is on the figure. */
+static char *ckptfs_cell(const Result *r)
+{
+    if (strcmp(r->status, "ok"))
+        return g_strdup(r->status);
+    if (r->kind == TARGET_VALUE_MAX || r->kind == TARGET_NONE)
+        return fmt_value(median(r->mount));
+    double ratio = result_ratio(r);
+    return isnan(ratio) ? g_strdup("-") : g_strdup_printf("%.3f", ratio);
+}
+
+static char *peer_cell(const Bench *b, const Result *r, guint s)
+{
+    if (r->sys_cell[s])
+        return g_strdup(r->sys_cell[s]);
+    double ratio = system_ratio(r, s);
+    if (isnan(ratio))
+        return g_strdup("-");
+    return g_strdup_printf("%.3f%s", ratio, b->systems[s].drops_dirsync && is_commit(r) ? "*" : "");
+}
+
+/* Whether ckptfs's ratio beats every peer that keeps the directory fsync
+ * and has a figure on this line: "yes", "no (best peer's NAME)", or "-". */
+static char *ahead_cell(const Bench *b, const Result *r)
+{
+    double mine = result_ratio(r);
+    if (strcmp(r->status, "ok") || isnan(mine))
+        return g_strdup("-");
+    const char *behind = NULL;
+    double best = mine;
+    gboolean any = FALSE;
+    for (guint s = 1; s < b->nsystems; s++) {
+        double theirs = system_ratio(r, s);
+        if (b->systems[s].drops_dirsync || r->sys_cell[s] || isnan(theirs))
+            continue;
+        any = TRUE;
+        if (r->kind == TARGET_RATIO_MAX ? theirs < best : theirs > best) {
+            best = theirs;
+            behind = b->systems[s].name;
+        }
+    }
+    if (!any)
+        return g_strdup("-");
+    return behind ? g_strdup_printf("no (%s)", behind) : g_strdup("yes");
+}
+
+/* One table: a row per workload line, a column per system. */
+static void print_peers_table(const Bench *b)
+{
+    if (b->json || b->nsystems < 2)
+        return;
+    int w[MAX_SYSTEMS];
+    printf("\n# --peers: each system's mount/native ratio against native runs of its own, "
+           "alternated with it\n");
+    printf("%-40s %12s", "workload", "native");
+    for (guint s = 0; s < b->nsystems; s++) {
+        g_autofree char *h =
+            g_strdup_printf("%s%s", b->systems[s].name, b->systems[s].drops_dirsync ? "*" : "");
+        w[s] = MAX((int)strlen(h), 7);
+        printf(" %*s", w[s], h);
+    }
+    printf(" %s\n", "ahead of durable peers");
+    for (guint i = 0; i < b->results->len; i++) {
+        const Result *r = g_ptr_array_index(b->results, i);
+        g_autofree char *n = fmt_value(median(r->native));
+        printf("%-40s %12s", r->label, n);
+        for (guint s = 0; s < b->nsystems; s++) {
+            g_autofree char *c = s == 0 ? ckptfs_cell(r) : peer_cell(b, r, s);
+            printf(" %*s", w[s], c);
+        }
+        g_autofree char *a = ahead_cell(b, r);
+        printf(" %s\n", a);
+    }
+    printf("# * drops the directory fsync (strace of the daemon during commits, see "
+           "peers_dropping_dirsync in ckpt-bench.c): its commit figure is not durable\n");
+    printf("# native: the runs paired with ckptfs; find+stat view: time ratio, lower is better; "
+           "mount lines: ckptfs's figure itself; n/a: ckptfs only\n");
+    for (guint s = 1; s < b->nsystems; s++)
+        if (b->systems[s].skip)
+            printf("# %s: %s\n", b->systems[s].name, b->systems[s].skip);
+    for (guint i = 0; i < b->results->len; i++) {
+        const Result *r = g_ptr_array_index(b->results, i);
+        for (guint s = 1; s < b->nsystems; s++)
+            if (r->sys_note[s])
+                printf("# %s, %s: failed (%s)\n", b->systems[s].name, r->label, r->sys_note[s]);
+    }
+    fflush(stdout);
+}
+
+static void json_systems(JsonBuilder *jb, const Bench *b, const Result *r)
+{
+    json_builder_set_member_name(jb, "systems");
+    json_builder_begin_object(jb);
+    for (guint s = 0; s < b->nsystems; s++) {
+        json_builder_set_member_name(jb, b->systems[s].name);
+        json_builder_begin_object(jb);
+        json_number_or_null(jb, "native", median(r->sys_native[s]));
+        json_number_or_null(jb, "mount", median(r->sys_mount[s]));
+        json_number_or_null(jb, "ratio", system_ratio(r, s));
+        json_builder_set_member_name(jb, "cell");
+        if (s == 0 || !r->sys_cell[s])
+            json_builder_add_null_value(jb);
+        else
+            json_builder_add_string_value(jb, r->sys_cell[s]);
+        json_builder_set_member_name(jb, "note");
+        if (r->sys_note[s])
+            json_builder_add_string_value(jb, r->sys_note[s]);
+        else
+            json_builder_add_null_value(jb);
+        json_builder_end_object(jb);
+    }
+    json_builder_end_object(jb);
+}
+
 static void print_json(const Bench *b)
 {
     static const char *const kinds[] = {"ratio>=", "ratio<=", "mount<=", "none"};
@@ -745,6 +1025,8 @@ static void print_json(const Bench *b)
             json_builder_add_boolean_value(jb, result_met(r));
         json_runs(jb, "native_runs", r->native);
         json_runs(jb, "mount_runs", r->mount);
+        if (b->nsystems > 1)
+            json_systems(jb, b, r);
         json_builder_set_member_name(jb, "note");
         if (r->note)
             json_builder_add_string_value(jb, r->note);
@@ -753,6 +1035,24 @@ static void print_json(const Bench *b)
         json_builder_end_object(jb);
     }
     json_builder_end_array(jb);
+    if (b->nsystems > 1) {
+        json_builder_set_member_name(jb, "peers");
+        json_builder_begin_array(jb);
+        for (guint s = 1; s < b->nsystems; s++) {
+            json_builder_begin_object(jb);
+            json_builder_set_member_name(jb, "name");
+            json_builder_add_string_value(jb, b->systems[s].name);
+            json_builder_set_member_name(jb, "drops_dir_fsync");
+            json_builder_add_boolean_value(jb, b->systems[s].drops_dirsync);
+            json_builder_set_member_name(jb, "skipped");
+            if (b->systems[s].skip)
+                json_builder_add_string_value(jb, b->systems[s].skip);
+            else
+                json_builder_add_null_value(jb);
+            json_builder_end_object(jb);
+        }
+        json_builder_end_array(jb);
+    }
     json_builder_set_member_name(jb, "notes");
     json_builder_begin_array(jb);
     for (guint i = 0; i < b->notes->len; i++)
@@ -784,8 +1084,23 @@ static void note(Bench *b, const char *fmt, ...)
 
 /* ---- running both sides ---- */
 
+/* A workload failed for the current system: the run fails for ckptfs; a
+ * peer's cell says so and the run goes on. */
+static void system_fail(Bench *b, Result *r, const char *what, int err)
+{
+    if (b->cur == 0) {
+        result_fail(b, r, what, err);
+        return;
+    }
+    const System *sys = &b->systems[b->cur];
+    r->sys_cell[b->cur] = sys->skip ? sys->skip_cell : "failed";
+    if (!sys->skip && !r->sys_note[b->cur])
+        r->sys_note[b->cur] = g_strdup_printf("%s: %s", what, g_strerror(-err));
+}
+
 /* Runs fn --runs times on each side, native and mount alternated, appending
- * each of its nout figures to results[i]. Stops at the first error. */
+ * each of its nout figures to results[i] (the current system's arrays).
+ * Stops at the first error. */
 static int run_sides(Bench *b, const char *workload, MeasureFn fn, void *ctx, Result **results,
                      guint nout)
 {
@@ -798,7 +1113,7 @@ static int run_sides(Bench *b, const char *workload, MeasureFn fn, void *ctx, Re
         }
         for (int s = 0; s < 2; s++) {
             g_printerr("ckpt-bench: %s run %d/%d %s\n", workload, run + 1, b->runs,
-                       order[s]->mounted ? "mount" : "native");
+                       order[s]->mounted ? b->systems[b->cur].name : "native");
             double out[8];
             for (guint i = 0; i < nout; i++)
                 out[i] = NAN;
@@ -806,16 +1121,48 @@ static int run_sides(Bench *b, const char *workload, MeasureFn fn, void *ctx, Re
             int ret = fn(b, order[s], ctx, out);
             if (ret < 0) {
                 for (guint i = 0; i < nout; i++)
-                    result_fail(b, results[i], order[s]->mounted ? "mount" : "native", ret);
+                    system_fail(b, results[i], order[s]->mounted ? "mount" : "native", ret);
                 return ret;
             }
             for (guint i = 0; i < nout; i++)
                 if (!isnan(out[i]))
-                    g_array_append_val(order[s]->mounted ? results[i]->mount : results[i]->native,
+                    g_array_append_val(order[s]->mounted ? results[i]->sys_mount[b->cur]
+                                                         : results[i]->sys_native[b->cur],
                                        out[i]);
         }
     }
     return 0;
+}
+
+/* Mounts each system in turn (ckptfs, then the peers of --peers) and runs
+ * the workload native vs. that system; unmounts. */
+static void run_systems(Bench *b, const char *workload, MeasureFn fn, void *ctx, Result **results,
+                        guint nout)
+{
+    for (guint s = 0; s < b->nsystems; s++) {
+        b->cur = s;
+        const System *sys = &b->systems[s];
+        if (s > 0 && sys->skip) {
+            for (guint i = 0; i < nout; i++)
+                results[i]->sys_cell[s] = sys->skip_cell;
+            continue;
+        }
+        int ret = bench_mount(b);
+        if (ret < 0)
+            for (guint i = 0; i < nout; i++)
+                system_fail(b, results[i], "mount", ret);
+        else
+            run_sides(b, workload, fn, ctx, results, nout);
+        daemon_stop(b);
+    }
+    b->cur = 0;
+}
+
+/* Marks the peers' cells of a workload only ckptfs has. */
+static void peers_na(Bench *b, Result *r)
+{
+    for (guint s = 1; s < b->nsystems; s++)
+        r->sys_cell[s] = "n/a";
 }
 
 static char *side_path(const Side *side, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -941,11 +1288,8 @@ static void wl_commit(Bench *b, const char *workload, gsize size)
     }
     if (ret < 0)
         result_fail(b, r, "setup", ret);
-    else if ((ret = bench_mount(b)) < 0)
-        result_fail(b, r, "mount", ret);
     else
-        run_sides(b, workload, measure_commit, &size, &r, 1);
-    daemon_stop(b);
+        run_systems(b, workload, measure_commit, &size, &r, 1);
     print_result(b, r);
 }
 
@@ -970,12 +1314,7 @@ static void wl_seqwrite(Bench *b)
     g_autofree char *h = human_bytes(size);
     Result *r = result_new(b, "seqwrite", g_strdup_printf("seq write %s +fsync (MB/s)", h), "MB/s",
                            TARGET_RATIO_MIN, 0.5);
-    int ret = bench_mount(b);
-    if (ret < 0)
-        result_fail(b, r, "mount", ret);
-    else
-        run_sides(b, "seqwrite", measure_seqwrite, &size, &r, 1);
-    daemon_stop(b);
+    run_systems(b, "seqwrite", measure_seqwrite, &size, &r, 1);
     print_result(b, r);
 }
 
@@ -1020,13 +1359,9 @@ static void wl_seqread(Bench *b)
     if (ret < 0) {
         result_fail(b, r[0], "setup", ret);
         result_fail(b, r[1], "setup", ret);
-    } else if ((ret = bench_mount(b)) < 0) {
-        result_fail(b, r[0], "mount", ret);
-        result_fail(b, r[1], "mount", ret);
     } else {
-        run_sides(b, "seqread", measure_seqread, &size, r, 2);
+        run_systems(b, "seqread", measure_seqread, &size, r, 2);
     }
-    daemon_stop(b);
     unlink(path);
     if (!b->can_drop && !strcmp(r[0]->status, "ok")) {
         r[0]->status = "skipped";
@@ -1093,11 +1428,8 @@ static void wl_randread(Bench *b)
     int ret = write_file_at(AT_FDCWD, path, b->data, c.size, O_TRUNC);
     if (ret < 0)
         result_fail(b, r, "setup", ret);
-    else if ((ret = bench_mount(b)) < 0)
-        result_fail(b, r, "mount", ret);
     else
-        run_sides(b, "randread", measure_randread, &c, &r, 1);
-    daemon_stop(b);
+        run_systems(b, "randread", measure_randread, &c, &r, 1);
     unlink(path);
     g_array_unref(c.offsets);
     print_result(b, r);
@@ -1194,6 +1526,9 @@ static int measure_meta(Bench *b, const Side *side, void *ctx, double *out)
         if (dfd[d] >= 0)
             close(dfd[d]);
     close(bfd);
+    /* rmdir through the side first: a mount that caches names (entry
+     * timeouts) must see the tree go, or its next mkdir finds it still there */
+    rm_rf(base);
     /* whatever a failed run left, natively so it is gone even if the mount refuses */
     g_autofree char *native = g_strdup_printf("%s/_state/%s/meta", b->backing, b->job);
     rm_rf(native);
@@ -1210,13 +1545,7 @@ static void wl_meta(Bench *b)
     for (int i = 0; i < 4; i++)
         r[i] = result_new(b, "meta", g_strdup_printf("meta %s %u (files/s)", what[i], files),
                           "files/s", TARGET_RATIO_MIN, targets[i]);
-    int ret = bench_mount(b);
-    if (ret < 0)
-        for (int i = 0; i < 4; i++)
-            result_fail(b, r[i], "mount", ret);
-    else
-        run_sides(b, "meta", measure_meta, &c, r, 4);
-    daemon_stop(b);
+    run_systems(b, "meta", measure_meta, &c, r, 4);
     for (int i = 0; i < 4; i++)
         print_result(b, r[i]);
 }
@@ -1297,6 +1626,7 @@ static void wl_view(Bench *b)
     Result *r =
         result_new(b, "view", g_strdup_printf("find+stat view %" G_GUINT64_FORMAT " (s)", files),
                    "s", TARGET_RATIO_MAX, 2);
+    peers_na(b, r);
     int ret = make_view_job(b, files);
     if (ret < 0) {
         result_fail(b, r, "setup", ret);
@@ -1465,6 +1795,8 @@ static void wl_mount(Bench *b)
                             TARGET_NONE, 0);
     Result *all[] = {rt, rm, rl, rc};
     const int nall = G_N_ELEMENTS(all);
+    for (int i = 0; i < nall; i++)
+        peers_na(b, all[i]);
     if (b->mounted_dir || b->mount_failed) {
         for (int i = 0; i < nall; i++) {
             if (b->mounted_dir) {
@@ -1641,6 +1973,86 @@ static int setup(Bench *b)
     return 0;
 }
 
+/* Builds libfuse's passthrough_ll example into the scratch directory, the
+ * way its Makefile would: gcc with `pkg-config fuse3`. NULL and *why set
+ * when it cannot. */
+static char *build_passthrough_ll(Bench *b, char **why)
+{
+    if (!g_file_test(passthrough_ll_src, G_FILE_TEST_IS_REGULAR)) {
+        *why = g_strdup_printf("not installed (no %s: apt-get install libfuse3-dev)",
+                               passthrough_ll_src);
+        return NULL;
+    }
+    const char *pc_argv[] = {"pkg-config", "--cflags", "--libs", "fuse3", NULL};
+    g_autofree char *flags = NULL;
+    int status = -1;
+    if (!g_spawn_sync(NULL, (char **)pc_argv, NULL,
+                      G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL, child_setup, NULL, &flags,
+                      NULL, &status, NULL) ||
+        !g_spawn_check_wait_status(status, NULL)) {
+        *why = g_strdup("not built (pkg-config fuse3 failed)");
+        return NULL;
+    }
+    g_auto(GStrv) fv = NULL;
+    if (!g_shell_parse_argv(g_strstrip(flags), NULL, &fv, NULL))
+        fv = g_new0(char *, 1);
+    char *exe = g_build_filename(b->scratch, "passthrough_ll", NULL);
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, "gcc");
+    g_ptr_array_add(argv, "-O2");
+    g_ptr_array_add(argv, "-o");
+    g_ptr_array_add(argv, exe);
+    g_ptr_array_add(argv, (char *)passthrough_ll_src);
+    for (char **f = fv; *f; f++)
+        g_ptr_array_add(argv, *f);
+    g_ptr_array_add(argv, NULL);
+    g_autofree char *err = NULL;
+    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL,
+                      G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL, child_setup, NULL, NULL,
+                      &err, &status, NULL) ||
+        !g_spawn_check_wait_status(status, NULL)) {
+        g_auto(GStrv) lines = g_strsplit(err ? err : "", "\n", 2);
+        *why = g_strdup_printf("not built (gcc: %s)", lines[0] && *lines[0] ? lines[0] : "failed");
+        g_free(exe);
+        return NULL;
+    }
+    return exe;
+}
+
+/* systems[0] is ckptfs; --peers adds each peer, found in PATH or built,
+ * or recorded as skipped with the reason. */
+static void setup_systems(Bench *b)
+{
+    b->systems[0] = (System){.name = "ckptfs", .kind = SYS_CKPTFS, .exe = g_strdup(b->ckptfs)};
+    b->nsystems = 1;
+    if (!b->peers)
+        return;
+    g_autofree char *lower = g_build_filename(b->scratch, "ovl-lower", NULL);
+    g_autofree char *work = g_build_filename(b->scratch, "ovl-work", NULL);
+    for (gsize i = 0; i < G_N_ELEMENTS(peer_defs); i++) {
+        const PeerDef *d = &peer_defs[i];
+        System *sys = &b->systems[b->nsystems++];
+        *sys = (System){.name = d->name, .kind = d->kind};
+        for (gsize j = 0; j < G_N_ELEMENTS(peers_dropping_dirsync); j++)
+            sys->drops_dirsync |= !strcmp(d->name, peers_dropping_dirsync[j]);
+        if (d->program) {
+            sys->exe = g_find_program_in_path(d->program);
+            if (!sys->exe)
+                sys->skip = g_strdup_printf("not installed (no %s: apt-get install %s)", d->program,
+                                            d->package);
+        } else {
+            sys->exe = build_passthrough_ll(b, &sys->skip);
+        }
+        if (sys->skip)
+            sys->skip_cell = "missing";
+        if (d->kind == SYS_OVERLAY && !sys->skip &&
+            (g_mkdir_with_parents(lower, 0755) < 0 || g_mkdir_with_parents(work, 0755) < 0)) {
+            sys->skip = g_strdup_printf("not run (cannot create %s: %s)", work, g_strerror(errno));
+            sys->skip_cell = "missing";
+        }
+    }
+}
+
 static int parse_only(Bench *b)
 {
     if (!b->only) {
@@ -1691,6 +2103,10 @@ static void bench_free(Bench *b)
     g_free(b->view_job);
     g_free(b->fs_type);
     g_free(b->data);
+    for (guint s = 0; s < b->nsystems; s++) {
+        g_free(b->systems[s].exe);
+        g_free(b->systems[s].skip);
+    }
     g_ptr_array_unref(b->results);
     g_ptr_array_unref(b->notes);
     g_mutex_clear(&b->lock);
@@ -1716,6 +2132,10 @@ int main(int argc, char **argv)
          "F"},
         {"runs", 0, 0, G_OPTION_ARG_INT, &b.runs, "Runs per side; the median is reported (3)", "N"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &b.json, "Print one JSON document", NULL},
+        {"peers", 0, 0, G_OPTION_ARG_NONE, &b.peers,
+         "Also run the workloads through passthrough_ll, fuse-overlayfs, mergerfs, bindfs and "
+         "unionfs-fuse (each skipped when missing), then print one table of every system",
+         NULL},
         {"mounted-dir", 0, 0, G_OPTION_ARG_FILENAME, &b.mounted_dir,
          "Use this existing mount of --backing instead of spawning ckptfs", "MNT"},
         {"backing", 0, 0, G_OPTION_ARG_FILENAME, &b.backing_opt,
@@ -1731,9 +2151,11 @@ int main(int argc, char **argv)
         bench_free(&b);
         return SETUP_ERROR;
     }
-    if (b.runs < 1 || !(b.scale > 0) || parse_only(&b) < 0) {
+    if (b.runs < 1 || !(b.scale > 0) || parse_only(&b) < 0 || (b.peers && b.mounted_dir)) {
         if (b.runs < 1 || !(b.scale > 0))
             g_printerr("ckpt-bench: --runs must be >= 1 and --scale > 0\n");
+        if (b.peers && b.mounted_dir)
+            g_printerr("ckpt-bench: --peers mounts each peer itself: not with --mounted-dir\n");
         bench_free(&b);
         return SETUP_ERROR;
     }
@@ -1753,6 +2175,7 @@ int main(int argc, char **argv)
         bench_free(&b);
         return SETUP_ERROR;
     }
+    setup_systems(&b);
 
     if (!b.json) {
         struct utsname u;
@@ -1762,6 +2185,12 @@ int main(int argc, char **argv)
                b.mounted_dir ? "(existing mount)" : b.ckptfs,
                b.mount_opts && *b.mount_opts ? b.mount_opts : "(defaults)", u.release, b.scale,
                b.runs, b.runs == 1 ? "" : "s");
+        for (guint s = 1; s < b.nsystems; s++) {
+            g_autoptr(GPtrArray) argv = system_argv(&b, &b.systems[s], b.backing, b.mnt);
+            g_autofree char *cmd = g_strjoinv(" ", (char **)argv->pdata);
+            printf("# peer %s%s: %s\n", b.systems[s].name, b.systems[s].drops_dirsync ? "*" : "",
+                   b.systems[s].skip ? b.systems[s].skip : cmd);
+        }
         printf("%-40s %12s %12s %7s %7s %4s\n", "workload", "native", "mount", "ratio", "target",
                "met");
         fflush(stdout);
@@ -1792,6 +2221,7 @@ int main(int argc, char **argv)
     if (!b.json)
         printf("# ratio = mount/native of the medians (find+stat view: time, so lower is "
                "better); mount lines: the mount figure itself\n");
+    print_peers_table(&b);
     if (b.json)
         print_json(&b);
     int rc = b.failed ? SETUP_ERROR : 0;
