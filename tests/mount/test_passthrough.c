@@ -231,10 +231,11 @@ static void test_ids_released(void **state)
     if (fds > before)
         fprintf(stderr, "daemon descriptors: %d before, %d after\n", before, fds);
     assert_int_equal(left, 0);
-    /* with splice (no passthrough) each libfuse worker thread keeps a pipe
-     * pair, and the number of workers varies (10 at most): a leak of one
-     * descriptor per thousand opens would still show as 100 */
-    assert_true(fds <= before + (variant_passthrough() ? 0 : 20));
+    /* the catalog's rescan holds a directory open now and then, and with
+     * splice (no passthrough) each libfuse worker thread keeps a pipe pair
+     * (10 workers at most): a leak of one descriptor per thousand opens
+     * would still show as 100 */
+    assert_true(fds <= before + (variant_passthrough() ? 4 : 24));
     if (mount_has_passthrough(m))
         assert_true(mount_metric(m, "ckptfs_passthrough_opens_total") >= 100000);
 }

@@ -1,0 +1,310 @@
+/* Directories: opendir (a snapshot for the root and the views; a backing
+ * directory's stream opens at the first readdir), readdir and readdirplus,
+ * releasedir, fsyncdir. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ops.h"
+#include "opsint.h"
+#include "views.h"
+
+/* What fi->fh of an open directory points at. */
+typedef struct {
+    GMutex lock; /* serialises readdir on one handle */
+    Node *node;
+    bool counted; /* among the node's opens (a backing directory) */
+    DIR *dp;      /* backing directory stream, opened at the first readdir */
+    int sync_fd;  /* for fsyncdir, opened at the first (-1 before; lock) */
+    off_t offset;
+    GArray *root; /* RootEntry: the root's entries, snapshot at opendir */
+    void *views;  /* views_opendir handle */
+} DirHandle;
+
+typedef struct {
+    char *name;
+    ino_t ino;
+    unsigned char type;
+} RootEntry;
+
+static inline DirHandle *DH(struct fuse_file_info *fi)
+{
+    return (DirHandle *)(uintptr_t)fi->fh;
+}
+
+static void dirhandle_free(struct ckptfs *fs, void *p)
+{
+    DirHandle *d = p;
+    if (d->dp)
+        closedir(d->dp);
+    if (d->sync_fd >= 0)
+        close(d->sync_fd);
+    if (d->counted)
+        node_open_count(fs, d->node, -1);
+    if (d->root) {
+        for (guint i = 0; i < d->root->len; i++)
+            g_free(g_array_index(d->root, RootEntry, i).name);
+        g_array_free(d->root, TRUE);
+    }
+    if (d->views)
+        views_releasedir(fs, d->views);
+    g_mutex_clear(&d->lock);
+    g_free(d);
+}
+
+/* The root's entries: the backing root's, without a stray entry named like
+ * the views dir, and the views dir itself. */
+static int snapshot_root(struct ckptfs *fs, DIR *dp, GArray *out)
+{
+    struct stat vst;
+    views_dir_stat(fs, &vst);
+    RootEntry dot = {g_strdup("."), fs->nodes.root->key.ino, DT_DIR};
+    RootEntry dotdot = {g_strdup(".."), fs->nodes.root->key.ino, DT_DIR};
+    RootEntry views = {g_strdup(fs->opt.views_name), vst.st_ino, DT_DIR};
+    g_array_append_val(out, dot);
+    g_array_append_val(out, dotdot);
+    g_array_append_val(out, views);
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(dp);
+        if (!de)
+            return errno ? -errno : 0;
+        if (is_dot_or_dotdot(de->d_name) || strcmp(de->d_name, fs->opt.views_name) == 0)
+            continue;
+        RootEntry e = {g_strdup(de->d_name), de->d_ino, de->d_type};
+        g_array_append_val(out, e);
+    }
+}
+
+/* Opens the backing directory stream of d if it has none yet. */
+static int dirhandle_stream(struct ckptfs *fs, DirHandle *d)
+{
+    if (d->dp)
+        return 0;
+    int fd = node_open(fs, d->node, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return fd;
+    if (!(d->dp = fdopendir(fd))) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    return 0;
+}
+
+static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
+{
+    DirHandle *d = g_new0(DirHandle, 1);
+    g_mutex_init(&d->lock);
+    d->node = n;
+    d->sync_fd = -1;
+    int err = 0;
+    if (n->kind != NODE_BACKING) {
+        err = views_opendir(fs, n, &d->views);
+        if (!err) {
+            bool keep = false;
+            fi->cache_readdir = views_dir_cacheable(d->views, &keep);
+            fi->keep_cache = keep;
+        }
+    } else {
+        /* The directory stream is opened at the first readdir: a cached
+         * listing (below) or an fsync of the directory needs none, and an
+         * OPENDIR is one of the two round trips per directory of a walk. */
+        struct stat st;
+        err = node_fstat(fs, n, &st);
+        if (!err) {
+            node_open_count(fs, n, 1);
+            d->counted = true;
+        }
+        if (!err && n == fs->nodes.root) {
+            err = dirhandle_stream(fs, d);
+            if (!err) {
+                d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
+                err = snapshot_root(fs, d->dp, d->root);
+            }
+        }
+        if (!err && fs->entry_timeout > 0) {
+            /* The kernel may keep this directory's listing across opens while
+             * its mtime is what the last open saw: changes through the mount
+             * invalidate the kernel's copy themselves, changes behind its back
+             * move the mtime (stat'ed before the listing is read). */
+            fi->cache_readdir = 1;
+            fi->keep_cache = node_unchanged_since_open(fs, n, &st);
+        }
+    }
+    if (err) {
+        dirhandle_free(fs, d);
+        return err;
+    }
+    handle_register(fs, d, dirhandle_free);
+    fi->fh = (uintptr_t)d;
+    return 0;
+}
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_OPENDIR);
+    int err = do_opendir(fs, N(fs, ino), fi);
+    if (err) {
+        reply_err(fs, req, err);
+        return;
+    }
+    if (fuse_reply_open(req, fi) != 0) {
+        handle_unregister(fs, DH(fi));
+        dirhandle_free(fs, DH(fi));
+    }
+}
+
+/* Adds one entry; returns its size, or 0 when it did not fit (its lookup
+ * reference, if any, is given back: the kernel never saw it). */
+static size_t add_entry(struct ckptfs *fs, fuse_req_t req, Node *dir, char *buf, size_t rem,
+                        const char *name, ino_t ino, unsigned char type, off_t next, bool plus,
+                        int *err)
+{
+    *err = 0;
+    if (!plus) {
+        struct stat st = {0};
+        st.st_ino = ino;
+        st.st_mode = (mode_t)DTTOIF(type);
+        size_t len = fuse_add_direntry(req, buf, rem, name, &st, next);
+        return len > rem ? 0 : len;
+    }
+    struct fuse_entry_param e;
+    bool looked_up = false;
+    if (is_dot_or_dotdot(name)) {
+        /* the kernel ignores these and takes no reference */
+        memset(&e, 0, sizeof e);
+        e.attr.st_ino = ino;
+        e.attr.st_mode = (mode_t)DTTOIF(type);
+    } else {
+        int r = do_lookup(fs, dir, name, &e);
+        if (r == -ENOENT) {
+            /* gone since the directory was read: list it without attributes */
+            memset(&e, 0, sizeof e);
+            e.attr.st_ino = ino;
+            e.attr.st_mode = (mode_t)DTTOIF(type);
+        } else if (r) {
+            *err = r;
+            return 0;
+        } else {
+            looked_up = true;
+        }
+    }
+    size_t len = fuse_add_direntry_plus(req, buf, rem, name, &e, next);
+    if (len > rem) {
+        if (looked_up)
+            node_forget(fs, N(fs, e.ino), 1);
+        return 0;
+    }
+    return len;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi, bool plus)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, plus ? FS_OP_READDIRPLUS : FS_OP_READDIR);
+    DirHandle *d = DH(fi);
+    Node *dir = N(fs, ino);
+    g_autofree char *buf = g_malloc(size);
+    size_t used = 0;
+    int err = 0;
+
+    g_mutex_lock(&d->lock);
+    if (d->views) {
+        ssize_t r = views_readdir(fs, req, dir, d->views, buf, size, off, plus);
+        if (r < 0)
+            err = (int)r;
+        else
+            used = (size_t)r;
+    } else if (d->root) {
+        for (guint i = (guint)off; i < d->root->len; i++) {
+            RootEntry *re = &g_array_index(d->root, RootEntry, i);
+            size_t len = add_entry(fs, req, dir, buf + used, size - used, re->name, re->ino,
+                                   re->type, i + 1, plus, &err);
+            if (!len)
+                break;
+            used += len;
+        }
+    } else if (!(err = dirhandle_stream(fs, d))) {
+        if (off != d->offset) {
+            seekdir(d->dp, off);
+            d->offset = off;
+        }
+        for (;;) {
+            long pos = telldir(d->dp);
+            errno = 0;
+            struct dirent *de = readdir(d->dp);
+            if (!de) {
+                if (errno)
+                    err = -errno;
+                break;
+            }
+            size_t len = add_entry(fs, req, dir, buf + used, size - used, de->d_name, de->d_ino,
+                                   de->d_type, de->d_off, plus, &err);
+            if (!len) {
+                /* not sent: the next call starts with this entry again */
+                seekdir(d->dp, pos);
+                break;
+            }
+            d->offset = de->d_off;
+            used += len;
+        }
+    }
+    g_mutex_unlock(&d->lock);
+
+    /* An error after some entries went into the buffer cannot be reported
+     * without losing their lookup references: send what we have. */
+    if (err && used == 0)
+        reply_err(fs, req, err);
+    else
+        fuse_reply_buf(req, buf, used);
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, fi, false);
+}
+
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, fi, true);
+}
+
+void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino;
+    fs_metric_op(&fs->metrics, FS_OP_RELEASEDIR);
+    handle_unregister(fs, DH(fi));
+    dirhandle_free(fs, DH(fi));
+    fuse_reply_err(req, 0);
+}
+
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino;
+    fs_metric_op(&fs->metrics, FS_OP_FSYNCDIR);
+    DirHandle *d = DH(fi);
+    int err = 0;
+    if (d->counted) {
+        /* a descriptor of its own, kept for the next fsyncdir (a commit
+         * loop syncs one open directory again and again) */
+        g_mutex_lock(&d->lock);
+        if (d->sync_fd < 0)
+            d->sync_fd = node_open(fs, d->node, O_RDONLY | O_DIRECTORY);
+        int fd = d->sync_fd;
+        g_mutex_unlock(&d->lock);
+        err = fd < 0 ? fd : sync_fd(fd, datasync);
+        if (fd < 0) {
+            g_mutex_lock(&d->lock);
+            d->sync_fd = -1;
+            g_mutex_unlock(&d->lock);
+        }
+    }
+    reply_err(fs, req, err);
+}

@@ -1,0 +1,400 @@
+/* Files: open and create (the policy verdict for data writes is taken
+ * here, once, and decides the passthrough binding), read and write when the
+ * daemon is on the data path, flush, release, fsync, fallocate, lseek and
+ * copy_file_range. */
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "enforce.h"
+#include "kio.h"
+#include "ops.h"
+#include "opsint.h"
+#include "passthrough.h"
+#include "views.h"
+
+static void file_handle_free(struct ckptfs *fs, void *p);
+
+static bool wants_write(int flags)
+{
+    return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+}
+
+/* Binds the open file h to its backing file in the kernel when the policy
+ * allows every write it could make (the verdict is taken at open and never
+ * revisited, so a file whose writes the daemon must see stays unbound). */
+static void bind_open(struct ckptfs *fs, FileHandle *h, int flags)
+{
+    if (h->fd < 0 || (h->write_err && (flags & O_ACCMODE) != O_RDONLY))
+        return;
+    h->bound = true;
+    h->backing_id = pt_bind(fs, h->node, h->fd);
+}
+
+/* Open flags for the reply.  O_DIRECT is the kernel's own business: with
+ * passthrough its backing file is opened O_DIRECT, without it the kernel
+ * sends O_DIRECT reads and writes straight to the daemon, keeps shared
+ * mmap working and clears setuid bits as on any write (direct_io would do
+ * neither).  FLUSH is only needed for a marker, whose close must reach the
+ * views: locks are the kernel's, and writes went to the backing file
+ * already. */
+static void set_open_flags(struct ckptfs *fs, Node *n, const struct stat *st, FileHandle *h,
+                           struct fuse_file_info *fi)
+{
+    bool same = node_unchanged_since_open(fs, n, st);
+    fi->noflush = !h->marker_job && !fs->opt.writeback;
+    if (h->backing_id)
+        return; /* the kernel takes no other open flag with passthrough (EIO) */
+    fi->keep_cache = fs->attr_timeout > 0 && same && !(fi->flags & O_DIRECT);
+}
+
+static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
+{
+    if (wants_write(fi->flags))
+        return -EROFS;
+    ViewsOpen vo = {.fd = -1};
+    int err = views_open(fs, n, fi->flags, &vo);
+    if (err)
+        return err;
+    FileHandle *h = g_new0(FileHandle, 1);
+    h->fd = vo.fd;
+    h->content = vo.content;
+    h->node = n;
+    h->write_err = -EROFS;
+    bind_open(fs, h, fi->flags);
+    handle_register(fs, h, file_handle_free);
+    fi->fh = (uintptr_t)h;
+    fi->direct_io = vo.direct_io && !h->backing_id;
+    fi->keep_cache = vo.keep_cache && !h->backing_id;
+    fi->noflush = 1;
+    return 0;
+}
+
+/* Makes fd, open on backing node n, the open file fi: counted among the
+ * node's opens (which keep an unlinked node from going stale) and registered. */
+static FileHandle *file_handle_open(struct ckptfs *fs, Node *n, int fd, bool writable,
+                                    const char *marker_job, struct fuse_file_info *fi)
+{
+    FileHandle *h = g_new0(FileHandle, 1);
+    h->fd = fd;
+    h->node = n;
+    h->writable = writable;
+    h->marker_job = marker_job;
+    node_open_count(fs, n, 1);
+    bind_open(fs, h, fi->flags);
+    handle_register(fs, h, file_handle_free);
+    fi->fh = (uintptr_t)h;
+    return h;
+}
+
+/* The open(2) flags of the daemon's own descriptor of a backing file.
+ * Never O_DIRECT: the daemon writes from libfuse's request buffers, which
+ * are not aligned for it (EINVAL), and O_DIRECT's promise (no page cache on
+ * the caller's side) is kept by the kernel above us.  Under writeback
+ * caching the kernel may read pages of a write-only file, and does O_APPEND
+ * itself. */
+static int backing_open_flags(struct ckptfs *fs, int flags)
+{
+    flags &= ~O_DIRECT;
+    if (fs->opt.writeback) {
+        if ((flags & O_ACCMODE) == O_WRONLY)
+            flags = (flags & ~O_ACCMODE) | O_RDWR;
+        flags &= ~O_APPEND;
+    }
+    return flags;
+}
+
+static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_info *fi)
+{
+    if (n->kind != NODE_BACKING)
+        return open_views(fs, n, fi);
+    if (wants_write(fi->flags)) {
+        int err = fs_check_write(fs, req, "open", n, NULL);
+        if (err)
+            return err;
+    }
+    int flags = backing_open_flags(fs, fi->flags & ~O_NOFOLLOW);
+    Creds c;
+    creds_enter(fs, req, false, &c);
+    int fd;
+    if (c.switched) {
+        /* the kernel leaves permission checks to us: check as the caller,
+         * then open with the daemon's rights (open_by_handle_at needs them) */
+        NodeFd f;
+        int err = node_fd(fs, n, &f);
+        if (err) {
+            creds_leave(fs, &c);
+            return err;
+        }
+        char proc[64];
+        proc_path(proc, sizeof proc, f.fd);
+        int mode = ((flags & O_ACCMODE) != O_WRONLY ? R_OK : 0) |
+                   ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) ? W_OK : 0);
+        err = faccessat(AT_FDCWD, proc, mode, AT_EACCESS) < 0 ? -errno : 0;
+        node_fd_put(fs, &f);
+        creds_leave(fs, &c);
+        if (err)
+            return err;
+    }
+    struct stat st;
+    fd = node_open_live(fs, n, flags, &st);
+    if (fd < 0)
+        return fd;
+    const char *marker_job = wants_write(fi->flags) ? views_marker_job(fs, n, fd) : NULL;
+    FileHandle *h =
+        file_handle_open(fs, n, fd, (fi->flags & O_ACCMODE) != O_RDONLY, marker_job, fi);
+    set_open_flags(fs, n, &st, h, fi);
+    return 0;
+}
+
+static void file_handle_free(struct ckptfs *fs, void *p)
+{
+    FileHandle *h = p;
+    if (h->bound)
+        pt_unbind(fs, h->node, h->backing_id);
+    if (h->fd >= 0) {
+        if (h->writable && h->node->kind == NODE_BACKING) {
+            struct stat st;
+            if (fstat(h->fd, &st) == 0)
+                node_note_release(fs, h->node, &st);
+        }
+        close(h->fd);
+        if (h->node->kind == NODE_BACKING)
+            node_open_count(fs, h->node, -1);
+    }
+    if (h->content)
+        g_bytes_unref(h->content);
+    g_free(h);
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_OPEN);
+    int err = do_open(fs, req, N(fs, ino), fi);
+    if (err) {
+        reply_err(fs, req, err);
+        return;
+    }
+    if (kio_reply_open(req, fi, FH(fi)->backing_id) != 0) {
+        handle_unregister(fs, FH(fi));
+        file_handle_free(fs, FH(fi));
+    }
+}
+
+static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, mode_t mode,
+                     struct fuse_file_info *fi, struct fuse_entry_param *e)
+{
+    bool tmpfile = strcmp(name, KIO_TMPFILE_NAME) == 0;
+    CkNs child;
+    int err = fs_check_create(fs, req, "create", p, name, false, &child);
+    if (err)
+        return err;
+    NodeFd pf;
+    if ((err = node_fd(fs, p, &pf)))
+        return err;
+    int flags = backing_open_flags(fs, fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC);
+    const char *at = name;
+    if (tmpfile) {
+        /* an unnamed file in the directory (kio delivers FUSE_TMPFILE so) */
+        flags = (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW | O_DIRECTORY)) | O_TMPFILE;
+        at = ".";
+    }
+    Creds c;
+    creds_enter(fs, req, true, &c);
+    int fd = openat(pf.fd, at, flags, mode & 07777);
+    if (fd < 0)
+        err = -errno;
+    creds_leave(fs, &c);
+    node_fd_put(fs, &pf);
+    if (err)
+        return err;
+    struct stat st;
+    Node *n;
+    err = node_lookup_fd(fs, p, name, fd, &st, &n);
+    if (err) {
+        close(fd);
+        return err;
+    }
+    fill_entry(fs, n, &st, e);
+    bool marker = !tmpfile && child.kind == CK_NS_JOB && strcmp(name, "COMPLETED") == 0;
+    FileHandle *h = file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
+    set_open_flags(fs, n, &st, h, fi);
+    return 0;
+}
+
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+               struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_CREATE);
+    struct fuse_entry_param e;
+    int err = do_create(fs, req, N(fs, parent), name, mode, fi, &e);
+    if (err) {
+        reply_err(fs, req, err);
+        return;
+    }
+    if (kio_reply_create(req, &e, fi, FH(fi)->backing_id) != 0) {
+        handle_unregister(fs, FH(fi));
+        file_handle_free(fs, FH(fi));
+        node_forget(fs, N(fs, e.ino), 1);
+    }
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino;
+    fs_metric_op(&fs->metrics, FS_OP_READ);
+    FileHandle *h = FH(fi);
+    if (h->fd < 0) {
+        /* The kernel may release the handle as soon as it has the reply,
+         * before fuse_reply_buf returns: keep the snapshot alive until then. */
+        g_autoptr(GBytes) content = h->content ? g_bytes_ref(h->content) : NULL;
+        gsize len = 0;
+        const char *data = content ? g_bytes_get_data(content, &len) : NULL;
+        if (off < 0 || (gsize)off >= len)
+            fuse_reply_buf(req, NULL, 0);
+        else
+            fuse_reply_buf(req, data + off, MIN(size, len - (gsize)off));
+        return;
+    }
+    struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+    buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    buf.buf[0].fd = h->fd;
+    buf.buf[0].pos = off;
+    /* no FUSE_BUF_SPLICE_MOVE: the kernel refuses most pages it is given
+     * ("trying to steal weird page") and copies them anyway */
+    int r = fuse_reply_data(req, &buf, 0);
+    if (r < 0 && r != -ENOENT)
+        fs_metric_err(&fs->metrics, -r);
+}
+
+/* 0 when data may be written through h, else the error to give: the
+ * verdict kept at open, or EROFS for a views snapshot (it has no fd). */
+static int write_refusal(const FileHandle *h)
+{
+    if (h->write_err)
+        return h->write_err;
+    return h->fd < 0 ? -EROFS : 0;
+}
+
+void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, off_t off,
+                  struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino;
+    fs_metric_op(&fs->metrics, FS_OP_WRITE);
+    FileHandle *h = FH(fi);
+    /* The policy verdict was taken once at open (a refused open never gets
+     * a handle; audit mode recorded it there): only look at it here. */
+    int err = write_refusal(h);
+    if (err) {
+        reply_err(fs, req, err);
+        return;
+    }
+    struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
+    out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    out.buf[0].fd = h->fd;
+    out.buf[0].pos = off;
+    ssize_t r = fuse_buf_copy(&out, in_buf, 0);
+    if (r < 0)
+        reply_err(fs, req, (int)r);
+    else
+        fuse_reply_write(req, (size_t)r);
+}
+
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino;
+    fs_metric_op(&fs->metrics, FS_OP_FLUSH);
+    FileHandle *h = FH(fi);
+    int err = 0;
+    if (h->fd >= 0) {
+        /* close of a duplicate reports the errors a close would (NFS-style backing) */
+        int d = dup(h->fd);
+        if (d < 0 || close(d) < 0)
+            err = -errno;
+    }
+    if (h->marker_job)
+        views_marker_written(fs, h->marker_job); /* close(2) waits for flush: the views see it */
+    reply_err(fs, req, err);
+}
+
+void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino;
+    fs_metric_op(&fs->metrics, FS_OP_RELEASE);
+    if (FH(fi)->marker_job)
+        views_marker_written(fs,
+                             FH(fi)->marker_job); /* before the reply: the next lookup sees it */
+    handle_unregister(fs, FH(fi));
+    file_handle_free(fs, FH(fi));
+    fuse_reply_err(req, 0);
+}
+
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino;
+    fs_metric_op(&fs->metrics, FS_OP_FSYNC);
+    FileHandle *h = FH(fi);
+    reply_err(fs, req, h->fd >= 0 ? sync_fd(h->fd, datasync) : 0);
+}
+
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                  struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino;
+    fs_metric_op(&fs->metrics, FS_OP_FALLOCATE);
+    FileHandle *h = FH(fi);
+    int err = write_refusal(h);
+    if (!err && fallocate(h->fd, mode, off, len) < 0)
+        err = -errno;
+    reply_err(fs, req, err);
+}
+
+void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino;
+    fs_metric_op(&fs->metrics, FS_OP_LSEEK);
+    FileHandle *h = FH(fi);
+    if (h->fd < 0) {
+        reply_err(fs, req, -EINVAL);
+        return;
+    }
+    off_t r = lseek(h->fd, off, whence);
+    if (r < 0)
+        reply_err(fs, req, -errno);
+    else
+        fuse_reply_lseek(req, r);
+}
+
+void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+                        struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+                        struct fuse_file_info *fi_out, size_t len, int flags)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino_in;
+    (void)ino_out;
+    fs_metric_op(&fs->metrics, FS_OP_COPY_FILE_RANGE);
+    FileHandle *in = FH(fi_in), *out = FH(fi_out);
+    int err = write_refusal(out);
+    if (err) {
+        reply_err(fs, req, err);
+        return;
+    }
+    if (in->fd < 0) {
+        reply_err(fs, req, -EXDEV); /* a views snapshot: the kernel falls back to read/write */
+        return;
+    }
+    ssize_t r = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, (unsigned)flags);
+    if (r < 0)
+        reply_err(fs, req, -errno);
+    else
+        fuse_reply_write(req, (size_t)r);
+}

@@ -1,0 +1,526 @@
+/* Names and attributes: lookup and forget, getattr and setattr, readlink,
+ * the creates (mknod, mkdir, symlink, link), unlink, rmdir and rename,
+ * statfs and access.  Policy questions go to enforce.c, views requests to
+ * views.c. */
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "enforce.h"
+#include "ops.h"
+#include "opsint.h"
+#include "views.h"
+
+void fill_entry(struct ckptfs *fs, Node *n, const struct stat *st, struct fuse_entry_param *e)
+{
+    memset(e, 0, sizeof *e);
+    e->ino = node_ino(&fs->nodes, n);
+    e->generation = n->generation;
+    e->attr = *st;
+    e->attr_timeout = fs->attr_timeout;
+    e->entry_timeout = fs->entry_timeout;
+}
+
+int do_lookup(struct ckptfs *fs, Node *p, const char *name, struct fuse_entry_param *e)
+{
+    if (p->kind != NODE_BACKING || (p == fs->nodes.root && strcmp(name, fs->opt.views_name) == 0))
+        return views_lookup(fs, p, name, e);
+    if (is_dot_or_dotdot(name))
+        return -EINVAL; /* never resolve ".." out of the backing directory */
+    NodeFd pf;
+    int err = node_fd(fs, p, &pf);
+    if (err)
+        return err;
+    struct stat st;
+    Node *n;
+    err = node_lookup_backing(fs, p, pf.fd, name, &st, &n);
+    node_fd_put(fs, &pf);
+    if (err)
+        return err;
+    fill_entry(fs, n, &st, e);
+    return 0;
+}
+
+/* Replies with an entry; a reply the kernel did not take gives its reference back. */
+void reply_entry(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_entry_param *e)
+{
+    if (err == -ENOENT && fs->entry_timeout > 0) {
+        /* a name created behind the mount's back shows within a second */
+        struct fuse_entry_param neg = {0};
+        neg.entry_timeout = MIN(fs->entry_timeout, 1.0);
+        fs_metric_err(&fs->metrics, ENOENT);
+        fuse_reply_entry(req, &neg);
+        return;
+    }
+    if (err) {
+        reply_err(fs, req, err);
+        return;
+    }
+    if (fuse_reply_entry(req, e) != 0 && e->ino) /* ino 0: a views negative entry */
+        node_forget(fs, N(fs, e->ino), 1);
+}
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_LOOKUP);
+    struct fuse_entry_param e;
+    int err = do_lookup(fs, N(fs, parent), name, &e);
+    reply_entry(fs, req, err, &e);
+}
+
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_FORGET);
+    node_forget(fs, N(fs, ino), nlookup);
+    fuse_reply_none(req);
+}
+
+void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_FORGET);
+    for (size_t i = 0; i < count; i++)
+        node_forget(fs, N(fs, forgets[i].ino), forgets[i].nlookup);
+    fuse_reply_none(req);
+}
+
+/* --- attributes ------------------------------------------------------------ */
+
+/* stat of a node without an open file: an object that is gone (no names
+ * left, nothing open through the mount) is ESTALE, so the kernel looks the
+ * name up again instead of reporting a deleted file. */
+static int node_stat(struct ckptfs *fs, Node *n, struct stat *st)
+{
+    int err = node_fstat(fs, n, st);
+    if (!err && st->st_nlink == 0 && n != fs->nodes.root && node_nopen(fs, n) == 0)
+        err = node_mark_stale(fs, n, -ESTALE);
+    return err;
+}
+
+/* Attributes of n; *timeout: how long the kernel may keep them. */
+static int do_getattr(struct ckptfs *fs, Node *n, struct fuse_file_info *fi, struct stat *st,
+                      double *timeout)
+{
+    *timeout = fs->attr_timeout;
+    if (n->kind != NODE_BACKING)
+        return views_getattr(fs, n, st, timeout);
+    if (fi && n->type == S_IFREG && FH(fi)->fd >= 0)
+        return fstat(FH(fi)->fd, st) < 0 ? -errno : 0;
+    return node_stat(fs, n, st);
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_GETATTR);
+    struct stat st;
+    double timeout;
+    int err = do_getattr(fs, N(fs, ino), fi, &st, &timeout);
+    if (err)
+        reply_err(fs, req, err);
+    else
+        fuse_reply_attr(req, &st, timeout);
+}
+
+#define TIMES_ONLY                                                                                 \
+    (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |                         \
+     FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)
+
+static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *attr, int to_set,
+                      struct fuse_file_info *fi, struct stat *out)
+{
+    int err = fs_check_write(fs, req, "setattr", n, NULL);
+    if (err)
+        return err;
+    NodeFd f = {-1, NULL};
+    int ffd = fi && n->type == S_IFREG && FH(fi)->fd >= 0 ? FH(fi)->fd : -1;
+    if (ffd < 0) {
+        err = node_fd(fs, n, &f);
+        if (err == -ESTALE && !(to_set & ~TIMES_ONLY)) {
+            /* the writeback cache flushing the times of a file unlinked
+             * since: nothing is left to set, and an error here would stick
+             * to the whole file system (syncfs) */
+            memset(out, 0, sizeof *out);
+            out->st_mode = n->type;
+            return 0;
+        }
+        if (err)
+            return err;
+    }
+    int fd = ffd >= 0 ? ffd : f.fd;
+    char proc[64];
+    proc_path(proc, sizeof proc, fd);
+    Creds c;
+    creds_enter(fs, req, false, &c);
+    if (to_set & FUSE_SET_ATTR_MODE) {
+        int r = ffd >= 0 ? fchmod(ffd, attr->st_mode) : fchmodat(AT_FDCWD, proc, attr->st_mode, 0);
+        if (r < 0) {
+            err = -errno;
+            goto out;
+        }
+    }
+    if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+        uid_t uid = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+        gid_t gid = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+        if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+            err = -errno;
+            goto out;
+        }
+    }
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+        int r = ffd >= 0 ? ftruncate(ffd, attr->st_size) : truncate(proc, attr->st_size);
+        if (r < 0) {
+            err = -errno;
+            goto out;
+        }
+    }
+    if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+        struct timespec ts[2] = {{0, UTIME_OMIT}, {0, UTIME_OMIT}};
+        if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+            ts[0].tv_nsec = UTIME_NOW;
+        else if (to_set & FUSE_SET_ATTR_ATIME)
+            ts[0] = attr->st_atim;
+        if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+            ts[1].tv_nsec = UTIME_NOW;
+        else if (to_set & FUSE_SET_ATTR_MTIME)
+            ts[1] = attr->st_mtim;
+        int r = ffd >= 0 ? futimens(ffd, ts)
+                         : utimensat(fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+        if (r < 0) {
+            err = -errno;
+            goto out;
+        }
+    }
+    if (fstatat(fd, "", out, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+        err = -errno;
+out:
+    creds_leave(fs, &c);
+    node_fd_put(fs, &f);
+    return err;
+}
+
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_SETATTR);
+    struct stat st;
+    int err = do_setattr(fs, req, N(fs, ino), attr, to_set, fi, &st);
+    if (err)
+        reply_err(fs, req, err);
+    else
+        fuse_reply_attr(req, &st, fs->attr_timeout);
+}
+
+/* The target of a symlink (g_free). */
+static int do_readlink(struct ckptfs *fs, Node *n, char **target)
+{
+    if (n->kind == NODE_VIRTUAL)
+        return views_readlink(fs, n, target);
+    NodeFd f;
+    int err = node_fd(fs, n, &f);
+    if (err)
+        return err;
+    char buf[PATH_MAX + 1];
+    ssize_t len = readlinkat(f.fd, "", buf, sizeof buf);
+    err = len < 0 ? -errno : 0;
+    node_fd_put(fs, &f);
+    if (err)
+        return err;
+    if ((size_t)len >= sizeof buf)
+        return -ENAMETOOLONG;
+    *target = g_strndup(buf, (gsize)len);
+    return 0;
+}
+
+void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_READLINK);
+    g_autofree char *target = NULL;
+    int err = do_readlink(fs, N(fs, ino), &target);
+    if (err)
+        reply_err(fs, req, err);
+    else
+        fuse_reply_readlink(req, target);
+}
+
+/* --- creating -------------------------------------------------------------- */
+
+static int do_make(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, mode_t mode,
+                   dev_t rdev, const char *target, struct fuse_entry_param *e)
+{
+    CkNs child;
+    int err;
+    if (target)
+        err = fs_check_symlink(fs, req, p, name, target, &child);
+    else
+        err = fs_check_create(fs, req, S_ISDIR(mode) ? "mkdir" : "mknod", p, name, S_ISDIR(mode),
+                              &child);
+    if (err)
+        return err;
+    NodeFd pf;
+    err = node_fd(fs, p, &pf);
+    if (err)
+        return err;
+    Creds c;
+    creds_enter(fs, req, true, &c);
+    int r;
+    if (target)
+        r = symlinkat(target, pf.fd, name);
+    else if (S_ISDIR(mode))
+        r = mkdirat(pf.fd, name, mode & 07777);
+    else
+        r = mknodat(pf.fd, name, mode, rdev);
+    err = r < 0 ? -errno : 0;
+    creds_leave(fs, &c);
+    if (!err)
+        views_note_change(fs, node_ns(fs, p), name);
+    if (!err) {
+        struct stat st;
+        Node *n;
+        err = node_lookup_backing(fs, p, pf.fd, name, &st, &n);
+        if (!err)
+            fill_entry(fs, n, &st, e);
+    }
+    node_fd_put(fs, &pf);
+    return err;
+}
+
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_MKNOD);
+    struct fuse_entry_param e;
+    int err = do_make(fs, req, N(fs, parent), name, mode, rdev, NULL, &e);
+    if (err)
+        reply_err(fs, req, err);
+    else
+        reply_entry(fs, req, 0, &e);
+}
+
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_MKDIR);
+    struct fuse_entry_param e;
+    int err = do_make(fs, req, N(fs, parent), name, S_IFDIR | mode, 0, NULL, &e);
+    if (err)
+        reply_err(fs, req, err);
+    else
+        reply_entry(fs, req, 0, &e);
+}
+
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_SYMLINK);
+    struct fuse_entry_param e;
+    int err = do_make(fs, req, N(fs, parent), name, S_IFLNK, 0, link, &e);
+    if (err)
+        reply_err(fs, req, err);
+    else
+        reply_entry(fs, req, 0, &e);
+}
+
+/* A hard link of n at newparent/newname, by the daemon (root: linkat of
+ * the descriptor itself; else through /proc/self/fd). */
+static int do_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *np, const char *newname,
+                   struct fuse_entry_param *e)
+{
+    CkNs ns;
+    int err = fs_check_link(fs, req, n, np, newname, &ns);
+    if (err)
+        return err;
+    NodeFd f, pf;
+    if ((err = node_fd(fs, n, &f)))
+        return err;
+    if ((err = node_fd(fs, np, &pf))) {
+        node_fd_put(fs, &f);
+        return err;
+    }
+    int r;
+    if (fs->is_root) {
+        r = linkat(f.fd, "", pf.fd, newname, AT_EMPTY_PATH);
+    } else {
+        char proc[64];
+        proc_path(proc, sizeof proc, f.fd);
+        r = linkat(AT_FDCWD, proc, pf.fd, newname, AT_SYMLINK_FOLLOW);
+    }
+    struct stat st;
+    if (r < 0)
+        err = -errno;
+    else if (fstatat(f.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+        err = -errno;
+    node_fd_put(fs, &pf);
+    node_fd_put(fs, &f);
+    if (err)
+        return err;
+    node_ref(fs, n, 1);
+    fill_entry(fs, n, &st, e);
+    return 0;
+}
+
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_LINK);
+    struct fuse_entry_param e;
+    int err = do_link(fs, req, N(fs, ino), N(fs, newparent), newname, &e);
+    if (err)
+        reply_err(fs, req, err);
+    else
+        reply_entry(fs, req, 0, &e);
+}
+
+/* --- removing and renaming --------------------------------------------------- */
+
+static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, bool dir)
+{
+    int err = fs_check_write(fs, req, dir ? "rmdir" : "unlink", p, name);
+    if (err)
+        return err;
+    NodeFd pf;
+    if ((err = node_fd(fs, p, &pf)))
+        return err;
+    Creds c;
+    creds_enter(fs, req, false, &c);
+    if (unlinkat(pf.fd, name, dir ? AT_REMOVEDIR : 0) < 0)
+        err = -errno;
+    creds_leave(fs, &c);
+    node_fd_put(fs, &pf);
+    if (!err)
+        views_note_change(fs, node_ns(fs, p), name);
+    return err;
+}
+
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_UNLINK);
+    reply_err(fs, req, do_remove(fs, req, N(fs, parent), name, false));
+}
+
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_RMDIR);
+    reply_err(fs, req, do_remove(fs, req, N(fs, parent), name, true));
+}
+
+/* The node now at dirfd/name takes namespace ns (rename moved it). */
+static void renamed_ns(struct ckptfs *fs, int dirfd, const char *name, CkNs ns)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return;
+    Node *n = node_find_backing(fs, st.st_dev, st.st_ino);
+    if (n && !ck_ns_equal(node_ns(fs, n), ns))
+        node_set_ns(fs, n, ns);
+}
+
+static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, Node *np,
+                     const char *newname, unsigned int flags)
+{
+    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
+        return -EINVAL;
+    CkNs moved, back;
+    int err = fs_check_rename(fs, req, p, name, np, newname, flags, &moved, &back);
+    if (err)
+        return err;
+    NodeFd pf, npf;
+    if ((err = node_fd(fs, p, &pf)))
+        return err;
+    if ((err = node_fd(fs, np, &npf))) {
+        node_fd_put(fs, &pf);
+        return err;
+    }
+    Creds c;
+    /* a whiteout is a create (a device node at the old name): made as the
+     * caller, who needs CAP_MKNOD as on any file system */
+    creds_enter(fs, req, flags & RENAME_WHITEOUT, &c);
+    int r = flags ? renameat2(pf.fd, name, npf.fd, newname, flags)
+                  : renameat(pf.fd, name, npf.fd, newname);
+    if (r < 0)
+        err = -errno;
+    creds_leave(fs, &c);
+    if (!err) {
+        const char *vn = fs->opt.views_name;
+        CkNs was = ck_ns_child(node_ns(fs, p), name, vn);
+        if (!ck_ns_equal(was, moved))
+            renamed_ns(fs, npf.fd, newname, moved);
+        if ((flags & RENAME_EXCHANGE) &&
+            !ck_ns_equal(ck_ns_child(node_ns(fs, np), newname, vn), back))
+            renamed_ns(fs, pf.fd, name, back);
+        views_note_change(fs, node_ns(fs, p), name);
+        views_note_change(fs, node_ns(fs, np), newname);
+    }
+    node_fd_put(fs, &npf);
+    node_fd_put(fs, &pf);
+    return err;
+}
+
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+               const char *newname, unsigned int flags)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_RENAME);
+    reply_err(fs, req, do_rename(fs, req, N(fs, parent), name, N(fs, newparent), newname, flags));
+}
+
+/* --- the file system and access ------------------------------------------- */
+
+static int do_statfs(struct ckptfs *fs, Node *n, struct statvfs *sv)
+{
+    if (n->kind != NODE_BACKING)
+        n = fs->nodes.root;
+    NodeFd f;
+    int err = node_fd(fs, n, &f);
+    if (err)
+        return err;
+    err = fstatvfs(f.fd, sv) < 0 ? -errno : 0;
+    node_fd_put(fs, &f);
+    return err;
+}
+
+void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_STATFS);
+    struct statvfs sv;
+    int err = do_statfs(fs, N(fs, ino), &sv);
+    if (err)
+        reply_err(fs, req, err);
+    else
+        fuse_reply_statfs(req, &sv);
+}
+
+/* access(2) as the caller; views answer EROFS to W_OK. */
+static int do_access(struct ckptfs *fs, fuse_req_t req, Node *n, int mask)
+{
+    if (n->kind != NODE_BACKING)
+        return (mask & W_OK) ? -EROFS : 0;
+    NodeFd f;
+    int err = node_fd(fs, n, &f);
+    if (err)
+        return err;
+    char proc[64];
+    proc_path(proc, sizeof proc, f.fd);
+    Creds c;
+    creds_enter(fs, req, true, &c);
+    err = faccessat(AT_FDCWD, proc, mask, AT_EACCESS) < 0 ? -errno : 0;
+    creds_leave(fs, &c);
+    node_fd_put(fs, &f);
+    return err;
+}
+
+void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(&fs->metrics, FS_OP_ACCESS);
+    reply_err(fs, req, do_access(fs, req, N(fs, ino), mask));
+}
