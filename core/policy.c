@@ -21,17 +21,27 @@ CkNs ck_ns_child(CkNs parent, const char *name, const char *views_name)
     case CK_NS_ROOT: {
         size_t len = strlen(name);
         if (is_struct_name(name, len))
-            return (CkNs){CK_NS_STRUCT, NULL};
+            return (CkNs){CK_NS_STRUCT, NULL,
+                          strcmp(name, "_jobs") == 0 ? CK_PLACE_JOBS : CK_PLACE_OTHER};
         if (strcmp(name, default_views(views_name)) == 0)
-            return (CkNs){CK_NS_VIEWS, NULL};
-        return (CkNs){CK_NS_LEGACY, NULL};
+            return (CkNs){CK_NS_VIEWS, NULL, CK_PLACE_OTHER};
+        return (CkNs){CK_NS_LEGACY, NULL, CK_PLACE_OTHER};
     }
     case CK_NS_STRUCT:
         if (ck_is_job_id(name, strlen(name)))
-            return (CkNs){CK_NS_JOB, g_intern_string(name)};
-        return (CkNs){CK_NS_STRAY, NULL};
+            return (CkNs){CK_NS_JOB, g_intern_string(name),
+                          parent.place == CK_PLACE_JOBS ? CK_PLACE_JOB_DIR : CK_PLACE_OTHER};
+        return (CkNs){CK_NS_STRAY, NULL, CK_PLACE_OTHER};
+    case CK_NS_JOB: {
+        CkPlace place = CK_PLACE_OTHER;
+        uint64_t n;
+        if (parent.place == CK_PLACE_JOB_DIR && ck_parse_checkpoint_name(name, strlen(name), &n))
+            place = CK_PLACE_CHK_DIR;
+        else if (parent.place == CK_PLACE_CHK_DIR && strcmp(name, "COMPLETED") == 0)
+            place = CK_PLACE_MARKER;
+        return (CkNs){CK_NS_JOB, parent.job, place};
+    }
     case CK_NS_STRAY:
-    case CK_NS_JOB:
     case CK_NS_LEGACY:
     case CK_NS_VIEWS:
         break;
@@ -232,4 +242,75 @@ CkVerdict ck_policy_symlink(const CkPolicy *p, const char *caller_job, CkNs pare
         walk_components(&w, parent_path, strlen(parent_path));
     walk_components(&w, target, strlen(target));
     return landing_allowed(&w, child.job, views_name) ? CK_ALLOW : CK_CROSS_NAMESPACE_SYMLINK;
+}
+
+/* ---- decisions ---- */
+
+static const CkPolicy strict = {.legacy_rw = false};
+
+/* The mode applied to verdict v; owner: the namespace the record names. */
+static CkDecision decide(const CkPolicy *p, CkVerdict v, CkNs owner, CkNs ns)
+{
+    CkDecision d = {.verdict = v, .ns = ns};
+    if (v == CK_ALLOW || (p->off && v != CK_VIEWS_READ_ONLY)) {
+        d.verdict = CK_ALLOW;
+        d.proceed = true;
+        return d;
+    }
+    if (v == CK_VIEWS_READ_ONLY) {
+        d.err = EROFS; /* not a collision: nothing can reach the backing dir */
+        return d;
+    }
+    d.record = true;
+    d.owner_job = ck_ns_owner(owner);
+    d.proceed = p->audit || (v == CK_LEGACY_WRITE && p->legacy_rw);
+    d.err = d.proceed ? 0 : ck_verdict_errno(v);
+    return d;
+}
+
+/* The end of a two-ended write (rename, link) a record names: the source's
+ * job when that is not the caller's own, else the destination's. */
+static CkNs owner_of_two(const char *caller_job, CkNs src, CkNs dst)
+{
+    const char *o = ck_ns_owner(src);
+    return o && o != caller_job ? src : dst;
+}
+
+CkDecision ck_decide_write(const CkPolicy *p, const char *caller_job, CkNs target)
+{
+    return decide(p, ck_policy_write(&strict, caller_job, target), target, target);
+}
+
+CkDecision ck_decide_create(const CkPolicy *p, const char *caller_job, CkNs parent,
+                            const char *name, bool is_dir, const char *views_name)
+{
+    CkNs child;
+    CkVerdict v = ck_policy_create(&strict, caller_job, parent, name, is_dir, views_name, &child);
+    return decide(p, v, child, child);
+}
+
+CkDecision ck_decide_rename(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
+                            const char *name, const char *views_name)
+{
+    CkNs dst;
+    CkVerdict v = ck_policy_rename(&strict, caller_job, src, dst_parent, name, views_name, &dst);
+    return decide(p, v, owner_of_two(caller_job, src, dst), dst);
+}
+
+CkDecision ck_decide_link(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
+                          const char *name, const char *views_name)
+{
+    CkNs dst;
+    CkVerdict v = ck_policy_link(&strict, caller_job, src, dst_parent, name, views_name, &dst);
+    return decide(p, v, owner_of_two(caller_job, src, dst), dst);
+}
+
+CkDecision ck_decide_symlink(const CkPolicy *p, const char *caller_job, CkNs parent,
+                             const char *parent_path, const char *name, const char *target,
+                             const char *views_name)
+{
+    CkNs child;
+    CkVerdict v = ck_policy_symlink(&strict, caller_job, parent, parent_path, name, target,
+                                    views_name, &child);
+    return decide(p, v, child, child);
 }

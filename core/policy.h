@@ -19,18 +19,48 @@ typedef enum {
     CK_NS_VIEWS,  /* the virtual views tree: read-only (EROFS) */
 } CkNsKind;
 
+/* Where in the namespace an entry stands, as far as the catalog cares:
+ * whether it is a job's marker, or a directory on the way to one. */
+typedef enum {
+    CK_PLACE_OTHER = 0,
+    CK_PLACE_JOBS,    /* _jobs itself */
+    CK_PLACE_JOB_DIR, /* _jobs/<J> */
+    CK_PLACE_CHK_DIR, /* _jobs/<J>/chk-<N> (N canonical) */
+    CK_PLACE_MARKER,  /* _jobs/<J>/chk-<N>/COMPLETED */
+} CkPlace;
+
 typedef struct {
     CkNsKind kind;
     const char *job; /* interned; set iff kind == CK_NS_JOB */
+    CkPlace place;
 } CkNs;
 
 static inline CkNs ck_ns_root(void)
 {
-    return (CkNs){CK_NS_ROOT, (const char *)0};
+    return (CkNs){CK_NS_ROOT, (const char *)0, CK_PLACE_OTHER};
 }
+/* The same namespace (what the policy compares; the place does not count). */
 static inline bool ck_ns_equal(CkNs a, CkNs b)
 {
     return a.kind == b.kind && a.job == b.job;
+}
+/* The same namespace and place (what a node must be told after a rename). */
+static inline bool ck_ns_identical(CkNs a, CkNs b)
+{
+    return ck_ns_equal(a, b) && a.place == b.place;
+}
+/* The one answer to "is this a marker?": _jobs/<J>/chk-<N>/COMPLETED. */
+static inline bool ck_ns_is_marker(CkNs ns)
+{
+    return ns.place == CK_PLACE_MARKER;
+}
+/* A change to an entry of this ns (create, remove, rename) can change what
+ * the catalog knows of its job: a job's marker directory, a checkpoint
+ * directory or a marker. */
+static inline bool ck_ns_in_catalog(CkNs ns)
+{
+    return ns.place == CK_PLACE_JOB_DIR || ns.place == CK_PLACE_CHK_DIR ||
+           ns.place == CK_PLACE_MARKER;
 }
 
 /* The namespace of entry `name` inside a directory of namespace `parent`.
@@ -57,7 +87,9 @@ const char *ck_verdict_kind(CkVerdict v);
 int ck_verdict_errno(CkVerdict v);
 
 typedef struct {
-    bool legacy_rw; /* legacy=rw */
+    bool legacy_rw; /* legacy=rw: legacy writes go on (ck_decide_*: still recorded) */
+    bool audit;     /* policy=audit: crossing writes go on, recorded as allowed */
+    bool off;       /* no checks at all (measuring only): only the views stay EROFS */
 } CkPolicy;
 
 /* A write to an existing object (write, truncate, setattr, xattr, open for
@@ -105,3 +137,30 @@ CkVerdict ck_policy_symlink(const CkPolicy *p, const char *caller_job, CkNs pare
 /* The job a verdict is about (the owner of the namespace written), for the
  * collision record's owner_job; NULL when it is not a job's. */
 const char *ck_ns_owner(CkNs ns);
+
+/* What the mount does with one write, decided in one place: the verdict
+ * of the ck_policy_* checks above (taken as with legacy=ro, so a legacy
+ * write is a verdict even with legacy=rw), then the mode: whether the
+ * write goes on, what it answers otherwise, whether it is recorded, and as
+ * whose namespace. */
+typedef struct {
+    CkVerdict verdict;     /* CK_ALLOW: nothing crossed */
+    bool proceed;          /* the write goes on */
+    int err;               /* when !proceed: EACCES, or EROFS in the views */
+    bool record;           /* a collision record is written; "allowed" iff proceed */
+    const char *owner_job; /* the job whose namespace is written (NULL: none) */
+    CkNs ns;               /* the entry's namespace afterwards (create, rename, link, symlink) */
+} CkDecision;
+
+CkDecision ck_decide_write(const CkPolicy *p, const char *caller_job, CkNs target);
+CkDecision ck_decide_create(const CkPolicy *p, const char *caller_job, CkNs parent,
+                            const char *name, bool is_dir, const char *views_name);
+/* Renaming entry src (of ns `src`) to `name` in dst_parent; for
+ * RENAME_EXCHANGE ask again the other way. */
+CkDecision ck_decide_rename(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
+                            const char *name, const char *views_name);
+CkDecision ck_decide_link(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
+                          const char *name, const char *views_name);
+CkDecision ck_decide_symlink(const CkPolicy *p, const char *caller_job, CkNs parent,
+                             const char *parent_path, const char *name, const char *target,
+                             const char *views_name);

@@ -59,142 +59,97 @@ static char *caller_comm(pid_t pid)
     return text;
 }
 
-/* Verdicts are taken as with legacy=ro, so that with legacy=rw a legacy
- * write is still recorded ("legacy-write", verdict "allowed") and goes on. */
-static const CkPolicy strict_policy = {.legacy_rw = false};
-
-/* Applies a verdict: 0 to proceed, -errno to refuse; records collisions. */
-static int fs_refuse(struct ckptfs *fs, fuse_req_t req, CkVerdict v, const char *op,
-                     const char *caller_job, CkNs owner, Node *dir, const char *name, Node *dir2,
-                     const char *name2, const char *literal2)
+/* Carries out a decision: records it when core says so (the paths are
+ * derived only then), and answers 0 to go on or -errno. */
+static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const char *op,
+                 const char *caller_job, Node *dir, const char *name, Node *dir2, const char *name2,
+                 const char *literal2)
 {
-    if (v == CK_ALLOW)
-        return 0;
-    if (v == CK_VIEWS_READ_ONLY)
-        return -EROFS;
-    bool allowed = fs->opt.audit || (v == CK_LEGACY_WRITE && fs->policy.legacy_rw);
-    atomic_fetch_add_explicit(&fs->metrics.refusals[v][allowed ? 1 : 0], 1, memory_order_relaxed);
+    if (!d->record)
+        return d->proceed ? 0 : -d->err;
+    atomic_fetch_add_explicit(&fs->metrics.refusals[d->verdict][d->proceed ? 1 : 0], 1,
+                              memory_order_relaxed);
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     g_autofree char *path = entry_path(fs, dir, name);
     g_autofree char *path2 = dir2 ? entry_path(fs, dir2, name2) : NULL;
     g_autofree char *comm = caller_comm(ctx->pid);
     CkCollision c = {
         .time_us = g_get_real_time(),
-        .kind = ck_verdict_kind(v),
-        .denied = !allowed,
+        .kind = ck_verdict_kind(d->verdict),
+        .denied = !d->proceed,
         .op = op,
         .path = path ? path : "",
         .path2 = path2 ? path2 : literal2,
         .caller_job = caller_job,
-        .owner_job = ck_ns_owner(owner),
+        .owner_job = d->owner_job,
         .pid = ctx->pid,
         .uid = ctx->uid,
         .comm = comm,
     };
     ck_collision_log_append(fs->collisions, &c);
-    return allowed ? 0 : -ck_verdict_errno(v);
-}
-
-static bool in_views(Node *n)
-{
-    return n->kind != NODE_BACKING;
+    return d->proceed ? 0 : -d->err;
 }
 
 int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n, const char *name)
 {
-    if (in_views(n))
-        return -EROFS;
-    if (fs->opt.no_policy)
-        return 0;
     CkNs ns = node_ns(fs, n);
     if (name)
         ns = ck_ns_child(ns, name, fs->opt.views_name);
     const char *job = fs_caller_job(fs, req);
-    CkVerdict v = ck_policy_write(&strict_policy, job, ns);
-    return fs_refuse(fs, req, v, op, job, ns, n, name, NULL, NULL, NULL);
+    CkDecision d = ck_decide_write(&fs->policy, job, ns);
+    return apply(fs, req, &d, op, job, n, name, NULL, NULL, NULL);
 }
 
 int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *parent,
                     const char *name, bool is_dir, CkNs *child_out)
 {
-    if (in_views(parent))
-        return -EROFS;
-    CkNs pns = node_ns(fs, parent);
-    if (fs->opt.no_policy) {
-        *child_out = ck_ns_child(pns, name, fs->opt.views_name);
-        return 0;
-    }
     const char *job = fs_caller_job(fs, req);
-    CkVerdict v =
-        ck_policy_create(&strict_policy, job, pns, name, is_dir, fs->opt.views_name, child_out);
-    if (v != CK_ALLOW && v != CK_VIEWS_READ_ONLY)
-        *child_out = ck_ns_child(pns, name, fs->opt.views_name);
-    return fs_refuse(fs, req, v, op, job, *child_out, parent, name, NULL, NULL, NULL);
+    CkDecision d =
+        ck_decide_create(&fs->policy, job, node_ns(fs, parent), name, is_dir, fs->opt.views_name);
+    *child_out = d.ns;
+    return apply(fs, req, &d, op, job, parent, name, NULL, NULL, NULL);
 }
 
 int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
                     Node *newparent, const char *newname, unsigned flags, CkNs *moved_out,
                     CkNs *back_out)
 {
-    if (in_views(parent) || in_views(newparent))
-        return -EROFS;
     const char *vn = fs->opt.views_name;
     CkNs pns = node_ns(fs, parent), npns = node_ns(fs, newparent);
     CkNs src = ck_ns_child(pns, name, vn);
-    CkNs dst = ck_ns_child(npns, newname, vn);
-    *moved_out = dst;
-    *back_out = src;
-    if (fs->opt.no_policy)
-        return 0;
     const char *job = fs_caller_job(fs, req);
-    CkVerdict v = ck_policy_rename(&strict_policy, job, src, npns, newname, vn, moved_out);
-    CkNs owner = ck_ns_owner(src) && ck_ns_owner(src) != job ? src : dst;
-    int err = fs_refuse(fs, req, v, "rename", job, owner, parent, name, newparent, newname, NULL);
-    if (err || v != CK_ALLOW)
+    CkDecision d = ck_decide_rename(&fs->policy, job, src, npns, newname, vn);
+    *moved_out = d.ns;
+    *back_out = src;
+    int err = apply(fs, req, &d, "rename", job, parent, name, newparent, newname, NULL);
+    if (err || d.record || !(flags & RENAME_EXCHANGE))
         return err;
-    if (flags & RENAME_EXCHANGE) {
-        v = ck_policy_rename(&strict_policy, job, dst, pns, name, vn, back_out);
-        owner = ck_ns_owner(dst) && ck_ns_owner(dst) != job ? dst : src;
-        err = fs_refuse(fs, req, v, "rename", job, owner, newparent, newname, parent, name, NULL);
-    }
-    return err;
+    CkDecision back = ck_decide_rename(&fs->policy, job, d.ns, pns, name, vn);
+    *back_out = back.ns;
+    return apply(fs, req, &back, "rename", job, newparent, newname, parent, name, NULL);
 }
 
 int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, const char *newname,
                   CkNs *out)
 {
-    if (in_views(n) || in_views(newparent))
-        return -EROFS;
-    CkNs src = node_ns(fs, n), npns = node_ns(fs, newparent);
-    if (fs->opt.no_policy) {
-        *out = ck_ns_child(npns, newname, fs->opt.views_name);
-        return 0;
-    }
     const char *job = fs_caller_job(fs, req);
-    CkVerdict v = ck_policy_link(&strict_policy, job, src, npns, newname, fs->opt.views_name, out);
-    if (v != CK_ALLOW)
-        *out = ck_ns_child(npns, newname, fs->opt.views_name);
-    CkNs owner = ck_ns_owner(src) && ck_ns_owner(src) != job ? src : *out;
-    return fs_refuse(fs, req, v, "link", job, owner, n, NULL, newparent, newname, NULL);
+    CkDecision d = ck_decide_link(&fs->policy, job, node_ns(fs, n), node_ns(fs, newparent), newname,
+                                  fs->opt.views_name);
+    *out = d.ns;
+    return apply(fs, req, &d, "link", job, n, NULL, newparent, newname, NULL);
 }
 
 int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
                      const char *target, CkNs *out)
 {
-    if (in_views(parent))
-        return -EROFS;
     CkNs pns = node_ns(fs, parent);
-    if (fs->opt.no_policy) {
-        *out = ck_ns_child(pns, name, fs->opt.views_name);
-        return 0;
-    }
     const char *job = fs_caller_job(fs, req);
     /* The lexical resolution needs the parent's path; only a job's namespace
      * can refuse a symlink for its target, so only then derive it. */
-    g_autofree char *ppath = pns.kind == CK_NS_JOB ? fs_node_path(fs, parent) : NULL;
-    CkVerdict v = ck_policy_symlink(&strict_policy, job, pns, ppath ? ppath : "", name, target,
-                                    fs->opt.views_name, out);
-    if (v != CK_ALLOW)
-        *out = ck_ns_child(pns, name, fs->opt.views_name);
-    return fs_refuse(fs, req, v, "symlink", job, *out, parent, name, NULL, NULL, target);
+    g_autofree char *ppath =
+        pns.kind == CK_NS_JOB && !fs->policy.off ? fs_node_path(fs, parent) : NULL;
+    CkDecision d = ck_decide_symlink(&fs->policy, job, pns, ppath ? ppath : "", name, target,
+                                     fs->opt.views_name);
+    *out = d.ns;
+    return apply(fs, req, &d, "symlink", job, parent, name, NULL, NULL, target);
 }

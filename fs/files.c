@@ -140,7 +140,8 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
     fd = node_open_live(fs, n, flags, &st);
     if (fd < 0)
         return fd;
-    const char *marker_job = wants_write(fi->flags) ? views_marker_job(fs, n, fd) : NULL;
+    CkNs ns = node_ns(fs, n);
+    const char *marker_job = wants_write(fi->flags) && ck_ns_is_marker(ns) ? ns.job : NULL;
     FileHandle *h =
         file_handle_open(fs, n, fd, (fi->flags & O_ACCMODE) != O_RDONLY, marker_job, fi);
     set_open_flags(fs, n, &st, h, fi);
@@ -217,7 +218,7 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         return err;
     }
     fill_entry(fs, n, &st, e);
-    bool marker = !tmpfile && child.kind == CK_NS_JOB && strcmp(name, "COMPLETED") == 0;
+    bool marker = !tmpfile && ck_ns_is_marker(child);
     FileHandle *h = file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
     set_open_flags(fs, n, &st, h, fi);
     return 0;

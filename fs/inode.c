@@ -615,7 +615,7 @@ Node *node_get_virtual(struct ckptfs *fs, const char *vkey, void (*make)(Node *n
 
     Node *fresh = node_new(fs, NODE_VIRTUAL, 0);
     fresh->vkey = g_strdup(vkey);
-    fresh->ns = (CkNs){CK_NS_VIEWS, NULL};
+    fresh->ns = (CkNs){CK_NS_VIEWS, NULL, CK_PLACE_OTHER};
     make(fresh, ctx);
 
     g_mutex_lock(&t->lock);

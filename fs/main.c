@@ -210,7 +210,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
     if (o->job_interned || o->identity_env)
         fs->identity = ck_identity_new(o->job_interned, o->identity_env, "/proc");
 
-    fs->policy.legacy_rw = o->legacy_rw;
+    fs->policy = (CkPolicy){.legacy_rw = o->legacy_rw, .audit = o->audit, .off = o->no_policy};
     fs->entry_timeout = o->entry_timeout_s;
     fs->attr_timeout = o->attr_timeout_s;
     passthrough_setup(fs);

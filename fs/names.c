@@ -419,7 +419,7 @@ static void renamed_ns(struct ckptfs *fs, int dirfd, const char *name, CkNs ns)
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return;
     Node *n = node_find_backing(fs, st.st_dev, st.st_ino);
-    if (n && !ck_ns_equal(node_ns(fs, n), ns))
+    if (n && !ck_ns_identical(node_ns(fs, n), ns))
         node_set_ns(fs, n, ns);
 }
 
@@ -451,10 +451,10 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (!err) {
         const char *vn = fs->opt.views_name;
         CkNs was = ck_ns_child(node_ns(fs, p), name, vn);
-        if (!ck_ns_equal(was, moved))
+        if (!ck_ns_identical(was, moved))
             renamed_ns(fs, npf.fd, newname, moved);
         if ((flags & RENAME_EXCHANGE) &&
-            !ck_ns_equal(ck_ns_child(node_ns(fs, np), newname, vn), back))
+            !ck_ns_identical(ck_ns_child(node_ns(fs, np), newname, vn), back))
             renamed_ns(fs, pf.fd, name, back);
         views_note_change(fs, node_ns(fs, p), name);
         views_note_change(fs, node_ns(fs, np), newname);

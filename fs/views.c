@@ -580,13 +580,6 @@ int views_listxattr(struct ckptfs *fs, Node *n, GString *names)
 
 /* ---- writes through the mount that change the catalog ---- */
 
-static bool is_marker_name(const char *name)
-{
-    guint64 n;
-    return strcmp(name, "COMPLETED") == 0 ||
-           (g_str_has_prefix(name, "chk-") && ck_parse_checkpoint_name(name, strlen(name), &n));
-}
-
 static void refresh(struct ckptfs *fs, const char *job)
 {
     Views *v = views_of(fs);
@@ -616,25 +609,10 @@ void views_note_change(struct ckptfs *fs, CkNs pns, const char *name)
 {
     if (!fs->views)
         return;
-    if (pns.kind == CK_NS_JOB && is_marker_name(name))
-        refresh(fs, pns.job);
-    else if (pns.kind == CK_NS_STRUCT && ck_is_job_id(name, strlen(name)))
-        refresh(fs, g_intern_string(name));
-}
-
-const char *views_marker_job(struct ckptfs *fs, Node *n, int fd)
-{
-    CkNs ns = node_ns(fs, n);
-    if (ns.kind != CK_NS_JOB)
-        return NULL;
-    char proc[64], path[4096];
-    g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    ssize_t l = readlink(proc, path, sizeof path - 1);
-    if (l <= 0)
-        return NULL;
-    path[l] = '\0';
-    const char *base = strrchr(path, '/');
-    return base && strcmp(base + 1, "COMPLETED") == 0 ? ns.job : NULL;
+    /* a marker, a checkpoint or marker directory, or a job's own root */
+    CkNs child = ck_ns_child(pns, name, fs->opt.views_name);
+    if (ck_ns_in_catalog(child) || (pns.kind == CK_NS_STRUCT && child.kind == CK_NS_JOB))
+        refresh(fs, child.job);
 }
 
 void views_marker_written(struct ckptfs *fs, const char *job)

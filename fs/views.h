@@ -62,16 +62,15 @@ typedef struct {
 /* flags: open(2) flags, always read-only here. */
 int views_open(struct ckptfs *fs, Node *n, int flags, ViewsOpen *out);
 
-/* Hooks for fs/ops.c (no cost beyond a compare unless a marker is involved):
+/* Hooks for the request handlers (no cost beyond a compare unless a marker
+ * is involved; core answers what is a marker: ck_ns_is_marker):
  * - views_note_change: `name` in a directory of namespace pns was created,
- *   removed or renamed through the mount; when it is a marker (COMPLETED,
- *   chk-<N>) or a job directory, the job is re-read before this returns and
- *   the kernel's view entries are invalidated (asynchronously).
- * - views_marker_job: for a file opened for writing, the job whose marker it
- *   is (fd's name is COMPLETED in a job namespace), else NULL;
- * - views_marker_written: that file was flushed or released. */
+ *   removed or renamed through the mount; when it is a marker, a checkpoint
+ *   or marker directory or a job's root, the job is re-read before this
+ *   returns and the kernel's view entries are invalidated (asynchronously).
+ * - views_marker_written: a marker of `job` opened for writing was flushed
+ *   or released. */
 void views_note_change(struct ckptfs *fs, CkNs pns, const char *name);
-const char *views_marker_job(struct ckptfs *fs, Node *n, int fd);
 void views_marker_written(struct ckptfs *fs, const char *job);
 
 /* Extended attributes (user.ckptfs.source, .backing, .generation), read-only,

@@ -308,10 +308,93 @@ static void test_symlink(void **st)
     g_string_free(t, TRUE);
 }
 
+/* The ns of a path from the root, one component after another. */
+static CkNs ns_of_path(const char *path)
+{
+    CkNs ns = ck_ns_root();
+    g_auto(GStrv) parts = g_strsplit(path, "/", -1);
+    for (char **p = parts; *p; p++)
+        ns = ck_ns_child(ns, *p, "_views");
+    return ns;
+}
+
+/* "Is this a marker?" has one answer: _jobs/<J>/chk-<N>/COMPLETED, N canonical. */
+static void test_ns_marker_place(void **state)
+{
+    (void)state;
+    assert_true(ck_ns_is_marker(ns_of_path("_jobs/j/chk-1/COMPLETED")));
+    assert_true(ck_ns_is_marker(ns_of_path("_jobs/j/chk-0/COMPLETED")));
+    assert_false(ck_ns_is_marker(ns_of_path("_jobs/j/chk-01/COMPLETED")));
+    assert_false(ck_ns_is_marker(ns_of_path("_state/j/chk-1/COMPLETED")));
+    assert_false(ck_ns_is_marker(ns_of_path("_jobs/j/x/chk-1/COMPLETED")));
+    assert_false(ck_ns_is_marker(ns_of_path("_jobs/j/chk-1/COMPLETED.tmp")));
+    assert_false(ck_ns_is_marker(ns_of_path("v1/chk-1/COMPLETED")));
+    assert_true(ck_ns_in_catalog(ns_of_path("_jobs/j")));
+    assert_true(ck_ns_in_catalog(ns_of_path("_jobs/j/chk-7")));
+    assert_false(ck_ns_in_catalog(ns_of_path("_state/j")));
+    assert_false(ck_ns_in_catalog(ns_of_path("_jobs/j/other")));
+    /* the place does not change what may be written */
+    CkNs m = ns_of_path("_jobs/j/chk-1/COMPLETED");
+    assert_int_equal(m.kind, CK_NS_JOB);
+    assert_string_equal(m.job, "j");
+}
+
+/* One decision per write: the mode decides whether it goes on and whether
+ * it is recorded, and as whose. */
+static void test_decide_modes(void **state)
+{
+    (void)state;
+    const char *A = g_intern_string("a");
+    CkPolicy enforce = {0}, audit = {.audit = true}, rw = {.legacy_rw = true}, off = {.off = true};
+    CkNs b = ns_of_path("_state/b/x"), legacy = ns_of_path("v1/0"), view = ns_of_path("_views/a");
+
+    CkDecision d = ck_decide_write(&enforce, A, b);
+    assert_int_equal(d.verdict, CK_FOREIGN_WRITE);
+    assert_false(d.proceed);
+    assert_int_equal(d.err, EACCES);
+    assert_true(d.record);
+    assert_string_equal(d.owner_job, "b");
+    d = ck_decide_write(&audit, A, b);
+    assert_true(d.proceed && d.record);
+    d = ck_decide_write(&off, A, b);
+    assert_true(d.proceed);
+    assert_false(d.record);
+    /* legacy=rw: the legacy write goes on and is still recorded */
+    d = ck_decide_write(&rw, NULL, legacy);
+    assert_int_equal(d.verdict, CK_LEGACY_WRITE);
+    assert_true(d.proceed && d.record);
+    assert_null(d.owner_job);
+    d = ck_decide_write(&enforce, NULL, legacy);
+    assert_false(d.proceed);
+    /* the views: EROFS in every mode, never a record */
+    CkPolicy modes[] = {enforce, audit, rw, off};
+    for (size_t i = 0; i < G_N_ELEMENTS(modes); i++) {
+        d = ck_decide_write(&modes[i], NULL, view);
+        assert_false(d.proceed);
+        assert_int_equal(d.err, EROFS);
+        assert_false(d.record);
+    }
+    /* a rename out of b's namespace by a names b; the moved entry's ns */
+    d = ck_decide_rename(&enforce, A, ns_of_path("_state/b/f"), ns_of_path("_state/a"), "f",
+                         "_views");
+    assert_int_equal(d.verdict, CK_CROSS_NAMESPACE_RENAME);
+    assert_string_equal(d.owner_job, "b");
+    d = ck_decide_rename(&enforce, A, ns_of_path("_jobs/a/chk-1/tmp"), ns_of_path("_jobs/a/chk-1"),
+                         "COMPLETED", "_views");
+    assert_true(d.proceed);
+    assert_true(ck_ns_is_marker(d.ns));
+    /* a create's child ns, refused or not */
+    d = ck_decide_create(&enforce, A, ns_of_path("_state/b"), "f", false, "_views");
+    assert_false(d.proceed);
+    assert_string_equal(d.ns.job, "b");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ns_child),
+        cmocka_unit_test(test_ns_marker_place),
+        cmocka_unit_test(test_decide_modes),
         cmocka_unit_test(test_verdict_names),
         cmocka_unit_test(test_write),
         cmocka_unit_test(test_create_at_root),
