@@ -810,7 +810,13 @@ static int cmd_collisions(int argc, char **argv)
                    "The collision log of a ckptfs mount (MOUNT/<views>/.collisions, JSON "
                    "lines), or of --file.  --json prints {\"records\":[...]}.  Exit 1 when there "
                    "are records, 0 when there are none.",
-                   entries, &argc, &argv, file ? 0 : 1, file ? 0 : 1);
+                   entries, &argc, &argv, 0, 1);
+    /* the options are read only now: MOUNT or --file, exactly one of them */
+    if (rc < 0 && (file != NULL) == (argc == 2))
+        rc = ckptctl_fail("collisions",
+                          file ? "give MOUNT or --file FILE, not both (try ckptctl collisions "
+                                 "--help)"
+                               : "expected MOUNT or --file FILE (try ckptctl collisions --help)");
     if (rc >= 0) {
         g_free(file);
         common_clear(&c);

@@ -650,6 +650,43 @@ static void collisions(void **state)
     assert_one_line_error(&m);
 }
 
+/* Issue 13 bug 1: --file FILE alone reads FILE (it used to fail with
+ * "expected [MOUNT]"), and MOUNT together with --file is a usage error
+ * instead of MOUNT being ignored. */
+static void collisions_file(void **state)
+{
+    Fx *fx = *state;
+    const char *log =
+        "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"foreign-write\",\"verdict\":\"denied\","
+        "\"op\":\"create\",\"path\":\"_state/b/x\",\"path2\":null,\"caller_job\":\"a\","
+        "\"owner_job\":\"b\",\"pid\":7,\"uid\":0,\"comm\":\"w\"}\n";
+    testfs_put(fx->tmp, "log/collisions.jsonl", log);
+    g_autofree char *file = path_in(fx, "log/collisions.jsonl");
+    g_auto(Run) r = run("collisions", "--file", file, "--json", NULL);
+    assert_int_equal(r.status, 1);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    JsonArray *recs = json_object_get_array_member(o, "records");
+    assert_int_equal(json_array_get_length(recs), 1);
+    assert_int_equal(json_object_get_int_member(json_array_get_object_element(recs, 0), "pid"), 7);
+    g_auto(Run) h = run("collisions", "--file", file, NULL);
+    assert_int_equal(h.status, 1);
+    assert_non_null(strstr(h.out, "_state/b/x"));
+    /* both: which one did the user mean?  A usage error, not a silent pick */
+    testfs_put(fx->tmp, "mnt/_views/.collisions", "");
+    g_autofree char *mnt = path_in(fx, "mnt");
+    g_auto(Run) both = run("collisions", mnt, "--file", file, NULL);
+    assert_one_line_error(&both);
+    assert_non_null(strstr(both.err, "not both"));
+    /* neither */
+    g_auto(Run) neither = run("collisions", NULL);
+    assert_one_line_error(&neither);
+    /* a missing file names it */
+    g_autofree char *missing = path_in(fx, "log/none.jsonl");
+    g_auto(Run) m = run("collisions", "--file", missing, NULL);
+    assert_one_line_error(&m);
+    assert_non_null(strstr(m.err, "none.jsonl"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -666,6 +703,7 @@ int main(void)
         cmocka_unit_test(state_root),
         cmocka_unit_test_setup_teardown(unused, setup, teardown),
         cmocka_unit_test_setup_teardown(collisions, setup, teardown),
+        cmocka_unit_test_setup_teardown(collisions_file, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
