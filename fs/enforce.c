@@ -78,6 +78,8 @@ static int fs_refuse(struct ckptfs *fs, fuse_req_t req, CkVerdict v, const char 
     g_autofree char *path = entry_path(fs, dir, name);
     g_autofree char *path2 = dir2 ? entry_path(fs, dir2, name2) : NULL;
     g_autofree char *comm = caller_comm(ctx->pid);
+    g_autofree char *tag =
+        fs->opt.tag_env ? ck_proc_env_value("/proc", ctx->pid, fs->opt.tag_env) : NULL;
     CkCollision c = {
         .time_us = g_get_real_time(),
         .kind = ck_verdict_kind(v),
@@ -90,6 +92,8 @@ static int fs_refuse(struct ckptfs *fs, fuse_req_t req, CkVerdict v, const char 
         .pid = ctx->pid,
         .uid = ctx->uid,
         .comm = comm,
+        .has_tag = fs->opt.tag_env != NULL,
+        .tag = tag,
     };
     ck_collision_log_append(fs->collisions, &c);
     return allowed ? 0 : -ck_verdict_errno(v);
