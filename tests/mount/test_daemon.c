@@ -221,6 +221,72 @@ static void test_kill_9_then_remount(void **state)
     mount_free(m);
 }
 
+/* Mount lines at exactly mnt in this namespace. */
+static int mounts_at(const char *mnt)
+{
+    g_autofree char *info = get_file("/proc/self/mountinfo");
+    g_auto(GStrv) lines = g_strsplit(info, "\n", -1);
+    g_autofree char *needle = g_strdup_printf(" %s ", mnt);
+    int n = 0;
+    for (char **l = lines; *l; l++)
+        n += strstr(*l, needle) != NULL;
+    return n;
+}
+
+/* Issue 13 bug 3: a second ckptfs on a mount point a live ckptfs serves
+ * used to stack a second daemon (exit 0, two collision logs, umount removed
+ * only the top one).  It is refused with one line; the first mount goes on
+ * serving. */
+static void test_second_mount_on_live_mount_refused(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    assert_int_equal(mount_start(m, NULL), 0);
+    assert_int_equal(mounts_at(m->mnt), 1);
+    g_autofree char *other = g_build_filename(m->base, "other", NULL);
+    assert_int_equal(mkdir(other, 0755), 0);
+    /* not -f: a daemon that wrongly mounts returns 0 instead of blocking */
+    const char *args[] = {other, m->mnt, NULL};
+    g_autofree char *err = NULL;
+    int rc = run_ckptfs(args, &err);
+    int stacked = mounts_at(m->mnt);
+    if (stacked > 1) { /* clean up the stacked mount before failing */
+        const char *um[] = {"fusermount3", "-u", "-z", m->mnt, NULL};
+        run_cmd(um, NULL);
+    }
+    fprintf(stderr, "second mount: exit %d, stderr: %s", rc, err);
+    assert_int_equal(stacked, 1);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "already"));
+    assert_non_null(strstr(err, m->mnt));
+    const char *nl = strchr(err, '\n');
+    assert_non_null(nl);
+    assert_int_equal(nl[1], '\0');
+    /* the first daemon still serves */
+    g_autofree char *f = mp(m, "still.snap"), *bf = bp(m, "still.snap");
+    put_file(f, "first");
+    g_autofree char *text = get_file(bf);
+    assert_string_equal(text, "first");
+    /* the same through mount(8) */
+    g_autofree char *bindir = g_path_get_dirname(g_getenv("CKPTFS_BIN"));
+    g_autofree char *path = g_strdup_printf("%s:%s", bindir, g_getenv("PATH"));
+    g_autofree char *old_path = g_strdup(g_getenv("PATH"));
+    g_setenv("PATH", path, TRUE);
+    const char *cmd[] = {"mount", "-t", "fuse.ckptfs", other, m->mnt, NULL};
+    int st = run_cmd(cmd, NULL);
+    g_setenv("PATH", old_path, TRUE);
+    stacked = mounts_at(m->mnt);
+    if (stacked > 1) {
+        const char *um[] = {"fusermount3", "-u", "-z", m->mnt, NULL};
+        run_cmd(um, NULL);
+    }
+    assert_int_equal(stacked, 1);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    assert_int_equal(mount_stop(m), 0);
+    assert_int_equal(mounts_at(m->mnt), 0);
+    mount_free(m);
+}
+
 static void test_config_file_and_command_line(void **state)
 {
     (void)state;
@@ -343,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_views_name_clash),
         cmocka_unit_test(test_sigterm_unmounts_cleanly),
         cmocka_unit_test(test_kill_9_then_remount),
+        cmocka_unit_test(test_second_mount_on_live_mount_refused),
         cmocka_unit_test(test_config_file_and_command_line),
         cmocka_unit_test(test_allow_other_turns_on_default_permissions),
         cmocka_unit_test(test_mount_fuse3_type_form),
