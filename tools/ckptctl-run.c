@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <glib/gstdio.h>
+#include <libmount.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,30 +180,38 @@ static int spawn_quiet(const char *const *argv)
  * detach those under root and remove what their run left in its directory. */
 static void clear_dead_runs(const char *root)
 {
-    g_autofree char *text = NULL;
-    if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
+    /* libmount reads /proc/self/mountinfo and unescapes its paths (a TMPDIR
+     * with a space is "\040" there) */
+    struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+    if (!tb)
         return;
     g_autofree char *prefix = g_build_filename(root, "ckptctl-run-", NULL);
-    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-    for (char **l = lines; *l; l++) {
-        const char *sep = strstr(*l, " - ");
-        g_auto(GStrv) f = g_strsplit(*l, " ", 6);
+    g_autoptr(GPtrArray) dead = g_ptr_array_new_with_free_func(g_free);
+    struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+    struct libmnt_fs *fs;
+    while (it && mnt_table_next_fs(tb, it, &fs) == 0) {
+        const char *target = mnt_fs_get_target(fs);
         /* exactly <root>/ckptctl-run-XXXXXX/mnt, as make_base names it */
-        if (!sep || g_strv_length(f) < 6 || !g_str_has_prefix(sep + 3, "fuse.ckptfs ") ||
-            !g_str_has_prefix(f[4], prefix))
+        if (!target || g_strcmp0(mnt_fs_get_fstype(fs), "fuse.ckptfs") != 0 ||
+            !g_str_has_prefix(target, prefix))
             continue;
-        const char *rest = f[4] + strlen(prefix);
-        if (strlen(rest) != 10 || strcmp(rest + 6, "/mnt") != 0 || memchr(rest, '/', 6) ||
-            memchr(rest, '\\', 6))
+        const char *rest = target + strlen(prefix);
+        if (strlen(rest) != 10 || strcmp(rest + 6, "/mnt") != 0 || memchr(rest, '/', 6))
             continue;
+        g_ptr_array_add(dead, g_strdup(target));
+    }
+    mnt_free_iter(it);
+    mnt_unref_table(tb);
+    for (guint i = 0; i < dead->len; i++) {
+        const char *mnt = dead->pdata[i];
         struct stat st;
-        if (stat(f[4], &st) == 0 || errno != ENOTCONN)
+        if (stat(mnt, &st) == 0 || errno != ENOTCONN)
             continue;
-        const char *lazy[] = {"fusermount3", "-u", "-z", f[4], NULL};
+        const char *lazy[] = {"fusermount3", "-u", "-z", mnt, NULL};
         if (spawn_quiet(lazy) != 0)
             continue;
-        fprintf(stderr, "ckptctl run: cleared %s, the dead mount of a killed run\n", f[4]);
-        g_autofree char *base = g_path_get_dirname(f[4]);
+        fprintf(stderr, "ckptctl run: cleared %s, the dead mount of a killed run\n", mnt);
+        g_autofree char *base = g_path_get_dirname(mnt);
         g_autofree char *log = g_build_filename(base, "collisions.jsonl", NULL);
         g_autofree char *dlog = g_build_filename(base, "ckptfs.log", NULL);
         g_autofree char *note = g_build_filename(base, "tmpdir", NULL);
@@ -214,7 +223,7 @@ static void clear_dead_runs(const char *root)
         unlink(note);
         unlink(log);
         unlink(dlog);
-        g_rmdir(f[4]);
+        g_rmdir(mnt);
         g_rmdir(base);
     }
 }
