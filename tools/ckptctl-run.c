@@ -634,19 +634,19 @@ typedef struct {
     const char *log_error; /* the collision log could not be read */
 } Outcome;
 
-/* One record, under its group: verdict, op, path(s), who. */
-static void print_record(const char *P, JsonObject *o)
+/* One record as a row of the records table: what, where, who, which test. */
+static void record_row(CkptctlTable *t, const Group *g, JsonObject *o)
 {
-    const char *path2 = ckptctl_member_str(o, "path2"), *comm = ckptctl_member_str(o, "comm");
+    const char *path2 = ckptctl_member_str(o, "path2"), *path = ckptctl_member_str(o, "path");
     JsonNode *pid = json_object_get_member(o, "pid");
-    gint64 pidv = pid && JSON_NODE_HOLDS_VALUE(pid) ? json_node_get_int(pid) : 0;
-    const char *verdict = ckptctl_member_str(o, "verdict");
-    const char *op = ckptctl_member_str(o, "op");
-    const char *path = ckptctl_member_str(o, "path");
-    const char *tag = ckptctl_member_str(o, "tag");
-    printf("%s       %-7s %-9s %s%s%s  (%s, pid %" G_GINT64_FORMAT "%s%s)\n", P,
-           verdict ? verdict : "?", op ? op : "?", path ? path : "?", path2 ? " -> " : "",
-           path2 ? path2 : "", comm ? comm : "?", pidv, tag ? ", tag " : "", tag ? tag : "");
+    g_autofree char *pids = pid && JSON_NODE_HOLDS_VALUE(pid)
+                                ? g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(pid))
+                                : NULL;
+    g_autofree char *where =
+        g_strdup_printf("%s%s%s", path ? path : "?", path2 ? " -> " : "", path2 ? path2 : "");
+    ckptctl_table_row(t, g->kind, g->caller ? g->caller : "(anonymous)",
+                      ckptctl_member_str(o, "verdict"), ckptctl_member_str(o, "op"), where,
+                      ckptctl_member_str(o, "comm"), pids, ckptctl_member_str(o, "tag"));
 }
 
 static void print_report(const Run *r, const Outcome *out)
@@ -670,29 +670,50 @@ static void print_report(const Run *r, const Outcome *out)
            r->policy, who);
     if (out->log_error)
         printf("%s collision log unreadable: %s\n", P, out->log_error);
+    g_autofree char *indent = g_strconcat(P, "   ", NULL);
     printf("%s %u collision record(s)%s\n", P, out->recs->len, out->recs->len ? ":" : "");
+    /* the groups (kind, caller -> owner), then their records; tables
+     * (libsmartcols) so 32-character job ids and long paths stay aligned */
+    static const char *const gcols[] = {"KIND", "CALLER", "OWNER", ">RECORDS", "PATHS", NULL};
+    static const char *const rcols[] = {"KIND", "CALLER", "VERDICT", "OP", "PATH",
+                                        "COMM", ">PID",   "TAG",     NULL};
+    g_autoptr(CkptctlTable) gt = ckptctl_table_new(gcols);
+    g_autoptr(CkptctlTable) rt = ckptctl_table_new(rcols);
+    guint unlisted = 0;
     for (guint i = 0; i < out->groups->len; i++) {
         const Group *g = out->groups->pdata[i];
-        g_autofree char *pair =
-            g_strdup_printf("%s -> %s", g->caller ? g->caller : "(anonymous)", owner_label(g));
         g_autoptr(GString) ex = g_string_new(NULL);
         for (guint k = 0; k < g->paths->len; k++)
             g_string_append_printf(ex, "%s%s", k ? ", " : "", (char *)g->paths->pdata[k]);
-        printf("%s   %-24s %-28s %5u  %s%s\n", P, g->kind, pair, g->count, ex->str,
-               g->more ? ", ..." : "");
+        if (g->more)
+            g_string_append(ex, ", ...");
+        g_autofree char *count = g_strdup_printf("%u", g->count);
+        ckptctl_table_row(gt, g->kind, g->caller ? g->caller : "(anonymous)", owner_label(g), count,
+                          ex->str);
         for (guint k = 0; k < g->recs->len && k < MAX_LISTED; k++)
-            print_record(P, g->recs->pdata[k]);
+            record_row(rt, g, g->recs->pdata[k]);
         if (g->recs->len > MAX_LISTED)
-            printf("%s       ... %u more (all of them in --report)\n", P,
-                   g->recs->len - MAX_LISTED);
+            unlisted += g->recs->len - MAX_LISTED;
     }
+    if (out->groups->len) {
+        ckptctl_table_print(gt, indent);
+        printf("%s\n", P);
+        ckptctl_table_print(rt, indent);
+    }
+    if (unlisted)
+        printf("%s ... %u more record(s), %u of each group listed (all of them in --report)\n", P,
+               unlisted, MAX_LISTED);
     printf("%s %u hazard(s) in dir (ckptctl check), %u collision(s)%s\n", P, out->hazards->len,
            out->collision_hazards, out->hazards->len ? ":" : "");
+    static const char *const hcols[] = {"KIND", "JOBS", "PATH", "DETAIL", NULL};
+    g_autoptr(CkptctlTable) ht = ckptctl_table_new(hcols);
     for (guint i = 0; i < out->hazards->len; i++) {
         const CkHazard *h = out->hazards->pdata[i];
         g_autofree char *js = ckptctl_hazard_jobs(h);
-        printf("%s   %-16s %-20s %-32s %s\n", P, h->kind, js, h->path, h->detail);
+        ckptctl_table_row(ht, h->kind, js, h->path, h->detail);
     }
+    if (out->hazards->len)
+        ckptctl_table_print(ht, indent);
     if (out->crossed)
         printf("%s FAILED: jobs crossed (%u record(s), %u collision hazard(s)): exit %d\n", P,
                out->recs->len, out->collision_hazards, out->exit_code);

@@ -681,13 +681,15 @@ static int cmd_check(int argc, char **argv)
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
-        if (hz->len)
-            printf("%-16s %-24s %-40s %s\n", "KIND", "JOBS", "PATH", "DETAIL");
+        static const char *const cols[] = {"KIND", "JOBS", "PATH", "DETAIL", NULL};
+        g_autoptr(CkptctlTable) t = ckptctl_table_new(cols);
         for (guint i = 0; i < hz->len; i++) {
             const CkHazard *h = hz->pdata[i];
             g_autofree char *js = ckptctl_hazard_jobs(h);
-            printf("%-16s %-24s %-40s %s\n", h->kind, js, h->path, h->detail);
+            ckptctl_table_row(t, h->kind, js, h->path, h->detail);
         }
+        if (hz->len)
+            ckptctl_table_print(t, NULL);
         printf("%u hazard(s), %u collision(s)\n", hz->len, collisions);
     }
     common_clear(&c);
@@ -845,16 +847,32 @@ static int cmd_collisions(int argc, char **argv)
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
-        if (recs->len)
-            printf("%-24s %-24s %-7s %-8s %-8s %-8s %-40s %s\n", "TIME", "KIND", "VERDICT", "OP",
-                   "CALLER", "OWNER", "PATH", "PATH2");
+        /* TAG only when the mount recorded one (tag_env=, ckptctl run) */
+        bool tags = false;
+        for (guint i = 0; i < recs->len && !tags; i++)
+            tags = json_object_has_member(recs->pdata[i], "tag");
+        static const char *const cols[] = {"TIME", "KIND",  "VERDICT", "OP",   "CALLER", "OWNER",
+                                           "PATH", "PATH2", "COMM",    ">PID", "TAG",    NULL};
+        static const char *const cols_notag[] = {"TIME",   "KIND",  "VERDICT", "OP",
+                                                 "CALLER", "OWNER", "PATH",    "PATH2",
+                                                 "COMM",   ">PID",  NULL};
+        g_autoptr(CkptctlTable) t = ckptctl_table_new(tags ? cols : cols_notag);
         for (guint i = 0; i < recs->len; i++) {
             JsonObject *o = recs->pdata[i];
-            printf("%-24s %-24s %-7s %-8s %-8s %-8s %-40s %s\n", member_str(o, "time"),
-                   member_str(o, "kind"), member_str(o, "verdict"), member_str(o, "op"),
-                   member_str(o, "caller_job"), member_str(o, "owner_job"), member_str(o, "path"),
-                   member_str(o, "path2"));
+            JsonNode *pid = json_object_get_member(o, "pid");
+            g_autofree char *pids =
+                pid && JSON_NODE_HOLDS_VALUE(pid)
+                    ? g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(pid))
+                    : NULL;
+            /* the TAG column is read only when there is one */
+            ckptctl_table_row(t, member_str(o, "time"), member_str(o, "kind"),
+                              member_str(o, "verdict"), member_str(o, "op"),
+                              member_str(o, "caller_job"), member_str(o, "owner_job"),
+                              member_str(o, "path"), member_str(o, "path2"), member_str(o, "comm"),
+                              pids, member_str(o, "tag"));
         }
+        if (recs->len)
+            ckptctl_table_print(t, NULL);
         printf("%u record(s)\n", recs->len);
     }
     common_clear(&c);

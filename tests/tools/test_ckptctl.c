@@ -650,6 +650,79 @@ static void collisions(void **state)
     assert_one_line_error(&m);
 }
 
+/* The table whose header line (after prefix) holds header_word, in text:
+ * every row below it (lines after prefix, up to the first that is not)
+ * keeps each column inside its header's bounds: a blank just before the
+ * column's start and a cell between it and the next column's start (cells
+ * of right-aligned columns end under their header).  Aligned, whatever the
+ * width of a job id.  Returns the number of rows checked. */
+static int assert_table_aligned(const char *text, const char *prefix, const char *header_word)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    size_t pl = strlen(prefix);
+    char **l = lines;
+    while (*l && !(strncmp(*l, prefix, pl) == 0 && strstr(*l + pl, header_word)))
+        l++;
+    if (!*l)
+        fail_msg("no table with %s in:\n%s", header_word, text);
+    const char *head = *l + pl;
+    size_t starts[32], n = 0;
+    for (size_t i = 0; head[i] && n < 31; i++)
+        if (head[i] != ' ' && (i == 0 || head[i - 1] == ' '))
+            starts[n++] = i;
+    starts[n] = strlen(head);
+    int rows = 0;
+    for (l++; *l && strncmp(*l, prefix, pl) == 0 && strlen(*l) > pl && (*l)[pl] != ' '; l++) {
+        const char *row = *l + pl;
+        size_t len = strlen(row);
+        if (g_ascii_isdigit(row[0]) && strstr(row, "(s)"))
+            break; /* the summary line under the table */
+        for (size_t c = 0; c < n; c++) {
+            bool boundary = starts[c] == 0 || (len > starts[c] && row[starts[c] - 1] == ' ');
+            bool cell = false;
+            size_t end = c + 1 < n ? starts[c + 1] : len;
+            for (size_t i = starts[c]; i < end && i < len && !cell; i++)
+                cell = row[i] != ' ';
+            /* right-aligned (PID, counts): the cell ends where its header ends */
+            size_t hend = starts[c] + strcspn(head + starts[c], " ");
+            bool right = hend <= len && row[hend - 1] != ' ' && (hend == len || row[hend] == ' ');
+            if (!((boundary && cell) || right))
+                fail_msg("column %zu of \"%s\" is not under its header \"%s\"", c, row, head);
+        }
+        rows++;
+    }
+    return rows;
+}
+
+/* Issue 13: tables are aligned whatever the width of a job id (the
+ * fixture's are 32 hex characters, as real ones are): check and
+ * collisions. */
+static void tables_aligned(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = path_in(fx, "fx");
+    g_auto(Run) f = run("fixture", dir, "--jobs", "3", "--legacy", "2", "--seed", "5", NULL);
+    assert_int_equal(f.status, 0);
+    g_auto(Run) c = run("check", dir, NULL);
+    assert_int_equal(c.status, 1);
+    assert_true(assert_table_aligned(c.out, "", " DETAIL") >= 2);
+    const char *log =
+        "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"foreign-write\",\"verdict\":\"denied\","
+        "\"op\":\"rename\",\"path\":\"_state/0123456789abcdef0123456789abcdef/v1/0/x\","
+        "\"path2\":null,\"caller_job\":\"fedcba9876543210fedcba9876543210\","
+        "\"owner_job\":\"0123456789abcdef0123456789abcdef\",\"pid\":1234,\"uid\":1000,"
+        "\"comm\":\"worker\"}\n"
+        "{\"time\":\"2026-12-01T18:00:01.000Z\",\"kind\":\"legacy-write\",\"verdict\":\"denied\","
+        "\"op\":\"create\",\"path\":\"v1/0/x\",\"path2\":null,\"caller_job\":null,"
+        "\"owner_job\":null,\"pid\":1,\"uid\":0,\"comm\":null}\n";
+    testfs_put(fx->tmp, "mnt/_views/.collisions", log);
+    g_autofree char *mnt = path_in(fx, "mnt");
+    g_auto(Run) r = run("collisions", mnt, NULL);
+    assert_int_equal(r.status, 1);
+    assert_int_equal(assert_table_aligned(r.out, "", " VERDICT "), 2);
+    assert_null(strstr(r.out, " TAG")); /* no record has a tag */
+}
+
 /* Issue 13 bug 1: --file FILE alone reads FILE (it used to fail with
  * "expected [MOUNT]"), and MOUNT together with --file is a usage error
  * instead of MOUNT being ignored. */
@@ -704,6 +777,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(unused, setup, teardown),
         cmocka_unit_test_setup_teardown(collisions, setup, teardown),
         cmocka_unit_test_setup_teardown(collisions_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(tables_aligned, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
