@@ -12,6 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -287,6 +290,50 @@ static void test_second_mount_on_live_mount_refused(void **state)
     mount_free(m);
 }
 
+/* The next datagram on fd within 10 s, as a string (g_free), or NULL. */
+static char *notify_message(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1)
+        return NULL;
+    char buf[512];
+    ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+    if (n < 0)
+        return NULL;
+    return g_strndup(buf, (gsize)n);
+}
+
+/* Under systemd (Type=notify) the daemon says READY=1 once the mount is up
+ * and STOPPING=1 when it ends: a socket in NOTIFY_SOCKET plays systemd. */
+static void test_systemd_notify(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *sock = g_build_filename(m->base, "notify.sock", NULL);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(sock) < sizeof sa.sun_path);
+    strcpy(sa.sun_path, sock);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    g_setenv("NOTIFY_SOCKET", sock, TRUE);
+    int rc = mount_start(m, NULL);
+    g_unsetenv("NOTIFY_SOCKET");
+    assert_int_equal(rc, 0);
+    g_autofree char *ready = notify_message(fd);
+    assert_non_null(ready);
+    assert_non_null(strstr(ready, "READY=1"));
+    struct statfs sfs;
+    assert_int_equal(statfs(m->mnt, &sfs), 0);
+    assert_int_equal(sfs.f_type, 0x65735546); /* FUSE_SUPER_MAGIC: up */
+    assert_int_equal(mount_stop(m), 0);
+    g_autofree char *stopping = notify_message(fd);
+    assert_non_null(stopping);
+    assert_non_null(strstr(stopping, "STOPPING=1"));
+    close(fd);
+    mount_free(m);
+}
+
 static void test_config_file_and_command_line(void **state)
 {
     (void)state;
@@ -410,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_sigterm_unmounts_cleanly),
         cmocka_unit_test(test_kill_9_then_remount),
         cmocka_unit_test(test_second_mount_on_live_mount_refused),
+        cmocka_unit_test(test_systemd_notify),
         cmocka_unit_test(test_config_file_and_command_line),
         cmocka_unit_test(test_allow_other_turns_on_default_permissions),
         cmocka_unit_test(test_mount_fuse3_type_form),
