@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,7 +22,7 @@
 static const char synopsis[] =
     "Usage: ckptctl COMMAND [OPTION...] ARGS\n"
     "\n"
-    "Inspect a clink checkpoint directory (SPEC §3).\n"
+    "Inspect a clink checkpoint directory; see ckptctl(1) and the README.\n"
     "\n"
     "Commands:\n"
     "  jobs DIR                 each job: checkpoints, latest restorable, layout, bytes\n"
@@ -30,12 +31,14 @@ static const char synopsis[] =
     "                           orphan-root, not-a-job\n"
     "  state-root BASE JOB      compose a job's state root\n"
     "  unused DIR               dry run: legacy and superseded state no restore reads, with sizes\n"
-    "  collisions MOUNT         the collision log of a ckptfs mount\n"
+    "  collisions MOUNT | --file FILE\n"
+    "                           the collision log of a ckptfs mount, or a collision_log=FILE\n"
     "  fixture DIR [--jobs J] [--checkpoints C] [--subtasks S] [--bytes B] [--legacy L]\n"
     "              [--seed X] [--force]\n"
     "                           write a realistic checkpoint directory\n"
-    "  run [--dir DIR] [--policy enforce|audit] [--identity env:VAR] [--report FILE]\n"
-    "      -- COMMAND [ARGS...]  run COMMAND over a fresh mount; exit 3 on collisions\n"
+    "  run [--dir DIR] [--policy enforce|audit] [--identity env:VAR] [--job ID]\n"
+    "      [--tag-env VAR] [--collision-exit N] [--report FILE] -- COMMAND [ARGS...]\n"
+    "                           run COMMAND over a fresh mount; exit 3 (or N) on collisions\n"
     "\n"
     "Every command takes --json (one JSON document on stdout) and --help.\n"
     "Exit status: 0 success, 1 found what it looks for (collisions, hazards, a refusal,\n"
@@ -510,14 +513,15 @@ static int cmd_resolve(int argc, char **argv)
                                   "Checkpoint N (default: the latest restorable)",
                                   "N"};
     common_entries(&c, true, entries, &n);
-    int rc = parse("resolve", "LOCATION",
-                   "What a restore of LOCATION reads (SPEC §2): a job's marker directory "
-                   "<dir>/_jobs/<J>, a checkpoint directory, or a state backend URI.  status is "
-                   "ok (one job's marker), refused (several jobs: candidates names each job's "
-                   "marker directory) or as-given.  Paths are joined to the location as given.  "
-                   "Exit 0 for ok and as-given, 1 for refused and for a checkpoint that is not "
-                   "restorable (error says why), 2 for usage or I/O errors.",
-                   entries, &argc, &argv, 1, 1);
+    int rc =
+        parse("resolve", "LOCATION",
+              "What a restore of LOCATION reads (ckptctl(1), COMMANDS): a job's marker directory "
+              "<dir>/_jobs/<J>, a checkpoint directory, or a state backend URI.  status is "
+              "ok (one job's marker), refused (several jobs: candidates names each job's "
+              "marker directory) or as-given.  Paths are joined to the location as given.  "
+              "Exit 0 for ok and as-given, 1 for refused and for a checkpoint that is not "
+              "restorable (error says why), 2 for usage or I/O errors.",
+              entries, &argc, &argv, 1, 1);
     if (rc >= 0) {
         g_free(cp_arg);
         common_clear(&c);
@@ -642,6 +646,12 @@ static int cmd_resolve(int argc, char **argv)
     }
     if (exit_code == CKPTCTL_FOUND && error)
         fprintf(stderr, "ckptctl resolve: %s\n", error);
+    /* as-given is what a restore does, yet a mistyped -c deserves a word */
+    if (!latest && res->status == CK_RESOLVE_AS_GIVEN && g_file_test(loc, G_FILE_TEST_IS_DIR))
+        fprintf(stderr,
+                "ckptctl resolve: no marker for checkpoint %" G_GUINT64_FORMAT
+                " in %s: a restore reads the location as given\n",
+                cpn, loc);
     common_clear(&c);
     return exit_code;
 }
@@ -706,7 +716,8 @@ static int cmd_state_root(int argc, char **argv)
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     int rc = parse("state-root", "BASE JOB",
-                   "job_state_root(BASE, JOB) (SPEC §1): <base>/_state/<job> for paths and "
+                   "A job's state root (README, \"The checkpoint directory\"): <base>/_state/<job> "
+                   "for paths and "
                    "file:// URIs, the segment before any ?query and into local=, URIs naming no "
                    "location unchanged.",
                    entries, &argc, &argv, 2, 2);
@@ -895,6 +906,7 @@ static const Command commands[] = {
 
 int main(int argc, char **argv)
 {
+    setlocale(LC_ALL, ""); /* GOption's help and messages in the user's charset */
     if (argc < 2) {
         /* a usage error is one line on stderr, as for every command (SPEC §3) */
         fputs("ckptctl: expected a command: jobs, resolve, check, state-root, unused, "
@@ -908,7 +920,7 @@ int main(int argc, char **argv)
         return CKPTCTL_OK;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("ckptctl %s\n", CKPTFS_VERSION);
+        printf("ckptctl (ckptfs) %s\n", CKPTFS_VERSION);
         return CKPTCTL_OK;
     }
     for (gsize i = 0; i < G_N_ELEMENTS(commands); i++) {

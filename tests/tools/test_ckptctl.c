@@ -723,6 +723,33 @@ static void tables_aligned(void **state)
     assert_null(strstr(r.out, " TAG")); /* no record has a tag */
 }
 
+/* Issue 13: -c N where the job has no marker for N stays as-given (SPEC
+ * 2, exit 0) but says so on stderr; --version names ckptfs. */
+static void resolve_missing_checkpoint_says_so(void **state)
+{
+    Fx *fx = *state;
+    testfs_put(fx->tmp, "rm/_jobs/j/chk-1/COMPLETED",
+               "checkpoint=1\ngeneration=1\nparticipants=0\nstate=_state/j\n");
+    testfs_put(fx->tmp, "rm/_state/j/v1/0/x", "x");
+    g_autofree char *jobdir = path_in(fx, "rm/_jobs/j");
+    g_auto(Run) r = run("resolve", jobdir, "-c", "99", "--json", NULL);
+    assert_int_equal(r.status, 0);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    assert_string_equal(json_object_get_string_member(o, "status"), "as-given");
+    assert_non_null(strstr(r.err, "no marker for checkpoint 99"));
+    /* the checkpoint that exists: nothing on stderr */
+    g_auto(Run) ok = run("resolve", jobdir, "-c", "1", NULL);
+    assert_int_equal(ok.status, 0);
+    assert_string_equal(ok.err, "");
+    /* a URI: as given, nothing to say */
+    g_auto(Run) u = run("resolve", "s3://b/ckpt", "-c", "99", NULL);
+    assert_int_equal(u.status, 0);
+    assert_string_equal(u.err, "");
+    g_auto(Run) v = run("--version", NULL);
+    assert_int_equal(v.status, 0);
+    assert_non_null(strstr(v.out, "ckptfs"));
+}
+
 /* Issue 13 bug 1: --file FILE alone reads FILE (it used to fail with
  * "expected [MOUNT]"), and MOUNT together with --file is a usage error
  * instead of MOUNT being ignored. */
@@ -778,6 +805,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(collisions, setup, teardown),
         cmocka_unit_test_setup_teardown(collisions_file, setup, teardown),
         cmocka_unit_test_setup_teardown(tables_aligned, setup, teardown),
+        cmocka_unit_test_setup_teardown(resolve_missing_checkpoint_says_so, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
