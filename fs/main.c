@@ -160,7 +160,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
     struct stat st;
     char *real = realpath(o->backing_arg, NULL);
     if (!real)
-        return fail(2, "%s: %s", o->backing_arg, g_strerror(errno));
+        return fail(2, "backing directory %s: %s", o->backing_arg, g_strerror(errno));
     fs->backing = real;
     fs->backing_len = strlen(real);
     if (fs->backing_len == 1)
@@ -169,7 +169,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
         return fail(2, "%s: %s", o->backing_arg, "not a directory");
     real = realpath(mountpoint, NULL);
     if (!real)
-        return fail(2, "%s: %s", mountpoint, g_strerror(errno));
+        return fail(2, "mount point %s: %s", mountpoint, g_strerror(errno));
     fs->mountpoint = real;
     if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
         return fail(2, "%s: %s", mountpoint, "not a directory");
@@ -277,7 +277,8 @@ int main(int argc, char *argv[])
         goto out;
     }
     if (c.show_version) {
-        printf("ckptfs %s\n", CKPTFS_VERSION);
+        printf("ckptfs %s\nlibfuse %s\n", CKPTFS_VERSION, fuse_pkgversion());
+        fflush(stdout); /* before fusermount3 --version writes its line */
         fuse_lowlevel_version();
         rc = 0;
         goto out;

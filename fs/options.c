@@ -115,7 +115,13 @@ void fs_options_help(void)
            "    -o entry_timeout=SECONDS  kernel name cache of the passthrough tree (60)\n"
            "    -o attr_timeout=SECONDS   kernel attribute cache of the passthrough tree (60)\n"
            "    -o writeback              use the kernel's writeback cache\n"
+           "    -o max_read=N             largest read request (524288)\n"
+           "    -o fsname=NAME            source shown by mount and df (the backing dir)\n"
            "    -o no_default_permissions with allow_other: the daemon checks permissions\n"
+           "    -o no_policy              for measuring only: skip every policy check\n"
+           "    -o no_handles             for testing only: O_PATH descriptors, no file handles\n"
+           "\n"
+           "See ckptfs(8) and the README (\"Mounting\").\n"
            "\n");
 }
 
