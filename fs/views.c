@@ -273,8 +273,14 @@ static GBytes *snapshot(struct ckptfs *fs, VnKind k)
     /* the catalog gauges are set when the (background) load publishes the
      * catalog: wait for it, or a scrape of a fresh mount reads 0 markers
      * (issue 13).  Bounded by the load itself (SPEC 6: <= 1 s). */
-    (void)views_catalog(fs);
-    GString *s = fs_metrics_render(&fs->metrics, node_table_count(fs));
+    CkCatalog *c = views_catalog(fs);
+    if (c) { /* the loader publishes them just after it marks the load done */
+        atomic_store(&fs->metrics.catalog_jobs, ck_catalog_n_jobs(c));
+        atomic_store(&fs->metrics.catalog_markers, ck_catalog_n_markers(c));
+    }
+    FsMetricsMount mnt = {fs->mountpoint, fs->opt.audit, fs->policy.legacy_rw,
+                          node_table_count(fs)};
+    GString *s = fs_metrics_render(&fs->metrics, &mnt);
     return g_string_free_to_bytes(s);
 }
 

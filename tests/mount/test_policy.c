@@ -148,7 +148,7 @@ static void test_foreign_writes_refused(void **state)
                         "create open open setattr setattr setxattr mkdir unlink rename link");
     g_string_free(ops, TRUE);
     assert_true(
-        mount_metric(m, "ckptfs_refusals_total{kind=\"foreign-write\",verdict=\"denied\"}") >= 8);
+        mount_metric(m, "ckptfs_collisions_total{kind=\"foreign-write\",verdict=\"denied\"}") >= 8);
 }
 
 static void test_structure_and_legacy(void **state)
@@ -214,8 +214,8 @@ static void test_audit_allows_and_records(void **state)
     assert_non_null(strstr(log, "\"verdict\":\"allowed\""));
     assert_non_null(strstr(log, "\"kind\":\"foreign-write\""));
     assert_null(strstr(log, "\"verdict\":\"denied\""));
-    assert_true(
-        mount_metric(m, "ckptfs_refusals_total{kind=\"foreign-write\",verdict=\"allowed\"}") >= 1);
+    assert_true(mount_metric(
+                    m, "ckptfs_collisions_total{kind=\"foreign-write\",verdict=\"allowed\"}") >= 1);
 }
 
 static int setup_legacy_rw(void **state)
@@ -256,7 +256,7 @@ static void test_legacy_rw_writes_recorded(void **state)
     assert_non_null(strstr(log, "\"kind\":\"foreign-write\",\"verdict\":\"denied\""));
     assert_non_null(strstr(log, "\"kind\":\"cross-namespace-rename\",\"verdict\":\"denied\""));
     assert_true(
-        mount_metric(m, "ckptfs_refusals_total{kind=\"legacy-write\",verdict=\"allowed\"}") >= 3);
+        mount_metric(m, "ckptfs_collisions_total{kind=\"legacy-write\",verdict=\"allowed\"}") >= 3);
 }
 
 static void test_views_writes_are_erofs_not_logged(void **state)

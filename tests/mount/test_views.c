@@ -894,6 +894,76 @@ static void test_config_legacy_backend(void **state)
     mount_free(m);
 }
 
+/* Issue 13: metrics an operator can alert on.  Every series carries the
+ * mount label (two mounts in one textfile collector never clash); build
+ * info; expected misses (ENOENT of lookup, ENODATA of getxattr) apart from
+ * errors; bytes through the mount and from the views; crossings named
+ * collisions, with only the verdicts the mount can give. */
+static void test_metrics_alertable(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *behind = B(m, "_state/t/behind.snap");
+    g_autofree char *big = g_strnfill(65536, 'b');
+    put_file(behind, big);
+    assert_int_equal(mount_start(m, NULL), 0);
+    g_autofree char *metrics = V(m, ".metrics");
+    g_autofree char *text = get_file(metrics);
+    g_autofree char *real = realpath(m->mnt, NULL);
+    g_autofree char *build = g_strdup_printf("\nckptfs_build_info{mount=\"%s\",version=\"", real);
+    assert_non_null(strstr(text, build));
+    /* every sample line has the mount label first */
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    g_autofree char *label = g_strdup_printf("{mount=\"%s\"", real);
+    for (char **l = lines; *l; l++)
+        if (**l && **l != '#' && !strstr(*l, label))
+            fail_msg("series without the mount label: %s", *l);
+    /* misses are not errors */
+    int64_t miss0 = mount_metric(m, "ckptfs_misses_total{op=\"lookup\",errno=\"ENOENT\"}");
+    for (int i = 0; i < 5; i++) {
+        g_autofree char *name = g_strdup_printf("none-%d", i);
+        g_autofree char *p = mp(m, name);
+        struct stat st;
+        assert_int_equal(stat(p, &st), -1);
+    }
+    g_autofree char *f = mp(m, "f.snap");
+    put_file(f, "0123456789");
+    char v[8];
+    assert_int_equal(getxattr(f, "user.none", v, sizeof v), -1);
+    assert_int_equal(errno, ENODATA);
+    assert_true(mount_metric(m, "ckptfs_misses_total{op=\"lookup\",errno=\"ENOENT\"}") >=
+                miss0 + 5);
+    assert_true(mount_metric(m, "ckptfs_misses_total{op=\"getxattr\",errno=\"ENODATA\"}") >= 1);
+    assert_int_equal(mount_metric(m, "ckptfs_errors_total{errno=\"ENOENT\"}"), -1);
+    assert_int_equal(mount_metric(m, "ckptfs_errors_total{errno=\"ENODATA\"}"), -1);
+    /* bytes written and read through the mount, and served from the views */
+    assert_true(mount_metric(m, "ckptfs_written_bytes_total") >= 10);
+    g_autofree char *through = mp(m, "behind.snap");
+    g_autofree char *back = get_file(through);
+    assert_int_equal(strlen(back), 65536);
+    assert_true(mount_metric(m, "ckptfs_read_bytes_total") >= 65536);
+    int64_t vb = mount_metric(m, "ckptfs_views_read_bytes_total");
+    assert_true(vb > 0); /* the reads of .metrics above */
+    g_autofree char *col = V(m, ".collisions");
+    g_autofree char *ct = get_file(col);
+    (void)ct;
+    /* enforce: crossings are only ever denied (legacy=ro) */
+    g_autofree char *legacy = g_build_filename(m->mnt, "v1", NULL);
+    assert_int_equal(mkdir(legacy, 0755), -1);
+    assert_int_equal(errno, EACCES);
+    assert_int_equal(
+        mount_metric(m, "ckptfs_collisions_total{kind=\"legacy-write\",verdict=\"denied\"}"), 1);
+    assert_int_equal(
+        mount_metric(m, "ckptfs_collisions_total{kind=\"legacy-write\",verdict=\"allowed\"}"), -1);
+    assert_int_equal(
+        mount_metric(m, "ckptfs_collisions_total{kind=\"foreign-write\",verdict=\"denied\"}"), 0);
+    g_autofree char *again = get_file(metrics);
+    assert_null(strstr(again, "ckptfs_refusals_total"));
+    assert_null(strstr(again, "views-read-only"));
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 /* Issue 13 bug 4: the catalog gauges are true from the first read of
  * .metrics, before any view was listed (they read 0 markers until then,
  * while the catalog loaded in the background).  Enough markers that the
@@ -933,6 +1003,7 @@ int main(void)
         cmocka_unit_test(test_copied_dir),
         cmocka_unit_test(test_config_legacy_backend),
         cmocka_unit_test(test_metrics_on_fresh_mount),
+        cmocka_unit_test(test_metrics_alertable),
     };
     int rc = cmocka_run_group_tests_name("views", fixture, fx_setup, fx_teardown);
     rc += cmocka_run_group_tests_name("views-copy", alone, NULL, NULL);
