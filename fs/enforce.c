@@ -59,6 +59,56 @@ static char *caller_comm(pid_t pid)
     return text;
 }
 
+/* Collisions reach the log (the journal under systemd: a warning when
+ * refused, a notice when allowed), at most REFUSAL_LOG_BURST per
+ * REFUSAL_LOG_WINDOW_US so that a test suite crossing in a loop cannot
+ * flood it; the ones left out are counted and the count is logged with
+ * the first collision of a later window.  .collisions has every one. */
+#define REFUSAL_LOG_BURST     10
+#define REFUSAL_LOG_WINDOW_US (5 * G_USEC_PER_SEC)
+
+static void log_collision(const CkCollision *c)
+{
+    static GMutex lock;
+    static gint64 window_start;
+    static guint in_window;
+    static guint64 suppressed;
+    gint64 now = g_get_monotonic_time();
+    guint64 said_later = 0;
+    g_mutex_lock(&lock);
+    if (window_start == 0 || now - window_start >= REFUSAL_LOG_WINDOW_US) {
+        said_later = suppressed;
+        suppressed = 0;
+        in_window = 0;
+        window_start = now;
+    }
+    bool logged = in_window < REFUSAL_LOG_BURST;
+    if (logged)
+        in_window++;
+    else
+        suppressed++;
+    g_mutex_unlock(&lock);
+    if (said_later)
+        g_warning("ckptfs: %" G_GUINT64_FORMAT " more collision(s) not logged (at most %d per %d "
+                  "s; every one is in %s)",
+                  said_later, REFUSAL_LOG_BURST, (int)(REFUSAL_LOG_WINDOW_US / G_USEC_PER_SEC),
+                  ".collisions");
+    if (!logged)
+        return;
+    g_autofree char *where =
+        c->path2 ? g_strdup_printf("%s -> %s", c->path, c->path2) : g_strdup(c->path);
+    if (c->denied)
+        g_warning("ckptfs: collision refused: %s %s %s by job %s (pid %d, %s%s%s), owner %s",
+                  c->kind, c->op, where, c->caller_job ? c->caller_job : "(anonymous)", (int)c->pid,
+                  c->comm ? c->comm : "?", c->tag ? ", tag " : "", c->tag ? c->tag : "",
+                  c->owner_job ? c->owner_job : "-");
+    else
+        g_message("ckptfs: collision allowed: %s %s %s by job %s (pid %d, %s%s%s), owner %s",
+                  c->kind, c->op, where, c->caller_job ? c->caller_job : "(anonymous)", (int)c->pid,
+                  c->comm ? c->comm : "?", c->tag ? ", tag " : "", c->tag ? c->tag : "",
+                  c->owner_job ? c->owner_job : "-");
+}
+
 /* Verdicts are taken as with legacy=ro, so that with legacy=rw a legacy
  * write is still recorded ("legacy-write", verdict "allowed") and goes on. */
 static const CkPolicy strict_policy = {.legacy_rw = false};
@@ -96,6 +146,7 @@ static int fs_refuse(struct ckptfs *fs, fuse_req_t req, CkVerdict v, const char 
         .tag = tag,
     };
     ck_collision_log_append(fs->collisions, &c);
+    log_collision(&c);
     return allowed ? 0 : -ck_verdict_errno(v);
 }
 

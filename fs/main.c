@@ -266,6 +266,7 @@ int main(int argc, char *argv[])
         goto out;
     }
     bool daemonized = false;
+    g_set_prgname("ckptfs"); /* log records say "ckptfs", not "process" */
     g_log_set_writer_func(log_writer, &daemonized, NULL);
     if (c.debug)
         g_log_set_debug_enabled(TRUE); /* -d: g_debug() too, as G_MESSAGES_DEBUG=all */
