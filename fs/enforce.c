@@ -122,7 +122,10 @@ static int fs_refuse(struct ckptfs *fs, fuse_req_t req, CkVerdict v, const char 
         return 0;
     if (v == CK_VIEWS_READ_ONLY)
         return -EROFS;
-    bool allowed = fs->opt.audit || (v == CK_LEGACY_WRITE && fs->policy.legacy_rw);
+    /* both may change on a live mount (_views/.control) */
+    bool allowed =
+        __atomic_load_n(&fs->opt.audit, __ATOMIC_RELAXED) ||
+        (v == CK_LEGACY_WRITE && __atomic_load_n(&fs->policy.legacy_rw, __ATOMIC_RELAXED));
     atomic_fetch_add_explicit(&fs->metrics.refusals[v][allowed ? 1 : 0], 1, memory_order_relaxed);
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     g_autofree char *path = entry_path(fs, dir, name);

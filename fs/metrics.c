@@ -160,6 +160,14 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
            "Bytes served from the views (state files, restore, ERROR, .collisions, .metrics).");
     sample(s, "ckptfs_views_read_bytes_total", mp, NULL, get(&m->views_read_bytes));
 
+    header(s, "ckptfs_control_changes_total", "counter",
+           "Settings changed on the live mount through _views/.control, by setting.");
+    static const char *const settings[] = {"policy", "legacy", "rescan"};
+    for (int i = 0; i < 3; i++) {
+        g_snprintf(lb, sizeof lb, "setting=\"%s\"", settings[i]);
+        sample(s, "ckptfs_control_changes_total", mp, lb, get(&m->control_changes[i]));
+    }
+
     header(s, "ckptfs_views_served_total", "counter", "Lookups and reads served in the views.");
     sample(s, "ckptfs_views_served_total", mp, NULL, get(&m->views_served));
     header(s, "ckptfs_rescans_total", "counter", "Rescans of the backing directory.");

@@ -62,7 +62,8 @@ typedef struct {
     atomic_uint_fast64_t refusals[CK_VERDICT_COUNT][2]; /* [kind][0 denied, 1 allowed] */
     atomic_uint_fast64_t read_bytes;                    /* through the daemon, passthrough tree */
     atomic_uint_fast64_t written_bytes;
-    atomic_uint_fast64_t views_read_bytes; /* served from _views (state files, texts) */
+    atomic_uint_fast64_t views_read_bytes;   /* served from _views (state files, texts) */
+    atomic_uint_fast64_t control_changes[3]; /* .control: policy, legacy, rescan */
     atomic_uint_fast64_t views_served;
     atomic_uint_fast64_t rescans;
     atomic_uint_fast64_t catalog_jobs; /* gauges, set by the views */

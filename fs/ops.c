@@ -1307,7 +1307,12 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(&fs->metrics, FS_OP_SETXATTR);
-    reply_err(fs, req, do_xattr_change(fs, req, N(fs, ino), name, value, size, flags));
+    Node *n = N(fs, ino);
+    if (n->kind == NODE_VIRTUAL) { /* _views/.control; EROFS elsewhere */
+        reply_err(fs, req, views_setxattr(fs, req, n, name, value, size));
+        return;
+    }
+    reply_err(fs, req, do_xattr_change(fs, req, n, name, value, size, flags));
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)

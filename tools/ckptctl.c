@@ -33,6 +33,8 @@ static const char synopsis[] =
     "  unused DIR               dry run: legacy and superseded state no restore reads, with sizes\n"
     "  collisions MOUNT | --file FILE\n"
     "                           the collision log of a ckptfs mount, or a collision_log=FILE\n"
+    "  set MOUNT [policy=enforce|audit] [legacy=ro|rw] [rescan=SECONDS]\n"
+    "                           the settings of a live mount: print, or change them\n"
     "  fixture DIR [--jobs J] [--checkpoints C] [--subtasks S] [--bytes B] [--legacy L]\n"
     "              [--seed X] [--force]\n"
     "                           write a realistic checkpoint directory\n"
@@ -902,6 +904,7 @@ static const Command commands[] = {
     {"check", cmd_check},         {"state-root", cmd_state_root},
     {"unused", cmd_unused},       {"collisions", cmd_collisions},
     {"fixture", ckptctl_fixture}, {"run", ckptctl_run},
+    {"set", ckptctl_set},
 };
 
 int main(int argc, char **argv)
@@ -910,7 +913,7 @@ int main(int argc, char **argv)
     if (argc < 2) {
         /* a usage error is one line on stderr, as for every command (SPEC §3) */
         fputs("ckptctl: expected a command: jobs, resolve, check, state-root, unused, "
-              "collisions, fixture, run (try ckptctl --help)\n",
+              "collisions, set, fixture, run (try ckptctl --help)\n",
               stderr);
         return CKPTCTL_ERROR;
     }

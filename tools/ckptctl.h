@@ -44,5 +44,7 @@ void ckptctl_table_free(CkptctlTable *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkptctlTable, ckptctl_table_free)
 
 int ckptctl_fixture(int argc, char **argv);
+/* ckptctl set MOUNT [KEY=VALUE...] (tools/ckptctl-set.c): live settings. */
+int ckptctl_set(int argc, char **argv);
 /* ckptctl run (tools/ckptctl-run.c): exit 3 on collisions, else COMMAND's status. */
 int ckptctl_run(int argc, char **argv);

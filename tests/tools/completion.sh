@@ -33,6 +33,8 @@ expect()
 }
 
 expect "check collisions" ckptctl c
+expect "set state-root" ckptctl s
+expect "policy=audit policy=enforce" ckptctl set /mnt/ckpt pol
 expect "run" ckptctl ru
 expect "--collision-exit" ckptctl run --col
 expect "--tag-env" ckptctl run --ta

@@ -171,8 +171,8 @@ static void usage_and_help(void **state)
     g_auto(Run) h = run("--help", NULL);
     assert_int_equal(h.status, 0);
     assert_non_null(strstr(h.out, "Usage: ckptctl COMMAND"));
-    const char *cmds[] = {"jobs",   "resolve",    "check",  "state-root",
-                          "unused", "collisions", "fixture"};
+    const char *cmds[] = {"jobs",   "resolve",    "check",   "state-root",
+                          "unused", "collisions", "fixture", "set"};
     for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
         assert_non_null(strstr(h.out, cmds[i]));
         g_auto(Run) sub = run(cmds[i], "--help", NULL);

@@ -16,7 +16,7 @@ _ckptctl_jobs()
 _ckptctl()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local cmds="jobs resolve check state-root unused collisions fixture run"
+    local cmds="jobs resolve check state-root unused collisions set fixture run"
     if ((COMP_CWORD == 1)); then
         COMPREPLY=($(compgen -W "$cmds --help --version" -- "$cur"))
         return
@@ -41,6 +41,14 @@ _ckptctl()
         resolve) opts="$common $resolving -c" ;;
         state-root) opts="--json --help" ;;
         collisions) opts="$common --file" ;;
+        set)
+            if [[ $cur != -* ]] && ((COMP_CWORD >= 3)); then
+                COMPREPLY=($(compgen -W "policy=enforce policy=audit legacy=ro legacy=rw rescan=" -- "$cur"))
+                compopt -o nospace 2>/dev/null
+                return
+            fi
+            opts="--json --views --help"
+            ;;
         fixture) opts="--jobs --checkpoints --subtasks --bytes --legacy --seed --force --json --help" ;;
         run) opts="--dir --policy --identity --job --tag-env --collision-exit --report --json --keep --ckptfs -o --option --help" ;;
         *) return ;;
