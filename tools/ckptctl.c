@@ -440,8 +440,8 @@ static int cmd_jobs(int argc, char **argv)
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "jobs");
     json_builder_begin_array(b);
-    if (!c.json)
-        printf("%-34s %-24s %-8s %-10s %s\n", "JOB", "CHECKPOINTS", "LATEST", "LAYOUT", "BYTES");
+    static const char *const jcols[] = {"JOB", "CHECKPOINTS", ">LATEST", "LAYOUT", ">BYTES", NULL};
+    g_autoptr(CkptctlTable) t = ckptctl_table_new(jcols);
     for (guint i = 0; i < snaps->len; i++) {
         const CkJobInfo *j = snaps->pdata[i];
         if (c.json) {
@@ -477,14 +477,16 @@ static int cmd_jobs(int argc, char **argv)
             g_autofree char *latest =
                 j->has_latest ? g_strdup_printf("%" G_GUINT64_FORMAT, (guint64)j->latest)
                               : g_strdup("-");
-            printf("%-34s %-24s %-8s %-10s %" G_GUINT64_FORMAT "\n", j->job,
-                   cps->len ? cps->str : "-", latest, j->layout, bytes[i]);
+            g_autofree char *bs = g_strdup_printf("%" G_GUINT64_FORMAT, bytes[i]);
+            ckptctl_table_row(t, j->job, cps->str, latest, j->layout, bs);
         }
     }
     json_builder_end_array(b);
     json_builder_end_object(b);
     if (c.json)
         ckptctl_print_json(b);
+    else
+        ckptctl_table_print(t, NULL);
     common_clear(&c);
     return CKPTCTL_OK;
 }
@@ -790,12 +792,15 @@ static int cmd_unused(int argc, char **argv)
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
-        if (un->len)
-            printf("%-48s %-22s %s\n", "PATH", "REASON", "BYTES");
+        static const char *const ucols[] = {"PATH", "REASON", ">BYTES", NULL};
+        g_autoptr(CkptctlTable) t = ckptctl_table_new(ucols);
         for (guint i = 0; i < un->len; i++) {
             const CkUnused *u = un->pdata[i];
-            printf("%-48s %-22s %" G_GUINT64_FORMAT "\n", u->path, u->reason, u->bytes);
+            g_autofree char *bs = g_strdup_printf("%" G_GUINT64_FORMAT, u->bytes);
+            ckptctl_table_row(t, u->path, u->reason, bs);
         }
+        if (un->len)
+            ckptctl_table_print(t, NULL);
         printf("%u unused, %" G_GUINT64_FORMAT " bytes (nothing deleted)\n", un->len, total);
     }
     common_clear(&c);

@@ -675,7 +675,7 @@ static int assert_table_aligned(const char *text, const char *prefix, const char
     for (l++; *l && strncmp(*l, prefix, pl) == 0 && strlen(*l) > pl && (*l)[pl] != ' '; l++) {
         const char *row = *l + pl;
         size_t len = strlen(row);
-        if (g_ascii_isdigit(row[0]) && strstr(row, "(s)"))
+        if (g_ascii_isdigit(row[0]) && (strstr(row, "(s)") || strstr(row, " unused,")))
             break; /* the summary line under the table */
         for (size_t c = 0; c < n; c++) {
             bool boundary = starts[c] == 0 || (len > starts[c] && row[starts[c] - 1] == ' ');
@@ -703,9 +703,20 @@ static void tables_aligned(void **state)
     g_autofree char *dir = path_in(fx, "fx");
     g_auto(Run) f = run("fixture", dir, "--jobs", "3", "--legacy", "2", "--seed", "5", NULL);
     assert_int_equal(f.status, 0);
+    /* and a job id far longer than 32 characters */
+    g_autofree char *longid = g_strnfill(100, 'j');
+    g_autofree char *marker = g_strdup_printf("fx/_jobs/%s/chk-1/COMPLETED", longid);
+    testfs_put(fx->tmp, marker, "generation=1\nparticipants=0\n");
     g_auto(Run) c = run("check", dir, NULL);
     assert_int_equal(c.status, 1);
     assert_true(assert_table_aligned(c.out, "", " DETAIL") >= 2);
+    assert_non_null(strstr(c.out, longid));
+    g_auto(Run) j = run("jobs", dir, NULL);
+    assert_int_equal(j.status, 0);
+    assert_int_equal(assert_table_aligned(j.out, "", " LAYOUT "), 6);
+    assert_non_null(strstr(j.out, longid));
+    g_auto(Run) u = run("unused", dir, NULL);
+    assert_true(assert_table_aligned(u.out, "", " REASON ") >= 1);
     const char *log =
         "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"foreign-write\",\"verdict\":\"denied\","
         "\"op\":\"rename\",\"path\":\"_state/0123456789abcdef0123456789abcdef/v1/0/x\","
