@@ -290,6 +290,34 @@ static void test_second_mount_on_live_mount_refused(void **state)
     mount_free(m);
 }
 
+/* Issue 13: --help lists every -o option the README lists; --version names
+ * ckptfs's and libfuse's versions. */
+static void test_help_and_version(void **state)
+{
+    (void)state;
+    const char *bin = g_getenv("CKPTFS_BIN");
+    const char *help[] = {bin, "--help", NULL};
+    g_autofree char *out = NULL;
+    int status = -1;
+    assert_true(g_spawn_sync(NULL, (char **)help, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                             &out, NULL, &status, NULL));
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    const char *opts[] = {
+        "policy=",        "job=",           "identity=",     "legacy=",     "legacy_backend=",
+        "external_root=", "views=",         "rescan=",       "config=",     "collision_log=",
+        "tag_env=",       "entry_timeout=", "attr_timeout=", "writeback",   "max_read=",
+        "fsname=",        "no_policy",      "no_handles",    "allow_other", "default_permissions"};
+    for (gsize i = 0; i < G_N_ELEMENTS(opts); i++)
+        if (!strstr(out, opts[i]))
+            fail_msg("ckptfs --help does not list %s", opts[i]);
+    const char *version[] = {bin, "--version", NULL};
+    g_autofree char *vout = NULL;
+    assert_true(g_spawn_sync(NULL, (char **)version, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                             &vout, NULL, &status, NULL));
+    assert_true(g_str_has_prefix(vout, "ckptfs "));
+    assert_non_null(strstr(vout, "\nlibfuse 3."));
+}
+
 /* The next datagram on fd within 10 s, as a string (g_free), or NULL. */
 static char *notify_message(int fd)
 {
@@ -458,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_kill_9_then_remount),
         cmocka_unit_test(test_second_mount_on_live_mount_refused),
         cmocka_unit_test(test_systemd_notify),
+        cmocka_unit_test(test_help_and_version),
         cmocka_unit_test(test_config_file_and_command_line),
         cmocka_unit_test(test_allow_other_turns_on_default_permissions),
         cmocka_unit_test(test_mount_fuse3_type_form),
