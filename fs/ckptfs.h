@@ -23,6 +23,7 @@
 #include "identity.h"
 #include "policy.h"
 #include "inode.h"
+#include "kio.h"
 #include "metrics.h"
 #include "options.h"
 
@@ -57,4 +58,6 @@ struct ckptfs {
     GHashTable *open_handles; /* handle -> HandleKind */
 
     struct fuse_session *se;
+    Kio kio;                        /* the custom I/O layer: its own atomics */
+    atomic_bool pt_register_logged; /* a failed passthrough registration was logged */
 };

@@ -245,6 +245,16 @@ int node_open_live(struct ckptfs *fs, Node *n, int flags, struct stat *st)
     return fd;
 }
 
+/* The node keeps a duplicate of fd as its way to the object. */
+static int node_pin_fd(Node *n, int fd)
+{
+    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dup_fd < 0)
+        return -errno;
+    n->pinned_fd = dup_fd;
+    return 0;
+}
+
 int node_set_handle_from_fd(struct ckptfs *fs, Node *n, int fd)
 {
     if (fs->handles) {
@@ -258,11 +268,7 @@ int node_set_handle_from_fd(struct ckptfs *fs, Node *n, int fd)
     }
     /* no handles here (or another file system mounted inside the backing
      * directory): keep the descriptor itself */
-    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (dup_fd < 0)
-        return -errno;
-    n->pinned_fd = dup_fd;
-    return 0;
+    return node_pin_fd(n, fd);
 }
 
 static Node *node_new(struct ckptfs *fs, NodeKind kind, mode_t type)
@@ -469,7 +475,9 @@ static int node_from_fd(struct ckptfs *fs, CkNs pns, const char *name, int fd, b
     Node *fresh = node_new(fs, NODE_BACKING, st->st_mode);
     fresh->key = (NodeKey){st->st_dev, st->st_ino};
     fresh->ns = ck_ns_child(pns, name, fs->opt.views_name);
-    int err = node_set_handle_from_fd(fs, fresh, fd);
+    /* an O_TMPFILE file has no name yet, and a handle of an inode without
+     * links does not open (ESTALE): it keeps its descriptor */
+    int err = st->st_nlink == 0 ? node_pin_fd(fresh, fd) : node_set_handle_from_fd(fs, fresh, fd);
     if (err) {
         if (cache_fd)
             close(fd);

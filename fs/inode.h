@@ -61,6 +61,11 @@ typedef struct Node {
 
     bool stale; /* NodeTable.lock: the handle gave ESTALE; next lookup re-checks */
     int nopen;  /* open files (NodeTable.lock): an unlinked object stays valid */
+    /* FUSE passthrough (fs/passthrough.c, NodeTable.lock): the kernel wants
+     * every open of one inode bound to one backing id, or none bound */
+    int backing_id;        /* > 0 while opens are bound to it */
+    unsigned backing_refs; /* opens bound to backing_id */
+    unsigned cached_opens; /* opens replied without passthrough */
     /* keep_cache: the backing mtime/size seen at the last open/release (NodeTable.lock) */
     struct timespec open_mtime;
     struct timespec open_ctime; /* multigrain on kernels >= 6.13: a change after a stat differs */

@@ -18,6 +18,7 @@
 
 #include "ckptfs-config.h"
 #include "ckptfs.h"
+#include "kio.h"
 #include "ops.h"
 #include "views.h"
 
@@ -149,6 +150,27 @@ static void raise_readahead(const char *mnt)
         close(fd);
 }
 
+/* FUSE passthrough (SPEC §6): asked for unless the options exclude it or
+ * the daemon lacks the privilege the kernel requires (CAP_SYS_ADMIN: the
+ * daemon runs as root).  A backing directory on a stacking file system
+ * (overlayfs, as in containers) needs one more level of stack depth. */
+static void passthrough_setup(struct ckptfs *fs)
+{
+    const char *why = NULL;
+    if (fs->opt.passthrough_off)
+        why = "-o passthrough=off";
+    else if (fs->opt.writeback)
+        why = "-o writeback: the kernel refuses the writeback cache with passthrough";
+    else if (geteuid() != 0)
+        why = "the daemon is not root: binding backing files needs CAP_SYS_ADMIN";
+    struct statfs sfs;
+    int depth = 0;
+    if (fstatfs(fs->root_fd, &sfs) == 0 &&
+        (sfs.f_type == 0x794c7630 /* overlayfs */ || sfs.f_type == 0xf15f /* ecryptfs */))
+        depth = 1;
+    kio_init(&fs->kio, why == NULL, why, depth);
+}
+
 static int setup(struct ckptfs *fs, const char *mountpoint)
 {
     FsOptions *o = &fs->opt;
@@ -218,6 +240,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
     fs->policy.legacy_rw = o->legacy_rw;
     fs->entry_timeout = o->entry_timeout_s;
     fs->attr_timeout = o->attr_timeout_s;
+    passthrough_setup(fs);
     if (ckptfs_creds_init(fs) < 0)
         return fail(1, "%s%s", "cannot read the daemon's groups", "");
     ckptfs_handles_init(fs);
@@ -303,6 +326,12 @@ int main(int argc, char *argv[])
         rc = 1;
         goto out_signals;
     }
+    rc = kio_attach(&fs.kio, fs.se);
+    if (rc != 0) {
+        fprintf(stderr, "ckptfs: custom I/O: %s\n", g_strerror(-rc));
+        rc = 1;
+        goto out_unmount;
+    }
     raise_readahead(fs.mountpoint);
     fuse_daemonize(c.foreground);
     daemonized = !c.foreground;
@@ -324,6 +353,7 @@ int main(int argc, char *argv[])
     rc = (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP) ? 0 : 1;
     sd_notify(0, "STOPPING=1");
     views_stop(&fs); /* its notifier writes to the session: stop it first */
+out_unmount:
     fuse_session_unmount(fs.se);
 out_signals:
     fuse_remove_signal_handlers(fs.se);

@@ -178,5 +178,26 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
     sample(s, "ckptfs_catalog_markers", mp, NULL, get(&m->catalog_markers));
     header(s, "ckptfs_nodes", "gauge", "Nodes the kernel holds a reference on.");
     sample(s, "ckptfs_nodes", mp, NULL, mnt->nodes);
+
+    static const char *const pt_why[FS_PT_WHY_COUNT] = {
+        [FS_PT_OFF] = "off",
+        [FS_PT_UNPRIVILEGED] = "unprivileged",
+        [FS_PT_KERNEL] = "kernel",
+        [FS_PT_REGISTER] = "register_failed",
+        [FS_PT_CACHED] = "open_without_passthrough",
+    };
+    header(s, "ckptfs_passthrough_opens_total", "counter",
+           "Opens bound to their backing file in the kernel (FUSE passthrough).");
+    sample(s, "ckptfs_passthrough_opens_total", mp, NULL, get(&m->pt_opens));
+    header(s, "ckptfs_passthrough_backing_ids", "gauge",
+           "Backing files registered with the kernel now.");
+    sample(s, "ckptfs_passthrough_backing_ids", mp, NULL,
+           (guint64)MAX(atomic_load_explicit(&m->pt_ids, memory_order_relaxed), 0));
+    header(s, "ckptfs_passthrough_fallbacks_total", "counter",
+           "Opens of backing files served by the daemon instead, by reason.");
+    for (int w = 0; w < FS_PT_WHY_COUNT; w++) {
+        g_snprintf(lb, sizeof lb, "reason=\"%s\"", pt_why[w]);
+        sample(s, "ckptfs_passthrough_fallbacks_total", mp, lb, get(&m->pt_fallbacks[w]));
+    }
     return s;
 }

@@ -55,6 +55,17 @@ typedef enum {
  * that they do not drown EACCES and EIO in ckptfs_errors_total. */
 typedef enum { FS_MISS_LOOKUP_ENOENT, FS_MISS_GETXATTR_ENODATA, FS_MISS_COUNT } FsMiss;
 
+/* Why an open of a backing file went without passthrough (label values in
+ * metrics.c). */
+typedef enum {
+    FS_PT_OFF,          /* -o passthrough=off, or -o writeback */
+    FS_PT_UNPRIVILEGED, /* the kernel binds only for CAP_SYS_ADMIN */
+    FS_PT_KERNEL,       /* the kernel did not offer or accept it */
+    FS_PT_REGISTER,     /* FUSE_DEV_IOC_BACKING_OPEN failed */
+    FS_PT_CACHED,       /* the inode is open without passthrough already */
+    FS_PT_WHY_COUNT
+} FsPtWhy;
+
 typedef struct {
     atomic_uint_fast64_t ops[FS_OP_COUNT];
     atomic_uint_fast64_t errors[FS_ERRNO_MAX + 1];      /* [0] counts errnos above the max */
@@ -68,6 +79,9 @@ typedef struct {
     atomic_uint_fast64_t rescans;
     atomic_uint_fast64_t catalog_jobs; /* gauges, set by the views */
     atomic_uint_fast64_t catalog_markers;
+    atomic_uint_fast64_t pt_opens;                      /* opens bound in passthrough */
+    atomic_uint_fast64_t pt_fallbacks[FS_PT_WHY_COUNT]; /* opens of backing files without */
+    atomic_int_fast64_t pt_ids;                         /* gauge: backing ids registered */
 } FsMetrics;
 
 const char *fs_op_name(FsOp op);

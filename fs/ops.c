@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "enforce.h"
+#include "kio.h"
+#include "passthrough.h"
 #include "views.h"
 
 /* What fi->fh of an open file points at. */
@@ -24,6 +26,8 @@ typedef struct {
     Node *node;
     bool writable;          /* opened for writing: its attributes are noted at release */
     int write_err;          /* the policy's answer for data writes, taken once at open (0: go on) */
+    bool bound;             /* pt_bind was asked (pt_unbind at release) */
+    int backing_id;         /* > 0: the kernel does this file's I/O (FUSE passthrough) */
     const char *marker_job; /* a COMPLETED of this job written: refresh the views at release */
 } FileHandle;
 
@@ -298,6 +302,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_attr(req, &st, timeout);
 }
 
+#define TIMES_ONLY                                                                                 \
+    (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |                         \
+     FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)
+
 static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *attr, int to_set,
                       struct fuse_file_info *fi, struct stat *out)
 {
@@ -308,6 +316,14 @@ static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *a
     int ffd = fi && n->type == S_IFREG && FH(fi)->fd >= 0 ? FH(fi)->fd : -1;
     if (ffd < 0) {
         err = node_fd(fs, n, &f);
+        if (err == -ESTALE && !(to_set & ~TIMES_ONLY)) {
+            /* the writeback cache flushing the times of a file unlinked
+             * since: nothing is left to set, and an error here would stick
+             * to the whole file system (syncfs) */
+            memset(out, 0, sizeof *out);
+            out->st_mode = n->type;
+            return 0;
+        }
         if (err)
             return err;
     }
@@ -583,7 +599,7 @@ static void renamed_ns(struct ckptfs *fs, int dirfd, const char *name, CkNs ns)
 static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, Node *np,
                      const char *newname, unsigned int flags)
 {
-    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
         return -EINVAL;
     CkNs moved, back;
     int err = fs_check_rename(fs, req, p, name, np, newname, flags, &moved, &back);
@@ -597,7 +613,9 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         return err;
     }
     Creds c;
-    creds_enter(fs, req, false, &c);
+    /* a whiteout is a create (a device node at the old name): made as the
+     * caller, who needs CAP_MKNOD as on any file system */
+    creds_enter(fs, req, flags & RENAME_WHITEOUT, &c);
     int r = flags ? renameat2(pf.fd, name, npf.fd, newname, flags)
                   : renameat(pf.fd, name, npf.fd, newname);
     if (r < 0)
@@ -634,13 +652,32 @@ static bool wants_write(int flags)
     return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
 }
 
-static void set_open_flags(struct ckptfs *fs, Node *n, const struct stat *st,
+/* Binds the open file h to its backing file in the kernel when the policy
+ * allows every write it could make (the verdict is taken at open and never
+ * revisited, so a file whose writes the daemon must see stays unbound). */
+static void bind_open(struct ckptfs *fs, FileHandle *h, int flags)
+{
+    if (h->fd < 0 || (h->write_err && (flags & O_ACCMODE) != O_RDONLY))
+        return;
+    h->bound = true;
+    h->backing_id = pt_bind(fs, h->node, h->fd);
+}
+
+/* Open flags for the reply.  O_DIRECT is the kernel's own business: with
+ * passthrough its backing file is opened O_DIRECT, without it the kernel
+ * sends O_DIRECT reads and writes straight to the daemon, keeps shared
+ * mmap working and clears setuid bits as on any write (direct_io would do
+ * neither).  FLUSH is only needed for a marker, whose close must reach the
+ * views: locks are the kernel's, and writes went to the backing file
+ * already. */
+static void set_open_flags(struct ckptfs *fs, Node *n, const struct stat *st, FileHandle *h,
                            struct fuse_file_info *fi)
 {
     bool same = node_unchanged_since_open(fs, n, st);
-    fi->keep_cache = fs->attr_timeout > 0 && same;
-    if (fi->flags & O_DIRECT)
-        fi->direct_io = 1;
+    fi->noflush = !h->marker_job && !fs->opt.writeback;
+    if (h->backing_id)
+        return; /* the kernel takes no other open flag with passthrough (EIO) */
+    fi->keep_cache = fs->attr_timeout > 0 && same && !(fi->flags & O_DIRECT);
 }
 
 static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
@@ -656,17 +693,19 @@ static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
     h->content = vo.content;
     h->node = n;
     h->write_err = -EROFS;
+    bind_open(fs, h, fi->flags);
     handle_register(fs, h, HANDLE_FILE);
     fi->fh = (uintptr_t)h;
-    fi->direct_io = vo.direct_io;
-    fi->keep_cache = vo.keep_cache;
+    fi->direct_io = vo.direct_io && !h->backing_id;
+    fi->keep_cache = vo.keep_cache && !h->backing_id;
+    fi->noflush = 1;
     return 0;
 }
 
 /* Makes fd, open on backing node n, the open file fi: counted among the
  * node's opens (which keep an unlinked node from going stale) and registered. */
-static void file_handle_open(struct ckptfs *fs, Node *n, int fd, bool writable,
-                             const char *marker_job, struct fuse_file_info *fi)
+static FileHandle *file_handle_open(struct ckptfs *fs, Node *n, int fd, bool writable,
+                                    const char *marker_job, struct fuse_file_info *fi)
 {
     FileHandle *h = g_new0(FileHandle, 1);
     h->fd = fd;
@@ -674,14 +713,21 @@ static void file_handle_open(struct ckptfs *fs, Node *n, int fd, bool writable,
     h->writable = writable;
     h->marker_job = marker_job;
     node_open_count(fs, n, 1);
+    bind_open(fs, h, fi->flags);
     handle_register(fs, h, HANDLE_FILE);
     fi->fh = (uintptr_t)h;
+    return h;
 }
 
-/* The open(2) flags for a backing file under writeback caching: the kernel
- * may read pages of a write-only file, and does O_APPEND itself. */
-static int writeback_flags(struct ckptfs *fs, int flags)
+/* The open(2) flags of the daemon's own descriptor of a backing file.
+ * Never O_DIRECT: the daemon writes from libfuse's request buffers, which
+ * are not aligned for it (EINVAL), and O_DIRECT's promise (no page cache on
+ * the caller's side) is kept by the kernel above us.  Under writeback
+ * caching the kernel may read pages of a write-only file, and does O_APPEND
+ * itself. */
+static int backing_open_flags(struct ckptfs *fs, int flags)
 {
+    flags &= ~O_DIRECT;
     if (fs->opt.writeback) {
         if ((flags & O_ACCMODE) == O_WRONLY)
             flags = (flags & ~O_ACCMODE) | O_RDWR;
@@ -699,7 +745,7 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
         if (err)
             return err;
     }
-    int flags = writeback_flags(fs, fi->flags & ~O_NOFOLLOW);
+    int flags = backing_open_flags(fs, fi->flags & ~O_NOFOLLOW);
     Creds c;
     creds_enter(fs, req, false, &c);
     int fd;
@@ -726,14 +772,17 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
     fd = node_open_live(fs, n, flags, &st);
     if (fd < 0)
         return fd;
-    set_open_flags(fs, n, &st, fi);
     const char *marker_job = wants_write(fi->flags) ? views_marker_job(fs, n, fd) : NULL;
-    file_handle_open(fs, n, fd, (fi->flags & O_ACCMODE) != O_RDONLY, marker_job, fi);
+    FileHandle *h =
+        file_handle_open(fs, n, fd, (fi->flags & O_ACCMODE) != O_RDONLY, marker_job, fi);
+    set_open_flags(fs, n, &st, h, fi);
     return 0;
 }
 
 static void handle_free(struct ckptfs *fs, FileHandle *h)
 {
+    if (h->bound)
+        pt_unbind(fs, h->node, h->backing_id);
     if (h->fd >= 0) {
         if (h->writable && h->node->kind == NODE_BACKING) {
             struct stat st;
@@ -758,7 +807,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         reply_err(fs, req, err);
         return;
     }
-    if (fuse_reply_open(req, fi) != 0) {
+    if (kio_reply_open(req, fi, FH(fi)->backing_id) != 0) {
         handle_unregister(fs, FH(fi));
         handle_free(fs, FH(fi));
     }
@@ -767,6 +816,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, mode_t mode,
                      struct fuse_file_info *fi, struct fuse_entry_param *e)
 {
+    bool tmpfile = strcmp(name, KIO_TMPFILE_NAME) == 0;
     CkNs child;
     int err = fs_check_create(fs, req, "create", p, name, false, &child);
     if (err)
@@ -774,10 +824,16 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     NodeFd pf;
     if ((err = node_fd(fs, p, &pf)))
         return err;
-    int flags = writeback_flags(fs, fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC);
+    int flags = backing_open_flags(fs, fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC);
+    const char *at = name;
+    if (tmpfile) {
+        /* an unnamed file in the directory (kio delivers FUSE_TMPFILE so) */
+        flags = (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW | O_DIRECTORY)) | O_TMPFILE;
+        at = ".";
+    }
     Creds c;
     creds_enter(fs, req, true, &c);
-    int fd = openat(pf.fd, name, flags, mode & 07777);
+    int fd = openat(pf.fd, at, flags, mode & 07777);
     if (fd < 0)
         err = -errno;
     creds_leave(fs, &c);
@@ -792,9 +848,9 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         return err;
     }
     fill_entry(fs, n, &st, e);
-    set_open_flags(fs, n, &st, fi);
-    bool marker = child.kind == CK_NS_JOB && strcmp(name, "COMPLETED") == 0;
-    file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
+    bool marker = !tmpfile && child.kind == CK_NS_JOB && strcmp(name, "COMPLETED") == 0;
+    FileHandle *h = file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
+    set_open_flags(fs, n, &st, h, fi);
     return 0;
 }
 
@@ -809,7 +865,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         reply_err(fs, req, err);
         return;
     }
-    if (fuse_reply_create(req, &e, fi) != 0) {
+    if (kio_reply_create(req, &e, fi, FH(fi)->backing_id) != 0) {
         handle_unregister(fs, FH(fi));
         handle_free(fs, FH(fi));
         node_forget(fs, N(fs, e.ino), 1);
@@ -845,7 +901,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     atomic_uint_fast64_t *bytes = h->node && h->node->kind != NODE_BACKING
                                       ? &fs->metrics.views_read_bytes
                                       : &fs->metrics.read_bytes;
-    int r = fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+    /* no FUSE_BUF_SPLICE_MOVE: the kernel refuses most pages it is given
+     * ("trying to steal weird page") and copies them anyway */
+    int r = fuse_reply_data(req, &buf, 0);
     if (r < 0 && r != -ENOENT)
         fs_metric_err(&fs->metrics, -r);
     else if (r == 0)
@@ -994,8 +1052,10 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 
 static void dirhandle_free(struct ckptfs *fs, DirHandle *d)
 {
-    if (d->dp)
+    if (d->dp) {
         closedir(d->dp);
+        node_open_count(fs, d->node, -1);
+    }
     if (d->root) {
         for (guint i = 0; i < d->root->len; i++)
             g_free(g_array_index(d->root, RootEntry, i).name);
@@ -1051,7 +1111,7 @@ static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
         } else if (!(d->dp = fdopendir(fd))) {
             err = -errno;
             close(fd);
-        } else if (n == fs->nodes.root) {
+        } else if ((node_open_count(fs, n, 1), n == fs->nodes.root)) {
             d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
             err = snapshot_root(fs, d->dp, d->root);
         }
@@ -1279,15 +1339,15 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* setxattr, or removexattr when value is NULL (FUSE never passes NULL for
  * setxattr): a write for the policy, done with the caller's rights through
- * /proc/self/fd since the f*xattr calls refuse O_PATH descriptors. */
+ * /proc/self/fd since the f*xattr calls refuse O_PATH descriptors.  The
+ * magic link resolves to the object itself, a symlink included (it is not
+ * followed again): the backing file system answers as for any symlink. */
 static int do_xattr_change(struct ckptfs *fs, fuse_req_t req, Node *n, const char *name,
                            const char *value, size_t size, int flags)
 {
     int err = fs_check_write(fs, req, value ? "setxattr" : "removexattr", n, NULL);
     if (err)
         return err;
-    if (n->type == S_IFLNK)
-        return -EPERM; /* as ext4 and tmpfs for user.* on symlinks */
     NodeFd f;
     if ((err = node_fd(fs, n, &f)))
         return err;
@@ -1373,10 +1433,6 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         reply_xattr_value(fs, req, size, data, len);
         return;
     }
-    if (n->type == S_IFLNK) {
-        reply_err(fs, req, -ENODATA);
-        return;
-    }
     reply_backing_xattr(fs, req, n, name, size);
 }
 
@@ -1394,10 +1450,6 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
             reply_xattr_value(fs, req, size, names->str, names->len);
         return;
     }
-    if (n->type == S_IFLNK) {
-        reply_xattr_value(fs, req, size, "", 0);
-        return;
-    }
     reply_backing_xattr(fs, req, n, NULL, size);
 }
 
@@ -1406,15 +1458,14 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     struct ckptfs *fs = userdata;
-    if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+    pt_log_state(fs);
+    /* Requests are read with read(2), never spliced: fs/kio.c must see each
+     * one whole (FUSE_TMPFILE), and with passthrough the daemon sees no file
+     * data.  Replies to reads of backing files are spliced when the daemon
+     * is on the data path (no passthrough). */
+    conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
+    if (!kio_passthrough(&fs->kio) && (conn->capable & FUSE_CAP_SPLICE_WRITE))
         conn->want |= FUSE_CAP_SPLICE_WRITE;
-    if (conn->capable & FUSE_CAP_SPLICE_MOVE)
-        conn->want |= FUSE_CAP_SPLICE_MOVE;
-    /* write data spliced from the request: seq write ~10% faster; small
-     * requests cost the same either way (a splice and a read from the pipe
-     * instead of one read: no difference in ckpt-bench meta) */
-    if (conn->capable & FUSE_CAP_SPLICE_READ)
-        conn->want |= FUSE_CAP_SPLICE_READ;
     /* open(O_TRUNC) in one request, checked as a truncation by the policy */
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
         conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
@@ -1428,10 +1479,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_WRITEBACK_CACHE;
     else
         conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
-    /* 512 KiB, not 1 MiB: libfuse reads a request by splice only when its
-     * whole buffer (max_write + 4 KiB) fits a pipe, and a pipe stops at
-     * pipe-max-size (1 MiB) without CAP_SYS_RESOURCE */
-    conn->max_write = 512 * 1024;
+    /* libfuse's request buffer is 1 MiB + a page: the largest write it can
+     * take whole (only without passthrough do writes come here) */
+    conn->max_write = 1024 * 1024;
     conn->max_read = fs->opt.max_read; /* must equal the max_read mount option */
     /* the kernel keeps min(its bdi read-ahead, this): main raises the bdi's */
     conn->max_readahead = 16u * 1024 * 1024;

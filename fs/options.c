@@ -44,6 +44,7 @@ static const struct fuse_opt fs_opt_spec[] = {
     OPT("entry_timeout=%s", entry_timeout),
     OPT("attr_timeout=%s", attr_timeout),
     OPT("tag_env=%s", tag_env),
+    OPT("passthrough=%s", passthrough),
     {"no_policy", offsetof(FsOptions, no_policy), 1},
     {"no_default_permissions", offsetof(FsOptions, no_default_permissions), 1},
     {"writeback", offsetof(FsOptions, writeback), 1},
@@ -114,7 +115,8 @@ void fs_options_help(void)
            "    -o tag_env=VAR            record the writer's VAR with each collision (\"tag\")\n"
            "    -o entry_timeout=SECONDS  kernel name cache of the passthrough tree (60)\n"
            "    -o attr_timeout=SECONDS   kernel attribute cache of the passthrough tree (60)\n"
-           "    -o writeback              use the kernel's writeback cache\n"
+           "    -o passthrough=auto|off   bind open files to backing files in the kernel (auto)\n"
+           "    -o writeback              use the kernel's writeback cache (no passthrough)\n"
            "    -o max_read=N             largest read request (524288)\n"
            "    -o fsname=NAME            source shown by mount and df (the backing dir)\n"
            "    -o no_default_permissions with allow_other: the daemon checks permissions\n"
@@ -167,6 +169,7 @@ static int load_config(FsOptions *opt)
         {"entry_timeout", offsetof(FsOptions, entry_timeout)},
         {"attr_timeout", offsetof(FsOptions, attr_timeout)},
         {"tag_env", offsetof(FsOptions, tag_env)},
+        {"passthrough", offsetof(FsOptions, passthrough)},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
         int rc = from_keyfile(kf, keys[i].key, (char **)((char *)opt + keys[i].off));
@@ -267,6 +270,15 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
         fprintf(stderr, "ckptfs: legacy=%s: expected ro or rw\n", legacy);
         return 2;
     }
+    const char *pt = opt->passthrough ? opt->passthrough : "auto";
+    if (strcmp(pt, "auto") == 0) {
+        opt->passthrough_off = false;
+    } else if (strcmp(pt, "off") == 0) {
+        opt->passthrough_off = true;
+    } else {
+        fprintf(stderr, "ckptfs: passthrough=%s: expected auto or off\n", pt);
+        return 2;
+    }
     if (opt->job) {
         if (!ck_is_job_id(opt->job, strlen(opt->job))) {
             fprintf(stderr,
@@ -340,7 +352,15 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
     }
     if (!opt->has_subtype)
         fuse_opt_add_arg(args, "-osubtype=ckptfs");
-    if (opt->allow_other && !opt->no_default_permissions && !opt->default_permissions) {
+    if (opt->no_default_permissions) {
+        /* the daemon does not check every operation as the caller (link,
+         * opens after setfsuid, the kernel's clear-setuid setattr): leaving
+         * permissions to it would let a user reach what it may not */
+        fprintf(stderr, "ckptfs: no_default_permissions is not supported: the kernel checks "
+                        "permissions (default_permissions) on every mount with allow_other\n");
+        return 2;
+    }
+    if (opt->allow_other && !opt->default_permissions) {
         fuse_opt_add_arg(args, "-odefault_permissions");
         opt->default_permissions = true;
     }
@@ -363,6 +383,7 @@ void fs_options_clear(FsOptions *opt)
     free(opt->entry_timeout);
     free(opt->attr_timeout);
     free(opt->tag_env);
+    free(opt->passthrough);
     g_free(opt->identity_env);
     g_free(opt->backing_arg);
     g_free(opt->mountpoint_arg);

@@ -25,8 +25,9 @@ typedef struct {
     char *collision_log;
     char *entry_timeout;
     char *attr_timeout;
-    char *tag_env; /* tag_env=VAR: each collision record's "tag" */
-    int no_policy; /* benchmarking: skip every check */
+    char *tag_env;     /* tag_env=VAR: each collision record's "tag" */
+    char *passthrough; /* "auto" | "off" */
+    int no_policy;     /* benchmarking: skip every check */
     int no_default_permissions;
     int writeback;  /* -o writeback: the kernel writeback cache */
     int no_handles; /* testing: behave as on a file system without handles */
@@ -34,6 +35,7 @@ typedef struct {
     /* derived */
     bool audit;
     bool legacy_rw;
+    bool passthrough_off;
     const char *job_interned; /* g_intern_string(job) or NULL */
     char *identity_env;       /* VAR of identity=env:VAR */
     const char *views_name;   /* interned */

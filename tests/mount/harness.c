@@ -97,6 +97,12 @@ int mount_start(Mount *m, const char *const *args)
     g_ptr_array_add(argv, "-f");
     for (size_t i = 0; args && args[i]; i++)
         g_ptr_array_add(argv, (gpointer)args[i]);
+    /* the suites run once per kernel data path (meson: mount and mount-nopt) */
+    const char *variant = g_getenv("CKPTFS_TEST_OPTS");
+    if (variant && *variant) {
+        g_ptr_array_add(argv, "-o");
+        g_ptr_array_add(argv, (gpointer)variant);
+    }
     g_ptr_array_add(argv, m->backing);
     g_ptr_array_add(argv, m->mnt);
     g_ptr_array_add(argv, NULL);

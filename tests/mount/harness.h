@@ -25,7 +25,8 @@ typedef struct {
 
 /* Makes the directories (backing/_state/t exists) without mounting. */
 Mount *mount_new(void);
-/* Starts the daemon with extra arguments (NULL-terminated, may be NULL);
+/* Starts the daemon with extra arguments (NULL-terminated, may be NULL),
+ * plus "-o $CKPTFS_TEST_OPTS" when that is set (the suite's variant);
  * returns 0 once mounted, -1 (and prints the daemon log) otherwise. */
 int mount_start(Mount *m, const char *const *args);
 /* Unmounts and reaps the daemon; returns 0 when it exited with status 0

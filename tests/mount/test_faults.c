@@ -359,7 +359,9 @@ static void test_backing_full(void **state)
     assert_int_equal(kill(m->pid, 0), 0);
     g_autofree char *metrics = g_build_filename(m->mnt, "_views", ".metrics", NULL);
     g_autofree char *mt = get_file(metrics);
-    assert_true(mount_metric(m, "ckptfs_errors_total{errno=\"ENOSPC\"}") > 0);
+    /* the daemon saw the ENOSPC unless the kernel wrote the data itself */
+    if (mount_metric(m, "ckptfs_passthrough_opens_total") == 0)
+        assert_true(mount_metric(m, "ckptfs_errors_total{errno=\"ENOSPC\"}") > 0);
     /* every file written before the disk filled is whole, on both sides */
     for (unsigned i = 0; i < ok; i++) {
         assert_chunk(m->bwork, i);

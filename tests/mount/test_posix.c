@@ -363,9 +363,8 @@ static void test_rename_noreplace_and_exchange(void **state)
     g_autofree char *c = mp(m, "c");
     assert_int_equal(renameat2(AT_FDCWD, a, AT_FDCWD, c, RENAME_NOREPLACE), 0);
     assert_int_equal(access(ba, F_OK), -1);
-    errno = 0;
-    assert_int_equal(renameat2(AT_FDCWD, c, AT_FDCWD, a, RENAME_WHITEOUT), -1);
-    assert_int_equal(errno, EINVAL);
+    /* a whiteout as ext4 makes it (test_edges.c has the details) */
+    assert_int_equal(renameat2(AT_FDCWD, c, AT_FDCWD, a, RENAME_WHITEOUT), 0);
 }
 
 static void test_fsync_reaches_backing(void **state)

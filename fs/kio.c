@@ -1,0 +1,292 @@
+#include "kio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "ckptfs.h"
+
+/* The kernel's side of the protocol, as include/uapi/linux/fuse.h of
+ * protocol 7.40+ has it; Debian 12's headers (7.38) and libfuse 3.14 stop
+ * short of these fields, so they are declared here and nowhere else. */
+#define KIO_OP_INIT           26
+#define KIO_OP_CREATE         35
+#define KIO_OP_TMPFILE        51
+#define KIO_INIT_EXT          (1u << 30)
+#define KIO_WRITEBACK_CACHE   (1u << 16)
+#define KIO_PASSTHROUGH       (1ull << 37) /* flags2 bit 5 */
+#define KIO_FOPEN_PASSTHROUGH (1u << 7)
+
+struct kio_in_header {
+    uint32_t len;
+    uint32_t opcode;
+    uint64_t unique;
+    uint64_t nodeid;
+    uint32_t uid;
+    uint32_t gid;
+    uint32_t pid;
+    uint16_t total_extlen;
+    uint16_t padding;
+};
+_Static_assert(sizeof(struct kio_in_header) == 40, "fuse_in_header");
+
+struct kio_out_header {
+    uint32_t len;
+    int32_t error;
+    uint64_t unique;
+};
+_Static_assert(sizeof(struct kio_out_header) == 16, "fuse_out_header");
+
+struct kio_init_in {
+    uint32_t major;
+    uint32_t minor;
+    uint32_t max_readahead;
+    uint32_t flags;
+    uint32_t flags2;
+    uint32_t unused[11];
+};
+_Static_assert(sizeof(struct kio_init_in) == 64, "fuse_init_in");
+
+struct kio_init_out {
+    uint32_t major;
+    uint32_t minor;
+    uint32_t max_readahead;
+    uint32_t flags;
+    uint16_t max_background;
+    uint16_t congestion_threshold;
+    uint32_t max_write;
+    uint32_t time_gran;
+    uint16_t max_pages;
+    uint16_t map_alignment;
+    uint32_t flags2;
+    uint32_t max_stack_depth; /* libfuse 3.14: unused[0] */
+    uint16_t request_timeout;
+    uint16_t unused[11];
+};
+_Static_assert(sizeof(struct kio_init_out) == 64, "fuse_init_out");
+_Static_assert(offsetof(struct kio_init_out, flags2) == 32, "fuse_init_out.flags2");
+_Static_assert(offsetof(struct kio_init_out, max_stack_depth) == 36, "max_stack_depth");
+
+struct kio_open_out {
+    uint64_t fh;
+    uint32_t open_flags;
+    int32_t backing_id; /* libfuse 3.14: padding */
+};
+_Static_assert(sizeof(struct kio_open_out) == 16, "fuse_open_out");
+
+#define KIO_ENTRY_OUT_SIZE 128 /* struct fuse_entry_out, protocol >= 7.9 */
+
+struct kio_backing_map {
+    int32_t fd;
+    uint32_t flags;
+    uint64_t padding;
+};
+_Static_assert(sizeof(struct kio_backing_map) == 16, "fuse_backing_map");
+#define KIO_DEV_IOC_MAGIC         229
+#define KIO_DEV_IOC_BACKING_OPEN  _IOW(KIO_DEV_IOC_MAGIC, 1, struct kio_backing_map)
+#define KIO_DEV_IOC_BACKING_CLOSE _IOW(KIO_DEV_IOC_MAGIC, 2, uint32_t)
+
+/* The backing id of the OPEN/CREATE reply this thread is sending: libfuse
+ * writes a reply from the thread that calls fuse_reply_*, so kio_writev
+ * knows which reply to amend without a table keyed by request. */
+static _Thread_local int32_t tls_backing_id;
+
+static Kio *kio_of(void *userdata)
+{
+    return &((struct ckptfs *)userdata)->kio;
+}
+
+void kio_init(Kio *k, bool want, const char *why_not, int backing_stack_depth)
+{
+    memset(k, 0, sizeof *k);
+    k->fd = -1;
+    k->want = want;
+    k->why_not = want ? NULL : why_not;
+    k->stack_depth = 1 + CLAMP(backing_stack_depth, 0, 1);
+}
+
+/* The first request is INIT: note what the kernel offers before libfuse
+ * (which does not know flags2's upper bits) answers it. */
+static void note_init(Kio *k, const void *buf, ssize_t len)
+{
+    if (len < (ssize_t)(sizeof(struct kio_in_header) + sizeof(struct kio_init_in)))
+        return;
+    struct kio_in_header h;
+    memcpy(&h, buf, sizeof h);
+    if (h.opcode != KIO_OP_INIT)
+        return;
+    struct kio_init_in in;
+    memcpy(&in, (const char *)buf + sizeof h, sizeof in);
+    uint64_t flags = in.flags;
+    if (in.flags & KIO_INIT_EXT)
+        flags |= (uint64_t)in.flags2 << 32;
+    atomic_store(&k->kernel_flags, flags);
+    atomic_store(&k->init_unique, h.unique);
+}
+
+/* FUSE_TMPFILE carries fuse_create_in and the dentry's name, "/" (vfs_tmpfile
+ * names its dentry so), exactly as a CREATE would: relabel it. */
+static void tmpfile_as_create(void *buf, ssize_t len)
+{
+    struct kio_in_header h;
+    if (len < (ssize_t)sizeof h)
+        return;
+    memcpy(&h, buf, sizeof h);
+    if (h.opcode != KIO_OP_TMPFILE)
+        return;
+    const char *name = (const char *)buf + sizeof h + 16; /* after fuse_create_in */
+    if (len < (ssize_t)(sizeof h + 16 + sizeof KIO_TMPFILE_NAME) ||
+        memcmp(name, KIO_TMPFILE_NAME, sizeof KIO_TMPFILE_NAME) != 0)
+        return; /* not the layout we know: libfuse answers ENOSYS */
+    h.opcode = KIO_OP_CREATE;
+    memcpy(buf, &h, sizeof h);
+}
+
+static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
+{
+    ssize_t r = read(fd, buf, len);
+    if (r <= 0)
+        return r;
+    Kio *k = kio_of(userdata);
+    if (!atomic_load_explicit(&k->init_done, memory_order_relaxed) &&
+        atomic_load(&k->init_unique) == 0)
+        note_init(k, buf, r);
+    else
+        tmpfile_as_create(buf, r);
+    return r;
+}
+
+/* libfuse's INIT reply, amended to ask for passthrough when the kernel
+ * offers it and the reply does not ask for the writeback cache (the kernel
+ * refuses the two together). */
+static void amend_init(Kio *k, struct iovec *iov, int count)
+{
+    atomic_store(&k->init_done, true);
+    const struct kio_out_header *oh = iov[0].iov_base;
+    bool offered = atomic_load(&k->kernel_flags) & KIO_PASSTHROUGH;
+    if (!k->want)
+        return;
+    if (!offered) {
+        k->why_not = "the kernel does not offer FUSE passthrough";
+        return;
+    }
+    if (count != 2 || oh->error != 0 || iov[1].iov_len < sizeof(struct kio_init_out)) {
+        k->why_not = "the INIT reply is not the 7.40 layout";
+        return;
+    }
+    struct kio_init_out *out = iov[1].iov_base;
+    if (out->flags & KIO_WRITEBACK_CACHE) {
+        k->why_not = "the writeback cache excludes passthrough";
+        return;
+    }
+    out->flags |= KIO_INIT_EXT;
+    out->flags2 |= (uint32_t)(KIO_PASSTHROUGH >> 32);
+    out->max_stack_depth = (uint32_t)k->stack_depth;
+    atomic_store(&k->passthrough, true);
+}
+
+/* fuse_open_out is the last 16 bytes of an OPEN reply and of a CREATE
+ * reply (after fuse_entry_out). */
+static void amend_open(struct iovec *iov, int count, int32_t backing_id)
+{
+    if (count != 2)
+        return;
+    size_t len = iov[1].iov_len;
+    if (len != sizeof(struct kio_open_out) &&
+        len != KIO_ENTRY_OUT_SIZE + sizeof(struct kio_open_out))
+        return;
+    struct kio_open_out *o =
+        (struct kio_open_out *)((char *)iov[1].iov_base + len - sizeof(struct kio_open_out));
+    o->open_flags |= KIO_FOPEN_PASSTHROUGH;
+    o->backing_id = backing_id;
+}
+
+static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+    Kio *k = kio_of(userdata);
+    if (tls_backing_id) {
+        amend_open(iov, count, tls_backing_id);
+    } else if (!atomic_load_explicit(&k->init_done, memory_order_relaxed) && count >= 1 &&
+               iov[0].iov_len >= sizeof(struct kio_out_header)) {
+        const struct kio_out_header *oh = iov[0].iov_base;
+        uint64_t unique = atomic_load(&k->init_unique);
+        if (unique && oh->unique == unique)
+            amend_init(k, iov, count);
+    }
+    return writev(fd, iov, count);
+}
+
+/* Replies to reads may still be spliced (libfuse offers splice for
+ * replies only when this exists). */
+static ssize_t kio_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
+                               unsigned int flags, void *userdata)
+{
+    (void)userdata;
+    return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+int kio_attach(Kio *k, struct fuse_session *se)
+{
+    static const struct fuse_custom_io io = {
+        .read = kio_read,
+        .writev = kio_writev,
+        .splice_send = kio_splice_send,
+    };
+    int fd = fuse_session_fd(se);
+    int rc = fuse_session_custom_io(se, &io, fd);
+    if (rc == 0)
+        k->fd = fd;
+    return rc;
+}
+
+bool kio_passthrough(const Kio *k)
+{
+    if (!atomic_load(&k->init_done))
+        return k->want && (atomic_load(&k->kernel_flags) & KIO_PASSTHROUGH);
+    return atomic_load(&k->passthrough);
+}
+
+const char *kio_why_not(const Kio *k)
+{
+    if (kio_passthrough(k))
+        return NULL;
+    if (k->why_not)
+        return k->why_not;
+    return "the kernel does not offer FUSE passthrough";
+}
+
+int kio_backing_open(Kio *k, int fd)
+{
+    struct kio_backing_map map = {.fd = fd, .flags = 0, .padding = 0};
+    int id = ioctl(k->fd, KIO_DEV_IOC_BACKING_OPEN, &map);
+    return id > 0 ? id : (id < 0 ? -errno : -EIO);
+}
+
+void kio_backing_close(Kio *k, int backing_id)
+{
+    uint32_t id = (uint32_t)backing_id;
+    if (backing_id > 0 && ioctl(k->fd, KIO_DEV_IOC_BACKING_CLOSE, &id) < 0)
+        g_warning("ckptfs: releasing passthrough backing id %d: %s", backing_id, g_strerror(errno));
+}
+
+int kio_reply_open(fuse_req_t req, const struct fuse_file_info *fi, int backing_id)
+{
+    tls_backing_id = backing_id;
+    int rc = fuse_reply_open(req, fi);
+    tls_backing_id = 0;
+    return rc;
+}
+
+int kio_reply_create(fuse_req_t req, const struct fuse_entry_param *e,
+                     const struct fuse_file_info *fi, int backing_id)
+{
+    tls_backing_id = backing_id;
+    int rc = fuse_reply_create(req, e, fi);
+    tls_backing_id = 0;
+    return rc;
+}

@@ -1,0 +1,59 @@
+/* kio: the one place that speaks the kernel's FUSE protocol beyond what
+ * libfuse 3.14 knows (DESIGN-NOTES "The custom I/O layer").
+ *
+ * Installed with fuse_session_custom_io() on the session's own /dev/fuse
+ * descriptor, it sees every request read and every reply written.  It
+ *  - notes what the kernel offers in its INIT request (protocol 7.40 bits
+ *    libfuse 3.14 drops) and amends libfuse's INIT reply to ask for FUSE
+ *    passthrough (FUSE_PASSTHROUGH, max_stack_depth);
+ *  - registers and releases backing files (FUSE_DEV_IOC_BACKING_OPEN/CLOSE);
+ *  - amends one OPEN or CREATE reply with the backing id its handler gives
+ *    (kio_reply_open / kio_reply_create): the kernel then reads, writes,
+ *    splices and mmaps that file itself;
+ *  - delivers FUSE_TMPFILE (opcode 51, unknown to libfuse 3.14) as a CREATE
+ *    of the name KIO_TMPFILE_NAME, which no real CREATE can carry: the two
+ *    requests and their replies have the same layout.
+ * Requests are always read with read(2) (libfuse splices them only when
+ * given a splice_receive, which kio does not give: it must see them).
+ * It knows nothing of policy, views or nodes; handlers decide per open. */
+#pragma once
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The name a FUSE_TMPFILE request reaches the create handler with. */
+#define KIO_TMPFILE_NAME "/"
+
+typedef struct {
+    int fd;              /* the session's /dev/fuse descriptor, -1 before kio_attach */
+    bool want;           /* passthrough=auto on a root daemon without writeback */
+    const char *why_not; /* static text: why passthrough is off (NULL while it may be on) */
+    int stack_depth;     /* max_stack_depth to ask for: 1 + the backing fs's own depth */
+    atomic_uint_fast64_t init_unique;  /* unique of the kernel's INIT request, 0 before */
+    atomic_uint_fast64_t kernel_flags; /* flags | flags2 << 32 of that INIT request */
+    atomic_bool passthrough;           /* negotiated: the INIT reply asked for it */
+    atomic_bool init_done;             /* the INIT reply went out */
+} Kio;
+
+/* want: the options allow passthrough (else why_not says why, once logged).
+ * backing_stack_depth: 0 for a disk file system, 1 for overlayfs and the like. */
+void kio_init(Kio *k, bool want, const char *why_not, int backing_stack_depth);
+/* Routes the session's requests and replies through kio (after
+ * fuse_session_mount, before the loop).  Returns 0 or -errno. */
+int kio_attach(Kio *k, struct fuse_session *se);
+/* Before the INIT reply (in the init handler): passthrough will be asked
+ * for.  After it: passthrough was negotiated. */
+bool kio_passthrough(const Kio *k);
+/* Why passthrough is off (static text), or NULL when it is on. */
+const char *kio_why_not(const Kio *k);
+/* Registers an open descriptor of a backing file; returns its backing id
+ * (> 0) or -errno.  Release the id with kio_backing_close. */
+int kio_backing_open(Kio *k, int fd);
+void kio_backing_close(Kio *k, int backing_id);
+/* fuse_reply_open / fuse_reply_create, the file bound to backing_id
+ * (0: an ordinary reply). */
+int kio_reply_open(fuse_req_t req, const struct fuse_file_info *fi, int backing_id);
+int kio_reply_create(fuse_req_t req, const struct fuse_entry_param *e,
+                     const struct fuse_file_info *fi, int backing_id);

@@ -1,0 +1,360 @@
+/* POSIX edges that outside suites (xfstests, fsstress, pjdfstest) found,
+ * each checked against what ext4 does: O_DIRECT writes of any size, setuid
+ * cleared by an O_DIRECT write, fstat of an open directory replaced by
+ * rename, extended attributes of symlinks, syncfs under -o writeback after
+ * unlinks, renameat2(RENAME_WHITEOUT), O_TMPFILE, a shared mapping of an
+ * O_DIRECT file, and the options that are refused.  Runs in both variants
+ * (passthrough and not); unprivileged callers are nobody/nogroup on a
+ * mount with allow_other. */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <grp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define NOBODY  65534
+#define NOGROUP 65534
+
+static int setup_allow_other(void **state)
+{
+    Mount *m = mount_new();
+    const char *args[] = {"-o", "allow_other", NULL};
+    if (mount_start(m, args) != 0) {
+        mount_free(m);
+        return -1;
+    }
+    /* the job directory is nobody's, as a worker's would be its own */
+    chmod(m->base, 0755);
+    chmod(m->backing, 0755);
+    g_autofree char *st = g_build_filename(m->backing, "_state", NULL);
+    chmod(st, 0755);
+    if (chown(m->bwork, NOBODY, NOGROUP) != 0) {
+        mount_free(m);
+        return -1;
+    }
+    *state = m;
+    return 0;
+}
+
+/* Runs fn(arg) in a child that dropped to nobody; returns its exit code. */
+static int as_nobody(int (*fn)(const char *), const char *arg)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) < 0 || setresgid(NOGROUP, NOGROUP, NOGROUP) < 0 ||
+            setresuid(NOBODY, NOBODY, NOBODY) < 0)
+            _exit(99);
+        _exit(fn(arg));
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static void *aligned(size_t len, int byte)
+{
+    void *buf = NULL;
+    assert_int_equal(posix_memalign(&buf, 4096, len), 0);
+    memset(buf, byte, len);
+    return buf;
+}
+
+/* O_DIRECT writes of every size from a page to 1 MiB, at page offsets:
+ * each one succeeds and lands in the backing file (the daemon used to
+ * write them O_DIRECT from an unaligned buffer: EINVAL). */
+static void test_o_direct_sizes(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *p = mp(m, "odirect");
+    int fd = open(p, O_RDWR | O_CREAT | O_DIRECT, 0644);
+    assert_true(fd >= 0);
+    off_t off = 0;
+    for (size_t len = 4096; len <= (1 << 20); len *= 2) {
+        void *buf = aligned(len, (int)('a' + (len / 4096) % 26));
+        assert_int_equal(pwrite(fd, buf, len, off), (ssize_t)len);
+        memset(buf, 0, len);
+        assert_int_equal(pread(fd, buf, len, off), (ssize_t)len);
+        assert_int_equal(((char *)buf)[len - 1], (char)('a' + (len / 4096) % 26));
+        free(buf);
+        off += (off_t)len;
+    }
+    assert_int_equal(close(fd), 0);
+    struct stat st;
+    g_autofree char *b = bp(m, "odirect");
+    assert_int_equal(stat(b, &st), 0);
+    assert_int_equal(st.st_size, off);
+}
+
+static int write_direct(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_DIRECT);
+    if (fd < 0)
+        return 10;
+    void *buf = NULL;
+    if (posix_memalign(&buf, 4096, 4096))
+        return 11;
+    memset(buf, 'x', 4096);
+    int rc = pwrite(fd, buf, 4096, 0) == 4096 ? 0 : 12;
+    close(fd);
+    free(buf);
+    return rc;
+}
+
+static int create_setid(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0)
+        return 20;
+    close(fd);
+    return chmod(path, strstr(path, "gx") ? 06754 : 06644) == 0 ? 0 : 21;
+}
+
+/* An O_DIRECT write by the owner clears setuid, and setgid when the group
+ * may execute (xfstests generic/355), as a buffered write does. */
+static void test_o_direct_clears_setuid(void **state)
+{
+    Mount *m = *state;
+    static const struct {
+        const char *name;
+        mode_t want;
+    } cases[] = {{"suid", 02644}, {"suid-gx", 0754}};
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *p = mp(m, cases[i].name);
+        assert_int_equal(as_nobody(create_setid, p), 0);
+        assert_int_equal(as_nobody(write_direct, p), 0);
+        struct stat st;
+        g_autofree char *b = bp(m, cases[i].name);
+        assert_int_equal(stat(b, &st), 0);
+        assert_int_equal(st.st_mode & 07777, cases[i].want);
+        assert_int_equal(stat(p, &st), 0);
+        assert_int_equal(st.st_mode & 07777, cases[i].want);
+    }
+}
+
+/* fstat of an open directory that a rename replaced: st_nlink 0, as on
+ * ext4 (xfstests generic/035), not ESTALE. */
+static void test_fstat_replaced_dir(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *a = mp(m, "dir-a");
+    g_autofree char *b = mp(m, "dir-b");
+    assert_int_equal(mkdir(a, 0755), 0);
+    assert_int_equal(mkdir(b, 0755), 0);
+    int fd = open(b, O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    assert_int_equal(rename(a, b), 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_nlink, 0);
+    close(fd);
+}
+
+/* Extended attributes of a symlink itself: trusted.* as root works and
+ * lands on the backing symlink; user.* is EPERM, as ext4 answers. */
+static void test_symlink_xattrs(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *l = mp(m, "link");
+    assert_int_equal(symlink("target-that-does-not-exist", l), 0);
+    assert_int_equal(lsetxattr(l, "trusted.ck", "v1", 2, 0), 0);
+    char buf[16] = {0};
+    assert_int_equal(lgetxattr(l, "trusted.ck", buf, sizeof buf), 2);
+    assert_memory_equal(buf, "v1", 2);
+    g_autofree char *bl = bp(m, "link");
+    memset(buf, 0, sizeof buf);
+    assert_int_equal(lgetxattr(bl, "trusted.ck", buf, sizeof buf), 2);
+    char list[256];
+    ssize_t n = llistxattr(l, list, sizeof list);
+    assert_true(n > 0 && memmem(list, (size_t)n, "trusted.ck", 11) != NULL);
+    assert_int_equal(lremovexattr(l, "trusted.ck"), 0);
+    errno = 0;
+    assert_int_equal(lgetxattr(bl, "trusted.ck", buf, sizeof buf), -1);
+    assert_int_equal(errno, ENODATA);
+    errno = 0;
+    assert_int_equal(lsetxattr(l, "user.ck", "v", 1, 0), -1);
+    assert_int_equal(errno, EPERM);
+}
+
+/* -o writeback: the kernel flushes the times of files unlinked or renamed
+ * over since; syncfs must not report an error for them. */
+static void test_writeback_syncfs(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    const char *args[] = {"-o", "writeback", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    int dfd = open(m->work, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    for (int i = 0; i < 40; i++) {
+        g_autofree char *name = g_strdup_printf("wb-%d", i);
+        g_autofree char *other = g_strdup_printf("wb-other-%d", i);
+        g_autofree char *p = mp(m, name);
+        g_autofree char *o = mp(m, other);
+        put_file(p, "data written through the writeback cache");
+        put_file(o, "replacement");
+        /* a reader keeps the inode (not among the files open for writing,
+         * so the kernel's SETATTR of its times comes without a handle) */
+        int rfd = open(p, O_RDONLY);
+        assert_true(rfd >= 0);
+        int wfd = open(p, O_WRONLY);
+        assert_int_equal(write(wfd, "more", 4), 4);
+        close(wfd);
+        if (i % 2)
+            assert_int_equal(unlink(p), 0);
+        else
+            assert_int_equal(rename(o, p), 0);
+        assert_int_equal(syncfs(dfd), 0);
+        close(rfd);
+    }
+    close(dfd);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+static int whiteout_as_user(const char *dir)
+{
+    g_autofree char *a = g_build_filename(dir, "wo-user-a", NULL);
+    g_autofree char *b = g_build_filename(dir, "wo-user-b", NULL);
+    int fd = open(a, O_WRONLY | O_CREAT, 0644);
+    if (fd < 0)
+        return 30;
+    close(fd);
+    return renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_WHITEOUT) == 0 ? 0 : 31;
+}
+
+/* renameat2(RENAME_WHITEOUT) moves the file and leaves a whiteout (a 0/0
+ * character device) at the old name, made as the caller: Linux lets any
+ * user make one (since 5.8), and it is the caller's, as on ext4. */
+static void test_rename_whiteout(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *a = mp(m, "wo-a");
+    g_autofree char *b = mp(m, "wo-b");
+    put_file(a, "moved");
+    assert_int_equal(renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_WHITEOUT), 0);
+    g_autofree char *got = get_file(b);
+    assert_string_equal(got, "moved");
+    struct stat st;
+    g_autofree char *ba = bp(m, "wo-a");
+    assert_int_equal(lstat(ba, &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    assert_int_equal(st.st_rdev, makedev(0, 0));
+    assert_int_equal(as_nobody(whiteout_as_user, m->work), 0);
+    g_autofree char *bu = bp(m, "wo-user-a");
+    assert_int_equal(lstat(bu, &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    assert_int_equal(st.st_uid, NOBODY);
+}
+
+/* O_TMPFILE: an unnamed file in the directory, written, then given a name
+ * with linkat; refused where a create would be. */
+static void test_tmpfile(void **state)
+{
+    Mount *m = *state;
+    int fd = open(m->work, O_TMPFILE | O_RDWR, 0640);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "tmpfile data", 12), 12);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_nlink, 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+    char proc[64];
+    g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    g_autofree char *named = mp(m, "was-tmp");
+    assert_int_equal(linkat(AT_FDCWD, proc, AT_FDCWD, named, AT_SYMLINK_FOLLOW), 0);
+    close(fd);
+    g_autofree char *b = bp(m, "was-tmp");
+    g_autofree char *got = get_file(b);
+    assert_string_equal(got, "tmpfile data");
+
+    /* the structure namespace and the views take no unnamed file either */
+    errno = 0;
+    assert_true(open(m->mnt, O_TMPFILE | O_RDWR, 0600) < 0);
+    assert_int_equal(errno, EACCES);
+    g_autofree char *views = g_build_filename(m->mnt, "_views", NULL);
+    errno = 0;
+    assert_true(open(views, O_TMPFILE | O_RDWR, 0600) < 0);
+    assert_true(errno == EROFS || errno == EACCES);
+}
+
+/* A shared writable mapping of a file opened O_DIRECT (xfstests 091, 263):
+ * the mapping works and its bytes reach the backing file. */
+static void test_o_direct_mmap(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *p = mp(m, "odmap");
+    void *buf = aligned(8192, 'o');
+    int fd = open(p, O_RDWR | O_CREAT | O_DIRECT, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, buf, 8192, 0), 8192);
+    free(buf);
+    char *map = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(map[100], 'o');
+    memcpy(map + 4096, "via mmap", 8);
+    assert_int_equal(msync(map, 8192, MS_SYNC), 0);
+    munmap(map, 8192);
+    close(fd);
+    g_autofree char *b = bp(m, "odmap");
+    int bfd = open(b, O_RDONLY);
+    char got[9] = {0};
+    assert_int_equal(pread(bfd, got, 8, 4096), 8);
+    close(bfd);
+    assert_string_equal(got, "via mmap");
+}
+
+/* The mount root is the structure namespace: not even root changes its
+ * mode or owner (a write outside every job's namespace). */
+static void test_root_is_structure(void **state)
+{
+    Mount *m = *state;
+    errno = 0;
+    assert_int_equal(chmod(m->mnt, 0700), -1);
+    assert_int_equal(errno, EACCES);
+}
+
+/* -o no_default_permissions is refused with one line, not mounted. */
+static void test_no_default_permissions_refused(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    const char *args[] = {"-o", "allow_other,no_default_permissions", NULL};
+    assert_int_not_equal(mount_start(m, args), 0);
+    g_autofree char *log = get_file(m->log);
+    assert_non_null(strstr(log, "no_default_permissions is not supported"));
+    mount_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_o_direct_sizes, mount_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_o_direct_clears_setuid, setup_allow_other,
+                                        mount_teardown),
+        cmocka_unit_test_setup_teardown(test_fstat_replaced_dir, mount_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_symlink_xattrs, mount_setup, mount_teardown),
+        cmocka_unit_test(test_writeback_syncfs),
+        cmocka_unit_test_setup_teardown(test_rename_whiteout, setup_allow_other, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_tmpfile, mount_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_o_direct_mmap, mount_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_root_is_structure, mount_setup, mount_teardown),
+        cmocka_unit_test(test_no_default_permissions_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
