@@ -897,17 +897,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
     buf.buf[0].fd = h->fd;
     buf.buf[0].pos = off;
-    /* h may be released once the kernel has the reply: decide before it */
-    atomic_uint_fast64_t *bytes = h->node && h->node->kind != NODE_BACKING
-                                      ? &fs->metrics.views_read_bytes
-                                      : &fs->metrics.read_bytes;
+    /* counted before the reply: h may be released, and the reader may look
+     * at .metrics, as soon as the kernel has it */
+    fs_metric_bytes(h->node && h->node->kind != NODE_BACKING ? &fs->metrics.views_read_bytes
+                                                             : &fs->metrics.read_bytes,
+                    size);
     /* no FUSE_BUF_SPLICE_MOVE: the kernel refuses most pages it is given
      * ("trying to steal weird page") and copies them anyway */
     int r = fuse_reply_data(req, &buf, 0);
     if (r < 0 && r != -ENOENT)
         fs_metric_err(&fs->metrics, -r);
-    else if (r == 0)
-        fs_metric_bytes(bytes, size);
 }
 
 /* 0 when data may be written through h, else the error to give: the
