@@ -5,9 +5,9 @@ set -euo pipefail
 
 pkgs=(meson ninja-build pkg-config gcc clang clang-format libclang-rt-14-dev git
       libfuse3-dev fuse3 libglib2.0-dev libjson-glib-dev libcmocka-dev
+      libmount-dev libsmartcols-dev libsystemd-dev
       librocksdb-dev libsqlite3-dev sqlite3 attr rsync util-linux tar findutils
-      python3-pytest cmake man-db groff-base bsdextrautils
-      libmount-dev libsmartcols-dev libsystemd-dev)
+      python3-pytest cmake man-db groff-base bsdextrautils)
 
 missing=()
 for p in "${pkgs[@]}"; do
