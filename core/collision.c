@@ -59,6 +59,8 @@ char *ck_collision_to_json(const CkCollision *c)
     json_builder_set_member_name(b, "uid");
     json_builder_add_int_value(b, c->uid);
     add_string(b, "comm", c->comm);
+    if (c->has_tag)
+        add_string(b, "tag", c->tag);
     json_builder_end_object(b);
 
     g_autoptr(JsonNode) root = json_builder_get_root(b);

@@ -1,6 +1,6 @@
 /* Collision records (SPEC §4 "The collision log"): one JSON object per line,
  *   {"time","kind","verdict","op","path","path2","caller_job","owner_job",
- *    "pid","uid","comm"}
+ *    "pid","uid","comm"[,"tag"]}
  * and the bounded in-memory log behind _views/.collisions (newest N records),
  * optionally appended to a file that survives restarts.  Thread-safe. */
 #pragma once
@@ -24,6 +24,11 @@ typedef struct {
     pid_t pid;
     uid_t uid;
     const char *comm; /* process name, may be NULL */
+    /* "tag" (a mount with tag_env=VAR): VAR of the writing process, naming
+     * e.g. the test that crossed; NULL -> null.  Without has_tag the member
+     * is left out, so records of mounts without tag_env= stay as they were. */
+    bool has_tag;
+    const char *tag;
 } CkCollision;
 
 /* v as a JSON string value.  JSON carries text where paths and comm carry

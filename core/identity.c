@@ -64,10 +64,11 @@ void ck_identity_free(CkIdentity *id)
 
 /* Reads at most cap bytes of <proc_root>/<pid>/<file>; returns the length or
  * -errno. */
-static gssize read_proc(const CkIdentity *id, pid_t pid, const char *file, char *buf, size_t cap)
+static gssize read_proc_at(const char *proc_root, pid_t pid, const char *file, char *buf,
+                           size_t cap)
 {
     char path[PATH_MAX];
-    int n = snprintf(path, sizeof path, "%s/%d/%s", id->proc_root, (int)pid, file);
+    int n = snprintf(path, sizeof path, "%s/%d/%s", proc_root, (int)pid, file);
     if (n < 0 || (size_t)n >= sizeof path)
         return -ENAMETOOLONG;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -89,6 +90,32 @@ static gssize read_proc(const CkIdentity *id, pid_t pid, const char *file, char 
     }
     close(fd);
     return (gssize)len;
+}
+
+static gssize read_proc(const CkIdentity *id, pid_t pid, const char *file, char *buf, size_t cap)
+{
+    return read_proc_at(id->proc_root, pid, file, buf, cap);
+}
+
+char *ck_proc_env_value(const char *proc_root, pid_t tid, const char *var)
+{
+    if (tid <= 0 || !var || !*var)
+        return NULL;
+    g_autofree char *prefix = g_strconcat(var, "=", NULL);
+    size_t plen = strlen(prefix);
+    g_autofree char *buf = g_malloc(ENVIRON_MAX);
+    gssize n = read_proc_at(proc_root ? proc_root : "/proc", tid, "environ", buf, ENVIRON_MAX);
+    if (n < 0)
+        return NULL;
+    const char *p = buf, *end = buf + n;
+    while (p < end) {
+        const char *nul = memchr(p, '\0', (size_t)(end - p));
+        size_t l = nul ? (size_t)(nul - p) : (size_t)(end - p);
+        if (l >= plen && memcmp(p, prefix, plen) == 0)
+            return g_strndup(p + plen, MIN(l - plen, (size_t)CK_ENV_VALUE_MAX));
+        p = nul ? nul + 1 : end;
+    }
+    return NULL;
 }
 
 /* Fields after the comm, which may hold spaces and ')': parse from the last

@@ -42,3 +42,11 @@ CkIdentity *ck_identity_new(const char *fixed_job, const char *env_var, const ch
 void ck_identity_free(CkIdentity *id);
 /* The job of thread `tid`, or NULL for anonymous. */
 const char *ck_identity_of(CkIdentity *id, pid_t tid);
+
+/* The value of VAR in the environment of thread `tid` (read from
+ * <proc_root>/<tid>/environ as identity=env:VAR reads it, first VAR= wins,
+ * at most CK_ENV_VALUE_MAX bytes of it), or NULL when VAR is absent or the
+ * environment cannot be read.  Not cached: for collision records ("tag"),
+ * which are rare.  g_free. */
+#define CK_ENV_VALUE_MAX 1024
+char *ck_proc_env_value(const char *proc_root, pid_t tid, const char *var);

@@ -13,13 +13,14 @@ for opt in policy=enforce policy=enforce\|audit job=ID identity=env:VAR legacy=r
            external_root=PREFIX views=NAME rescan=SECONDS config=FILE collision_log=FILE \
            entry_timeout= attr_timeout= writeback no_default_permissions allow_other \
            default_permissions max_threads auto_unmount _netdev -f -d -s SIGTERM fusermount3 \
-           .collisions .metrics fstab ckptfs@; do
+           .collisions .metrics fstab ckptfs@ tag_env=VAR max_read= no_handles Type=notify; do
     case $text in *"$opt"*) ;; *) echo "ckptfs.8 does not mention $opt"; fail=1 ;; esac
 done
 text=$(MANWIDTH=200 man -l "$dir/ckptctl.1" 2>/dev/null | col -b)
 for cmd in "ckptctl jobs" "ckptctl resolve" "ckptctl check" "ckptctl state-root" "ckptctl unused" \
            "ckptctl collisions" "ckptctl fixture" "ckptctl run" --json --dir --policy --identity \
            --job --report --keep --legacy-backend --external-root --config --views --seed \
+           --tag-env --collision-exit --file bash-completion \
            shared-location foreign-root malformed cut-short orphan-root not-a-job; do
     case $text in *"$cmd"*) ;; *) echo "ckptctl.1 does not mention $cmd"; fail=1 ;; esac
 done

@@ -57,6 +57,20 @@ static void publish_gauges(struct ckptfs *fs, CkCatalog *c)
     atomic_store(&fs->metrics.catalog_markers, ck_catalog_n_markers(c));
 }
 
+double catalog_watch_rescan(struct ckptfs *fs)
+{
+    return (double)__atomic_load_n(&views_of(fs)->rescan_us, __ATOMIC_RELAXED) / 1e6;
+}
+
+void catalog_watch_set_rescan(struct ckptfs *fs, double seconds)
+{
+    Views *v = views_of(fs);
+    __atomic_store_n(&v->rescan_us, (gint64)(seconds * 1e6), __ATOMIC_RELAXED);
+    uint64_t one = 1;
+    if (v->wake_fd >= 0 && write(v->wake_fd, &one, sizeof one) < 0)
+        g_debug("ckptfs: views: wake: %s", g_strerror(errno));
+}
+
 void catalog_watch_changed(struct ckptfs *fs, const char *job)
 {
     Views *v = views_of(fs);
@@ -323,9 +337,7 @@ static gpointer watcher_main(gpointer p)
                g_hash_table_new(g_direct_hash, g_direct_equal),
                false};
     watch_init(&w, c);
-    gint64 period = (gint64)(fs->opt.rescan_s * 1e6);
-    if (period < 10000)
-        period = 10000;
+    gint64 period = MAX(__atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED), 10000);
     gint64 next = g_get_monotonic_time() + period;
     while (!g_atomic_int_get(&v->stopping)) {
         gint64 now = g_get_monotonic_time();
@@ -334,6 +346,17 @@ static gpointer watcher_main(gpointer p)
         int r = poll(pfd, w.ifd >= 0 ? 2 : 1, timeout);
         if (g_atomic_int_get(&v->stopping))
             break;
+        if (r > 0 && (pfd[0].revents & POLLIN)) {
+            /* rescan= changed through .control: the next pass on the new period */
+            uint64_t n;
+            if (read(v->wake_fd, &n, sizeof n) < 0 && errno != EAGAIN)
+                g_debug("ckptfs: views: wake: %s", g_strerror(errno));
+            gint64 p = MAX(__atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED), 10000);
+            if (p != period) {
+                next = next - period + p;
+                period = p;
+            }
+        }
         if (r > 0 && w.ifd >= 0 && (pfd[1].revents & POLLIN)) {
             /* let a burst (mkdir chk-N, write, rename) settle into one pass */
             g_usleep(5000);

@@ -59,6 +59,56 @@ static char *caller_comm(pid_t pid)
     return text;
 }
 
+/* Collisions reach the log (the journal under systemd: a warning when
+ * refused, a notice when allowed), at most REFUSAL_LOG_BURST per
+ * REFUSAL_LOG_WINDOW_US so that a test suite crossing in a loop cannot
+ * flood it; the ones left out are counted and the count is logged with
+ * the first collision of a later window.  .collisions has every one. */
+#define REFUSAL_LOG_BURST     10
+#define REFUSAL_LOG_WINDOW_US (5 * G_USEC_PER_SEC)
+
+static void log_collision(const CkCollision *c)
+{
+    static GMutex lock;
+    static gint64 window_start;
+    static guint in_window;
+    static guint64 suppressed;
+    gint64 now = g_get_monotonic_time();
+    guint64 said_later = 0;
+    g_mutex_lock(&lock);
+    if (window_start == 0 || now - window_start >= REFUSAL_LOG_WINDOW_US) {
+        said_later = suppressed;
+        suppressed = 0;
+        in_window = 0;
+        window_start = now;
+    }
+    bool logged = in_window < REFUSAL_LOG_BURST;
+    if (logged)
+        in_window++;
+    else
+        suppressed++;
+    g_mutex_unlock(&lock);
+    if (said_later)
+        g_warning("ckptfs: %" G_GUINT64_FORMAT " more collision(s) not logged (at most %d per %d "
+                  "s; every one is in %s)",
+                  said_later, REFUSAL_LOG_BURST, (int)(REFUSAL_LOG_WINDOW_US / G_USEC_PER_SEC),
+                  ".collisions");
+    if (!logged)
+        return;
+    g_autofree char *where =
+        c->path2 ? g_strdup_printf("%s -> %s", c->path, c->path2) : g_strdup(c->path);
+    if (c->denied)
+        g_warning("ckptfs: collision refused: %s %s %s by job %s (pid %d, %s%s%s), owner %s",
+                  c->kind, c->op, where, c->caller_job ? c->caller_job : "(anonymous)", (int)c->pid,
+                  c->comm ? c->comm : "?", c->tag ? ", tag " : "", c->tag ? c->tag : "",
+                  c->owner_job ? c->owner_job : "-");
+    else
+        g_message("ckptfs: collision allowed: %s %s %s by job %s (pid %d, %s%s%s), owner %s",
+                  c->kind, c->op, where, c->caller_job ? c->caller_job : "(anonymous)", (int)c->pid,
+                  c->comm ? c->comm : "?", c->tag ? ", tag " : "", c->tag ? c->tag : "",
+                  c->owner_job ? c->owner_job : "-");
+}
+
 /* Carries out a decision: records it when core says so (the paths are
  * derived only then), and answers 0 to go on or -errno. */
 static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const char *op,
@@ -73,6 +123,8 @@ static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const c
     g_autofree char *path = entry_path(fs, dir, name);
     g_autofree char *path2 = dir2 ? entry_path(fs, dir2, name2) : NULL;
     g_autofree char *comm = caller_comm(ctx->pid);
+    g_autofree char *tag =
+        fs->opt.tag_env ? ck_proc_env_value("/proc", ctx->pid, fs->opt.tag_env) : NULL;
     CkCollision c = {
         .time_us = g_get_real_time(),
         .kind = ck_verdict_kind(d->verdict),
@@ -85,9 +137,22 @@ static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const c
         .pid = ctx->pid,
         .uid = ctx->uid,
         .comm = comm,
+        .has_tag = fs->opt.tag_env != NULL,
+        .tag = tag,
     };
     ck_collision_log_append(fs->collisions, &c);
+    log_collision(&c);
     return d->proceed ? 0 : -d->err;
+}
+
+/* The mode now: policy= and legacy= may change on a live mount (_views/.control). */
+static CkPolicy mode_of(struct ckptfs *fs)
+{
+    return (CkPolicy){
+        .legacy_rw = __atomic_load_n(&fs->policy.legacy_rw, __ATOMIC_RELAXED),
+        .audit = __atomic_load_n(&fs->policy.audit, __ATOMIC_RELAXED),
+        .off = fs->policy.off,
+    };
 }
 
 int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n, const char *name)
@@ -96,7 +161,8 @@ int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n, c
     if (name)
         ns = ck_ns_child(ns, name, fs->opt.views_name);
     const char *job = fs_caller_job(fs, req);
-    CkDecision d = ck_decide_write(&fs->policy, job, ns);
+    CkPolicy mode = mode_of(fs);
+    CkDecision d = ck_decide_write(&mode, job, ns);
     return apply(fs, req, &d, op, job, n, name, NULL, NULL, NULL);
 }
 
@@ -104,8 +170,9 @@ int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *par
                     const char *name, bool is_dir, CkNs *child_out)
 {
     const char *job = fs_caller_job(fs, req);
+    CkPolicy mode = mode_of(fs);
     CkDecision d =
-        ck_decide_create(&fs->policy, job, node_ns(fs, parent), name, is_dir, fs->opt.views_name);
+        ck_decide_create(&mode, job, node_ns(fs, parent), name, is_dir, fs->opt.views_name);
     *child_out = d.ns;
     return apply(fs, req, &d, op, job, parent, name, NULL, NULL, NULL);
 }
@@ -118,13 +185,14 @@ int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char 
     CkNs pns = node_ns(fs, parent), npns = node_ns(fs, newparent);
     CkNs src = ck_ns_child(pns, name, vn);
     const char *job = fs_caller_job(fs, req);
-    CkDecision d = ck_decide_rename(&fs->policy, job, src, npns, newname, vn);
+    CkPolicy mode = mode_of(fs);
+    CkDecision d = ck_decide_rename(&mode, job, src, npns, newname, vn);
     *moved_out = d.ns;
     *back_out = src;
     int err = apply(fs, req, &d, "rename", job, parent, name, newparent, newname, NULL);
     if (err || d.record || !(flags & RENAME_EXCHANGE))
         return err;
-    CkDecision back = ck_decide_rename(&fs->policy, job, d.ns, pns, name, vn);
+    CkDecision back = ck_decide_rename(&mode, job, d.ns, pns, name, vn);
     *back_out = back.ns;
     return apply(fs, req, &back, "rename", job, newparent, newname, parent, name, NULL);
 }
@@ -133,7 +201,8 @@ int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, c
                   CkNs *out)
 {
     const char *job = fs_caller_job(fs, req);
-    CkDecision d = ck_decide_link(&fs->policy, job, node_ns(fs, n), node_ns(fs, newparent), newname,
+    CkPolicy mode = mode_of(fs);
+    CkDecision d = ck_decide_link(&mode, job, node_ns(fs, n), node_ns(fs, newparent), newname,
                                   fs->opt.views_name);
     *out = d.ns;
     return apply(fs, req, &d, "link", job, n, NULL, newparent, newname, NULL);
@@ -144,11 +213,12 @@ int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char
 {
     CkNs pns = node_ns(fs, parent);
     const char *job = fs_caller_job(fs, req);
+    CkPolicy mode = mode_of(fs);
     /* The lexical resolution needs the parent's path; only a job's namespace
      * can refuse a symlink for its target, so only then derive it. */
     g_autofree char *ppath =
         pns.kind == CK_NS_JOB && !fs->policy.off ? fs_node_path(fs, parent) : NULL;
-    CkDecision d = ck_decide_symlink(&fs->policy, job, pns, ppath ? ppath : "", name, target,
+    CkDecision d = ck_decide_symlink(&mode, job, pns, ppath ? ppath : "", name, target,
                                      fs->opt.views_name);
     *out = d.ns;
     return apply(fs, req, &d, "symlink", job, parent, name, NULL, NULL, target);

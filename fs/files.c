@@ -254,16 +254,23 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
         g_autoptr(GBytes) content = h->content ? g_bytes_ref(h->content) : NULL;
         gsize len = 0;
         const char *data = content ? g_bytes_get_data(content, &len) : NULL;
-        if (off < 0 || (gsize)off >= len)
+        if (off < 0 || (gsize)off >= len) {
             fuse_reply_buf(req, NULL, 0);
-        else
+        } else {
+            fs_metric_bytes(&fs->metrics.views_read_bytes, MIN(size, len - (gsize)off));
             fuse_reply_buf(req, data + off, MIN(size, len - (gsize)off));
+        }
         return;
     }
     struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
     buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
     buf.buf[0].fd = h->fd;
     buf.buf[0].pos = off;
+    /* counted before the reply: h may be released, and the reader may look
+     * at .metrics, as soon as the kernel has it */
+    fs_metric_bytes(h->node && h->node->kind != NODE_BACKING ? &fs->metrics.views_read_bytes
+                                                             : &fs->metrics.read_bytes,
+                    size);
     /* no FUSE_BUF_SPLICE_MOVE: the kernel refuses most pages it is given
      * ("trying to steal weird page") and copies them anyway */
     int r = fuse_reply_data(req, &buf, 0);
@@ -299,10 +306,12 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
     out.buf[0].fd = h->fd;
     out.buf[0].pos = off;
     ssize_t r = fuse_buf_copy(&out, in_buf, 0);
-    if (r < 0)
+    if (r < 0) {
         reply_err(fs, req, (int)r);
-    else
+    } else {
+        fs_metric_bytes(&fs->metrics.written_bytes, (guint64)r);
         fuse_reply_write(req, (size_t)r);
+    }
 }
 
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <libmount.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,9 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "ckptfs-config.h"
@@ -68,6 +71,32 @@ static void clear_stale_mount(const char *mnt)
         g_warning("ckptfs: %s: fusermount3 -u -z failed", mnt);
 }
 
+/* The top mount at mnt (a real path) in this mount namespace, with
+ * libmount reading /proc/self/mountinfo (it unescapes "\040" and friends,
+ * which a sscanf would not).  NULL when nothing is mounted there; unref
+ * the table. */
+static struct libmnt_fs *top_mount_at(const char *mnt, struct libmnt_table **tb)
+{
+    *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+    return *tb ? mnt_table_find_target(*tb, mnt, MNT_ITER_BACKWARD) : NULL;
+}
+
+/* A second daemon on a mount point a live ckptfs serves would stack on it
+ * (two collision logs; umount removes only the top one): the source of
+ * that live ckptfs (g_free), or NULL.  A dead one (ENOTCONN) was cleared
+ * by clear_stale_mount already. */
+static char *live_ckptfs_at(const char *mnt)
+{
+    struct libmnt_table *tb = NULL;
+    struct libmnt_fs *top = top_mount_at(mnt, &tb);
+    char *source = NULL;
+    struct statfs sfs;
+    if (top && g_strcmp0(mnt_fs_get_fstype(top), "fuse.ckptfs") == 0 && statfs(mnt, &sfs) == 0)
+        source = g_strdup(mnt_fs_get_source(top) ? mnt_fs_get_source(top) : "?");
+    mnt_unref_table(tb);
+    return source;
+}
+
 static bool path_within(const char *path, const char *dir)
 {
     size_t n = strlen(dir);
@@ -105,22 +134,14 @@ static void raise_readahead(const char *mnt)
 {
     if (geteuid() != 0)
         return;
-    g_autofree char *info = NULL;
-    if (!g_file_get_contents("/proc/self/mountinfo", &info, NULL, NULL))
+    struct libmnt_table *tb = NULL;
+    struct libmnt_fs *top = top_mount_at(mnt, &tb); /* ours: the one just mounted */
+    dev_t dev = top ? mnt_fs_get_devno(top) : 0;
+    mnt_unref_table(tb);
+    if (!dev)
         return;
-    g_auto(GStrv) lines = g_strsplit(info, "\n", -1);
-    unsigned maj = 0, min = 0;
-    bool found = false;
-    for (char **l = lines; *l; l++) {
-        char dev[32], point[PATH_MAX];
-        /* id parent maj:min root mountpoint ...; the last match is the top mount */
-        if (sscanf(*l, "%*u %*u %31s %*s %4095s", dev, point) == 2 && strcmp(point, mnt) == 0 &&
-            sscanf(dev, "%u:%u", &maj, &min) == 2)
-            found = true;
-    }
-    if (!found)
-        return;
-    g_autofree char *path = g_strdup_printf("/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+    g_autofree char *path =
+        g_strdup_printf("/sys/class/bdi/%u:%u/read_ahead_kb", major(dev), minor(dev));
     g_autofree char *val = g_strdup_printf("%d\n", CKPTFS_READAHEAD_KB);
     int fd = open(path, O_WRONLY | O_CLOEXEC); /* sysfs: no g_file_set_contents (it renames) */
     if (fd < 0 || write(fd, val, strlen(val)) < 0)
@@ -161,7 +182,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
     struct stat st;
     char *real = realpath(o->backing_arg, NULL);
     if (!real)
-        return fail(2, "%s: %s", o->backing_arg, g_strerror(errno));
+        return fail(2, "backing directory %s: %s", o->backing_arg, g_strerror(errno));
     fs->backing = real;
     fs->backing_len = strlen(real);
     if (fs->backing_len == 1)
@@ -170,10 +191,16 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
         return fail(2, "%s: %s", o->backing_arg, "not a directory");
     real = realpath(mountpoint, NULL);
     if (!real)
-        return fail(2, "%s: %s", mountpoint, g_strerror(errno));
+        return fail(2, "mount point %s: %s", mountpoint, g_strerror(errno));
     fs->mountpoint = real;
     if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
         return fail(2, "%s: %s", mountpoint, "not a directory");
+    g_autofree char *serving = live_ckptfs_at(real);
+    if (serving)
+        return fail(2,
+                    "%s: a live ckptfs (of %s) already serves this mount point; unmount it "
+                    "first (fusermount3 -u)",
+                    real, serving);
     /* the catalog and inotify read the backing dir by path, and lookups pass
      * through: a mount on the backing dir, inside it or above it would read
      * itself (and its own descriptors would keep it from being unmounted) */
@@ -262,6 +289,7 @@ int main(int argc, char *argv[])
         goto out;
     }
     bool daemonized = false;
+    g_set_prgname("ckptfs"); /* log records say "ckptfs", not "process" */
     g_log_set_writer_func(log_writer, &daemonized, NULL);
     if (c.debug)
         g_log_set_debug_enabled(TRUE); /* -d: g_debug() too, as G_MESSAGES_DEBUG=all */
@@ -273,7 +301,8 @@ int main(int argc, char *argv[])
         goto out;
     }
     if (c.show_version) {
-        printf("ckptfs %s\n", CKPTFS_VERSION);
+        printf("ckptfs %s\nlibfuse %s\n", CKPTFS_VERSION, fuse_pkgversion());
+        fflush(stdout); /* before fusermount3 --version writes its line */
         fuse_lowlevel_version();
         rc = 0;
         goto out;
@@ -308,6 +337,7 @@ int main(int argc, char *argv[])
     daemonized = !c.foreground;
     if (views_start(&fs) != 0) /* threads: after the fork of fuse_daemonize */
         g_warning("ckptfs: views: cannot start the catalog threads");
+    sd_notify(0, "READY=1"); /* systemd Type=notify: the mount is up */
     if (c.singlethread) {
         rc = fuse_session_loop(fs.se);
     } else {
@@ -321,6 +351,7 @@ int main(int argc, char *argv[])
     }
     /* a session ended by SIGTERM, SIGINT or SIGHUP is a clean unmount */
     rc = (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP) ? 0 : 1;
+    sd_notify(0, "STOPPING=1");
     views_stop(&fs); /* its notifier writes to the session: stop it first */
 out_unmount:
     fuse_session_unmount(fs.se);

@@ -3,6 +3,11 @@
 #include <errno.h>
 #include <string.h>
 
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include "ckptfs-config.h"
+
 static const char *const fs_op_names[FS_OP_COUNT] = {
     [FS_OP_LOOKUP] = "lookup",
     [FS_OP_FORGET] = "forget",
@@ -59,56 +64,120 @@ static const char *errno_label(int e, char *buf, size_t len)
     return name;
 }
 
-GString *fs_metrics_render(FsMetrics *m, guint64 nodes)
+_Thread_local FsOp fs_metric_cur_op = FS_OP_COUNT;
+
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void append_label_value(GString *s, const char *v)
 {
-    GString *s = g_string_sized_new(4096);
+    for (const char *p = v; *p; p++) {
+        if (*p == '\\' || *p == '"')
+            g_string_append_c(s, '\\');
+        if (*p == '\n')
+            g_string_append(s, "\\n");
+        else
+            g_string_append_c(s, *p);
+    }
+}
 
-    g_string_append(s, "# HELP ckptfs_ops_total Requests served, by operation.\n"
-                       "# TYPE ckptfs_ops_total counter\n");
-    for (int op = 0; op < FS_OP_COUNT; op++)
-        g_string_append_printf(s, "ckptfs_ops_total{op=\"%s\"} %" G_GUINT64_FORMAT "\n",
-                               fs_op_names[op], get(&m->ops[op]));
+static void header(GString *s, const char *name, const char *type, const char *help)
+{
+    g_string_append_printf(s, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
 
-    g_string_append(s, "# HELP ckptfs_errors_total Requests answered with an error, by errno.\n"
-                       "# TYPE ckptfs_errors_total counter\n");
+/* name{mount="...",<labels>} value */
+static void sample(GString *s, const char *name, const char *mount, const char *labels, guint64 v)
+{
+    g_string_append_printf(s, "%s{mount=\"", name);
+    append_label_value(s, mount);
+    g_string_append_printf(s, "\"%s%s} %" G_GUINT64_FORMAT "\n", labels ? "," : "",
+                           labels ? labels : "", v);
+}
+
+GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
+{
+    GString *s = g_string_sized_new(8192);
+    const char *mp = mnt->mount ? mnt->mount : "";
+    char lb[128];
+
+    header(s, "ckptfs_build_info", "gauge",
+           "Always 1; the labels name the ckptfs and libfuse versions.");
+    g_autoptr(GString) bl = g_string_new("version=\"");
+    append_label_value(bl, CKPTFS_VERSION);
+    g_string_append(bl, "\",libfuse=\"");
+    append_label_value(bl, fuse_pkgversion());
+    g_string_append_c(bl, '"');
+    sample(s, "ckptfs_build_info", mp, bl->str, 1);
+
+    header(s, "ckptfs_ops_total", "counter", "Requests served, by operation.");
+    for (int op = 0; op < FS_OP_COUNT; op++) {
+        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
+        sample(s, "ckptfs_ops_total", mp, lb, get(&m->ops[op]));
+    }
+
+    header(s, "ckptfs_errors_total", "counter",
+           "Requests answered with an error, by errno (expected misses apart: "
+           "ckptfs_misses_total).");
     for (int e = 0; e <= FS_ERRNO_MAX; e++) {
         guint64 v = get(&m->errors[e]);
         if (!v)
             continue;
         char buf[16];
-        g_string_append_printf(s, "ckptfs_errors_total{errno=\"%s\"} %" G_GUINT64_FORMAT "\n",
-                               e ? errno_label(e, buf, sizeof buf) : "other", v);
+        g_snprintf(lb, sizeof lb, "errno=\"%s\"", e ? errno_label(e, buf, sizeof buf) : "other");
+        sample(s, "ckptfs_errors_total", mp, lb, v);
     }
 
-    g_string_append(s, "# HELP ckptfs_refusals_total Writes that crossed a job namespace, by "
-                       "kind and verdict.\n"
-                       "# TYPE ckptfs_refusals_total counter\n");
+    header(s, "ckptfs_misses_total", "counter",
+           "Expected negative answers, not failures: lookups of names that do not exist, "
+           "getxattr of attributes a file has not.");
+    sample(s, "ckptfs_misses_total", mp, "op=\"lookup\",errno=\"ENOENT\"",
+           get(&m->misses[FS_MISS_LOOKUP_ENOENT]));
+    sample(s, "ckptfs_misses_total", mp, "op=\"getxattr\",errno=\"ENODATA\"",
+           get(&m->misses[FS_MISS_GETXATTR_ENODATA]));
+
+    /* a crossing is "denied" under enforce, "allowed" under audit (and
+     * legacy writes under legacy=rw): only the verdicts this mount can give */
+    header(s, "ckptfs_collisions_total", "counter",
+           "Writes that crossed a job namespace (the records of .collisions), by kind and "
+           "verdict: denied (refused with EACCES) or allowed (audit mode, legacy=rw).");
     for (int k = 1; k < CK_VERDICT_COUNT; k++) {
-        for (int v = 0; v < 2; v++)
-            g_string_append_printf(
-                s, "ckptfs_refusals_total{kind=\"%s\",verdict=\"%s\"} %" G_GUINT64_FORMAT "\n",
-                ck_verdict_kind((CkVerdict)k), v ? "allowed" : "denied", get(&m->refusals[k][v]));
+        if (k == CK_VIEWS_READ_ONLY)
+            continue; /* EROFS in the views: not a crossing, never recorded */
+        bool allowed = mnt->audit || (k == CK_LEGACY_WRITE && mnt->legacy_rw);
+        g_snprintf(lb, sizeof lb, "kind=\"%s\",verdict=\"%s\"", ck_verdict_kind((CkVerdict)k),
+                   allowed ? "allowed" : "denied");
+        sample(s, "ckptfs_collisions_total", mp, lb, get(&m->refusals[k][allowed ? 1 : 0]));
     }
 
-    g_string_append_printf(s,
-                           "# HELP ckptfs_views_served_total Lookups and reads served in the "
-                           "views.\n"
-                           "# TYPE ckptfs_views_served_total counter\n"
-                           "ckptfs_views_served_total %" G_GUINT64_FORMAT "\n"
-                           "# HELP ckptfs_rescans_total Rescans of the backing directory.\n"
-                           "# TYPE ckptfs_rescans_total counter\n"
-                           "ckptfs_rescans_total %" G_GUINT64_FORMAT "\n"
-                           "# HELP ckptfs_catalog_jobs Jobs in the catalog.\n"
-                           "# TYPE ckptfs_catalog_jobs gauge\n"
-                           "ckptfs_catalog_jobs %" G_GUINT64_FORMAT "\n"
-                           "# HELP ckptfs_catalog_markers Markers in the catalog.\n"
-                           "# TYPE ckptfs_catalog_markers gauge\n"
-                           "ckptfs_catalog_markers %" G_GUINT64_FORMAT "\n"
-                           "# HELP ckptfs_nodes Nodes the kernel holds a reference on.\n"
-                           "# TYPE ckptfs_nodes gauge\n"
-                           "ckptfs_nodes %" G_GUINT64_FORMAT "\n",
-                           get(&m->views_served), get(&m->rescans), get(&m->catalog_jobs),
-                           get(&m->catalog_markers), nodes);
+    header(s, "ckptfs_read_bytes_total", "counter",
+           "Bytes read through the daemon from the passthrough tree (requested sizes: the "
+           "last page of a file counts whole; reads the kernel passes through itself are "
+           "not seen).");
+    sample(s, "ckptfs_read_bytes_total", mp, NULL, get(&m->read_bytes));
+    header(s, "ckptfs_written_bytes_total", "counter",
+           "Bytes written through the daemon to the passthrough tree.");
+    sample(s, "ckptfs_written_bytes_total", mp, NULL, get(&m->written_bytes));
+    header(s, "ckptfs_views_read_bytes_total", "counter",
+           "Bytes served from the views (state files, restore, ERROR, .collisions, .metrics).");
+    sample(s, "ckptfs_views_read_bytes_total", mp, NULL, get(&m->views_read_bytes));
+
+    header(s, "ckptfs_control_changes_total", "counter",
+           "Settings changed on the live mount through _views/.control, by setting.");
+    static const char *const settings[] = {"policy", "legacy", "rescan"};
+    for (int i = 0; i < 3; i++) {
+        g_snprintf(lb, sizeof lb, "setting=\"%s\"", settings[i]);
+        sample(s, "ckptfs_control_changes_total", mp, lb, get(&m->control_changes[i]));
+    }
+
+    header(s, "ckptfs_views_served_total", "counter", "Lookups and reads served in the views.");
+    sample(s, "ckptfs_views_served_total", mp, NULL, get(&m->views_served));
+    header(s, "ckptfs_rescans_total", "counter", "Rescans of the backing directory.");
+    sample(s, "ckptfs_rescans_total", mp, NULL, get(&m->rescans));
+    header(s, "ckptfs_catalog_jobs", "gauge", "Jobs in the catalog.");
+    sample(s, "ckptfs_catalog_jobs", mp, NULL, get(&m->catalog_jobs));
+    header(s, "ckptfs_catalog_markers", "gauge", "Markers in the catalog.");
+    sample(s, "ckptfs_catalog_markers", mp, NULL, get(&m->catalog_markers));
+    header(s, "ckptfs_nodes", "gauge", "Nodes the kernel holds a reference on.");
+    sample(s, "ckptfs_nodes", mp, NULL, mnt->nodes);
 
     static const char *const pt_why[FS_PT_WHY_COUNT] = {
         [FS_PT_OFF] = "off",
@@ -117,24 +186,18 @@ GString *fs_metrics_render(FsMetrics *m, guint64 nodes)
         [FS_PT_REGISTER] = "register_failed",
         [FS_PT_CACHED] = "open_without_passthrough",
     };
-    g_string_append_printf(s,
-                           "# HELP ckptfs_passthrough_opens_total Opens bound to their backing "
-                           "file in the kernel (FUSE passthrough).\n"
-                           "# TYPE ckptfs_passthrough_opens_total counter\n"
-                           "ckptfs_passthrough_opens_total %" G_GUINT64_FORMAT "\n"
-                           "# HELP ckptfs_passthrough_backing_ids Backing files registered with "
-                           "the kernel now.\n"
-                           "# TYPE ckptfs_passthrough_backing_ids gauge\n"
-                           "ckptfs_passthrough_backing_ids %" G_GINT64_FORMAT "\n"
-                           "# HELP ckptfs_passthrough_fallbacks_total Opens of backing files "
-                           "served by the daemon instead, by reason.\n"
-                           "# TYPE ckptfs_passthrough_fallbacks_total counter\n",
-                           get(&m->pt_opens),
-                           (gint64)atomic_load_explicit(&m->pt_ids, memory_order_relaxed));
-    for (int w = 0; w < FS_PT_WHY_COUNT; w++)
-        g_string_append_printf(s,
-                               "ckptfs_passthrough_fallbacks_total{reason=\"%s\"} "
-                               "%" G_GUINT64_FORMAT "\n",
-                               pt_why[w], get(&m->pt_fallbacks[w]));
+    header(s, "ckptfs_passthrough_opens_total", "counter",
+           "Opens bound to their backing file in the kernel (FUSE passthrough).");
+    sample(s, "ckptfs_passthrough_opens_total", mp, NULL, get(&m->pt_opens));
+    header(s, "ckptfs_passthrough_backing_ids", "gauge",
+           "Backing files registered with the kernel now.");
+    sample(s, "ckptfs_passthrough_backing_ids", mp, NULL,
+           (guint64)MAX(atomic_load_explicit(&m->pt_ids, memory_order_relaxed), 0));
+    header(s, "ckptfs_passthrough_fallbacks_total", "counter",
+           "Opens of backing files served by the daemon instead, by reason.");
+    for (int w = 0; w < FS_PT_WHY_COUNT; w++) {
+        g_snprintf(lb, sizeof lb, "reason=\"%s\"", pt_why[w]);
+        sample(s, "ckptfs_passthrough_fallbacks_total", mp, lb, get(&m->pt_fallbacks[w]));
+    }
     return s;
 }

@@ -1,8 +1,10 @@
 /* Counters behind _views/.metrics (SPEC §4): lock-free atomics bumped on
  * every request, rendered in the Prometheus text exposition format. */
 #pragma once
+#include <errno.h>
 #include <glib.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "policy.h"
@@ -47,6 +49,12 @@ typedef enum {
 
 #define FS_ERRNO_MAX 134
 
+/* Answers that are not failures: a lookup of a name that does not exist (a
+ * create's first step, a PATH search), a getxattr of an attribute the file
+ * has not (every ls -l asks for ACLs and capabilities).  Counted apart so
+ * that they do not drown EACCES and EIO in ckptfs_errors_total. */
+typedef enum { FS_MISS_LOOKUP_ENOENT, FS_MISS_GETXATTR_ENODATA, FS_MISS_COUNT } FsMiss;
+
 /* Why an open of a backing file went without passthrough (label values in
  * metrics.c). */
 typedef enum {
@@ -61,7 +69,12 @@ typedef enum {
 typedef struct {
     atomic_uint_fast64_t ops[FS_OP_COUNT];
     atomic_uint_fast64_t errors[FS_ERRNO_MAX + 1];      /* [0] counts errnos above the max */
+    atomic_uint_fast64_t misses[FS_MISS_COUNT];         /* expected misses, not in errors */
     atomic_uint_fast64_t refusals[CK_VERDICT_COUNT][2]; /* [kind][0 denied, 1 allowed] */
+    atomic_uint_fast64_t read_bytes;                    /* through the daemon, passthrough tree */
+    atomic_uint_fast64_t written_bytes;
+    atomic_uint_fast64_t views_read_bytes;   /* served from _views (state files, texts) */
+    atomic_uint_fast64_t control_changes[3]; /* .control: policy, legacy, rescan */
     atomic_uint_fast64_t views_served;
     atomic_uint_fast64_t rescans;
     atomic_uint_fast64_t catalog_jobs; /* gauges, set by the views */
@@ -73,17 +86,42 @@ typedef struct {
 
 const char *fs_op_name(FsOp op);
 
+/* The request the calling thread serves (each handler counts its op first,
+ * and replies on the same thread): tells an expected miss from an error. */
+extern _Thread_local FsOp fs_metric_cur_op;
+
 static inline void fs_metric_op(FsMetrics *m, FsOp op)
 {
+    fs_metric_cur_op = op;
     atomic_fetch_add_explicit(&m->ops[op], 1, memory_order_relaxed);
 }
 
 static inline void fs_metric_err(FsMetrics *m, int err)
 {
-    if (err > 0)
+    if (err <= 0)
+        return;
+    if (err == ENOENT && fs_metric_cur_op == FS_OP_LOOKUP)
+        atomic_fetch_add_explicit(&m->misses[FS_MISS_LOOKUP_ENOENT], 1, memory_order_relaxed);
+    else if (err == ENODATA && fs_metric_cur_op == FS_OP_GETXATTR)
+        atomic_fetch_add_explicit(&m->misses[FS_MISS_GETXATTR_ENODATA], 1, memory_order_relaxed);
+    else
         atomic_fetch_add_explicit(&m->errors[err <= FS_ERRNO_MAX ? err : 0], 1,
                                   memory_order_relaxed);
 }
 
-/* The exposition text; nodes is the node table's current size. */
-GString *fs_metrics_render(FsMetrics *m, guint64 nodes);
+/* Bytes of a read served (views: from _views) or a write passed through. */
+static inline void fs_metric_bytes(atomic_uint_fast64_t *counter, guint64 n)
+{
+    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+/* What the exposition shows of the mount besides the counters. */
+typedef struct {
+    const char *mount; /* the mount point: the "mount" label of every series */
+    bool audit;        /* policy=audit: crossings are only ever "allowed" */
+    bool legacy_rw;    /* legacy=rw: legacy writes are "allowed" under enforce too */
+    guint64 nodes;     /* the node table's current size */
+} FsMetricsMount;
+
+/* The exposition text. */
+GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt);

@@ -43,6 +43,7 @@ static const struct fuse_opt fs_opt_spec[] = {
     OPT("collision_log=%s", collision_log),
     OPT("entry_timeout=%s", entry_timeout),
     OPT("attr_timeout=%s", attr_timeout),
+    OPT("tag_env=%s", tag_env),
     OPT("passthrough=%s", passthrough),
     {"no_policy", offsetof(FsOptions, no_policy), 1},
     {"no_default_permissions", offsetof(FsOptions, no_default_permissions), 1},
@@ -111,10 +112,18 @@ void fs_options_help(void)
            "    -o rescan=SECONDS         rescan delay for changes behind the mount (2)\n"
            "    -o config=FILE            key file: [ckptfs] and [job:<ID>] groups\n"
            "    -o collision_log=FILE     also append collision records to FILE\n"
+           "    -o tag_env=VAR            record the writer's VAR with each collision (\"tag\")\n"
            "    -o entry_timeout=SECONDS  kernel name cache of the passthrough tree (60)\n"
            "    -o attr_timeout=SECONDS   kernel attribute cache of the passthrough tree (60)\n"
            "    -o passthrough=auto|off   bind open files to backing files in the kernel (auto)\n"
            "    -o writeback              use the kernel's writeback cache (no passthrough)\n"
+           "    -o max_read=N             largest read request (524288)\n"
+           "    -o fsname=NAME            source shown by mount and df (the backing dir)\n"
+           "    -o no_default_permissions with allow_other: the daemon checks permissions\n"
+           "    -o no_policy              for measuring only: skip every policy check\n"
+           "    -o no_handles             for testing only: O_PATH descriptors, no file handles\n"
+           "\n"
+           "See ckptfs(8) and the README (\"Mounting\").\n"
            "\n");
 }
 
@@ -159,6 +168,7 @@ static int load_config(FsOptions *opt)
         {"collision_log", offsetof(FsOptions, collision_log)},
         {"entry_timeout", offsetof(FsOptions, entry_timeout)},
         {"attr_timeout", offsetof(FsOptions, attr_timeout)},
+        {"tag_env", offsetof(FsOptions, tag_env)},
         {"passthrough", offsetof(FsOptions, passthrough)},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
@@ -287,6 +297,11 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
         }
         opt->identity_env = g_strdup(opt->identity + 4);
     }
+    if (opt->tag_env && (!*opt->tag_env || strchr(opt->tag_env, '='))) {
+        fprintf(stderr, "ckptfs: tag_env=%s: expected an environment variable name\n",
+                opt->tag_env);
+        return 2;
+    }
     if (opt->job && opt->identity) {
         fprintf(stderr, "ckptfs: job= and identity= exclude each other\n");
         return 2;
@@ -367,6 +382,7 @@ void fs_options_clear(FsOptions *opt)
     free(opt->collision_log);
     free(opt->entry_timeout);
     free(opt->attr_timeout);
+    free(opt->tag_env);
     free(opt->passthrough);
     g_free(opt->identity_env);
     g_free(opt->backing_arg);

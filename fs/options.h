@@ -25,6 +25,7 @@ typedef struct {
     char *collision_log;
     char *entry_timeout;
     char *attr_timeout;
+    char *tag_env;     /* tag_env=VAR: each collision record's "tag" */
     char *passthrough; /* "auto" | "off" */
     int no_policy;     /* benchmarking: skip every check */
     int no_default_permissions;

@@ -13,12 +13,14 @@
 #include <unistd.h>
 
 #include "classify.h"
+#include "control.h"
 #include "resolve.h"
 #include "viewsint.h"
 
 #define VINO_DIR        ((ino_t)((1ull << 63) | 1))
 #define VINO_COLLISIONS ((ino_t)((1ull << 63) | 2))
 #define VINO_METRICS    ((ino_t)((1ull << 63) | 3))
+#define VINO_CONTROL    ((ino_t)((1ull << 63) | 4))
 /* our own numbers: above the node table's range for virtual nodes */
 #define VINO_FIRST ((1ull << 63) | (1ull << 62))
 
@@ -182,6 +184,7 @@ int views_init(struct ckptfs *fs)
      * mount may take to show anyway (rescan=); catalog changes are
      * invalidated explicitly, negative entries are never kept */
     v->timeout = fs->opt.rescan_s > 0 ? fs->opt.rescan_s : 1.0;
+    v->rescan_us = (gint64)(fs->opt.rescan_s * 1e6);
     g_mutex_init(&v->lock);
     g_cond_init(&v->loaded_cond);
     g_mutex_init(&v->ino_lock);
@@ -266,11 +269,32 @@ static VNode *vn_of(Node *n)
     return n->vdata;
 }
 
+static ino_t top_vino(VnKind k)
+{
+    return k == VN_ROOT         ? VINO_DIR
+           : k == VN_COLLISIONS ? VINO_COLLISIONS
+           : k == VN_CONTROL    ? VINO_CONTROL
+                                : VINO_METRICS;
+}
+
 static GBytes *snapshot(struct ckptfs *fs, VnKind k)
 {
     if (k == VN_COLLISIONS)
         return ck_collision_log_snapshot(fs->collisions);
-    GString *s = fs_metrics_render(&fs->metrics, node_table_count(fs));
+    if (k == VN_CONTROL)
+        return control_text(fs);
+    /* the catalog gauges are set when the (background) load publishes the
+     * catalog: wait for it, or a scrape of a fresh mount reads 0 markers
+     * (issue 13).  Bounded by the load itself (SPEC 6: <= 1 s). */
+    CkCatalog *c = views_catalog(fs);
+    if (c) { /* the loader publishes them just after it marks the load done */
+        atomic_store(&fs->metrics.catalog_jobs, ck_catalog_n_jobs(c));
+        atomic_store(&fs->metrics.catalog_markers, ck_catalog_n_markers(c));
+    }
+    FsMetricsMount mnt = {fs->mountpoint, __atomic_load_n(&fs->policy.audit, __ATOMIC_RELAXED),
+                          __atomic_load_n(&fs->policy.legacy_rw, __ATOMIC_RELAXED),
+                          node_table_count(fs)};
+    GString *s = fs_metrics_render(&fs->metrics, &mnt);
     return g_string_free_to_bytes(s);
 }
 
@@ -295,8 +319,9 @@ static void fill_stat(struct ckptfs *fs, VnKind k, struct stat *st)
         views_dir_attr(fs, VINO_DIR, st);
         break;
     default: {
-        views_dir_attr(fs, k == VN_COLLISIONS ? VINO_COLLISIONS : VINO_METRICS, st);
-        st->st_mode = S_IFREG | 0444;
+        views_dir_attr(fs, top_vino(k), st);
+        /* .control: writable (xattrs) by its owner; control.c says who may */
+        st->st_mode = S_IFREG | (k == VN_CONTROL ? 0644 : 0444);
         st->st_nlink = 1;
         g_autoptr(GBytes) b = snapshot(fs, k);
         st->st_size = (off_t)g_bytes_get_size(b);
@@ -326,7 +351,7 @@ static void make_top(Node *n, void *ctx)
     n->type = k == VN_ROOT ? S_IFDIR : S_IFREG;
     n->vdata = vnode_new(k, NULL);
     n->vdata_free = vnode_free;
-    n->vino = k == VN_ROOT ? VINO_DIR : k == VN_COLLISIONS ? VINO_COLLISIONS : VINO_METRICS;
+    n->vino = top_vino(k);
 }
 
 static int top_lookup(struct ckptfs *fs, VnKind k, const char *vkey, struct fuse_entry_param *e)
@@ -354,6 +379,8 @@ static int lookup_inner(struct ckptfs *fs, Node *parent, const char *name,
         return top_lookup(fs, VN_COLLISIONS, ".collisions", e);
     if (pv->kind == VN_ROOT && strcmp(name, ".metrics") == 0)
         return top_lookup(fs, VN_METRICS, ".metrics", e);
+    if (pv->kind == VN_ROOT && strcmp(name, ".control") == 0)
+        return top_lookup(fs, VN_CONTROL, ".control", e);
     return jv_lookup(fs, parent, pv, name, e);
 }
 
@@ -378,6 +405,7 @@ int views_getattr(struct ckptfs *fs, Node *n, struct stat *st, double *timeout)
     case VN_ROOT:
     case VN_COLLISIONS:
     case VN_METRICS:
+    case VN_CONTROL:
         fill_stat(fs, vn->kind, st);
         *timeout = vn->kind == VN_ROOT ? views_of(fs)->timeout : 0.0;
         return 0;
@@ -434,6 +462,7 @@ int views_opendir(struct ckptfs *fs, Node *n, void **dh)
     if (vn->kind == VN_ROOT) {
         vent_add(d, ".collisions", VINO_COLLISIONS, DT_REG);
         vent_add(d, ".metrics", VINO_METRICS, DT_REG);
+        vent_add(d, ".control", VINO_CONTROL, DT_REG);
         g_autoptr(GPtrArray) names = views_job_names(fs);
         for (guint i = 0; i < names->len; i++)
             vent_add(d, names->pdata[i], views_vino(fs, names->pdata[i]), DT_DIR);
@@ -520,7 +549,7 @@ int views_open(struct ckptfs *fs, Node *n, int flags, ViewsOpen *out)
         return -EISDIR;
     atomic_fetch_add_explicit(&fs->metrics.views_served, 1, memory_order_relaxed);
     out->fd = -1;
-    if (vn->kind == VN_COLLISIONS || vn->kind == VN_METRICS) {
+    if (vn->kind == VN_COLLISIONS || vn->kind == VN_METRICS || vn->kind == VN_CONTROL) {
         out->content = snapshot(fs, vn->kind);
         out->direct_io = true;
         out->keep_cache = false;
@@ -534,13 +563,14 @@ int views_open(struct ckptfs *fs, Node *n, int flags, ViewsOpen *out)
 static bool has_xattrs(Node *n, VNode *vn)
 {
     return vn && (n->type == S_IFREG || n->type == S_IFDIR) && vn->kind != VN_ROOT &&
-           vn->kind != VN_COLLISIONS && vn->kind != VN_METRICS;
+           vn->kind != VN_COLLISIONS && vn->kind != VN_METRICS && vn->kind != VN_CONTROL;
 }
 
 int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
 {
-    (void)fs;
     VNode *vn = vn_of(n);
+    if (vn && vn->kind == VN_CONTROL)
+        return control_getxattr(fs, name, value);
     if (!has_xattrs(n, vn))
         return -ENODATA;
     int err = -ENODATA;
@@ -563,8 +593,11 @@ int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
 
 int views_listxattr(struct ckptfs *fs, Node *n, GString *names)
 {
-    (void)fs;
     VNode *vn = vn_of(n);
+    if (vn && vn->kind == VN_CONTROL) {
+        control_listxattr(fs, names);
+        return 0;
+    }
     if (!has_xattrs(n, vn))
         return 0;
     g_mutex_lock(&vn->lock);
@@ -576,6 +609,15 @@ int views_listxattr(struct ckptfs *fs, Node *n, GString *names)
         g_string_append_len(names, XATTR_GENERATION, sizeof XATTR_GENERATION);
     g_mutex_unlock(&vn->lock);
     return 0;
+}
+
+int views_setxattr(struct ckptfs *fs, fuse_req_t req, Node *n, const char *name, const char *value,
+                   size_t size)
+{
+    VNode *vn = vn_of(n);
+    if (vn && vn->kind == VN_CONTROL)
+        return control_setxattr(fs, req, name, value, size);
+    return -EROFS;
 }
 
 /* ---- writes through the mount that change the catalog ---- */

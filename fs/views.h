@@ -91,3 +91,7 @@ void views_marker_written(struct ckptfs *fs, const char *job);
 int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value);
 /* Appends each name and its NUL to names. */
 int views_listxattr(struct ckptfs *fs, Node *n, GString *names);
+/* setxattr in the views: the settings of .control (control.c), EROFS
+ * everywhere else. */
+int views_setxattr(struct ckptfs *fs, fuse_req_t req, Node *n, const char *name, const char *value,
+                   size_t size);

@@ -25,6 +25,7 @@ typedef enum {
     VN_ROOT = 1, /* the views dir */
     VN_COLLISIONS,
     VN_METRICS,
+    VN_CONTROL, /* .control: live settings as xattrs (control.c) */
     VN_JOB,     /* <J> */
     VN_CKPTS,   /* <J>/checkpoints */
     VN_TREE,    /* a directory of <J>/state/... or <J>/checkpoints/<N>/... */
@@ -88,7 +89,8 @@ typedef struct {
     GThread *watcher, *notifier;
     void *loadctl;      /* catalog_watch.c's LoadCtl */
     GAsyncQueue *inval; /* InvalItem* for the notifier */
-    int wake_fd;        /* eventfd: wakes the watcher (stop) */
+    int wake_fd;        /* eventfd: wakes the watcher (stop, a new rescan period) */
+    gint64 rescan_us;   /* atomic: rescan= (changed live through .control) */
     gint stopping;
     gint threads_stopped;
 } Views;
@@ -153,3 +155,6 @@ int catalog_watch_start(struct ckptfs *fs);
 void catalog_watch_stop(struct ckptfs *fs);
 /* A job changed (refresh done): queue the kernel invalidations of its views. */
 void catalog_watch_changed(struct ckptfs *fs, const char *job);
+/* rescan= in seconds, and its live change (the watcher's next wait uses it). */
+double catalog_watch_rescan(struct ckptfs *fs);
+void catalog_watch_set_rescan(struct ckptfs *fs, double seconds);

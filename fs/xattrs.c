@@ -17,6 +17,8 @@
 static int do_xattr_change(struct ckptfs *fs, fuse_req_t req, Node *n, const char *name,
                            const char *value, size_t size, int flags)
 {
+    if (n->kind == NODE_VIRTUAL && value) /* _views/.control; EROFS elsewhere */
+        return views_setxattr(fs, req, n, name, value, size);
     int err = fs_check_write(fs, req, value ? "setxattr" : "removexattr", n, NULL);
     if (err)
         return err;

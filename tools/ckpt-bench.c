@@ -1730,8 +1730,10 @@ static gint64 catalog_markers(const char *views)
     while ((n = read(fd, buf, sizeof buf)) > 0)
         g_string_append_len(text, buf, n);
     close(fd);
-    const char *p = strstr(text->str, "\nckptfs_catalog_markers ");
-    return p ? g_ascii_strtoll(p + 24, NULL, 10) : -1;
+    /* ckptfs_catalog_markers{mount="..."} N */
+    const char *p = strstr(text->str, "\nckptfs_catalog_markers{");
+    p = p ? strstr(p, "} ") : NULL;
+    return p ? g_ascii_strtoll(p + 2, NULL, 10) : -1;
 }
 
 /* Mounts dir, lists _views and reads the daemon's VmRSS; then, since the

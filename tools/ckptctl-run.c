@@ -2,17 +2,18 @@
  * jobs crossed (issue 7).
  *
  *   ckptctl run [--dir DIR] [--policy enforce|audit] [--identity env:VAR]
- *               [--job ID] [--report FILE] [--keep] [--ckptfs PATH]
- *               [-o OPT]... -- COMMAND [ARGS...]
+ *               [--job ID] [--tag-env VAR] [--collision-exit N] [--report FILE]
+ *               [--json] [--keep] [--ckptfs PATH] [-o OPT]... -- COMMAND [ARGS...]
  *
  * Mounts `ckptfs -f` over DIR (a new temporary directory when not given) at a
- * private mountpoint, runs COMMAND there (cwd = the mount, CKPTFS_MOUNT and
- * CKPTFS_BACKING in its environment), unmounts, then reports the collision log
+ * private mountpoint, runs COMMAND in the caller's working directory with
+ * CKPTFS_MOUNT and CKPTFS_BACKING in its environment, unmounts, then reports the collision log
  * (collision_log= in a private file, so it outlives the mount) grouped by kind
  * and pair of jobs, and the ckptctl check hazards of DIR as COMMAND left it.
  *
  * Exit: COMMAND's status (128+N when killed by signal N) when nothing was
- * recorded and no collision hazard found; 3 when there were collisions (also
+ * recorded and no collision hazard found; --collision-exit N (default 3)
+ * when there were collisions (also
  * in audit mode); 2 when the mount could not be set up or broke mid-run.
  *
  * Signals are taken synchronously (blocked, then sigtimedwait), so there is
@@ -28,6 +29,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <glib/gstdio.h>
+#include <libmount.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +58,9 @@ typedef struct {
     char *ckptfs;
     char **opts;
     gboolean keep;
-    gboolean json; /* --json: the report document on stdout, not the table */
+    gboolean json;      /* --json: the report document on stdout, not the table */
+    int collision_exit; /* --collision-exit N: the exit status on collisions */
+    char *tag_env;      /* --tag-env VAR: recorded as each record's "tag" */
     char **command;
 
     /* the run */
@@ -86,6 +90,7 @@ static void run_clear(Run *r)
     g_free(r->identity);
     g_free(r->job);
     g_free(r->report);
+    g_free(r->tag_env);
     g_free(r->ckptfs);
     g_strfreev(r->opts);
     g_free(r->bin);
@@ -175,30 +180,38 @@ static int spawn_quiet(const char *const *argv)
  * detach those under root and remove what their run left in its directory. */
 static void clear_dead_runs(const char *root)
 {
-    g_autofree char *text = NULL;
-    if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
+    /* libmount reads /proc/self/mountinfo and unescapes its paths (a TMPDIR
+     * with a space is "\040" there) */
+    struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+    if (!tb)
         return;
     g_autofree char *prefix = g_build_filename(root, "ckptctl-run-", NULL);
-    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-    for (char **l = lines; *l; l++) {
-        const char *sep = strstr(*l, " - ");
-        g_auto(GStrv) f = g_strsplit(*l, " ", 6);
+    g_autoptr(GPtrArray) dead = g_ptr_array_new_with_free_func(g_free);
+    struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+    struct libmnt_fs *fs;
+    while (it && mnt_table_next_fs(tb, it, &fs) == 0) {
+        const char *target = mnt_fs_get_target(fs);
         /* exactly <root>/ckptctl-run-XXXXXX/mnt, as make_base names it */
-        if (!sep || g_strv_length(f) < 6 || !g_str_has_prefix(sep + 3, "fuse.ckptfs ") ||
-            !g_str_has_prefix(f[4], prefix))
+        if (!target || g_strcmp0(mnt_fs_get_fstype(fs), "fuse.ckptfs") != 0 ||
+            !g_str_has_prefix(target, prefix))
             continue;
-        const char *rest = f[4] + strlen(prefix);
-        if (strlen(rest) != 10 || strcmp(rest + 6, "/mnt") != 0 || memchr(rest, '/', 6) ||
-            memchr(rest, '\\', 6))
+        const char *rest = target + strlen(prefix);
+        if (strlen(rest) != 10 || strcmp(rest + 6, "/mnt") != 0 || memchr(rest, '/', 6))
             continue;
+        g_ptr_array_add(dead, g_strdup(target));
+    }
+    mnt_free_iter(it);
+    mnt_unref_table(tb);
+    for (guint i = 0; i < dead->len; i++) {
+        const char *mnt = dead->pdata[i];
         struct stat st;
-        if (stat(f[4], &st) == 0 || errno != ENOTCONN)
+        if (stat(mnt, &st) == 0 || errno != ENOTCONN)
             continue;
-        const char *lazy[] = {"fusermount3", "-u", "-z", f[4], NULL};
+        const char *lazy[] = {"fusermount3", "-u", "-z", mnt, NULL};
         if (spawn_quiet(lazy) != 0)
             continue;
-        fprintf(stderr, "ckptctl run: cleared %s, the dead mount of a killed run\n", f[4]);
-        g_autofree char *base = g_path_get_dirname(f[4]);
+        fprintf(stderr, "ckptctl run: cleared %s, the dead mount of a killed run\n", mnt);
+        g_autofree char *base = g_path_get_dirname(mnt);
         g_autofree char *log = g_build_filename(base, "collisions.jsonl", NULL);
         g_autofree char *dlog = g_build_filename(base, "ckptfs.log", NULL);
         g_autofree char *note = g_build_filename(base, "tmpdir", NULL);
@@ -210,7 +223,7 @@ static void clear_dead_runs(const char *root)
         unlink(note);
         unlink(log);
         unlink(dlog);
-        g_rmdir(f[4]);
+        g_rmdir(mnt);
         g_rmdir(base);
     }
 }
@@ -320,6 +333,7 @@ static void child_common(Run *r, bool take_tty)
     /* ckptctl run killed outright (SIGKILL, OOM): take the child along */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     signal(SIGTTOU, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL); /* ignored by us only (an ignored signal survives exec) */
     sigprocmask(SIG_SETMASK, &r->old_mask, NULL);
 }
 
@@ -331,6 +345,7 @@ static int start_daemon(Run *r)
         g_string_append_printf(o, ",identity=%s", r->identity);
     if (r->job)
         g_string_append_printf(o, ",job=%s", r->job);
+    g_string_append_printf(o, ",tag_env=%s", r->tag_env);
     /* the kernel connection's end unmounts even when the daemon is SIGKILLed */
     g_string_append(o, ",auto_unmount");
     for (char **p = r->opts; p && *p; p++)
@@ -412,10 +427,13 @@ static int start_command(Run *r)
             _exit(127);
         setenv("CKPTFS_MOUNT", r->mnt, 1);
         setenv("CKPTFS_BACKING", r->backing, 1);
-        if (chdir(r->mnt) != 0) {
-            dprintf(2, "ckptctl run: %s: %s\n", r->mnt, strerror(errno));
+        /* --json: stdout holds the report alone, so `ckptctl run --json | jq`
+         * works; COMMAND's own output goes to stderr */
+        if (r->json && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
             _exit(127);
-        }
+        /* COMMAND keeps the caller's working directory (pytest finds its
+         * files, its cache is not written into the mount): the mount is in
+         * CKPTFS_MOUNT */
         execvp(r->command[0], r->command);
         int e = errno;
         dprintf(2, "ckptctl run: %s: %s\n", r->command[0], strerror(e));
@@ -611,22 +629,24 @@ typedef struct {
     GPtrArray *groups;  /* Group* */
     GPtrArray *hazards; /* CkHazard* */
     guint collision_hazards;
+    bool crossed; /* records or collision hazards: exit --collision-exit */
     int exit_code;
     const char *log_error; /* the collision log could not be read */
 } Outcome;
 
-/* One record, under its group: verdict, op, path(s), who. */
-static void print_record(const char *P, JsonObject *o)
+/* One record as a row of the records table: what, where, who, which test. */
+static void record_row(CkptctlTable *t, const Group *g, JsonObject *o)
 {
-    const char *path2 = ckptctl_member_str(o, "path2"), *comm = ckptctl_member_str(o, "comm");
+    const char *path2 = ckptctl_member_str(o, "path2"), *path = ckptctl_member_str(o, "path");
     JsonNode *pid = json_object_get_member(o, "pid");
-    gint64 pidv = pid && JSON_NODE_HOLDS_VALUE(pid) ? json_node_get_int(pid) : 0;
-    const char *verdict = ckptctl_member_str(o, "verdict");
-    const char *op = ckptctl_member_str(o, "op");
-    const char *path = ckptctl_member_str(o, "path");
-    printf("%s       %-7s %-9s %s%s%s  (%s, pid %" G_GINT64_FORMAT ")\n", P,
-           verdict ? verdict : "?", op ? op : "?", path ? path : "?", path2 ? " -> " : "",
-           path2 ? path2 : "", comm ? comm : "?", pidv);
+    g_autofree char *pids = pid && JSON_NODE_HOLDS_VALUE(pid)
+                                ? g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(pid))
+                                : NULL;
+    g_autofree char *where =
+        g_strdup_printf("%s%s%s", path ? path : "?", path2 ? " -> " : "", path2 ? path2 : "");
+    ckptctl_table_row(t, g->kind, g->caller ? g->caller : "(anonymous)",
+                      ckptctl_member_str(o, "verdict"), ckptctl_member_str(o, "op"), where,
+                      ckptctl_member_str(o, "comm"), pids, ckptctl_member_str(o, "tag"));
 }
 
 static void print_report(const Run *r, const Outcome *out)
@@ -650,32 +670,53 @@ static void print_report(const Run *r, const Outcome *out)
            r->policy, who);
     if (out->log_error)
         printf("%s collision log unreadable: %s\n", P, out->log_error);
+    g_autofree char *indent = g_strconcat(P, "   ", NULL);
     printf("%s %u collision record(s)%s\n", P, out->recs->len, out->recs->len ? ":" : "");
+    /* the groups (kind, caller -> owner), then their records; tables
+     * (libsmartcols) so 32-character job ids and long paths stay aligned */
+    static const char *const gcols[] = {"KIND", "CALLER", "OWNER", ">RECORDS", "PATHS", NULL};
+    static const char *const rcols[] = {"KIND", "CALLER", "VERDICT", "OP", "PATH",
+                                        "COMM", ">PID",   "TAG",     NULL};
+    g_autoptr(CkptctlTable) gt = ckptctl_table_new(gcols);
+    g_autoptr(CkptctlTable) rt = ckptctl_table_new(rcols);
+    guint unlisted = 0;
     for (guint i = 0; i < out->groups->len; i++) {
         const Group *g = out->groups->pdata[i];
-        g_autofree char *pair =
-            g_strdup_printf("%s -> %s", g->caller ? g->caller : "(anonymous)", owner_label(g));
         g_autoptr(GString) ex = g_string_new(NULL);
         for (guint k = 0; k < g->paths->len; k++)
             g_string_append_printf(ex, "%s%s", k ? ", " : "", (char *)g->paths->pdata[k]);
-        printf("%s   %-24s %-28s %5u  %s%s\n", P, g->kind, pair, g->count, ex->str,
-               g->more ? ", ..." : "");
+        if (g->more)
+            g_string_append(ex, ", ...");
+        g_autofree char *count = g_strdup_printf("%u", g->count);
+        ckptctl_table_row(gt, g->kind, g->caller ? g->caller : "(anonymous)", owner_label(g), count,
+                          ex->str);
         for (guint k = 0; k < g->recs->len && k < MAX_LISTED; k++)
-            print_record(P, g->recs->pdata[k]);
+            record_row(rt, g, g->recs->pdata[k]);
         if (g->recs->len > MAX_LISTED)
-            printf("%s       ... %u more (all of them in --report)\n", P,
-                   g->recs->len - MAX_LISTED);
+            unlisted += g->recs->len - MAX_LISTED;
     }
+    if (out->groups->len) {
+        ckptctl_table_print(gt, indent);
+        printf("%s\n", P);
+        ckptctl_table_print(rt, indent);
+    }
+    if (unlisted)
+        printf("%s ... %u more record(s), %u of each group listed (all of them in --report)\n", P,
+               unlisted, MAX_LISTED);
     printf("%s %u hazard(s) in dir (ckptctl check), %u collision(s)%s\n", P, out->hazards->len,
            out->collision_hazards, out->hazards->len ? ":" : "");
+    static const char *const hcols[] = {"KIND", "JOBS", "PATH", "DETAIL", NULL};
+    g_autoptr(CkptctlTable) ht = ckptctl_table_new(hcols);
     for (guint i = 0; i < out->hazards->len; i++) {
         const CkHazard *h = out->hazards->pdata[i];
         g_autofree char *js = ckptctl_hazard_jobs(h);
-        printf("%s   %-16s %-20s %-32s %s\n", P, h->kind, js, h->path, h->detail);
+        ckptctl_table_row(ht, h->kind, js, h->path, h->detail);
     }
-    if (out->exit_code == RUN_EXIT_COLLISIONS)
-        printf("%s FAILED: jobs crossed (%u record(s), %u collision hazard(s)): exit 3\n", P,
-               out->recs->len, out->collision_hazards);
+    if (out->hazards->len)
+        ckptctl_table_print(ht, indent);
+    if (out->crossed)
+        printf("%s FAILED: jobs crossed (%u record(s), %u collision hazard(s)): exit %d\n", P,
+               out->recs->len, out->collision_hazards, out->exit_code);
     else if (out->exit_code == CKPTCTL_ERROR && r->daemon_died)
         printf("%s FAILED: ckptfs exited while COMMAND ran: exit 2\n", P);
     else
@@ -736,10 +777,9 @@ static char *report_json(const Run *r, const Outcome *out)
 static int write_report(const Run *r, const Outcome *out)
 {
     g_autofree char *text = report_json(r, out);
-    if (r->json) {
-        fputs(text, stdout);
-        fflush(stdout);
-    }
+    if (r->json && (fputs(text, stdout) < 0 || fflush(stdout) != 0))
+        /* a reader that went away (SIGPIPE is ignored, so the clean-up runs) */
+        fprintf(stderr, "ckptctl run: stdout: %s (report not printed)\n", g_strerror(errno));
     if (!r->report)
         return 0;
     g_autoptr(GError) err = NULL;
@@ -805,8 +845,9 @@ static int report(Run *r)
     for (guint i = 0; i < hazards->len; i++)
         out.collision_hazards += ((CkHazard *)hazards->pdata[i])->collision;
 
-    if (out.recs->len || out.collision_hazards)
-        out.exit_code = RUN_EXIT_COLLISIONS;
+    out.crossed = out.recs->len || out.collision_hazards;
+    if (out.crossed)
+        out.exit_code = r->collision_exit;
     else if (!cat || log_error || r->daemon_died)
         out.exit_code = CKPTCTL_ERROR;
     else if (WIFSIGNALED(r->cmd_status))
@@ -837,11 +878,19 @@ static int parse_args(Run *r, int *argc, char ***argv)
         {"identity", 0, 0, G_OPTION_ARG_STRING, &r->identity,
          "A process's job is the value of VAR in its environment", "env:VAR"},
         {"job", 0, 0, G_OPTION_ARG_STRING, &r->job, "Every process acts as job ID", "ID"},
+        {"collision-exit", 0, 0, G_OPTION_ARG_INT, &r->collision_exit,
+         "Exit status when jobs crossed (default 3; 1 to 255, e.g. to keep clear of a test "
+         "runner's own codes)",
+         "N"},
+        {"tag-env", 0, 0, G_OPTION_ARG_STRING, &r->tag_env,
+         "Record the writing process's VAR with each collision as \"tag\" (default "
+         "PYTEST_CURRENT_TEST: the test that crossed)",
+         "VAR"},
         {"report", 0, 0, G_OPTION_ARG_FILENAME, &r->report,
          "Also write the report as one JSON document to FILE", "FILE"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &r->json,
-         "Print the report as one JSON document on stdout (after COMMAND's own output) "
-         "instead of the table",
+         "Print the report as one JSON document on stdout instead of the table; COMMAND's "
+         "stdout goes to stderr",
          NULL},
         {"keep", 0, 0, G_OPTION_ARG_NONE, &r->keep,
          "Keep the temporary directory (without --dir) for inspection", NULL},
@@ -853,12 +902,13 @@ static int parse_args(Run *r, int *argc, char ***argv)
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("-- COMMAND [ARGS...]");
     g_option_context_set_summary(
-        ctx, "Runs COMMAND over a fresh ckptfs mount of DIR (its working directory; "
-             "CKPTFS_MOUNT and CKPTFS_BACKING in its environment), unmounts, and reports "
-             "every collision record, grouped by kind and pair of jobs, and the ckptctl "
-             "check hazards of DIR as COMMAND left it.  Exit: COMMAND's status (128+N when "
-             "killed by signal N) when there were no collisions, 3 when there were (also in "
-             "audit mode), 2 when the mount could not be set up.");
+        ctx, "Runs COMMAND over a fresh ckptfs mount of DIR, in the current working "
+             "directory, with CKPTFS_MOUNT (the mount) and CKPTFS_BACKING (DIR) in its "
+             "environment; unmounts, and reports every collision record, grouped by kind and "
+             "pair of jobs, and the ckptctl check hazards of DIR as COMMAND left it.  Exit: "
+             "COMMAND's status (128+N when killed by signal N) when there were no collisions, "
+             "--collision-exit N (default 3) when there were (also in audit mode), 2 when the "
+             "mount could not be set up.");
     g_option_context_add_main_entries(ctx, entries, NULL);
     /* options end at COMMAND: its own options are not ours */
     g_option_context_set_strict_posix(ctx, TRUE);
@@ -873,6 +923,14 @@ static int parse_args(Run *r, int *argc, char ***argv)
     r->command = *argv + first;
     if (!r->policy)
         r->policy = g_strdup("audit");
+    if (r->collision_exit == -1)
+        r->collision_exit = RUN_EXIT_COLLISIONS;
+    if (r->collision_exit < 1 || r->collision_exit > 255)
+        return fail("--collision-exit %d: expected 1 to 255", r->collision_exit);
+    if (!r->tag_env)
+        r->tag_env = g_strdup("PYTEST_CURRENT_TEST");
+    if (!*r->tag_env || strpbrk(r->tag_env, "=,"))
+        return fail("--tag-env %s: expected an environment variable name", r->tag_env);
     if (strcmp(r->policy, "audit") != 0 && strcmp(r->policy, "enforce") != 0)
         return fail("--policy %s: expected enforce or audit", r->policy);
     if (r->identity && (!g_str_has_prefix(r->identity, "env:") || !r->identity[4] ||
@@ -887,7 +945,10 @@ static int parse_args(Run *r, int *argc, char ***argv)
 
 int ckptctl_run(int argc, char **argv)
 {
-    Run r = {.tty = -1};
+    Run r = {.tty = -1, .collision_exit = -1};
+    /* a reader of stdout that goes away (`| head`) must not kill us before
+     * the unmount and the clean-up; write errors are reported instead */
+    signal(SIGPIPE, SIG_IGN);
     int rc = parse_args(&r, &argc, &argv);
     if (rc) {
         run_clear(&r);

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +23,7 @@
 static const char synopsis[] =
     "Usage: ckptctl COMMAND [OPTION...] ARGS\n"
     "\n"
-    "Inspect a clink checkpoint directory (SPEC §3).\n"
+    "Inspect a clink checkpoint directory; see ckptctl(1) and the README.\n"
     "\n"
     "Commands:\n"
     "  jobs DIR                 each job: checkpoints, latest restorable, layout, bytes\n"
@@ -31,12 +32,16 @@ static const char synopsis[] =
     "                           orphan-root, not-a-job\n"
     "  state-root BASE JOB      compose a job's state root\n"
     "  unused DIR               dry run: legacy and superseded state no restore reads, with sizes\n"
-    "  collisions MOUNT         the collision log of a ckptfs mount\n"
+    "  collisions MOUNT | --file FILE\n"
+    "                           the collision log of a ckptfs mount, or a collision_log=FILE\n"
+    "  set MOUNT [policy=enforce|audit] [legacy=ro|rw] [rescan=SECONDS]\n"
+    "                           the settings of a live mount: print, or change them\n"
     "  fixture DIR [--jobs J] [--checkpoints C] [--subtasks S] [--bytes B] [--legacy L]\n"
     "              [--seed X] [--force]\n"
     "                           write a realistic checkpoint directory\n"
-    "  run [--dir DIR] [--policy enforce|audit] [--identity env:VAR] [--report FILE]\n"
-    "      -- COMMAND [ARGS...]  run COMMAND over a fresh mount; exit 3 on collisions\n"
+    "  run [--dir DIR] [--policy enforce|audit] [--identity env:VAR] [--job ID]\n"
+    "      [--tag-env VAR] [--collision-exit N] [--report FILE] -- COMMAND [ARGS...]\n"
+    "                           run COMMAND over a fresh mount; exit 3 (or N) on collisions\n"
     "\n"
     "Every command takes --json (one JSON document on stdout) and --help.\n"
     "Exit status: 0 success, 1 found what it looks for (collisions, hazards, a refusal,\n"
@@ -478,8 +483,8 @@ static int cmd_jobs(int argc, char **argv)
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "jobs");
     json_builder_begin_array(b);
-    if (!c.json)
-        printf("%-34s %-24s %-8s %-10s %s\n", "JOB", "CHECKPOINTS", "LATEST", "LAYOUT", "BYTES");
+    static const char *const jcols[] = {"JOB", "CHECKPOINTS", ">LATEST", "LAYOUT", ">BYTES", NULL};
+    g_autoptr(CkptctlTable) t = ckptctl_table_new(jcols);
     for (guint i = 0; i < snaps->len; i++) {
         const CkJobInfo *j = snaps->pdata[i];
         if (c.json) {
@@ -514,14 +519,16 @@ static int cmd_jobs(int argc, char **argv)
             g_autofree char *latest =
                 j->has_latest ? g_strdup_printf("%" G_GUINT64_FORMAT, (guint64)j->latest)
                               : g_strdup("-");
-            printf("%-34s %-24s %-8s %-10s %" G_GUINT64_FORMAT "\n", j->job,
-                   cps->len ? cps->str : "-", latest, j->layout, bytes[i]);
+            g_autofree char *bs = g_strdup_printf("%" G_GUINT64_FORMAT, bytes[i]);
+            ckptctl_table_row(t, j->job, cps->str, latest, j->layout, bs);
         }
     }
     json_builder_end_array(b);
     json_builder_end_object(b);
     if (c.json)
         ckptctl_print_json(b);
+    else
+        ckptctl_table_print(t, NULL);
     common_clear(&c);
     return CKPTCTL_OK;
 }
@@ -556,14 +563,15 @@ static int cmd_resolve(int argc, char **argv)
                                   "Checkpoint N (default: the latest restorable)",
                                   "N"};
     common_entries(&c, true, entries, &n);
-    int rc = parse("resolve", "LOCATION",
-                   "What a restore of LOCATION reads (SPEC §2): a job's marker directory "
-                   "<dir>/_jobs/<J>, a checkpoint directory, or a state backend URI.  status is "
-                   "ok (one job's marker), refused (several jobs: candidates names each job's "
-                   "marker directory) or as-given.  Paths are joined to the location as given.  "
-                   "Exit 0 for ok and as-given, 1 for refused and for a checkpoint that is not "
-                   "restorable (error says why), 2 for usage or I/O errors.",
-                   entries, &argc, &argv, 1, 1);
+    int rc =
+        parse("resolve", "LOCATION",
+              "What a restore of LOCATION reads (ckptctl(1), COMMANDS): a job's marker directory "
+              "<dir>/_jobs/<J>, a checkpoint directory, or a state backend URI.  status is "
+              "ok (one job's marker), refused (several jobs: candidates names each job's "
+              "marker directory) or as-given.  Paths are joined to the location as given.  "
+              "Exit 0 for ok and as-given, 1 for refused and for a checkpoint that is not "
+              "restorable (error says why), 2 for usage or I/O errors.",
+              entries, &argc, &argv, 1, 1);
     if (rc >= 0) {
         g_free(cp_arg);
         common_clear(&c);
@@ -682,6 +690,12 @@ static int cmd_resolve(int argc, char **argv)
      * on stderr when stdout holds the JSON document */
     if (exit_code == CKPTCTL_FOUND && error && c.json)
         fprintf(stderr, "ckptctl resolve: %s\n", error);
+    /* as-given is what a restore does, yet a mistyped -c deserves a word */
+    if (!latest && res->status == CK_RESOLVE_AS_GIVEN && g_file_test(loc, G_FILE_TEST_IS_DIR))
+        fprintf(stderr,
+                "ckptctl resolve: no marker for checkpoint %" G_GUINT64_FORMAT
+                " in %s: a restore reads the location as given\n",
+                cpn, loc);
     common_clear(&c);
     return exit_code;
 }
@@ -721,13 +735,15 @@ static int cmd_check(int argc, char **argv)
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
-        if (hz->len)
-            printf("%-16s %-24s %-40s %s\n", "KIND", "JOBS", "PATH", "DETAIL");
+        static const char *const cols[] = {"KIND", "JOBS", "PATH", "DETAIL", NULL};
+        g_autoptr(CkptctlTable) t = ckptctl_table_new(cols);
         for (guint i = 0; i < hz->len; i++) {
             const CkHazard *h = hz->pdata[i];
             g_autofree char *js = ckptctl_hazard_jobs(h);
-            printf("%-16s %-24s %-40s %s\n", h->kind, js, h->path, h->detail);
+            ckptctl_table_row(t, h->kind, js, h->path, h->detail);
         }
+        if (hz->len)
+            ckptctl_table_print(t, NULL);
         printf("%u hazard(s), %u collision(s)\n", hz->len, collisions);
     }
     common_clear(&c);
@@ -744,7 +760,8 @@ static int cmd_state_root(int argc, char **argv)
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     int rc = parse("state-root", "BASE JOB",
-                   "job_state_root(BASE, JOB) (SPEC §1): <base>/_state/<job> for paths and "
+                   "A job's state root (README, \"The checkpoint directory\"): <base>/_state/<job> "
+                   "for paths and "
                    "file:// URIs, the segment before any ?query and into local=, URIs naming no "
                    "location unchanged.",
                    entries, &argc, &argv, 2, 2);
@@ -815,12 +832,15 @@ static int cmd_unused(int argc, char **argv)
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
-        if (un->len)
-            printf("%-48s %-22s %s\n", "PATH", "REASON", "BYTES");
+        static const char *const ucols[] = {"PATH", "REASON", ">BYTES", NULL};
+        g_autoptr(CkptctlTable) t = ckptctl_table_new(ucols);
         for (guint i = 0; i < un->len; i++) {
             const CkUnused *u = un->pdata[i];
-            printf("%-48s %-22s %" G_GUINT64_FORMAT "\n", u->path, u->reason, u->bytes);
+            g_autofree char *bs = g_strdup_printf("%" G_GUINT64_FORMAT, u->bytes);
+            ckptctl_table_row(t, u->path, u->reason, bs);
         }
+        if (un->len)
+            ckptctl_table_print(t, NULL);
         printf("%u unused, %" G_GUINT64_FORMAT " bytes (nothing deleted)\n", un->len, total);
     }
     common_clear(&c);
@@ -850,7 +870,13 @@ static int cmd_collisions(int argc, char **argv)
                    "The collision log of a ckptfs mount (MOUNT/<views>/.collisions, JSON "
                    "lines), or of --file.  --json prints {\"records\":[...]}.  Exit 1 when there "
                    "are records, 0 when there are none.",
-                   entries, &argc, &argv, file ? 0 : 1, file ? 0 : 1);
+                   entries, &argc, &argv, 0, 1);
+    /* the options are read only now: MOUNT or --file, exactly one of them */
+    if (rc < 0 && (file != NULL) == (argc == 2))
+        rc = ckptctl_fail("collisions",
+                          file ? "give MOUNT or --file FILE, not both (try ckptctl collisions "
+                                 "--help)"
+                               : "expected MOUNT or --file FILE (try ckptctl collisions --help)");
     if (rc >= 0) {
         g_free(file);
         common_clear(&c);
@@ -879,16 +905,32 @@ static int cmd_collisions(int argc, char **argv)
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
-        if (recs->len)
-            printf("%-24s %-24s %-7s %-8s %-8s %-8s %-40s %s\n", "TIME", "KIND", "VERDICT", "OP",
-                   "CALLER", "OWNER", "PATH", "PATH2");
+        /* TAG only when the mount recorded one (tag_env=, ckptctl run) */
+        bool tags = false;
+        for (guint i = 0; i < recs->len && !tags; i++)
+            tags = json_object_has_member(recs->pdata[i], "tag");
+        static const char *const cols[] = {"TIME", "KIND",  "VERDICT", "OP",   "CALLER", "OWNER",
+                                           "PATH", "PATH2", "COMM",    ">PID", "TAG",    NULL};
+        static const char *const cols_notag[] = {"TIME",   "KIND",  "VERDICT", "OP",
+                                                 "CALLER", "OWNER", "PATH",    "PATH2",
+                                                 "COMM",   ">PID",  NULL};
+        g_autoptr(CkptctlTable) t = ckptctl_table_new(tags ? cols : cols_notag);
         for (guint i = 0; i < recs->len; i++) {
             JsonObject *o = recs->pdata[i];
-            printf("%-24s %-24s %-7s %-8s %-8s %-8s %-40s %s\n", member_str(o, "time"),
-                   member_str(o, "kind"), member_str(o, "verdict"), member_str(o, "op"),
-                   member_str(o, "caller_job"), member_str(o, "owner_job"), member_str(o, "path"),
-                   member_str(o, "path2"));
+            JsonNode *pid = json_object_get_member(o, "pid");
+            g_autofree char *pids =
+                pid && JSON_NODE_HOLDS_VALUE(pid)
+                    ? g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(pid))
+                    : NULL;
+            /* the TAG column is read only when there is one */
+            ckptctl_table_row(t, member_str(o, "time"), member_str(o, "kind"),
+                              member_str(o, "verdict"), member_str(o, "op"),
+                              member_str(o, "caller_job"), member_str(o, "owner_job"),
+                              member_str(o, "path"), member_str(o, "path2"), member_str(o, "comm"),
+                              pids, member_str(o, "tag"));
         }
+        if (recs->len)
+            ckptctl_table_print(t, NULL);
         printf("%u record(s)\n", recs->len);
     }
     common_clear(&c);
@@ -907,14 +949,16 @@ static const Command commands[] = {
     {"check", cmd_check},         {"state-root", cmd_state_root},
     {"unused", cmd_unused},       {"collisions", cmd_collisions},
     {"fixture", ckptctl_fixture}, {"run", ckptctl_run},
+    {"set", ckptctl_set},
 };
 
 int main(int argc, char **argv)
 {
+    setlocale(LC_ALL, ""); /* GOption's help and messages in the user's charset */
     if (argc < 2) {
         /* a usage error is one line on stderr, as for every command (SPEC §3) */
         fputs("ckptctl: expected a command: jobs, resolve, check, state-root, unused, "
-              "collisions, fixture, run (try ckptctl --help)\n",
+              "collisions, set, fixture, run (try ckptctl --help)\n",
               stderr);
         return CKPTCTL_ERROR;
     }
@@ -924,7 +968,7 @@ int main(int argc, char **argv)
         return CKPTCTL_OK;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("ckptctl %s\n", CKPTFS_VERSION);
+        printf("ckptctl (ckptfs) %s\n", CKPTFS_VERSION);
         return CKPTCTL_OK;
     }
     for (gsize i = 0; i < G_N_ELEMENTS(commands); i++) {

@@ -35,6 +35,20 @@ char *ckptctl_hazard_jobs(const CkHazard *h);
 /* A record's string member, NULL when absent or not a string. */
 const char *ckptctl_member_str(JsonObject *o, const char *k);
 
+/* Aligned human tables (tools/ckptctl-table.c, libsmartcols).  headers:
+ * NULL-terminated column names, a leading '>' right-aligns the column;
+ * each row gives one string per column (NULL or "" prints "-").  print:
+ * on stdout, each line after prefix when prefix is not NULL. */
+typedef struct CkptctlTable CkptctlTable;
+CkptctlTable *ckptctl_table_new(const char *const *headers);
+void ckptctl_table_row(CkptctlTable *t, ...);
+guint ckptctl_table_rows(CkptctlTable *t);
+void ckptctl_table_print(CkptctlTable *t, const char *prefix);
+void ckptctl_table_free(CkptctlTable *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkptctlTable, ckptctl_table_free)
+
 int ckptctl_fixture(int argc, char **argv);
+/* ckptctl set MOUNT [KEY=VALUE...] (tools/ckptctl-set.c): live settings. */
+int ckptctl_set(int argc, char **argv);
 /* ckptctl run (tools/ckptctl-run.c): exit 3 on collisions, else COMMAND's status. */
 int ckptctl_run(int argc, char **argv);

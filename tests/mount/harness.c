@@ -242,9 +242,17 @@ int64_t mount_metric(Mount *m, const char *series)
     g_autofree char *path = g_build_filename(m->mnt, "_views", ".metrics", NULL);
     g_autofree char *text = get_file(path);
     g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-    size_t n = strlen(series);
+    /* every series carries the mount="<mount point>" label first */
+    char *real = realpath(m->mnt, NULL);
+    const char *brace = strchr(series, '{');
+    g_autofree char *full = brace
+                                ? g_strdup_printf("%.*s{mount=\"%s\",%s", (int)(brace - series),
+                                                  series, real ? real : m->mnt, brace + 1)
+                                : g_strdup_printf("%s{mount=\"%s\"}", series, real ? real : m->mnt);
+    free(real);
+    size_t n = strlen(full);
     for (char **l = lines; *l; l++) {
-        if (strncmp(*l, series, n) == 0 && (*l)[n] == ' ')
+        if (strncmp(*l, full, n) == 0 && (*l)[n] == ' ')
             return g_ascii_strtoll(*l + n + 1, NULL, 10);
     }
     return -1;

@@ -46,7 +46,8 @@ void put_file(const char *path, const char *data);
 char *get_file(const char *path); /* g_free */
 
 /* The value of one line of _views/.metrics, e.g.
- * "ckptfs_ops_total{op=\"fsyncdir\"}"; -1 if absent. */
+ * "ckptfs_ops_total{op=\"fsyncdir\"}" (the mount="<mnt>" label that every
+ * series has first is added here); -1 if absent. */
 int64_t mount_metric(Mount *m, const char *series);
 
 /* Runs argv, returns the wait status (-1 when it could not start). */

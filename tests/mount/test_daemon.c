@@ -12,6 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -221,6 +224,144 @@ static void test_kill_9_then_remount(void **state)
     mount_free(m);
 }
 
+/* Mount lines at exactly mnt in this namespace. */
+static int mounts_at(const char *mnt)
+{
+    g_autofree char *info = get_file("/proc/self/mountinfo");
+    g_auto(GStrv) lines = g_strsplit(info, "\n", -1);
+    g_autofree char *needle = g_strdup_printf(" %s ", mnt);
+    int n = 0;
+    for (char **l = lines; *l; l++)
+        n += strstr(*l, needle) != NULL;
+    return n;
+}
+
+/* Issue 13 bug 3: a second ckptfs on a mount point a live ckptfs serves
+ * used to stack a second daemon (exit 0, two collision logs, umount removed
+ * only the top one).  It is refused with one line; the first mount goes on
+ * serving. */
+static void test_second_mount_on_live_mount_refused(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    assert_int_equal(mount_start(m, NULL), 0);
+    assert_int_equal(mounts_at(m->mnt), 1);
+    g_autofree char *other = g_build_filename(m->base, "other", NULL);
+    assert_int_equal(mkdir(other, 0755), 0);
+    /* not -f: a daemon that wrongly mounts returns 0 instead of blocking */
+    const char *args[] = {other, m->mnt, NULL};
+    g_autofree char *err = NULL;
+    int rc = run_ckptfs(args, &err);
+    int stacked = mounts_at(m->mnt);
+    if (stacked > 1) { /* clean up the stacked mount before failing */
+        const char *um[] = {"fusermount3", "-u", "-z", m->mnt, NULL};
+        run_cmd(um, NULL);
+    }
+    fprintf(stderr, "second mount: exit %d, stderr: %s", rc, err);
+    assert_int_equal(stacked, 1);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "already"));
+    assert_non_null(strstr(err, m->mnt));
+    const char *nl = strchr(err, '\n');
+    assert_non_null(nl);
+    assert_int_equal(nl[1], '\0');
+    /* the first daemon still serves */
+    g_autofree char *f = mp(m, "still.snap"), *bf = bp(m, "still.snap");
+    put_file(f, "first");
+    g_autofree char *text = get_file(bf);
+    assert_string_equal(text, "first");
+    /* the same through mount(8) */
+    g_autofree char *bindir = g_path_get_dirname(g_getenv("CKPTFS_BIN"));
+    g_autofree char *path = g_strdup_printf("%s:%s", bindir, g_getenv("PATH"));
+    g_autofree char *old_path = g_strdup(g_getenv("PATH"));
+    g_setenv("PATH", path, TRUE);
+    const char *cmd[] = {"mount", "-t", "fuse.ckptfs", other, m->mnt, NULL};
+    int st = run_cmd(cmd, NULL);
+    g_setenv("PATH", old_path, TRUE);
+    stacked = mounts_at(m->mnt);
+    if (stacked > 1) {
+        const char *um[] = {"fusermount3", "-u", "-z", m->mnt, NULL};
+        run_cmd(um, NULL);
+    }
+    assert_int_equal(stacked, 1);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    assert_int_equal(mount_stop(m), 0);
+    assert_int_equal(mounts_at(m->mnt), 0);
+    mount_free(m);
+}
+
+/* Issue 13: --help lists every -o option the README lists; --version names
+ * ckptfs's and libfuse's versions. */
+static void test_help_and_version(void **state)
+{
+    (void)state;
+    const char *bin = g_getenv("CKPTFS_BIN");
+    const char *help[] = {bin, "--help", NULL};
+    g_autofree char *out = NULL;
+    int status = -1;
+    assert_true(g_spawn_sync(NULL, (char **)help, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                             &out, NULL, &status, NULL));
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    const char *opts[] = {
+        "policy=",        "job=",           "identity=",     "legacy=",     "legacy_backend=",
+        "external_root=", "views=",         "rescan=",       "config=",     "collision_log=",
+        "tag_env=",       "entry_timeout=", "attr_timeout=", "writeback",   "max_read=",
+        "fsname=",        "no_policy",      "no_handles",    "allow_other", "default_permissions"};
+    for (gsize i = 0; i < G_N_ELEMENTS(opts); i++)
+        if (!strstr(out, opts[i]))
+            fail_msg("ckptfs --help does not list %s", opts[i]);
+    const char *version[] = {bin, "--version", NULL};
+    g_autofree char *vout = NULL;
+    assert_true(g_spawn_sync(NULL, (char **)version, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                             &vout, NULL, &status, NULL));
+    assert_true(g_str_has_prefix(vout, "ckptfs "));
+    assert_non_null(strstr(vout, "\nlibfuse 3."));
+}
+
+/* The next datagram on fd within 10 s, as a string (g_free), or NULL. */
+static char *notify_message(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1)
+        return NULL;
+    char buf[512];
+    ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+    if (n < 0)
+        return NULL;
+    return g_strndup(buf, (gsize)n);
+}
+
+/* Under systemd (Type=notify) the daemon says READY=1 once the mount is up
+ * and STOPPING=1 when it ends: a socket in NOTIFY_SOCKET plays systemd. */
+static void test_systemd_notify(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *sock = g_build_filename(m->base, "notify.sock", NULL);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(sock) < sizeof sa.sun_path);
+    strcpy(sa.sun_path, sock);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    g_setenv("NOTIFY_SOCKET", sock, TRUE);
+    int rc = mount_start(m, NULL);
+    g_unsetenv("NOTIFY_SOCKET");
+    assert_int_equal(rc, 0);
+    g_autofree char *ready = notify_message(fd);
+    assert_non_null(ready);
+    assert_non_null(strstr(ready, "READY=1"));
+    struct statfs sfs;
+    assert_int_equal(statfs(m->mnt, &sfs), 0);
+    assert_int_equal(sfs.f_type, 0x65735546); /* FUSE_SUPER_MAGIC: up */
+    assert_int_equal(mount_stop(m), 0);
+    g_autofree char *stopping = notify_message(fd);
+    assert_non_null(stopping);
+    assert_non_null(strstr(stopping, "STOPPING=1"));
+    close(fd);
+    mount_free(m);
+}
+
 static void test_config_file_and_command_line(void **state)
 {
     (void)state;
@@ -333,6 +474,9 @@ int main(void)
         cmocka_unit_test(test_views_name_clash),
         cmocka_unit_test(test_sigterm_unmounts_cleanly),
         cmocka_unit_test(test_kill_9_then_remount),
+        cmocka_unit_test(test_second_mount_on_live_mount_refused),
+        cmocka_unit_test(test_systemd_notify),
+        cmocka_unit_test(test_help_and_version),
         cmocka_unit_test(test_config_file_and_command_line),
         cmocka_unit_test(test_allow_other_turns_on_default_permissions),
         cmocka_unit_test(test_mount_fuse3_type_form),

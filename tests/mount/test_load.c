@@ -392,7 +392,7 @@ static void test_collision_flood(void **state)
     assert_non_null(strstr(lines[0], "\"path\":\"_state/b/d100\""));
     assert_non_null(strstr(lines[9999], "\"path\":\"_state/b/d10099\""));
     assert_int_equal(
-        mount_metric(m, "ckptfs_refusals_total{kind=\"foreign-write\",verdict=\"denied\"}"), n);
+        mount_metric(m, "ckptfs_collisions_total{kind=\"foreign-write\",verdict=\"denied\"}"), n);
     assert_int_equal(mount_stop(m), 0);
     g_autofree char *all = get_file(logfile);
     g_auto(GStrv) all_lines = g_strsplit(all, "\n", -1);

@@ -30,10 +30,11 @@
 
 #define INSTALLED "/usr/local/sbin/ckptfs"
 
+/* The unit as ninja install installs it (generated from
+ * tools/systemd/ckptfs@.service.in with this build's paths). */
 static char *unit_path(void)
 {
-    return g_build_filename(g_getenv("CKPTFS_SOURCE_ROOT"), "tools", "systemd", "ckptfs@.service",
-                            NULL);
+    return g_strdup(g_getenv("CKPTFS_UNIT"));
 }
 
 static int group_setup(void **state)
@@ -258,8 +259,9 @@ static void test_systemd_unit_verifies(void **state)
     mount_free(m);
 }
 
-/* Expands ${VAR}, $VAR, %f and %i the way systemd does in ExecStart= (each
- * word one argument; our values have no spaces). */
+/* Expands ${VAR}, %f and %i the way systemd does in ExecStart= (each word
+ * one argument, double quotes around a word removed; our values have no
+ * spaces). */
 static GStrv expand_exec(const char *line, GHashTable *env, const char *inst, const char *path)
 {
     g_auto(GStrv) words = g_strsplit(line, " ", -1);
@@ -275,6 +277,8 @@ static GStrv expand_exec(const char *line, GHashTable *env, const char *inst, co
             } else if (p[0] == '%' && p[1] == 'i') {
                 g_string_append(s, inst);
                 p += 2;
+            } else if (*p == '"') {
+                p++;
             } else if (p[0] == '$' && p[1] == '{') {
                 const char *end = strchr(p, '}');
                 assert_non_null(end);
@@ -361,7 +365,7 @@ static void test_systemd_unit_commands(void **state)
     g_autofree char *type = g_key_file_get_value(kf, "Service", "Type", NULL);
     assert_non_null(start);
     assert_non_null(stop);
-    assert_string_equal(type, "simple");
+    assert_string_equal(type, "notify"); /* sd_notify READY=1 once mounted */
     assert_non_null(strstr(start, " -f "));
     g_autoptr(GHashTable) env = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     load_env(env, defaults);

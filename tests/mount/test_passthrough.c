@@ -55,9 +55,10 @@ static int64_t daemon_reads(Mount *m)
     ssize_t r = read(fd, buf, 256 * 1024 - 1);
     close(fd);
     assert_true(r > 0 && r < 256 * 1024 - 1);
-    const char *line = strstr(buf, "ckptfs_ops_total{op=\"read\"} ");
+    /* ckptfs_ops_total{mount="...",op="read"} N */
+    const char *line = strstr(buf, ",op=\"read\"} ");
     assert_non_null(line);
-    return g_ascii_strtoll(line + strlen("ckptfs_ops_total{op=\"read\"} "), NULL, 10);
+    return g_ascii_strtoll(line + strlen(",op=\"read\"} "), NULL, 10);
 }
 
 static int64_t ops(Mount *m, const char *op)

@@ -148,7 +148,7 @@ static void test_foreign_writes_refused(void **state)
                         "create open open setattr setattr setxattr mkdir unlink rename link");
     g_string_free(ops, TRUE);
     assert_true(
-        mount_metric(m, "ckptfs_refusals_total{kind=\"foreign-write\",verdict=\"denied\"}") >= 8);
+        mount_metric(m, "ckptfs_collisions_total{kind=\"foreign-write\",verdict=\"denied\"}") >= 8);
 }
 
 static void test_structure_and_legacy(void **state)
@@ -214,8 +214,8 @@ static void test_audit_allows_and_records(void **state)
     assert_non_null(strstr(log, "\"verdict\":\"allowed\""));
     assert_non_null(strstr(log, "\"kind\":\"foreign-write\""));
     assert_null(strstr(log, "\"verdict\":\"denied\""));
-    assert_true(
-        mount_metric(m, "ckptfs_refusals_total{kind=\"foreign-write\",verdict=\"allowed\"}") >= 1);
+    assert_true(mount_metric(
+                    m, "ckptfs_collisions_total{kind=\"foreign-write\",verdict=\"allowed\"}") >= 1);
 }
 
 static int setup_legacy_rw(void **state)
@@ -256,7 +256,7 @@ static void test_legacy_rw_writes_recorded(void **state)
     assert_non_null(strstr(log, "\"kind\":\"foreign-write\",\"verdict\":\"denied\""));
     assert_non_null(strstr(log, "\"kind\":\"cross-namespace-rename\",\"verdict\":\"denied\""));
     assert_true(
-        mount_metric(m, "ckptfs_refusals_total{kind=\"legacy-write\",verdict=\"allowed\"}") >= 3);
+        mount_metric(m, "ckptfs_collisions_total{kind=\"legacy-write\",verdict=\"allowed\"}") >= 3);
 }
 
 static void test_views_writes_are_erofs_not_logged(void **state)
@@ -322,6 +322,46 @@ static void test_collision_log_file(void **state)
     rmdir(dir);
 }
 
+/* Lines of text holding needle. */
+static int count_lines(const char *text, const char *needle)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    int n = 0;
+    for (char **l = lines; *l; l++)
+        n += strstr(*l, needle) != NULL;
+    return n;
+}
+
+/* Issue 13: collisions reach the daemon's log (the journal under systemd)
+ * as warnings naming who crossed where, rate-limited (10 per 5 s) with the
+ * count of those left out said later; .collisions keeps every one. */
+static void test_collisions_logged_rate_limited(void **state)
+{
+    (void)state;
+    const char *args[] = {"-o", "job=a", NULL};
+    Mount *m = policy_mount(args);
+    assert_non_null(m);
+    for (int i = 0; i < 30; i++) {
+        g_autofree char *rel = g_strdup_printf("_state/b/x%d", i);
+        g_autofree char *p = M(m, rel);
+        assert_errno(open(p, O_WRONLY | O_CREAT, 0644), EACCES);
+    }
+    g_autofree char *log = get_file(m->log);
+    assert_int_equal(count_lines(log, "collision refused: foreign-write create _state/b/x"), 10);
+    assert_non_null(strstr(log, "_state/b/x0 by job a (pid "));
+    g_autofree char *recs = collisions(m);
+    assert_int_equal(count_lines(recs, "\"kind\":\"foreign-write\""), 30);
+    /* the next window: the count of the 20 left out, then the collision */
+    g_usleep(5200 * 1000);
+    g_autofree char *p = M(m, "_state/b/late");
+    assert_errno(open(p, O_WRONLY | O_CREAT, 0644), EACCES);
+    g_autofree char *log2 = get_file(m->log);
+    assert_non_null(strstr(log2, "20 more collision(s) not logged"));
+    assert_non_null(strstr(log2, "collision refused: foreign-write create _state/b/late"));
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -334,6 +374,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test(test_identity_from_environment),
         cmocka_unit_test(test_collision_log_file),
+        cmocka_unit_test(test_collisions_logged_rate_limited),
     };
     return cmocka_run_group_tests_name("mount/policy", tests, NULL, NULL);
 }

@@ -478,7 +478,7 @@ static void test_views_are_read_only(void **state)
     g_autofree char *metrics = g_build_filename(m->mnt, "_views", ".metrics", NULL);
     g_autofree char *text = get_file(metrics);
     assert_non_null(strstr(text, "# TYPE ckptfs_ops_total counter"));
-    assert_non_null(strstr(text, "ckptfs_nodes "));
+    assert_non_null(strstr(text, "\nckptfs_nodes{mount=\""));
     errno = 0;
     assert_int_equal(open(metrics, O_WRONLY), -1);
     assert_int_equal(errno, EROFS);

@@ -171,8 +171,8 @@ static void usage_and_help(void **state)
     g_auto(Run) h = run("--help", NULL);
     assert_int_equal(h.status, 0);
     assert_non_null(strstr(h.out, "Usage: ckptctl COMMAND"));
-    const char *cmds[] = {"jobs",   "resolve",    "check",  "state-root",
-                          "unused", "collisions", "fixture"};
+    const char *cmds[] = {"jobs",   "resolve",    "check",   "state-root",
+                          "unused", "collisions", "fixture", "set"};
     for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
         assert_non_null(strstr(h.out, cmds[i]));
         g_auto(Run) sub = run(cmds[i], "--help", NULL);
@@ -811,6 +811,154 @@ static void collisions(void **state)
     assert_one_line_error(&m);
 }
 
+/* The table whose header line (after prefix) holds header_word, in text:
+ * every row below it (lines after prefix, up to the first that is not)
+ * keeps each column inside its header's bounds: a blank just before the
+ * column's start and a cell between it and the next column's start (cells
+ * of right-aligned columns end under their header).  Aligned, whatever the
+ * width of a job id.  Returns the number of rows checked. */
+static int assert_table_aligned(const char *text, const char *prefix, const char *header_word)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    size_t pl = strlen(prefix);
+    char **l = lines;
+    while (*l && !(strncmp(*l, prefix, pl) == 0 && strstr(*l + pl, header_word)))
+        l++;
+    if (!*l)
+        fail_msg("no table with %s in:\n%s", header_word, text);
+    const char *head = *l + pl;
+    size_t starts[32], n = 0;
+    for (size_t i = 0; head[i] && n < 31; i++)
+        if (head[i] != ' ' && (i == 0 || head[i - 1] == ' '))
+            starts[n++] = i;
+    starts[n] = strlen(head);
+    int rows = 0;
+    for (l++; *l && strncmp(*l, prefix, pl) == 0 && strlen(*l) > pl && (*l)[pl] != ' '; l++) {
+        const char *row = *l + pl;
+        size_t len = strlen(row);
+        if (g_ascii_isdigit(row[0]) && (strstr(row, "(s)") || strstr(row, " unused,")))
+            break; /* the summary line under the table */
+        for (size_t c = 0; c < n; c++) {
+            bool boundary = starts[c] == 0 || (len > starts[c] && row[starts[c] - 1] == ' ');
+            bool cell = false;
+            size_t end = c + 1 < n ? starts[c + 1] : len;
+            for (size_t i = starts[c]; i < end && i < len && !cell; i++)
+                cell = row[i] != ' ';
+            /* right-aligned (PID, counts): the cell ends where its header ends */
+            size_t hend = starts[c] + strcspn(head + starts[c], " ");
+            bool right = hend <= len && row[hend - 1] != ' ' && (hend == len || row[hend] == ' ');
+            if (!((boundary && cell) || right))
+                fail_msg("column %zu of \"%s\" is not under its header \"%s\"", c, row, head);
+        }
+        rows++;
+    }
+    return rows;
+}
+
+/* Issue 13: tables are aligned whatever the width of a job id (the
+ * fixture's are 32 hex characters, as real ones are): check and
+ * collisions. */
+static void tables_aligned(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = path_in(fx, "fx");
+    g_auto(Run) f = run("fixture", dir, "--jobs", "3", "--legacy", "2", "--seed", "5", NULL);
+    assert_int_equal(f.status, 0);
+    /* and a job id far longer than 32 characters */
+    g_autofree char *longid = g_strnfill(100, 'j');
+    g_autofree char *marker = g_strdup_printf("fx/_jobs/%s/chk-1/COMPLETED", longid);
+    testfs_put(fx->tmp, marker, "generation=1\nparticipants=0\n");
+    g_auto(Run) c = run("check", dir, NULL);
+    assert_int_equal(c.status, 1);
+    assert_true(assert_table_aligned(c.out, "", " DETAIL") >= 2);
+    assert_non_null(strstr(c.out, longid));
+    g_auto(Run) j = run("jobs", dir, NULL);
+    assert_int_equal(j.status, 0);
+    assert_int_equal(assert_table_aligned(j.out, "", " LAYOUT "), 6);
+    assert_non_null(strstr(j.out, longid));
+    g_auto(Run) u = run("unused", dir, NULL);
+    assert_true(assert_table_aligned(u.out, "", " REASON ") >= 1);
+    const char *log =
+        "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"foreign-write\",\"verdict\":\"denied\","
+        "\"op\":\"rename\",\"path\":\"_state/0123456789abcdef0123456789abcdef/v1/0/x\","
+        "\"path2\":null,\"caller_job\":\"fedcba9876543210fedcba9876543210\","
+        "\"owner_job\":\"0123456789abcdef0123456789abcdef\",\"pid\":1234,\"uid\":1000,"
+        "\"comm\":\"worker\"}\n"
+        "{\"time\":\"2026-12-01T18:00:01.000Z\",\"kind\":\"legacy-write\",\"verdict\":\"denied\","
+        "\"op\":\"create\",\"path\":\"v1/0/x\",\"path2\":null,\"caller_job\":null,"
+        "\"owner_job\":null,\"pid\":1,\"uid\":0,\"comm\":null}\n";
+    testfs_put(fx->tmp, "mnt/_views/.collisions", log);
+    g_autofree char *mnt = path_in(fx, "mnt");
+    g_auto(Run) r = run("collisions", mnt, NULL);
+    assert_int_equal(r.status, 1);
+    assert_int_equal(assert_table_aligned(r.out, "", " VERDICT "), 2);
+    assert_null(strstr(r.out, " TAG")); /* no record has a tag */
+}
+
+/* Issue 13: -c N where the job has no marker for N stays as-given (SPEC
+ * 2, exit 0) but says so on stderr; --version names ckptfs. */
+static void resolve_missing_checkpoint_says_so(void **state)
+{
+    Fx *fx = *state;
+    testfs_put(fx->tmp, "rm/_jobs/j/chk-1/COMPLETED",
+               "checkpoint=1\ngeneration=1\nparticipants=0\nstate=_state/j\n");
+    testfs_put(fx->tmp, "rm/_state/j/v1/0/x", "x");
+    g_autofree char *jobdir = path_in(fx, "rm/_jobs/j");
+    g_auto(Run) r = run("resolve", jobdir, "-c", "99", "--json", NULL);
+    assert_int_equal(r.status, 0);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    assert_string_equal(json_object_get_string_member(o, "status"), "as-given");
+    assert_non_null(strstr(r.err, "no marker for checkpoint 99"));
+    /* the checkpoint that exists: nothing on stderr */
+    g_auto(Run) ok = run("resolve", jobdir, "-c", "1", NULL);
+    assert_int_equal(ok.status, 0);
+    assert_string_equal(ok.err, "");
+    /* a URI: as given, nothing to say */
+    g_auto(Run) u = run("resolve", "s3://b/ckpt", "-c", "99", NULL);
+    assert_int_equal(u.status, 0);
+    assert_string_equal(u.err, "");
+    g_auto(Run) v = run("--version", NULL);
+    assert_int_equal(v.status, 0);
+    assert_non_null(strstr(v.out, "ckptfs"));
+}
+
+/* Issue 13 bug 1: --file FILE alone reads FILE (it used to fail with
+ * "expected [MOUNT]"), and MOUNT together with --file is a usage error
+ * instead of MOUNT being ignored. */
+static void collisions_file(void **state)
+{
+    Fx *fx = *state;
+    const char *log =
+        "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"foreign-write\",\"verdict\":\"denied\","
+        "\"op\":\"create\",\"path\":\"_state/b/x\",\"path2\":null,\"caller_job\":\"a\","
+        "\"owner_job\":\"b\",\"pid\":7,\"uid\":0,\"comm\":\"w\"}\n";
+    testfs_put(fx->tmp, "log/collisions.jsonl", log);
+    g_autofree char *file = path_in(fx, "log/collisions.jsonl");
+    g_auto(Run) r = run("collisions", "--file", file, "--json", NULL);
+    assert_int_equal(r.status, 1);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    JsonArray *recs = json_object_get_array_member(o, "records");
+    assert_int_equal(json_array_get_length(recs), 1);
+    assert_int_equal(json_object_get_int_member(json_array_get_object_element(recs, 0), "pid"), 7);
+    g_auto(Run) h = run("collisions", "--file", file, NULL);
+    assert_int_equal(h.status, 1);
+    assert_non_null(strstr(h.out, "_state/b/x"));
+    /* both: which one did the user mean?  A usage error, not a silent pick */
+    testfs_put(fx->tmp, "mnt/_views/.collisions", "");
+    g_autofree char *mnt = path_in(fx, "mnt");
+    g_auto(Run) both = run("collisions", mnt, "--file", file, NULL);
+    assert_one_line_error(&both);
+    assert_non_null(strstr(both.err, "not both"));
+    /* neither */
+    g_auto(Run) neither = run("collisions", NULL);
+    assert_one_line_error(&neither);
+    /* a missing file names it */
+    g_autofree char *missing = path_in(fx, "log/none.jsonl");
+    g_auto(Run) m = run("collisions", "--file", missing, NULL);
+    assert_one_line_error(&m);
+    assert_non_null(strstr(m.err, "none.jsonl"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -829,6 +977,9 @@ int main(void)
         cmocka_unit_test(state_root),
         cmocka_unit_test_setup_teardown(unused, setup, teardown),
         cmocka_unit_test_setup_teardown(collisions, setup, teardown),
+        cmocka_unit_test_setup_teardown(collisions_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(tables_aligned, setup, teardown),
+        cmocka_unit_test_setup_teardown(resolve_missing_checkpoint_says_so, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -130,17 +130,13 @@ static char **run_env(T *t)
     return g_environ_setenv(env, "TMPDIR", t->tmp, TRUE);
 }
 
-/* ckptctl run ARGS... ; returns its exit code (128+N when killed by N). */
-static int ckptctl_run(T *t, char **out, const char *first, ...)
+static int ckptctl_run_v(T *t, char **out, char **err_out, const char *first, va_list ap)
 {
     g_autoptr(GPtrArray) argv = g_ptr_array_new();
     g_ptr_array_add(argv, (gpointer)t->ckptctl);
     g_ptr_array_add(argv, "run");
-    va_list ap;
-    va_start(ap, first);
     for (const char *a = first; a; a = va_arg(ap, const char *))
         g_ptr_array_add(argv, (gpointer)a);
-    va_end(ap);
     g_ptr_array_add(argv, NULL);
     g_auto(GStrv) env = run_env(t);
     g_autofree char *err = NULL;
@@ -152,7 +148,29 @@ static int ckptctl_run(T *t, char **out, const char *first, ...)
     if (out)
         printf("%s", *out);
     fprintf(stderr, "%s", err);
+    if (err_out)
+        *err_out = g_steal_pointer(&err);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* ckptctl run ARGS... ; returns its exit code (128+N when killed by N). */
+static int ckptctl_run(T *t, char **out, const char *first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    int rc = ckptctl_run_v(t, out, NULL, first, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* The same, with its stderr too. */
+static int ckptctl_run_err(T *t, char **out, char **err, const char *first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    int rc = ckptctl_run_v(t, out, err, first, ap);
+    va_end(ap);
+    return rc;
 }
 
 static char *script(T *t, const char *name)
@@ -200,6 +218,67 @@ static void assert_nothing_left(T *t)
     assert_int_equal(p->len, 0);
 }
 
+/* The table whose header line (after prefix) holds header_word, in text:
+ * every row below it (lines after prefix, up to the first that is not)
+ * keeps each column inside its header's bounds: a blank just before the
+ * column's start and a cell between it and the next column's start (cells
+ * of right-aligned columns end under their header).  Aligned, whatever the
+ * width of a job id.  Returns the number of rows checked. */
+static int assert_table_aligned(const char *text, const char *prefix, const char *header_word)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    size_t pl = strlen(prefix);
+    char **l = lines;
+    while (*l && !(strncmp(*l, prefix, pl) == 0 && strstr(*l + pl, header_word)))
+        l++;
+    if (!*l)
+        fail_msg("no table with %s in:\n%s", header_word, text);
+    const char *head = *l + pl;
+    size_t starts[32], n = 0;
+    for (size_t i = 0; head[i] && n < 31; i++)
+        if (head[i] != ' ' && (i == 0 || head[i - 1] == ' '))
+            starts[n++] = i;
+    starts[n] = strlen(head);
+    int rows = 0;
+    for (l++; *l && strncmp(*l, prefix, pl) == 0 && strlen(*l) > pl && (*l)[pl] != ' '; l++) {
+        const char *row = *l + pl;
+        size_t len = strlen(row);
+        if (g_ascii_isdigit(row[0]) && strstr(row, "(s)"))
+            break; /* the summary line under the table */
+        for (size_t c = 0; c < n; c++) {
+            bool boundary = starts[c] == 0 || (len > starts[c] && row[starts[c] - 1] == ' ');
+            bool cell = false;
+            size_t end = c + 1 < n ? starts[c + 1] : len;
+            for (size_t i = starts[c]; i < end && i < len && !cell; i++)
+                cell = row[i] != ' ';
+            /* right-aligned (PID, counts): the cell ends where its header ends */
+            size_t hend = starts[c] + strcspn(head + starts[c], " ");
+            bool right = hend <= len && row[hend - 1] != ' ' && (hend == len || row[hend] == ' ');
+            if (!((boundary && cell) || right))
+                fail_msg("column %zu of \"%s\" is not under its header \"%s\"", c, row, head);
+        }
+        rows++;
+    }
+    return rows;
+}
+
+/* A line of text holding every one of the strings (NULL-terminated). */
+static bool has_line(const char *text, ...)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    for (char **l = lines; *l; l++) {
+        va_list ap;
+        va_start(ap, text);
+        bool all = true;
+        for (const char *s = va_arg(ap, const char *); s && all; s = va_arg(ap, const char *))
+            all = strstr(*l, s) != NULL;
+        va_end(ap);
+        if (all)
+            return true;
+    }
+    return false;
+}
+
 static bool group_present(JsonArray *groups, const char *kind, const char *caller)
 {
     for (guint i = 0; i < json_array_get_length(groups); i++) {
@@ -239,15 +318,18 @@ static void test_record_failure_exits_3(void **state)
                          NULL);
     assert_int_equal(rc, 3);
     /* the human report names both jobs and the shared location */
-    assert_non_null(strstr(out, "ckptctl run:   legacy-write             a -> (legacy area)"));
-    assert_non_null(strstr(out, "ckptctl run:   legacy-write             b -> (legacy area)"));
+    assert_true(has_line(out, "ckptctl run:   legacy-write ", " a ", " (legacy area) ", NULL));
+    assert_true(has_line(out, "ckptctl run:   legacy-write ", " b ", " (legacy area) ", NULL));
     assert_non_null(strstr(out, "v1/0/checkpoint-1.snap"));
-    assert_non_null(strstr(out, "shared-location  a,b"));
-    /* each record is listed under its group */
-    assert_non_null(strstr(out, "allowed rename    v1/0/checkpoint-1.snap.tmp-a -> "
-                                "v1/0/checkpoint-1.snap  (mv, pid "));
-    assert_non_null(strstr(out, "allowed rename    v1/0/checkpoint-1.snap.tmp-b -> "
-                                "v1/0/checkpoint-1.snap  (mv, pid "));
+    assert_true(has_line(out, "ckptctl run:   shared-location ", " a,b ", " v1/0 ", NULL));
+    /* each record is listed, with its group's kind and caller */
+    assert_true(has_line(out, "legacy-write ", " a ", " allowed ", " rename ",
+                         " v1/0/checkpoint-1.snap.tmp-a -> v1/0/checkpoint-1.snap ", " mv ", NULL));
+    assert_true(has_line(out, "legacy-write ", " b ", " allowed ", " rename ",
+                         " v1/0/checkpoint-1.snap.tmp-b -> v1/0/checkpoint-1.snap ", " mv ", NULL));
+    assert_int_equal(assert_table_aligned(out, "ckptctl run:   ", " OWNER "), 2);
+    assert_int_equal(assert_table_aligned(out, "ckptctl run:   ", " VERDICT "), 6);
+    assert_int_equal(assert_table_aligned(out, "ckptctl run:   ", " DETAIL"), 1);
 
     g_autoptr(JsonObject) r = load_report(rep);
     assert_int_equal(json_object_get_int_member(r, "exit_status"), 3);
@@ -355,17 +437,163 @@ static void test_json_on_stdout(void **state)
     assert_nothing_left(t);
 }
 
-/* --dir: the state stays in DIR; the command's cwd and environment. */
+/* Issue 13 bug 2: with --json, COMMAND's own stdout goes to stderr, so
+ * stdout is the report alone (`ckptctl run --json -- CMD | jq .`). */
+static void test_json_command_stdout_to_stderr(void **state)
+{
+    T *t = *state;
+    g_autofree char *out = NULL, *err = NULL;
+    int rc = ckptctl_run_err(t, &out, &err, "--json", "--", "sh", "-c",
+                             "echo from-$((40 + 2)); echo to-stderr >&2; "
+                             "mkdir \"$CKPTFS_MOUNT/v1\"",
+                             NULL);
+    assert_int_equal(rc, 3);
+    /* (the report's "command" holds the script itself, not what it prints) */
+    assert_null(strstr(out, "from-42"));
+    assert_non_null(strstr(err, "from-42"));
+    assert_non_null(strstr(err, "to-stderr"));
+    g_autoptr(JsonParser) p = json_parser_new();
+    g_autoptr(GError) e = NULL;
+    if (!json_parser_load_from_data(p, out, -1, &e))
+        fail_msg("stdout is not one JSON document: %s", e->message);
+    JsonObject *r = json_node_get_object(json_parser_get_root(p));
+    assert_int_equal(json_object_get_int_member(r, "exit_status"), 3);
+    assert_nothing_left(t);
+}
+
+/* Issue 13 bug 2: a reader of the report that is gone (`| head -c0`, a jq
+ * that stopped) used to kill ckptctl run with SIGPIPE (exit 141), skipping
+ * the clean-up of its temporary directories.  The exit status stays the
+ * collision status and nothing is left behind. */
+static void test_json_reader_gone(void **state)
+{
+    T *t = *state;
+    const char *argv[] = {t->ckptctl,
+                          "run",
+                          "--json",
+                          "--",
+                          "sh",
+                          "-c",
+                          "echo from-command; mkdir \"$CKPTFS_MOUNT/v1\"",
+                          NULL};
+    g_auto(GStrv) env = run_env(t);
+    GPid pid;
+    int out_fd = -1;
+    assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                         NULL, &pid, NULL, &out_fd, NULL, NULL));
+    close(out_fd); /* the reader is gone before anything was written */
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 3);
+    assert_nothing_left(t);
+    g_autoptr(GDir) d = g_dir_open(t->tmp, 0, NULL);
+    const char *n;
+    while ((n = g_dir_read_name(d)))
+        if (g_str_has_prefix(n, "ckptctl-run-"))
+            fail_msg("left behind: %s/%s", t->tmp, n);
+}
+
+/* Issue 13: the report's tables stay aligned with real (32 hex) job ids:
+ * record 013's failure with such ids. */
+static void test_report_aligned_with_long_job_ids(void **state)
+{
+    T *t = *state;
+    const char *body =
+        "cd \"$CKPTFS_MOUNT\"; mkdir -p v1/0; "
+        "CLINK_JOB_ID=0123456789abcdef0123456789abcdef sh -c 'echo a > v1/0/checkpoint-1.snap'; "
+        "CLINK_JOB_ID=b sh -c 'echo b > v1/0/checkpoint-1.snap'; "
+        "CLINK_JOB_ID=fedcba9876543210fedcba9876543210 PYTEST_CURRENT_TEST='t.py::test_c (call)' "
+        "sh -c 'mkdir -p _state/b/v1 && echo c > _state/b/v1/x'";
+    g_autofree char *out = NULL;
+    assert_int_equal(
+        ckptctl_run(t, &out, "--identity", "env:CLINK_JOB_ID", "--", "sh", "-c", body, NULL), 3);
+    assert_int_equal(assert_table_aligned(out, "ckptctl run:   ", " OWNER "), 4); /* groups */
+    assert_true(assert_table_aligned(out, "ckptctl run:   ", " VERDICT ") >= 4);  /* records */
+    assert_true(has_line(out, "foreign-write", "fedcba9876543210fedcba9876543210",
+                         "t.py::test_c (call)", NULL));
+    assert_nothing_left(t);
+}
+
+/* --collision-exit N replaces 3 (pytest's "internal error"); clean runs keep
+ * COMMAND's status. */
+static void test_collision_exit(void **state)
+{
+    T *t = *state;
+    g_autofree char *out = NULL;
+    assert_int_equal(ckptctl_run(t, &out, "--collision-exit", "42", "--", "sh", "-c",
+                                 "mkdir \"$CKPTFS_MOUNT/v1\"", NULL),
+                     42);
+    assert_non_null(strstr(out, "exit 42"));
+    assert_int_equal(
+        ckptctl_run(t, NULL, "--collision-exit", "42", "--", "sh", "-c", "exit 5", NULL), 5);
+    assert_int_equal(ckptctl_run(t, NULL, "--collision-exit", "0", "--", "true", NULL), 2);
+    assert_int_equal(ckptctl_run(t, NULL, "--collision-exit", "256", "--", "true", NULL), 2);
+    assert_int_equal(ckptctl_run(t, NULL, "--collision-exit", "x", "--", "true", NULL), 2);
+    assert_nothing_left(t);
+}
+
+/* The writing process's PYTEST_CURRENT_TEST (or --tag-env VAR) is each
+ * record's "tag", in the JSON and in the table. */
+static void test_tag_names_the_test(void **state)
+{
+    T *t = *state;
+    g_autofree char *rep = tmp_path(t, "tag.json");
+    g_autofree char *out = NULL;
+    const char *body = "cd \"$CKPTFS_MOUNT\"; "
+                       "PYTEST_CURRENT_TEST='tests/test_x.py::test_crossing (call)' mkdir v1; "
+                       "mkdir v2";
+    assert_int_equal(ckptctl_run(t, &out, "--report", rep, "--", "sh", "-c", body, NULL), 3);
+    assert_non_null(strstr(out, "tests/test_x.py::test_crossing (call)"));
+    g_autoptr(JsonObject) r = load_report(rep);
+    JsonArray *recs = json_object_get_array_member(r, "records");
+    assert_int_equal(json_array_get_length(recs), 2);
+    bool tagged = false, untagged = false;
+    for (guint i = 0; i < 2; i++) {
+        JsonObject *o = json_array_get_object_element(recs, i);
+        assert_true(json_object_has_member(o, "tag"));
+        const char *path = json_object_get_string_member(o, "path");
+        if (strcmp(path, "v1") == 0) {
+            assert_string_equal(json_object_get_string_member(o, "tag"),
+                                "tests/test_x.py::test_crossing (call)");
+            tagged = true;
+        } else {
+            assert_string_equal(path, "v2");
+            assert_true(json_object_get_null_member(o, "tag"));
+            untagged = true;
+        }
+    }
+    assert_true(tagged && untagged);
+    /* another variable */
+    g_autofree char *rep2 = tmp_path(t, "tag2.json");
+    assert_int_equal(ckptctl_run(t, NULL, "--tag-env", "CTEST_NAME", "--report", rep2, "--", "sh",
+                                 "-c", "CTEST_NAME=suite.case mkdir \"$CKPTFS_MOUNT/v1\"", NULL),
+                     3);
+    g_autoptr(JsonObject) r2 = load_report(rep2);
+    JsonArray *recs2 = json_object_get_array_member(r2, "records");
+    assert_int_equal(json_array_get_length(recs2), 1);
+    assert_string_equal(
+        json_object_get_string_member(json_array_get_object_element(recs2, 0), "tag"),
+        "suite.case");
+    assert_int_equal(ckptctl_run(t, NULL, "--tag-env", "A=B", "--", "true", NULL), 2);
+    assert_nothing_left(t);
+}
+
+/* --dir: the state stays in DIR; the command's cwd (the caller's, issue 13:
+ * pytest must find its files) and environment. */
 static void test_given_dir_and_environment(void **state)
 {
     T *t = *state;
     g_autofree char *dir = tmp_path(t, "given");
     assert_int_equal(g_mkdir(dir, 0755), 0);
-    const char *body = "set -e; test \"$(pwd -P)\" = \"$CKPTFS_MOUNT\"; "
+    g_autofree char *here = g_get_current_dir();
+    g_autofree char *cwd = realpath(here, NULL);
+    const char *body = "set -e; test \"$(pwd -P)\" = \"$2\"; "
                        "test \"$CKPTFS_BACKING\" = \"$1\"; test \"$KEEP_ME\" = yes; "
+                       "test -d \"$CKPTFS_MOUNT/_views\"; cd \"$CKPTFS_MOUNT\"; "
                        "mkdir -p _state/t; echo hi > _state/t/x";
     g_setenv("KEEP_ME", "yes", TRUE);
-    int rc = ckptctl_run(t, NULL, "--dir", dir, "--", "sh", "-c", body, "sh", dir, NULL);
+    int rc = ckptctl_run(t, NULL, "--dir", dir, "--", "sh", "-c", body, "sh", dir, cwd, NULL);
     g_unsetenv("KEEP_ME");
     assert_int_equal(rc, 0);
     g_autofree char *x = g_build_filename(dir, "_state", "t", "x", NULL);
@@ -379,8 +607,9 @@ static void test_keep(void **state)
 {
     T *t = *state;
     g_autofree char *rep = tmp_path(t, "keep.json");
-    int rc = ckptctl_run(t, NULL, "--keep", "--report", rep, "--", "sh", "-c",
-                         "mkdir -p _state/t && echo kept > _state/t/f", NULL);
+    int rc =
+        ckptctl_run(t, NULL, "--keep", "--report", rep, "--", "sh", "-c",
+                    "cd \"$CKPTFS_MOUNT\" && mkdir -p _state/t && echo kept > _state/t/f", NULL);
     assert_int_equal(rc, 0);
     g_autoptr(JsonObject) r = load_report(rep);
     assert_true(json_object_get_boolean_member(r, "dir_kept"));
@@ -404,8 +633,9 @@ static void test_killed_command_still_unmounts(void **state)
     T *t = *state;
     g_autofree char *rep = tmp_path(t, "killed.json");
     /* the command holds a file open on the mount when it dies */
-    int rc = ckptctl_run(t, NULL, "--report", rep, "--", "sh", "-c",
-                         "mkdir -p _state/t; exec 3>_state/t/open; kill -KILL $$", NULL);
+    int rc = ckptctl_run(
+        t, NULL, "--report", rep, "--", "sh", "-c",
+        "cd \"$CKPTFS_MOUNT\"; mkdir -p _state/t; exec 3>_state/t/open; kill -KILL $$", NULL);
     assert_int_equal(rc, 128 + SIGKILL);
     g_autoptr(JsonObject) r = load_report(rep);
     assert_int_equal(json_object_get_int_member(r, "command_signal"), SIGKILL);
@@ -422,7 +652,8 @@ static void test_two_runs_do_not_see_each_other(void **state)
     /* each writes its file, waits until the other has written its own, then
      * lists its mount: only its own file may be there */
     const char *body =
-        "set -e; mkdir -p _state/a/v1/0; echo \"$1\" > _state/a/v1/0/checkpoint-1.snap; "
+        "set -e; cd \"$CKPTFS_MOUNT\"; mkdir -p _state/a/v1/0; echo \"$1\" > "
+        "_state/a/v1/0/checkpoint-1.snap; "
         "touch \"$2/$1\"; i=0; while [ ! -e \"$2/$3\" ] && [ $i -lt 600 ]; do sleep 0.1; "
         "i=$((i+1)); done; test -e \"$2/$3\"; "
         "test \"$(cat _state/a/v1/0/checkpoint-1.snap)\" = \"$1\"; "
@@ -492,7 +723,8 @@ static GPid start_busy_run(T *t, const char *report, const char *tail)
 {
     g_autofree char *started = tmp_path(t, "started");
     g_autofree char *script =
-        g_strconcat("mkdir -p _state/t; exec 3>_state/t/open; touch \"$1\"; ", tail, NULL);
+        g_strconcat("cd \"$CKPTFS_MOUNT\"; mkdir -p _state/t; exec 3>_state/t/open; touch \"$1\"; ",
+                    tail, NULL);
     g_autoptr(GPtrArray) argv = g_ptr_array_new();
     g_ptr_array_add(argv, (gpointer)t->ckptctl);
     g_ptr_array_add(argv, "run");
@@ -616,6 +848,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_record_failure_enforce, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fixed_layout_exits_0, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_on_stdout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_command_stdout_to_stderr, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_reader_gone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collision_exit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_report_aligned_with_long_job_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tag_names_the_test, setup, teardown),
         cmocka_unit_test_setup_teardown(test_given_dir_and_environment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command_status_passes_through, setup, teardown),

@@ -63,6 +63,24 @@ static void test_nulls_and_audit(void **st)
                               "\"pid\":1,\"uid\":0,\"comm\":null}");
 }
 
+/* tag_env=VAR mounts: "tag" last, a string or null; without it, no member. */
+static void test_tag(void **st)
+{
+    (void)st;
+    CkCollision c = spec_record();
+    c.has_tag = true;
+    c.tag = "tests/test_x.py::test_a (call)";
+    g_autofree char *json = ck_collision_to_json(&c);
+    assert_true(
+        g_str_has_suffix(json, "\"comm\":\"worker\",\"tag\":\"tests/test_x.py::test_a (call)\"}"));
+    c.tag = NULL;
+    g_autofree char *null_tag = ck_collision_to_json(&c);
+    assert_true(g_str_has_suffix(null_tag, "\"comm\":\"worker\",\"tag\":null}"));
+    c.has_tag = false;
+    g_autofree char *none = ck_collision_to_json(&c);
+    assert_null(strstr(none, "\"tag\""));
+}
+
 static void test_escaping(void **st)
 {
     (void)st;
@@ -233,7 +251,7 @@ int main(void)
         cmocka_unit_test(test_escaping),     cmocka_unit_test(test_ring_keeps_newest),
         cmocka_unit_test(test_keep_zero),    cmocka_unit_test(test_file_append),
         cmocka_unit_test(test_file_error),   cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_parse_lines),
+        cmocka_unit_test(test_parse_lines),  cmocka_unit_test(test_tag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

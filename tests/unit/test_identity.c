@@ -268,6 +268,32 @@ static void test_real_proc(void **st)
     ck_identity_free(path);
 }
 
+/* ck_proc_env_value (collision records' "tag"): any string, the first VAR=,
+ * bounded; absent or unreadable is NULL. */
+static void test_env_value(void **st)
+{
+    (void)st;
+    put_environ(9101, "A=1|PYTEST_CURRENT_TEST=tests/t.py::test_a (call)|PYTEST_CURRENT_TEST=no|");
+    g_autofree char *v = ck_proc_env_value(proc, 9101, "PYTEST_CURRENT_TEST");
+    assert_string_equal(v, "tests/t.py::test_a (call)");
+    g_autofree char *a = ck_proc_env_value(proc, 9101, "A");
+    assert_string_equal(a, "1");
+    assert_null(ck_proc_env_value(proc, 9101, "PYTEST"));
+    assert_null(ck_proc_env_value(proc, 9102, "A")); /* no such process */
+    assert_null(ck_proc_env_value(proc, 0, "A"));
+    /* unterminated last entry, empty value, and a value over the bound */
+    put_environ(9103, "E=|LAST=x");
+    g_autofree char *e = ck_proc_env_value(proc, 9103, "E");
+    assert_string_equal(e, "");
+    g_autofree char *last = ck_proc_env_value(proc, 9103, "LAST");
+    assert_string_equal(last, "x");
+    g_autofree char *big = g_strnfill(5000, 'x');
+    g_autofree char *env = g_strconcat("BIG=", big, NULL);
+    put_environ(9104, env);
+    g_autofree char *b = ck_proc_env_value(proc, 9104, "BIG");
+    assert_int_equal(strlen(b), CK_ENV_VALUE_MAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_vanished_not_cached),
         cmocka_unit_test(test_hostile_proc),
         cmocka_unit_test(test_real_proc),
+        cmocka_unit_test(test_env_value),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,6 +2,7 @@
 # The same two jobs after record 013: each job's state under its own root
 # _state/<job>, its marker recording state=_state/<job>.
 set -eu
+cd "${CKPTFS_MOUNT:-.}"
 if [ "${1:-}" = subtask0 ]; then
     root="_state/$CLINK_JOB_ID"
     mkdir -p "$root/v1/0" "_jobs/$CLINK_JOB_ID/chk-1"

@@ -3,10 +3,11 @@
 # becomes two jobs (a, b) sharing one checkpoint directory, and both jobs'
 # subtask 0 write and rename v1/0/checkpoint-1.snap, then complete
 # checkpoint 1 with a legacy marker (no state= line).
-# Run it from the checkpoint directory (ckptctl run makes the mount the cwd).
+# It works in the checkpoint directory: $CKPTFS_MOUNT under ckptctl run.
 # Each job is its own process started with CLINK_JOB_ID in its environment:
 # ckptfs reads a process's job from /proc/<pid>/environ.
 set -eu
+cd "${CKPTFS_MOUNT:-.}"
 if [ "${1:-}" = subtask0 ]; then
     mkdir -p v1/0 "_jobs/$CLINK_JOB_ID/chk-1"
     printf 'state of job %s\n' "$CLINK_JOB_ID" > "v1/0/checkpoint-1.snap.tmp-$CLINK_JOB_ID"

@@ -1,0 +1,91 @@
+/* ckptctl set MOUNT [KEY=VALUE...]: the settings of a live mount, through
+ * the extended attributes of MOUNT/<views>/.control (issue 13).  Without
+ * KEY=VALUE it prints them; with, it sets each in turn (policy=enforce|audit,
+ * legacy=ro|rw, rescan=SECONDS) and prints the result. */
+#include "ckptctl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#define PREFIX "user.ckptfs."
+
+static const char *const keys[] = {"policy", "legacy", "rescan"};
+
+int ckptctl_set(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    char *views = NULL;
+    GOptionEntry entries[] = {
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print {\"policy\",\"legacy\",\"rescan\"}", NULL},
+        {"views", 0, 0, G_OPTION_ARG_STRING, &views, "Name of the views directory (default _views)",
+         "NAME"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("MOUNT [KEY=VALUE...]");
+    g_option_context_set_summary(
+        ctx, "The settings of a live ckptfs mount, changed without a remount: policy=enforce|"
+             "audit, legacy=ro|rw, rescan=SECONDS.  Without KEY=VALUE, prints them.  Only "
+             "root or the user the daemon runs as may change them; the daemon logs and counts "
+             "each change.  Same as setfattr -n user.ckptfs.KEY -v VALUE MOUNT/_views/.control.");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
+        g_free(views);
+        return ckptctl_fail("set", "%s (try ckptctl set --help)", err->message);
+    }
+    if (argc < 2) {
+        g_free(views);
+        return ckptctl_fail("set", "expected MOUNT [KEY=VALUE...] (try ckptctl set --help)");
+    }
+    g_autofree char *control =
+        g_build_filename(argv[1], views ? views : "_views", ".control", NULL);
+    g_free(views);
+    for (int i = 2; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        g_autofree char *key = eq ? g_strndup(argv[i], (gsize)(eq - argv[i])) : NULL;
+        bool known = false;
+        for (gsize k = 0; key && k < G_N_ELEMENTS(keys); k++)
+            known |= strcmp(key, keys[k]) == 0;
+        if (!known)
+            return ckptctl_fail("set",
+                                "%s: expected policy=enforce|audit, legacy=ro|rw or "
+                                "rescan=SECONDS",
+                                argv[i]);
+        g_autofree char *name = g_strconcat(PREFIX, key, NULL);
+        if (setxattr(control, name, eq + 1, strlen(eq + 1), 0) != 0) {
+            int e = errno;
+            const char *why = e == EINVAL                   ? "not a valid value"
+                              : e == EPERM || e == EACCES   ? "only root or the mount's owner may "
+                                                              "change the settings"
+                              : e == ENOENT || e == ENOTSUP ? "not a ckptfs mount with live "
+                                                              "settings"
+                                                            : g_strerror(e);
+            return ckptctl_fail("set", "%s: %s: %s", control, argv[i], why);
+        }
+    }
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    for (gsize k = 0; k < G_N_ELEMENTS(keys); k++) {
+        g_autofree char *name = g_strconcat(PREFIX, keys[k], NULL);
+        char buf[256];
+        ssize_t n = getxattr(control, name, buf, sizeof buf - 1);
+        if (n < 0) {
+            int e = errno;
+            return ckptctl_fail("set", "%s: %s", control,
+                                e == ENOENT || e == ENODATA || e == ENOTSUP
+                                    ? "not a ckptfs mount with live settings"
+                                    : g_strerror(e));
+        }
+        buf[n] = '\0';
+        if (json)
+            ckptctl_add_str_or_null(b, keys[k], buf);
+        else
+            printf("%s=%s\n", keys[k], buf);
+    }
+    json_builder_end_object(b);
+    if (json)
+        ckptctl_print_json(b);
+    return CKPTCTL_OK;
+}
