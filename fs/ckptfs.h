@@ -27,6 +27,14 @@
 #include "metrics.h"
 #include "options.h"
 
+/* The journal's share of collisions (enforce.c): at most a burst per window. */
+typedef struct {
+    GMutex lock; /* leaf */
+    gint64 window_start;
+    guint in_window;
+    guint64 suppressed;
+} LogLimit;
+
 struct ckptfs {
     /* immutable while mounted */
     FsOptions opt;
@@ -58,6 +66,7 @@ struct ckptfs {
     GHashTable *open_handles; /* handle -> HandleKind */
 
     struct fuse_session *se;
+    LogLimit log_limit;             /* its own lock */
     Kio kio;                        /* the custom I/O layer: its own atomics */
     atomic_bool pt_register_logged; /* a failed passthrough registration was logged */
 };

@@ -67,27 +67,24 @@ static char *caller_comm(pid_t pid)
 #define REFUSAL_LOG_BURST     10
 #define REFUSAL_LOG_WINDOW_US (5 * G_USEC_PER_SEC)
 
-static void log_collision(const CkCollision *c)
+static void log_collision(struct ckptfs *fs, const CkCollision *c)
 {
-    static GMutex lock;
-    static gint64 window_start;
-    static guint in_window;
-    static guint64 suppressed;
+    LogLimit *l = &fs->log_limit;
     gint64 now = g_get_monotonic_time();
     guint64 said_later = 0;
-    g_mutex_lock(&lock);
-    if (window_start == 0 || now - window_start >= REFUSAL_LOG_WINDOW_US) {
-        said_later = suppressed;
-        suppressed = 0;
-        in_window = 0;
-        window_start = now;
+    g_mutex_lock(&l->lock);
+    if (l->window_start == 0 || now - l->window_start >= REFUSAL_LOG_WINDOW_US) {
+        said_later = l->suppressed;
+        l->suppressed = 0;
+        l->in_window = 0;
+        l->window_start = now;
     }
-    bool logged = in_window < REFUSAL_LOG_BURST;
+    bool logged = l->in_window < REFUSAL_LOG_BURST;
     if (logged)
-        in_window++;
+        l->in_window++;
     else
-        suppressed++;
-    g_mutex_unlock(&lock);
+        l->suppressed++;
+    g_mutex_unlock(&l->lock);
     if (said_later)
         g_warning("ckptfs: %" G_GUINT64_FORMAT " more collision(s) not logged (at most %d per %d "
                   "s; every one is in %s)",
@@ -141,7 +138,7 @@ static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const c
         .tag = tag,
     };
     ck_collision_log_append(fs->collisions, &c);
-    log_collision(&c);
+    log_collision(fs, &c);
     return d->proceed ? 0 : -d->err;
 }
 
@@ -218,8 +215,8 @@ int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char
      * can refuse a symlink for its target, so only then derive it. */
     g_autofree char *ppath =
         pns.kind == CK_NS_JOB && !fs->policy.off ? fs_node_path(fs, parent) : NULL;
-    CkDecision d = ck_decide_symlink(&mode, job, pns, ppath ? ppath : "", name, target,
-                                     fs->opt.views_name);
+    CkDecision d =
+        ck_decide_symlink(&mode, job, pns, ppath ? ppath : "", name, target, fs->opt.views_name);
     *out = d.ns;
     return apply(fs, req, &d, "symlink", job, parent, name, NULL, NULL, target);
 }

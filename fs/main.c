@@ -244,6 +244,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
     if (ckptfs_creds_init(fs) < 0)
         return fail(1, "%s%s", "cannot read the daemon's groups", "");
     ckptfs_handles_init(fs);
+    g_mutex_init(&fs->log_limit.lock);
     int rc = node_table_init(fs);
     if (rc < 0)
         return fail(1, "%s: %s", o->backing_arg, g_strerror(-rc));
@@ -256,6 +257,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
 static void teardown(struct ckptfs *fs)
 {
     ckptfs_handles_cleanup(fs);
+    g_mutex_clear(&fs->log_limit.lock);
     if (fs->views)
         views_destroy(fs);
     node_table_destroy(fs);
