@@ -502,7 +502,7 @@ void ck_restore_describe(GString *out, const CkRestore *r, const char *dir,
     }
 }
 
-static void fail(CkRestore *r, char *msg)
+static void set_unrestorable(CkRestore *r, char *msg)
 {
     r->restorable = false;
     g_free(r->error);
@@ -552,9 +552,10 @@ static bool pick_generation(CkRestore *r, const CkMarker *m, const Root *rt)
         return true;
     }
     if (!rt) {
-        fail(r, g_strdup_printf("no generation= and the root %s is remote: cannot guess the "
-                                "generation",
-                                r->root));
+        set_unrestorable(
+            r, g_strdup_printf("no generation= and the root %s is remote: cannot guess the "
+                               "generation",
+                               r->root));
         return false;
     }
     const RootInfo *ri = lookup(rt, NULL, true);
@@ -609,7 +610,8 @@ static bool classify_root(CkRestore *r, const char *value, const CkResolveOption
             p += strlen("localhost");
         if (p[0] != '/') {
             r->root = g_strdup(value);
-            fail(r, g_strdup_printf("%s=%s: a file:// URI needs an absolute path", what, value));
+            set_unrestorable(
+                r, g_strdup_printf("%s=%s: a file:// URI needs an absolute path", what, value));
             return false;
         }
     }
@@ -620,14 +622,14 @@ static bool classify_root(CkRestore *r, const char *value, const CkResolveOption
     }
     if (p[0] == '\0') {
         r->root = g_strdup("");
-        fail(r, g_strdup_printf("%s= is empty", what));
+        set_unrestorable(r, g_strdup_printf("%s= is empty", what));
         return false;
     }
     char *n = ck_path_normalize_rel(p);
     if (!n) {
         r->root = g_strdup(value);
         *escapes = true;
-        fail(r, g_strdup_printf("%s=%s escapes the checkpoint directory", what, value));
+        set_unrestorable(r, g_strdup_printf("%s=%s escapes the checkpoint directory", what, value));
         return false;
     }
     r->root = n;
@@ -644,8 +646,9 @@ static const char *root_name(const CkRestore *r)
 /* No generation= and no v<G> under the root to take the highest of. */
 static void fail_cannot_guess(CkRestore *r)
 {
-    fail(r, g_strdup_printf("no generation= and no v<G> under %s: cannot guess the generation",
-                            root_name(r)));
+    set_unrestorable(
+        r, g_strdup_printf("no generation= and no v<G> under %s: cannot guess the generation",
+                           root_name(r)));
 }
 
 /* Where a restore goes once its root is classified.
@@ -667,7 +670,7 @@ static const RootInfo *browse_root(CkRestore *r, const CkMarker *m, int dfd, CkR
     const RootInfo *ri = lookup(rt, NULL, true);
     if (ri->st != ST_DIR) {
         g_autofree char *msg = status_message(ri, r->root, rt->local);
-        fail(r, g_strdup_printf("%s %s", what, msg));
+        set_unrestorable(r, g_strdup_printf("%s %s", what, msg));
         return NULL;
     }
     return ri;
@@ -712,7 +715,7 @@ static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
         const RootInfo *gi = lookup(&rt, vg, false);
         if (gi->st != ST_DIR) {
             g_autofree char *p = path_join(r->root, vg);
-            fail(r, status_message(gi, p, rt.local));
+            set_unrestorable(r, status_message(gi, p, rt.local));
             return;
         }
     }
@@ -770,7 +773,7 @@ static void restore_legacy(CkRestore *r, int dfd, const CkMarker *m, const CkRes
         }
         if (gi->st == ST_SYMLINK || gi->st == ST_NOT_DIR || gi->st == ST_ERROR) {
             g_autofree char *p = path_join(r->root, vg);
-            fail(r, status_message(gi, p, rt.local));
+            set_unrestorable(r, status_message(gi, p, rt.local));
             return;
         }
     }
@@ -781,12 +784,14 @@ static void restore_legacy(CkRestore *r, int dfd, const CkMarker *m, const CkRes
     if (!any) {
         const char *where = root_name(r);
         if (have_gen)
-            fail(r,
-                 g_strdup_printf("neither %s nor the older layout <S> exists under %s", vg, where));
+            set_unrestorable(
+                r,
+                g_strdup_printf("neither %s nor the older layout <S> exists under %s", vg, where));
         else
-            fail(r, g_strdup_printf("no generation= and no v<G> (nor the older layout <S>) "
-                                    "under %s: cannot guess the generation",
-                                    where));
+            set_unrestorable(
+                r, g_strdup_printf("no generation= and no v<G> (nor the older layout <S>) "
+                                   "under %s: cannot guess the generation",
+                                   where));
         return;
     }
     r->older_layout = true;
@@ -813,7 +818,8 @@ static void restore_cut_short(CkRestore *r, int dfd, const CkMarker *m, CkRootCa
         return;
     }
     if (!pick_generation(r, m, &rt)) {
-        fail(r, g_strdup_printf("cut short, no generation= and no v<G> under %s", r->root));
+        set_unrestorable(
+            r, g_strdup_printf("cut short, no generation= and no v<G> under %s", r->root));
         return;
     }
     g_autofree char *vg = g_strdup_printf("v%" G_GUINT64_FORMAT, (guint64)r->generation);
@@ -821,7 +827,7 @@ static void restore_cut_short(CkRestore *r, int dfd, const CkMarker *m, CkRootCa
     const RootInfo *gi = lookup(&rt, vg, true);
     if (gi->st != ST_DIR) {
         g_autofree char *msg = status_message(gi, gp, true);
-        fail(r, g_strdup_printf("cut short and %s", msg));
+        set_unrestorable(r, g_strdup_printf("cut short and %s", msg));
         return;
     }
     /* Participants unknown: a restore reads every subtask directory present. */
@@ -861,7 +867,8 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
     case CK_MARKER_MALFORMED:
         r->root = NULL;
         /* m->error already says "line N: ..." when it is about a line. */
-        fail(r, g_strdup_printf("malformed marker: %s", m->error ? m->error : "parse error"));
+        set_unrestorable(
+            r, g_strdup_printf("malformed marker: %s", m->error ? m->error : "parse error"));
         break;
     case CK_MARKER_NAMESPACED:
         restore_namespaced(r, dirfd, m, opts, cache);

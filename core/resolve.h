@@ -45,7 +45,6 @@ typedef struct {
     const char
         *foreign_job; /* relative root names _state/<other>: that job (interned), else NULL */
     char *error;      /* why it is not restorable, else NULL */
-    /* Additions (core-b): */
     GArray *subtasks; /* guint32, parallel to reads: the subtask each read is for.  Equal to
                          participants except for cut-short markers, whose reads are the
                          subtask directories found under _state/<J>/v<G>. */

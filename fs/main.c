@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "resolve.h"
 #include "ckptfs-config.h"
 #include "ckptfs.h"
 #include "kio.h"
@@ -43,7 +44,7 @@ static GLogWriterOutput log_writer(GLogLevelFlags level, const GLogField *fields
     return g_log_writer_default(level, fields, n, NULL);
 }
 
-static int fail(int code, const char *fmt, const char *a, const char *b)
+static int setup_error(int code, const char *fmt, const char *a, const char *b)
 {
     fprintf(stderr, "ckptfs: ");
     fprintf(stderr, fmt, a, b);
@@ -97,12 +98,6 @@ static char *live_ckptfs_at(const char *mnt)
     return source;
 }
 
-static bool path_within(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
-}
-
 /* collision_log must not be inside the backing directory: the daemon never
  * writes there on its own.  Returns the absolute path to use. */
 static int check_collision_log(struct ckptfs *fs, char **abs_out)
@@ -113,13 +108,15 @@ static int check_collision_log(struct ckptfs *fs, char **abs_out)
     g_autofree char *base = g_path_get_basename(abs);
     char *real_dir = realpath(dir, NULL);
     if (!real_dir)
-        return fail(2, "collision_log=%s: %s", arg, g_strerror(errno));
+        return setup_error(2, "collision_log=%s: %s", arg, g_strerror(errno));
     g_autofree char *full = g_build_filename(real_dir, base, NULL);
-    bool inside = path_within(real_dir, fs->backing) || path_within(real_dir, fs->mountpoint);
+    bool inside =
+        ck_path_is_under(real_dir, fs->backing) || ck_path_is_under(real_dir, fs->mountpoint);
     free(real_dir);
     if (inside)
-        return fail(2, "collision_log=%s: %s", arg,
-                    "is inside the backing directory or the mount (ckptfs never writes there)");
+        return setup_error(
+            2, "collision_log=%s: %s", arg,
+            "is inside the backing directory or the mount (ckptfs never writes there)");
     *abs_out = g_steal_pointer(&full);
     return 0;
 }
@@ -175,53 +172,53 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
 {
     FsOptions *o = &fs->opt;
     if (!o->backing_arg || !mountpoint)
-        return fail(2, "usage: ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT%s%s",
-                    "", "");
+        return setup_error(
+            2, "usage: ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT%s%s", "", "");
 
     clear_stale_mount(mountpoint);
     struct stat st;
     char *real = realpath(o->backing_arg, NULL);
     if (!real)
-        return fail(2, "backing directory %s: %s", o->backing_arg, g_strerror(errno));
+        return setup_error(2, "backing directory %s: %s", o->backing_arg, g_strerror(errno));
     fs->backing = real;
     fs->backing_len = strlen(real);
     if (fs->backing_len == 1)
         fs->backing_len = 0; /* "/": every path is below it */
     if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
-        return fail(2, "%s: %s", o->backing_arg, "not a directory");
+        return setup_error(2, "%s: %s", o->backing_arg, "not a directory");
     real = realpath(mountpoint, NULL);
     if (!real)
-        return fail(2, "mount point %s: %s", mountpoint, g_strerror(errno));
+        return setup_error(2, "mount point %s: %s", mountpoint, g_strerror(errno));
     fs->mountpoint = real;
     if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
-        return fail(2, "%s: %s", mountpoint, "not a directory");
+        return setup_error(2, "%s: %s", mountpoint, "not a directory");
     g_autofree char *serving = live_ckptfs_at(real);
     if (serving)
-        return fail(2,
-                    "%s: a live ckptfs (of %s) already serves this mount point; unmount it "
-                    "first (fusermount3 -u)",
-                    real, serving);
+        return setup_error(2,
+                           "%s: a live ckptfs (of %s) already serves this mount point; unmount it "
+                           "first (fusermount3 -u)",
+                           real, serving);
     /* the catalog and inotify read the backing dir by path, and lookups pass
      * through: a mount on the backing dir, inside it or above it would read
      * itself (and its own descriptors would keep it from being unmounted) */
-    if (fs->backing_len == 0 || path_within(fs->mountpoint, fs->backing) ||
-        path_within(fs->backing, fs->mountpoint))
-        return fail(2, "%s: %s", mountpoint,
-                    "is the backing directory, inside it or above it: the mount would read "
-                    "itself; choose a mount point outside the backing directory");
+    if (fs->backing_len == 0 || ck_path_is_under(fs->mountpoint, fs->backing) ||
+        ck_path_is_under(fs->backing, fs->mountpoint))
+        return setup_error(2, "%s: %s", mountpoint,
+                           "is the backing directory, inside it or above it: the mount would read "
+                           "itself; choose a mount point outside the backing directory");
 
     fs->root_fd = open(fs->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fs->root_fd < 0)
-        return fail(2, "%s: %s", o->backing_arg, g_strerror(errno));
+        return setup_error(2, "%s: %s", o->backing_arg, g_strerror(errno));
     fs->mount_fd = open(fs->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fs->mount_fd < 0)
-        return fail(2, "%s: %s", o->backing_arg, g_strerror(errno));
+        return setup_error(2, "%s: %s", o->backing_arg, g_strerror(errno));
     if (fstatat(fs->root_fd, o->views_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
         g_autofree char *msg = g_strdup_printf(
             "the backing directory already has an entry named %s; choose another name for "
             "the views with -o views=NAME",
             o->views_name);
-        return fail(2, "%s: %s", o->backing_arg, msg);
+        return setup_error(2, "%s: %s", o->backing_arg, msg);
     }
 
     g_autofree char *log_path = NULL;
@@ -233,7 +230,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
     g_autoptr(GError) err = NULL;
     fs->collisions = ck_collision_log_new(CK_COLLISION_LOG_KEEP, log_path, &err);
     if (!fs->collisions)
-        return fail(2, "collision_log=%s: %s", o->collision_log, err ? err->message : "?");
+        return setup_error(2, "collision_log=%s: %s", o->collision_log, err ? err->message : "?");
     if (o->job_interned || o->identity_env)
         fs->identity = ck_identity_new(o->job_interned, o->identity_env, "/proc");
 
@@ -242,15 +239,15 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
     fs->attr_timeout = o->attr_timeout_s;
     passthrough_setup(fs);
     if (ckptfs_creds_init(fs) < 0)
-        return fail(1, "%s%s", "cannot read the daemon's groups", "");
+        return setup_error(1, "%s%s", "cannot read the daemon's groups", "");
     ckptfs_handles_init(fs);
     g_mutex_init(&fs->log_limit.lock);
     int rc = node_table_init(fs);
     if (rc < 0)
-        return fail(1, "%s: %s", o->backing_arg, g_strerror(-rc));
+        return setup_error(1, "%s: %s", o->backing_arg, g_strerror(-rc));
     rc = views_init(fs);
     if (rc < 0)
-        return fail(1, "%s: %s", "views", g_strerror(-rc));
+        return setup_error(1, "%s: %s", "views", g_strerror(-rc));
     return 0;
 }
 

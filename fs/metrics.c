@@ -44,11 +44,6 @@ static const char *const fs_op_names[FS_OP_COUNT] = {
     [FS_OP_COPY_FILE_RANGE] = "copy_file_range",
 };
 
-const char *fs_op_name(FsOp op)
-{
-    return op < FS_OP_COUNT ? fs_op_names[op] : "unknown";
-}
-
 static guint64 get(atomic_uint_fast64_t *a)
 {
     return atomic_load_explicit(a, memory_order_relaxed);

@@ -84,8 +84,6 @@ typedef struct {
     atomic_int_fast64_t pt_ids;                         /* gauge: backing ids registered */
 } FsMetrics;
 
-const char *fs_op_name(FsOp op);
-
 /* The request the calling thread serves (each handler counts its op first,
  * and replies on the same thread): tells an expected miss from an error. */
 extern _Thread_local FsOp fs_metric_cur_op;

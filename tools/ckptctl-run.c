@@ -23,6 +23,7 @@
  * caught: the daemon and COMMAND get PR_SET_PDEATHSIG SIGTERM (the daemon
  * then unmounts, lazily), and the daemon mounts with auto_unmount, so even a
  * SIGKILL of the daemon leaves no mount behind. */
+#include "resolve.h"
 #include "ckptctl.h"
 
 #include <errno.h>
@@ -101,22 +102,14 @@ static void run_clear(Run *r)
     g_free(r->daemon_log);
 }
 
-static int fail(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
-static int fail(const char *fmt, ...)
+static int run_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+static int run_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     g_autofree char *msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
     return ckptctl_fail("run", "%s", msg);
-}
-
-static bool path_within(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    if (n == 1 && dir[0] == '/')
-        return true;
-    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
 }
 
 static bool is_exec(const char *p)
@@ -236,7 +229,7 @@ static int make_base(Run *r)
     const char *roots[] = {g_get_tmp_dir(), "/tmp", "/var/tmp", "/dev/shm"};
     for (gsize i = 0; i < G_N_ELEMENTS(roots); i++) {
         g_autofree char *root = realpath(roots[i], NULL);
-        if (!root || path_within(root, r->backing))
+        if (!root || ck_path_is_under(root, r->backing))
             continue;
         clear_dead_runs(root);
         g_autofree char *tmpl = g_build_filename(root, "ckptctl-run-XXXXXX", NULL);
@@ -247,7 +240,7 @@ static int make_base(Run *r)
         r->log = g_build_filename(r->base, "collisions.jsonl", NULL);
         r->daemon_log = g_build_filename(r->base, "ckptfs.log", NULL);
         if (g_mkdir(r->mnt, 0755) != 0)
-            return fail("%s: %s", r->mnt, g_strerror(errno));
+            return run_error("%s: %s", r->mnt, g_strerror(errno));
         /* for clear_dead_runs, should this run be killed outright */
         if (r->made_backing && !r->keep) {
             g_autofree char *note = g_build_filename(r->base, "tmpdir", NULL);
@@ -255,7 +248,8 @@ static int make_base(Run *r)
         }
         return 0;
     }
-    return fail("no temporary directory outside %s for the mountpoint (set TMPDIR)", r->backing);
+    return run_error("no temporary directory outside %s for the mountpoint (set TMPDIR)",
+                     r->backing);
 }
 
 static int prepare_backing(Run *r)
@@ -263,22 +257,22 @@ static int prepare_backing(Run *r)
     if (r->dir) {
         struct stat st;
         if (stat(r->dir, &st) != 0)
-            return fail("--dir %s: %s", r->dir, g_strerror(errno));
+            return run_error("--dir %s: %s", r->dir, g_strerror(errno));
         if (!S_ISDIR(st.st_mode))
-            return fail("--dir %s: not a directory", r->dir);
+            return run_error("--dir %s: not a directory", r->dir);
         r->backing = realpath(r->dir, NULL);
         if (!r->backing)
-            return fail("--dir %s: %s", r->dir, g_strerror(errno));
+            return run_error("--dir %s: %s", r->dir, g_strerror(errno));
         return 0;
     }
     g_autoptr(GError) err = NULL;
     char *tmp = g_dir_make_tmp("ckptctl-run-dir-XXXXXX", &err);
     if (!tmp)
-        return fail("temporary directory: %s", err->message);
+        return run_error("temporary directory: %s", err->message);
     r->backing = realpath(tmp, NULL);
     g_free(tmp);
     if (!r->backing)
-        return fail("temporary directory: %s", g_strerror(errno));
+        return run_error("temporary directory: %s", g_strerror(errno));
     r->made_backing = true;
     return 0;
 }
@@ -354,12 +348,12 @@ static int start_daemon(Run *r)
 
     int logfd = open(r->daemon_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (logfd < 0)
-        return fail("%s: %s", r->daemon_log, g_strerror(errno));
+        return run_error("%s: %s", r->daemon_log, g_strerror(errno));
     pid_t ppid = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(logfd);
-        return fail("fork: %s", g_strerror(errno));
+        return run_error("fork: %s", g_strerror(errno));
     }
     if (pid == 0) {
         child_common(r, false);
@@ -399,20 +393,21 @@ static int wait_mounted(Run *r)
         reap(r);
         if (!r->daemon) {
             print_daemon_log(r);
-            return fail("ckptfs %s %s: the mount could not be set up (ckptfs exited, status %d)",
-                        r->backing, r->mnt,
-                        WIFEXITED(r->daemon_status) ? WEXITSTATUS(r->daemon_status)
-                                                    : 128 + WTERMSIG(r->daemon_status));
+            return run_error(
+                "ckptfs %s %s: the mount could not be set up (ckptfs exited, status %d)",
+                r->backing, r->mnt,
+                WIFEXITED(r->daemon_status) ? WEXITSTATUS(r->daemon_status)
+                                            : 128 + WTERMSIG(r->daemon_status));
         }
         int sig = wait_signal(r, 50);
         if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
             r->signals_seen++;
-            return fail("interrupted by signal %d while mounting", sig);
+            return run_error("interrupted by signal %d while mounting", sig);
         }
     }
     print_daemon_log(r);
-    return fail("ckptfs %s %s: not mounted after %d s", r->backing, r->mnt,
-                MOUNT_TIMEOUT_MS / 1000);
+    return run_error("ckptfs %s %s: not mounted after %d s", r->backing, r->mnt,
+                     MOUNT_TIMEOUT_MS / 1000);
 }
 
 static int start_command(Run *r)
@@ -420,7 +415,7 @@ static int start_command(Run *r)
     pid_t ppid = getpid();
     pid_t pid = fork();
     if (pid < 0)
-        return fail("fork: %s", g_strerror(errno));
+        return run_error("fork: %s", g_strerror(errno));
     if (pid == 0) {
         child_common(r, true);
         if (getppid() != ppid)
@@ -784,7 +779,7 @@ static int write_report(const Run *r, const Outcome *out)
         return 0;
     g_autoptr(GError) err = NULL;
     if (!g_file_set_contents(r->report, text, -1, &err))
-        return fail("--report %s: %s", r->report, err->message);
+        return run_error("--report %s: %s", r->report, err->message);
     return 0;
 }
 
@@ -914,32 +909,32 @@ static int parse_args(Run *r, int *argc, char ***argv)
     g_option_context_set_strict_posix(ctx, TRUE);
     g_autoptr(GError) err = NULL;
     if (!g_option_context_parse(ctx, argc, argv, &err))
-        return fail("%s (try ckptctl run --help)", err->message);
+        return run_error("%s (try ckptctl run --help)", err->message);
     int first = 1;
     if (first < *argc && strcmp((*argv)[first], "--") == 0)
         first++;
     if (first >= *argc)
-        return fail("no COMMAND (try ckptctl run --help)");
+        return run_error("no COMMAND (try ckptctl run --help)");
     r->command = *argv + first;
     if (!r->policy)
         r->policy = g_strdup("audit");
     if (r->collision_exit == -1)
         r->collision_exit = RUN_EXIT_COLLISIONS;
     if (r->collision_exit < 1 || r->collision_exit > 255)
-        return fail("--collision-exit %d: expected 1 to 255", r->collision_exit);
+        return run_error("--collision-exit %d: expected 1 to 255", r->collision_exit);
     if (!r->tag_env)
         r->tag_env = g_strdup("PYTEST_CURRENT_TEST");
     if (!*r->tag_env || strpbrk(r->tag_env, "=,"))
-        return fail("--tag-env %s: expected an environment variable name", r->tag_env);
+        return run_error("--tag-env %s: expected an environment variable name", r->tag_env);
     if (strcmp(r->policy, "audit") != 0 && strcmp(r->policy, "enforce") != 0)
-        return fail("--policy %s: expected enforce or audit", r->policy);
+        return run_error("--policy %s: expected enforce or audit", r->policy);
     if (r->identity && (!g_str_has_prefix(r->identity, "env:") || !r->identity[4] ||
                         strpbrk(r->identity + 4, "=,")))
-        return fail("--identity %s: expected env:VAR", r->identity);
+        return run_error("--identity %s: expected env:VAR", r->identity);
     if (r->identity && r->job)
-        return fail("--identity and --job exclude each other");
+        return run_error("--identity and --job exclude each other");
     if (r->job && (!*r->job || strchr(r->job, ',')))
-        return fail("--job %s: not a job id", r->job);
+        return run_error("--job %s: not a job id", r->job);
     return 0;
 }
 
@@ -956,8 +951,8 @@ int ckptctl_run(int argc, char **argv)
     }
     r.bin = find_ckptfs(r.ckptfs);
     if (!r.bin) {
-        rc = r.ckptfs ? fail("--ckptfs %s: not an executable file", r.ckptfs)
-                      : fail("ckptfs not found (build tree, PATH, sbin); give --ckptfs PATH");
+        rc = r.ckptfs ? run_error("--ckptfs %s: not an executable file", r.ckptfs)
+                      : run_error("ckptfs not found (build tree, PATH, sbin); give --ckptfs PATH");
         run_clear(&r);
         return rc;
     }
