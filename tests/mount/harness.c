@@ -156,6 +156,35 @@ int mount_start(Mount *m, const char *const *args)
     return -1;
 }
 
+/* Lines of the daemon log that report a problem: GLib warnings and
+ * criticals, sanitizer reports.  Each must contain a text the test expects. */
+static bool unexpected_warnings(Mount *m)
+{
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(m->log, &text, NULL, NULL))
+        return false;
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    bool bad = false;
+    for (char **l = lines; *l; l++) {
+        if (!strstr(*l, "WARNING **") && !strstr(*l, "CRITICAL **") && !strstr(*l, "ERROR **") &&
+            !strstr(*l, "runtime error:"))
+            continue;
+        /* collision records reach the journal as warnings by design */
+        if (strstr(*l, "ckptfs: collision ") || strstr(*l, "collision(s) not logged"))
+            continue;
+        bool expected = false;
+        for (guint i = 0; m->expected_log && i < m->expected_log->len && !expected; i++)
+            expected = strstr(*l, m->expected_log->pdata[i]) != NULL;
+        if (!expected) {
+            fprintf(stderr, "daemon logged what the test did not expect: %s\n", *l);
+            bad = true;
+        }
+    }
+    if (bad)
+        mount_dump_log(m);
+    return bad;
+}
+
 int mount_stop(Mount *m)
 {
     if (!m->pid)
@@ -188,9 +217,18 @@ int mount_stop(Mount *m)
     m->exit_status = status;
     if (live_mounts)
         g_ptr_array_remove(live_mounts, m);
-    if (status != 0)
+    if (status != 0) {
         mount_dump_log(m);
-    return status == 0 ? 0 : -1;
+        return -1;
+    }
+    return unexpected_warnings(m) ? -1 : 0;
+}
+
+void mount_expect_log(Mount *m, const char *text)
+{
+    if (!m->expected_log)
+        m->expected_log = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(m->expected_log, g_strdup(text));
 }
 
 void mount_free(Mount *m)
@@ -208,6 +246,8 @@ void mount_free(Mount *m)
     g_free(m->work);
     g_free(m->bwork);
     g_free(m->log);
+    if (m->expected_log)
+        g_ptr_array_unref(m->expected_log);
     g_free(m);
 }
 

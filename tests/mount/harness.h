@@ -11,16 +11,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <glib.h>
+
 typedef struct {
-    char *base;      /* temp dir holding everything */
-    char *backing;   /* base/backing */
-    char *mnt;       /* base/mnt */
-    char *work;      /* mnt/_state/t */
-    char *bwork;     /* backing/_state/t */
-    char *log;       /* daemon's stderr */
-    pid_t pid;       /* daemon, 0 when not running */
-    int exit_status; /* of the last stop (waitpid status) */
-    long nofile;     /* RLIMIT_NOFILE for the daemon, 0: inherited */
+    char *base;              /* temp dir holding everything */
+    char *backing;           /* base/backing */
+    char *mnt;               /* base/mnt */
+    char *work;              /* mnt/_state/t */
+    char *bwork;             /* backing/_state/t */
+    char *log;               /* daemon's stderr */
+    pid_t pid;               /* daemon, 0 when not running */
+    int exit_status;         /* of the last stop (waitpid status) */
+    long nofile;             /* RLIMIT_NOFILE for the daemon, 0: inherited */
+    GPtrArray *expected_log; /* mount_expect_log: texts a warning may contain */
 } Mount;
 
 /* Makes the directories (backing/_state/t exists) without mounting. */
@@ -30,8 +33,12 @@ Mount *mount_new(void);
  * returns 0 once mounted, -1 (and prints the daemon log) otherwise. */
 int mount_start(Mount *m, const char *const *args);
 /* Unmounts and reaps the daemon; returns 0 when it exited with status 0
- * (an ASan leak report makes it non-zero). */
+ * (an ASan leak report makes it non-zero) and logged no warning or
+ * critical message that the test did not announce (as libfuse's own test
+ * harness does: a daemon that complains is a failure). */
 int mount_stop(Mount *m);
+/* The test expects the daemon to log a warning containing `text`. */
+void mount_expect_log(Mount *m, const char *text);
 /* mount_stop if needed, then removes the temp dir. */
 void mount_free(Mount *m);
 /* Prints the daemon log to stderr. */

@@ -604,6 +604,7 @@ static void test_create_never_follows_a_backing_symlink(void **state)
 static int setup_no_handles(void **state)
 {
     Mount *m = mount_new();
+    mount_expect_log(m, "gives no usable file handles");
     const char *args[] = {"-o", "no_handles", NULL};
     if (mount_start(m, args) != 0) {
         mount_free(m);
