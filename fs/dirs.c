@@ -12,11 +12,10 @@
 
 /* What fi->fh of an open directory points at. */
 typedef struct {
-    GMutex lock; /* serialises readdir on one handle */
     Node *node;
     bool counted; /* among the node's opens (a backing directory) */
     DIR *dp;      /* backing directory stream, opened at the first readdir */
-    int sync_fd;  /* for fsyncdir, opened at the first (-1 before; lock) */
+    int sync_fd;  /* for fsyncdir, opened at the first (-1 before; atomic) */
     off_t offset;
     GArray *root; /* RootEntry: the root's entries, snapshot at opendir */
     void *views;  /* views_opendir handle */
@@ -49,7 +48,6 @@ static void dirhandle_free(struct ckptfs *fs, void *p)
     }
     if (d->views)
         views_releasedir(fs, d->views);
-    g_mutex_clear(&d->lock);
     g_free(d);
 }
 
@@ -96,7 +94,6 @@ static int dirhandle_stream(struct ckptfs *fs, DirHandle *d)
 static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
 {
     DirHandle *d = g_new0(DirHandle, 1);
-    g_mutex_init(&d->lock);
     d->node = n;
     d->sync_fd = -1;
     int err = 0;
@@ -212,7 +209,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     size_t used = 0;
     int err = 0;
 
-    g_mutex_lock(&d->lock);
+    /* No lock: the kernel sends one READDIR at a time per open directory
+     * (getdents holds the file's f_pos lock), and fsyncdir touches only
+     * sync_fd. */
     if (d->views) {
         ssize_t r = views_readdir(fs, req, dir, d->views, buf, size, off, plus);
         if (r < 0)
@@ -253,7 +252,6 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             used += len;
         }
     }
-    g_mutex_unlock(&d->lock);
 
     /* An error after some entries went into the buffer cannot be reported
      * without losing their lookup references: send what we have. */
@@ -294,17 +292,16 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
     if (d->counted) {
         /* a descriptor of its own, kept for the next fsyncdir (a commit
          * loop syncs one open directory again and again) */
-        g_mutex_lock(&d->lock);
-        if (d->sync_fd < 0)
-            d->sync_fd = node_open(fs, d->node, O_RDONLY | O_DIRECTORY);
-        int fd = d->sync_fd;
-        g_mutex_unlock(&d->lock);
-        err = fd < 0 ? fd : sync_fd(fd, datasync);
+        int fd = g_atomic_int_get(&d->sync_fd);
         if (fd < 0) {
-            g_mutex_lock(&d->lock);
-            d->sync_fd = -1;
-            g_mutex_unlock(&d->lock);
+            fd = node_open(fs, d->node, O_RDONLY | O_DIRECTORY);
+            /* two fsyncdir at once: one descriptor is kept, the other closed */
+            if (fd >= 0 && !g_atomic_int_compare_and_exchange(&d->sync_fd, -1, fd)) {
+                close(fd);
+                fd = g_atomic_int_get(&d->sync_fd);
+            }
         }
+        err = fd < 0 ? fd : sync_fd(fd, datasync);
     }
     reply_err(fs, req, err);
 }
