@@ -244,6 +244,11 @@ int kio_attach(Kio *k, struct fuse_session *se)
     return rc;
 }
 
+void kio_detach(Kio *k)
+{
+    k->fd = -1;
+}
+
 bool kio_passthrough(const Kio *k)
 {
     if (!atomic_load(&k->init_done))
@@ -262,6 +267,8 @@ const char *kio_why_not(const Kio *k)
 
 int kio_backing_open(Kio *k, int fd)
 {
+    if (k->fd < 0)
+        return -ENOTCONN;
     struct kio_backing_map map = {.fd = fd, .flags = 0, .padding = 0};
     int id = ioctl(k->fd, KIO_DEV_IOC_BACKING_OPEN, &map);
     return id > 0 ? id : (id < 0 ? -errno : -EIO);
@@ -270,6 +277,8 @@ int kio_backing_open(Kio *k, int fd)
 void kio_backing_close(Kio *k, int backing_id)
 {
     uint32_t id = (uint32_t)backing_id;
+    if (k->fd < 0)
+        return; /* the connection is gone, and its backing files with it */
     if (backing_id > 0 && ioctl(k->fd, KIO_DEV_IOC_BACKING_CLOSE, &id) < 0)
         g_warning("ckptfs: releasing passthrough backing id %d: %s", backing_id, g_strerror(errno));
 }

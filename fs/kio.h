@@ -43,6 +43,8 @@ void kio_init(Kio *k, bool want, const char *why_not, int backing_stack_depth);
 /* Routes the session's requests and replies through kio (after
  * fuse_session_mount, before the loop).  Returns 0 or -errno. */
 int kio_attach(Kio *k, struct fuse_session *se);
+/* The session is about to close its descriptor: kio uses it no more. */
+void kio_detach(Kio *k);
 /* Before the INIT reply (in the init handler): passthrough will be asked
  * for.  After it: passthrough was negotiated. */
 bool kio_passthrough(const Kio *k);

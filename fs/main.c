@@ -358,6 +358,10 @@ out_signals:
     fuse_remove_signal_handlers(fs.se);
 out_session:
     views_stop(&fs);
+    /* handles the kernel never released are freed after this: their
+     * backing ids went with the connection, and the descriptor number may
+     * be reused once the session closes it */
+    kio_detach(&fs.kio);
     fuse_session_destroy(fs.se);
 out:
     free(c.mountpoint);
