@@ -136,5 +136,24 @@ GString *fs_metrics_render(FsMetrics *m, guint64 nodes)
                                "ckptfs_passthrough_fallbacks_total{reason=\"%s\"} "
                                "%" G_GUINT64_FORMAT "\n",
                                pt_why[w], get(&m->pt_fallbacks[w]));
+    g_string_append_printf(
+        s,
+        "# HELP ckptfs_catalog_markers_loaded Markers of the catalog read and resolved (below "
+        "ckptfs_catalog_markers while it loads).\n"
+        "# TYPE ckptfs_catalog_markers_loaded gauge\n"
+        "ckptfs_catalog_markers_loaded %" G_GUINT64_FORMAT "\n"
+        "# HELP ckptfs_catalog_rescan_duration_seconds Duration of the last periodic rescan pass.\n"
+        "# TYPE ckptfs_catalog_rescan_duration_seconds gauge\n"
+        "ckptfs_catalog_rescan_duration_seconds %.6f\n"
+        "# HELP ckptfs_catalog_sweep_duration_seconds Time spent on the last sweep that checked "
+        "every job.\n"
+        "# TYPE ckptfs_catalog_sweep_duration_seconds gauge\n"
+        "ckptfs_catalog_sweep_duration_seconds %.6f\n"
+        "# HELP ckptfs_inotify_overflows_total Inotify queue overflows (each followed by a full "
+        "rescan).\n"
+        "# TYPE ckptfs_inotify_overflows_total counter\n"
+        "ckptfs_inotify_overflows_total %" G_GUINT64_FORMAT "\n",
+        get(&m->catalog_markers_loaded), (double)get(&m->rescan_duration_us) / 1e6,
+        (double)get(&m->sweep_duration_us) / 1e6, get(&m->inotify_overflows));
     return s;
 }

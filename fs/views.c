@@ -182,6 +182,7 @@ int views_init(struct ckptfs *fs)
      * mount may take to show anyway (rescan=); catalog changes are
      * invalidated explicitly, negative entries are never kept */
     v->timeout = fs->opt.rescan_s > 0 ? fs->opt.rescan_s : 1.0;
+    v->stable_timeout = MAX(v->timeout, 60.0);
     g_mutex_init(&v->lock);
     g_cond_init(&v->loaded_cond);
     g_mutex_init(&v->ino_lock);
@@ -245,6 +246,10 @@ void views_destroy(struct ckptfs *fs)
     g_hash_table_unref(v->vinos);
     if (v->early_names)
         g_ptr_array_unref(v->early_names);
+    if (v->root_names)
+        g_ptr_array_unref(v->root_names);
+    if (v->root_inos)
+        g_array_unref(v->root_inos);
     if (v->pending)
         g_hash_table_unref(v->pending);
     for (guint i = 0; i < v->ext_fds->len; i++)
@@ -270,6 +275,7 @@ static GBytes *snapshot(struct ckptfs *fs, VnKind k)
 {
     if (k == VN_COLLISIONS)
         return ck_collision_log_snapshot(fs->collisions);
+    catalog_watch_load_gauges(fs);
     GString *s = fs_metrics_render(&fs->metrics, node_table_count(fs));
     return g_string_free_to_bytes(s);
 }
@@ -337,7 +343,7 @@ static int top_lookup(struct ckptfs *fs, VnKind k, const char *vkey, struct fuse
     e->ino = node_ino(&fs->nodes, n);
     e->generation = n->generation;
     /* the files change with every request: never cache their attributes */
-    e->attr_timeout = k == VN_ROOT ? views_of(fs)->timeout : 0.0;
+    e->attr_timeout = k == VN_ROOT ? views_of(fs)->stable_timeout : 0.0;
     e->entry_timeout = 1.0;
     return 0;
 }
@@ -379,7 +385,7 @@ int views_getattr(struct ckptfs *fs, Node *n, struct stat *st, double *timeout)
     case VN_COLLISIONS:
     case VN_METRICS:
         fill_stat(fs, vn->kind, st);
-        *timeout = vn->kind == VN_ROOT ? views_of(fs)->timeout : 0.0;
+        *timeout = vn->kind == VN_ROOT ? views_of(fs)->stable_timeout : 0.0;
         return 0;
     default:
         return jv_getattr(fs, n, vn, st, timeout);
@@ -421,6 +427,62 @@ static void viewsdir_free(ViewsDir *d)
     g_free(d);
 }
 
+/* The job names of the views dir.  Once the catalog is loaded, the list
+ * and its inode numbers are kept until a job comes or goes (an opendir of
+ * 10,000 jobs then copies nothing), and the kernel may keep its copy while
+ * it is that list. */
+static void root_listing(struct ckptfs *fs, ViewsDir *d)
+{
+    Views *v = views_of(fs);
+    CkCatalog *c = catalog_if_loaded(fs);
+    if (!c) {
+        g_autoptr(GPtrArray) names = views_job_names(fs);
+        for (guint i = 0; i < names->len; i++)
+            vent_add(d, names->pdata[i], views_vino(fs, names->pdata[i]), DT_DIR);
+        return;
+    }
+    guint64 ver = ck_catalog_names_version(c); /* before the names: never newer than them */
+    g_mutex_lock(&v->lock);
+    bool fresh = v->root_names && v->root_version == ver;
+    g_mutex_unlock(&v->lock);
+    if (!fresh) {
+        GPtrArray *names = ck_catalog_job_names(c);
+        GArray *inos = g_array_sized_new(FALSE, FALSE, sizeof(ino_t), names->len);
+        for (guint i = 0; i < names->len; i++) {
+            ino_t ino = views_vino(fs, names->pdata[i]);
+            g_array_append_val(inos, ino);
+        }
+        g_mutex_lock(&v->lock);
+        if (!v->root_names || v->root_version < ver) {
+            if (v->root_names)
+                g_ptr_array_unref(v->root_names);
+            if (v->root_inos)
+                g_array_unref(v->root_inos);
+            v->root_names = g_steal_pointer(&names);
+            v->root_inos = g_steal_pointer(&inos);
+            v->root_version = ver;
+        }
+        g_mutex_unlock(&v->lock);
+        if (names)
+            g_ptr_array_unref(names);
+        if (inos)
+            g_array_unref(inos);
+    }
+    g_mutex_lock(&v->lock);
+    g_autoptr(GPtrArray) names = g_ptr_array_ref(v->root_names);
+    g_autoptr(GArray) inos = g_array_ref(v->root_inos);
+    guint64 have = v->root_version;
+    d->cacheable = true;
+    d->keep_cache = v->root_given == have + 1;
+    v->root_given = have + 1;
+    g_mutex_unlock(&v->lock);
+    for (guint i = 0; i < names->len; i++) {
+        /* interned: borrowed, never freed */
+        VEnt e = {names->pdata[i], g_array_index(inos, ino_t, i), DT_DIR, true, NULL, -1};
+        g_array_append_val(d->ents, e);
+    }
+}
+
 int views_opendir(struct ckptfs *fs, Node *n, void **dh)
 {
     VNode *vn = vn_of(n);
@@ -434,9 +496,7 @@ int views_opendir(struct ckptfs *fs, Node *n, void **dh)
     if (vn->kind == VN_ROOT) {
         vent_add(d, ".collisions", VINO_COLLISIONS, DT_REG);
         vent_add(d, ".metrics", VINO_METRICS, DT_REG);
-        g_autoptr(GPtrArray) names = views_job_names(fs);
-        for (guint i = 0; i < names->len; i++)
-            vent_add(d, names->pdata[i], views_vino(fs, names->pdata[i]), DT_DIR);
+        root_listing(fs, d);
     } else {
         err = jv_opendir(fs, n, vn, d);
     }

@@ -65,7 +65,8 @@ typedef struct {
     uid_t uid;
     gid_t gid;
     struct timespec mounted;
-    double timeout; /* entry/attr timeout of views entries */
+    double timeout;        /* entry/attr timeout of views entries */
+    double stable_timeout; /* of those invalidated explicitly, and of constant attributes */
 
     GMutex lock;
     GCond loaded_cond;
@@ -79,6 +80,12 @@ typedef struct {
     GArray *ext_fds;         /* O_PATH descriptors of them (-1: unusable) */
 
     guint64 next_serial; /* atomic: Listing serials */
+
+    /* the views dir's listing once the catalog is loaded (v->lock) */
+    GPtrArray *root_names; /* sorted interned job ids */
+    GArray *root_inos;     /* ino_t, parallel */
+    guint64 root_version;  /* ck_catalog_names_version they are of */
+    guint64 root_given;    /* root_version + 1 of the listing the kernel got last, 0: none */
 
     GMutex ino_lock;
     GHashTable *vinos; /* vkey (owned) -> ino */
@@ -153,3 +160,5 @@ int catalog_watch_start(struct ckptfs *fs);
 void catalog_watch_stop(struct ckptfs *fs);
 /* A job changed (refresh done): queue the kernel invalidations of its views. */
 void catalog_watch_changed(struct ckptfs *fs, const char *job);
+/* While the catalog loads: its progress into the catalog gauges. */
+void catalog_watch_load_gauges(struct ckptfs *fs);

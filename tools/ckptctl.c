@@ -352,7 +352,7 @@ static int unreadable_job_dir(const char *dir, char **where)
 static CkCatalog *catalog_with_stats(const char *cmd, const char *dir, Common *c,
                                      const CkResolveOptions *ro, int *rc)
 {
-    CkCatalogOptions co = {*ro, c->views ? c->views : "_views"};
+    CkCatalogOptions co = {*ro, c->views ? c->views : "_views", NULL};
     g_autoptr(GError) err = NULL;
     /* CKPTCTL_STATS=1: how long the catalog took and how much heap it holds
      * (SPEC §6 budget: 1 KiB per marker), on stderr. */
