@@ -35,6 +35,19 @@ char *ckptctl_hazard_jobs(const CkHazard *h);
 /* A record's string member, NULL when absent or not a string. */
 const char *ckptctl_member_str(JsonObject *o, const char *k);
 
+/* A progress line on stderr for work that can take more than a second
+ * (fixture, jobs, check, unused): only when stderr is a terminal and not
+ * with --json; redrawn in place four times a second once the work has taken
+ * a second (CKPTCTL_PROGRESS_DELAY_MS overrides that, for tests), erased
+ * when done.  new returns NULL when there is to be none; every call takes
+ * NULL.  phase: what is being done, and the counters (atomics, read with
+ * g_atomic_int_get; total may be NULL) of the things done, in `unit`. */
+typedef struct CkptctlProgress CkptctlProgress;
+CkptctlProgress *ckptctl_progress_new(const char *cmd, bool json);
+void ckptctl_progress_phase(CkptctlProgress *p, const char *phase, const gint *done,
+                            const gint *total, const char *unit);
+void ckptctl_progress_free(CkptctlProgress *p);
+
 int ckptctl_fixture(int argc, char **argv);
 /* ckptctl run (tools/ckptctl-run.c): exit 3 on collisions, else COMMAND's status. */
 int ckptctl_run(int argc, char **argv);
