@@ -399,14 +399,14 @@ static void rescan_tick(Watch *w, CkCatalog *c, GPtrArray *changed)
         ck_catalog_refresh_jobs(c, batch, changed);
 }
 
-void catalog_watch_load_gauges(struct ckptfs *fs)
+void catalog_watch_load_gauges(struct ckptfs *fs, bool wait)
 {
     Views *v = views_of(fs);
     g_mutex_lock(&v->lock);
     /* a small directory loads in moments: wait for it (a little), so the
      * gauges read true right after the mount; a big one shows its progress */
     gint64 until = g_get_monotonic_time() + LOAD_GAUGE_WAIT_US;
-    while (!v->load_done && g_cond_wait_until(&v->loaded_cond, &v->lock, until))
+    while (wait && !v->load_done && g_cond_wait_until(&v->loaded_cond, &v->lock, until))
         ;
     if (!v->load_done && v->loadctl) {
         /* still loading: what it has listed and read so far */

@@ -271,11 +271,14 @@ static VNode *vn_of(Node *n)
     return n->vdata;
 }
 
-static GBytes *snapshot(struct ckptfs *fs, VnKind k)
+/* wait: a read of .metrics (may wait a little for a catalog still loading);
+ * a lookup or getattr (its size, say, in a readdirplus of the views dir)
+ * never waits. */
+static GBytes *snapshot(struct ckptfs *fs, VnKind k, bool wait)
 {
     if (k == VN_COLLISIONS)
         return ck_collision_log_snapshot(fs->collisions);
-    catalog_watch_load_gauges(fs);
+    catalog_watch_load_gauges(fs, wait);
     GString *s = fs_metrics_render(&fs->metrics, node_table_count(fs));
     return g_string_free_to_bytes(s);
 }
@@ -304,7 +307,7 @@ static void fill_stat(struct ckptfs *fs, VnKind k, struct stat *st)
         views_dir_attr(fs, k == VN_COLLISIONS ? VINO_COLLISIONS : VINO_METRICS, st);
         st->st_mode = S_IFREG | 0444;
         st->st_nlink = 1;
-        g_autoptr(GBytes) b = snapshot(fs, k);
+        g_autoptr(GBytes) b = snapshot(fs, k, false);
         st->st_size = (off_t)g_bytes_get_size(b);
         st->st_blocks = (st->st_size + 511) / 512;
         /* the time of the newest record, not now: a file whose mtime moves
@@ -581,7 +584,7 @@ int views_open(struct ckptfs *fs, Node *n, int flags, ViewsOpen *out)
     atomic_fetch_add_explicit(&fs->metrics.views_served, 1, memory_order_relaxed);
     out->fd = -1;
     if (vn->kind == VN_COLLISIONS || vn->kind == VN_METRICS) {
-        out->content = snapshot(fs, vn->kind);
+        out->content = snapshot(fs, vn->kind, true);
         out->direct_io = true;
         out->keep_cache = false;
         return 0;

@@ -160,5 +160,6 @@ int catalog_watch_start(struct ckptfs *fs);
 void catalog_watch_stop(struct ckptfs *fs);
 /* A job changed (refresh done): queue the kernel invalidations of its views. */
 void catalog_watch_changed(struct ckptfs *fs, const char *job);
-/* While the catalog loads: its progress into the catalog gauges. */
-void catalog_watch_load_gauges(struct ckptfs *fs);
+/* While the catalog loads: its progress into the catalog gauges; wait:
+ * first give the load up to half a second to finish (a read of .metrics). */
+void catalog_watch_load_gauges(struct ckptfs *fs, bool wait);
