@@ -475,8 +475,26 @@ static gpointer watcher_main(gpointer p)
                false,
                NULL};
     bool trusted = !remote_fs(fs->backing) && !g_getenv("CKPTFS_NO_INOTIFY");
-    if (trusted)
+    if (trusted) {
         watch_init(&w, c);
+        /* what changed between the load's look at a job and its watch: one
+         * cheap check of every job, now that the watches are in place */
+        g_autoptr(GPtrArray) changed = g_ptr_array_new();
+        g_autoptr(GPtrArray) names = ck_catalog_job_names(c);
+        g_autoptr(GPtrArray) batch = g_ptr_array_new();
+        ck_catalog_check_top(c, changed);
+        for (guint i = 0; i < names->len; i++)
+            if (ck_catalog_job_check(c, names->pdata[i]))
+                g_ptr_array_add(batch, names->pdata[i]);
+        if (batch->len)
+            ck_catalog_refresh_jobs(c, batch, changed);
+        if (changed->len) {
+            watch_all_jobs(&w, c);
+            forget_gone(fs, c, changed);
+            publish_gauges(fs, c);
+            notify_changed(fs, changed);
+        }
+    }
     gint64 period = (gint64)(fs->opt.rescan_s * 1e6);
     if (period < 10000)
         period = 10000;
