@@ -2306,7 +2306,7 @@ static void bench_free(Bench *b)
 
 int main(int argc, char **argv)
 {
-    Bench b = {.scale = 1.0, .runs = 3, .idle_s = 60};
+    Bench b = {.scale = 1.0, .runs = 3, .idle_s = -1};
     g_mutex_init(&b.lock);
     b.results = g_ptr_array_new_with_free_func(result_free);
     b.notes = g_ptr_array_new_with_free_func(g_free);
@@ -2332,7 +2332,9 @@ int main(int argc, char **argv)
          "Jobs (x 10 markers) of the mount workload's directory (default 10,000; e.g. 100000)",
          "N"},
         {"idle-seconds", 0, 0, G_OPTION_ARG_INT, &b.idle_s,
-         "How long the mount workload measures an idle mount's CPU (default 60)", "S"},
+         "How long the mount workload measures an idle mount's CPU (default 60 x scale, at "
+         "least 1)",
+         "S"},
         {"mounted-dir", 0, 0, G_OPTION_ARG_FILENAME, &b.mounted_dir,
          "Use this existing mount of --backing instead of spawning ckptfs", "MNT"},
         {"backing", 0, 0, G_OPTION_ARG_FILENAME, &b.backing_opt,
@@ -2348,6 +2350,8 @@ int main(int argc, char **argv)
         bench_free(&b);
         return SETUP_ERROR;
     }
+    if (b.idle_s < 0)
+        b.idle_s = (int)MAX(1.0, round(60.0 * b.scale));
     if (b.runs < 1 || !(b.scale > 0) || parse_only(&b) < 0 || (b.peers && b.mounted_dir)) {
         if (b.runs < 1 || !(b.scale > 0))
             g_printerr("ckpt-bench: --runs must be >= 1 and --scale > 0\n");
