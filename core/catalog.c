@@ -31,6 +31,29 @@ typedef struct {
     bool uses_top;     /* some restore depends on the top-level layout (legacy) */
 } JobPriv;
 
+/* What the cheap check of a job compares (ck_catalog_job_check): the
+ * directories whose change can change the job, as they were when it was last
+ * looked at.  Kept beside the snapshots, not in them: a look that finds the
+ * same markers still records the new stamps. */
+typedef struct {
+    DirStamp markers_dir; /* _jobs/<J> */
+    DirStamp own_root;    /* _state/<J> */
+    GArray *pending;      /* PendingStamp: chk-<N> directories without a COMPLETED */
+} CheckStamp;
+
+typedef struct {
+    guint64 n;
+    DirStamp st;
+} PendingStamp;
+
+static void check_stamp_free(gpointer p)
+{
+    CheckStamp *cs = p;
+    if (cs && cs->pending)
+        g_array_unref(cs->pending);
+    g_free(cs);
+}
+
 struct CkCatalog {
     char *dir;
     int dfd;
@@ -42,8 +65,13 @@ struct CkCatalog {
     GPtrArray *not_jobs; /* char*: "_jobs/<name>", "_state/<name>" */
     guint n_markers;
     DirStamp top;
+    DirStamp jobs_dir, state_dir; /* _jobs, _state when last listed */
+    GHashTable *checks;           /* interned id -> CheckStamp* (lock) */
+    GHashTable *pending_jobs;     /* interned ids with a chk-<N> in progress (lock) */
     guint64 next_version;
-    const char *only_job; /* interned: a catalog of this one job (ck_catalog_open_job) */
+    guint64 names_version; /* bumps when a job is added or removed (lock) */
+    const char *only_job;  /* interned: a catalog of this one job (ck_catalog_open_job) */
+    CkCatalogProgress *progress;
 };
 
 static gint cmp_str(gconstpointer a, gconstpointer b)
@@ -189,24 +217,22 @@ static CkCheckpointInfo *checkpoint_new(CkCatalog *c, const char *job, int jfd, 
 }
 
 /* Builds a snapshot of `job` from what job_update found: jfd (_jobs/<J>, or
- * -1) and own_root (_state/<J>).  stamps: the fresh stamps of its markers (a
- * rescan), or NULL (first build).  A marker whose fresh stamp equals old's
- * is copied from old instead of re-read, unless `reeval` (its surroundings
- * changed). */
+ * -1), own_root (_state/<J>) and list, the stamps of its markers as listed.
+ * A marker whose stamp equals old's is copied from old instead of re-read,
+ * unless `reeval` (its surroundings changed). */
 static JobPriv *job_build(CkCatalog *c, const char *job, int jfd, DirStamp own_root,
-                          const JobPriv *old, bool reeval, const GArray *stamps, CkRootCache *cache,
+                          const JobPriv *old, bool reeval, const GArray *list, CkRootCache *cache,
                           char *buf)
 {
     JobPriv *jp = job_priv_new(job);
     jp->pub.has_markers_dir = jfd >= 0;
-    g_autoptr(GArray) list = stamps ? g_array_ref((GArray *)stamps) : ck_job_marker_list(jfd);
     jp->own_root = own_root;
     jp->pub.has_own_root = own_root.exists;
     guint k = 0;
     for (guint i = 0; i < list->len; i++) {
         CkMarkerStamp ms = g_array_index(list, CkMarkerStamp, i);
         CkCheckpointInfo *cp = NULL;
-        if (old && !reeval && stamps) {
+        if (old && !reeval) {
             while (k < old->stamps->len && g_array_index(old->stamps, CkMarkerStamp, k).n < ms.n)
                 k++;
             if (k < old->stamps->len) {
@@ -219,6 +245,8 @@ static JobPriv *job_build(CkCatalog *c, const char *job, int jfd, DirStamp own_r
             cp = checkpoint_new(c, job, jfd, &ms, cache, buf);
             if (!cp)
                 continue; /* COMPLETED gone since the listing */
+            if (c->progress)
+                g_atomic_int_inc(&c->progress->markers_loaded);
         }
         g_array_append_val(jp->stamps, ms);
         g_ptr_array_add(jp->pub.checkpoints, cp);
@@ -436,16 +464,39 @@ static GHashTable *table_copy(GHashTable *t)
 }
 
 /* A job's new snapshot, or NULL when nothing it depends on changed.  One
- * look at _jobs/<J> and _state/<J> serves both the comparison and the build. */
+ * look at _jobs/<J> and _state/<J> serves both the comparison and the build;
+ * *check gets what the cheap check will compare next time. */
 static JobPriv *job_update(CkCatalog *c, const char *job, const JobPriv *old, bool top_changed,
-                           CkRootCache *cache, char *buf)
+                           CkRootCache *cache, char *buf, CheckStamp **check)
 {
     int jfd = ck_job_dir_open(c->dfd, job);
+    CheckStamp *cs = g_new0(CheckStamp, 1);
+    cs->pending = g_array_new(FALSE, FALSE, sizeof(PendingStamp));
+    struct stat sb;
+    /* stamped before the listing: a change during it shows at the next check */
+    if (jfd >= 0 && fstat(jfd, &sb) == 0)
+        cs->markers_dir = (DirStamp){true, sb.st_ino, mtime_ns_of(&sb)};
     DirStamp own = own_root_stamp(c, job);
+    cs->own_root = own;
+    g_autoptr(GArray) inprog = g_array_new(FALSE, FALSE, sizeof(guint64));
+    g_autoptr(GArray) st = ck_job_marker_list_full(jfd, inprog);
+    for (guint i = 0; i < inprog->len; i++) {
+        char p[48];
+        guint64 n = g_array_index(inprog, guint64, i);
+        g_snprintf(p, sizeof p, "chk-%" G_GUINT64_FORMAT, n);
+        PendingStamp ps = {n, dir_stamp(jfd, p)};
+        /* its COMPLETED written between the listing and the stamp: make
+         * sure the next check sees a change */
+        g_strlcat(p, "/COMPLETED", sizeof p);
+        if (fstatat(jfd, p, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+            ps.st.mtime_ns = -1;
+        g_array_append_val(cs->pending, ps);
+    }
+    *check = cs;
+    if (c->progress)
+        g_atomic_int_add(&c->progress->markers_known, (gint)st->len);
     bool reeval = false, same = false;
-    g_autoptr(GArray) st = NULL;
     if (old) {
-        st = ck_job_marker_list(jfd);
         reeval = !dir_stamp_equal(own, old->own_root) || (top_changed && old->uses_top);
         same = !reeval && (jfd >= 0) == old->pub.has_markers_dir && st->len == old->stamps->len &&
                (st->len == 0 ||
@@ -454,6 +505,8 @@ static JobPriv *job_update(CkCatalog *c, const char *job, const JobPriv *old, bo
     JobPriv *jp = same ? NULL : job_build(c, job, jfd, own, old, reeval, st, cache, buf);
     if (jfd >= 0)
         close(jfd);
+    if (c->progress)
+        g_atomic_int_inc(&c->progress->jobs_done);
     return jp;
 }
 
@@ -463,6 +516,7 @@ typedef struct {
     bool top_changed;
     GPtrArray *todo; /* sorted interned ids */
     JobPriv **results;
+    CheckStamp **checks;
     gint next; /* atomic index into todo */
 } BuildWork;
 
@@ -477,61 +531,98 @@ static gpointer build_worker(gpointer p)
             break;
         const char *job = bw->todo->pdata[i];
         const JobPriv *old = g_hash_table_lookup(bw->current, job);
-        bw->results[i] = job_update(bw->c, job, old, bw->top_changed, cache, buf);
+        bw->results[i] = job_update(bw->c, job, old, bw->top_changed, cache, buf, &bw->checks[i]);
     }
     return NULL;
 }
 
-/* Rebuilds: `only` (one interned id) or, when NULL, every job, re-listing
- * _jobs and _state.  Publishes the result; returns the ids whose snapshot
- * changed (added, removed, replaced). */
-static void rebuild(CkCatalog *c, const char *only, GPtrArray *changed)
+typedef enum {
+    RB_FULL,  /* re-list _jobs and _state, look at every job */
+    RB_LIGHT, /* re-list only if _jobs, _state or the top level changed; look at new jobs
+                 (and, when the top level changed, at those that depend on it) */
+    RB_JOBS,  /* look at the given jobs only */
+} RbMode;
+
+/* Rebuilds what `mode` says (RB_JOBS: the interned ids in `jobs`).
+ * Publishes the result only when something changed; changed (optional)
+ * gets the ids whose snapshot changed (added, removed, replaced). */
+static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *changed)
 {
-    if (!only)
-        only = c->only_job;
     g_mutex_lock(&c->scan_lock);
     g_mutex_lock(&c->lock);
     GHashTable *cur = g_hash_table_ref(c->jobs);
-    DirStamp old_top = c->top;
+    DirStamp old_top = c->top, old_jobs = c->jobs_dir, old_state = c->state_dir;
     g_mutex_unlock(&c->lock);
 
-    g_autoptr(GHashTable) next = table_copy(cur);
-    g_autoptr(GHashTable) fresh = g_hash_table_new(g_direct_hash, g_direct_equal);
     g_autoptr(GHashTable) names = g_hash_table_new(g_direct_hash, g_direct_equal);
+    g_autoptr(GPtrArray) gone = g_ptr_array_new();
     GPtrArray *not_jobs = NULL;
-    DirStamp top = {0};
-    bool top_changed = false; /* a refresh of one job never looks at the top level */
-    if (only) {
-        char p[CK_JOB_ID_MAX + 16];
-        g_snprintf(p, sizeof p, "_jobs/%s", only);
-        if (dir_stamp(c->dfd, p).exists || own_root_stamp(c, only).exists)
-            g_hash_table_add(names, (gpointer)only);
-        else if (g_hash_table_remove(next, only) && changed)
-            g_ptr_array_add(changed, (gpointer)only);
+    DirStamp top = old_top, jd = old_jobs, sd = old_state;
+    bool top_changed = false; /* a refresh of given jobs never looks at the top level */
+    if (c->only_job && mode != RB_JOBS) {
+        mode = RB_JOBS;
+        jobs = NULL;
+    }
+    if (mode == RB_JOBS) {
+        guint n = jobs ? jobs->len : 1;
+        for (guint i = 0; i < n; i++) {
+            const char *job = jobs ? jobs->pdata[i] : c->only_job;
+            if (c->only_job && job != c->only_job)
+                continue;
+            char p[CK_JOB_ID_MAX + 16];
+            g_snprintf(p, sizeof p, "_jobs/%s", job);
+            if (dir_stamp(c->dfd, p).exists || own_root_stamp(c, job).exists)
+                g_hash_table_add(names, (gpointer)job);
+            else if (g_hash_table_contains(cur, job))
+                g_ptr_array_add(gone, (gpointer)job);
+        }
     } else {
         top = dir_stamp(c->dfd, ".");
+        jd = dir_stamp(c->dfd, "_jobs");
+        sd = dir_stamp(c->dfd, "_state");
         top_changed = !dir_stamp_equal(top, old_top);
-        not_jobs = g_ptr_array_new_with_free_func(g_free);
-        ck_list_job_dirs(c->dfd, "_jobs", names, not_jobs);
-        ck_list_job_dirs(c->dfd, "_state", names, not_jobs);
-        g_ptr_array_sort(not_jobs, cmp_str);
-        /* vanished jobs */
-        GHashTableIter it;
-        gpointer k, v;
-        g_hash_table_iter_init(&it, next);
-        while (g_hash_table_iter_next(&it, &k, &v))
-            if (!g_hash_table_contains(names, k)) {
-                if (changed)
-                    g_ptr_array_add(changed, k);
-                g_hash_table_iter_remove(&it);
+        bool relist =
+            mode == RB_FULL || !dir_stamp_equal(jd, old_jobs) || !dir_stamp_equal(sd, old_state);
+        g_autoptr(GHashTable) listed = g_hash_table_new(g_direct_hash, g_direct_equal);
+        if (relist) {
+            not_jobs = g_ptr_array_new_with_free_func(g_free);
+            ck_list_job_dirs(c->dfd, "_jobs", listed, not_jobs);
+            ck_list_job_dirs(c->dfd, "_state", listed, not_jobs);
+            g_ptr_array_sort(not_jobs, cmp_str);
+            GHashTableIter it;
+            gpointer k, v;
+            g_hash_table_iter_init(&it, cur);
+            while (g_hash_table_iter_next(&it, &k, &v))
+                if (!g_hash_table_contains(listed, k))
+                    g_ptr_array_add(gone, k);
+        }
+        if (mode == RB_FULL) {
+            g_hash_table_unref(names);
+            names = g_hash_table_ref(listed);
+        } else {
+            GHashTableIter it;
+            gpointer k, v;
+            g_hash_table_iter_init(&it, listed);
+            while (g_hash_table_iter_next(&it, &k, NULL))
+                if (!g_hash_table_contains(cur, k))
+                    g_hash_table_add(names, k);
+            if (top_changed) {
+                g_hash_table_iter_init(&it, cur);
+                while (g_hash_table_iter_next(&it, &k, &v))
+                    if (((JobPriv *)v)->uses_top && !g_ptr_array_find(gone, k, NULL))
+                        g_hash_table_add(names, k);
             }
+        }
     }
 
     /* Jobs are independent: build them on a few threads (each with its own
      * memo), then merge in name order so versions are deterministic. */
-    BuildWork bw = {c, next, top_changed, keys_array(names), NULL, 0};
+    BuildWork bw = {c, cur, top_changed, keys_array(names), NULL, NULL, 0};
     g_ptr_array_sort(bw.todo, cmp_str);
     bw.results = g_new0(JobPriv *, bw.todo->len + 1);
+    bw.checks = g_new0(CheckStamp *, bw.todo->len + 1);
+    if (c->progress)
+        g_atomic_int_set(&c->progress->jobs_total, (gint)bw.todo->len);
     guint nthreads = MIN(g_get_num_processors(), 4);
     if (bw.todo->len < 256)
         nthreads = 1;
@@ -544,42 +635,84 @@ static void rebuild(CkCatalog *c, const char *only, GPtrArray *changed)
         for (guint i = 0; i < nthreads; i++)
             g_thread_join(th[i]);
     }
-    for (guint i = 0; i < bw.todo->len; i++) {
-        JobPriv *jp = bw.results[i];
-        if (!jp)
-            continue;
-        const char *job = bw.todo->pdata[i];
-        jp->pub.version = ++c->next_version;
-        g_hash_table_replace(next, (gpointer)job, jp);
-        g_hash_table_add(fresh, (gpointer)job);
-        if (changed)
-            g_ptr_array_add(changed, (gpointer)job);
-    }
-    g_free(bw.results);
-    g_ptr_array_unref(bw.todo);
-    GHashTableIter it;
-    gpointer k, v;
-    bool any = g_hash_table_size(fresh) > 0 || g_hash_table_size(next) != g_hash_table_size(cur);
-    if (any)
-        compute_shared(next, fresh, changed, &c->next_version);
+    bool any = gone->len > 0;
+    for (guint i = 0; i < bw.todo->len && !any; i++)
+        any = bw.results[i] != NULL;
+    GHashTable *next = NULL;
     guint nm = 0;
-    g_hash_table_iter_init(&it, next);
-    while (g_hash_table_iter_next(&it, &k, &v))
-        nm += ((JobPriv *)v)->pub.checkpoints->len;
+    if (any) {
+        /* a new table only when something changed: an idle look copies nothing */
+        next = table_copy(cur);
+        g_autoptr(GHashTable) fresh = g_hash_table_new(g_direct_hash, g_direct_equal);
+        g_mutex_lock(&c->lock);
+        nm = c->n_markers;
+        g_mutex_unlock(&c->lock);
+        for (guint i = 0; i < gone->len; i++) {
+            JobPriv *o = g_hash_table_lookup(next, gone->pdata[i]);
+            if (o)
+                nm -= o->pub.checkpoints->len;
+            g_hash_table_remove(next, gone->pdata[i]);
+            if (changed)
+                g_ptr_array_add(changed, gone->pdata[i]);
+        }
+        for (guint i = 0; i < bw.todo->len; i++) {
+            JobPriv *jp = bw.results[i];
+            if (!jp)
+                continue;
+            const char *job = bw.todo->pdata[i];
+            JobPriv *o = g_hash_table_lookup(next, job);
+            if (o)
+                nm -= o->pub.checkpoints->len;
+            nm += jp->pub.checkpoints->len;
+            jp->pub.version = ++c->next_version;
+            g_hash_table_replace(next, (gpointer)job, jp);
+            g_hash_table_add(fresh, (gpointer)job);
+            if (changed)
+                g_ptr_array_add(changed, (gpointer)job);
+        }
+        compute_shared(next, fresh, changed, &c->next_version);
+    }
 
     g_mutex_lock(&c->lock);
     if (any) {
+        if (gone->len || g_hash_table_size(next) != g_hash_table_size(c->jobs))
+            c->names_version++;
+        else
+            for (guint i = 0; i < bw.todo->len; i++)
+                if (bw.results[i] && !g_hash_table_contains(c->jobs, bw.todo->pdata[i])) {
+                    c->names_version++;
+                    break;
+                }
         g_hash_table_unref(c->jobs);
-        c->jobs = g_hash_table_ref(next);
+        c->jobs = next;
+        c->n_markers = nm;
+    }
+    for (guint i = 0; i < gone->len; i++) {
+        g_hash_table_remove(c->checks, gone->pdata[i]);
+        g_hash_table_remove(c->pending_jobs, gone->pdata[i]);
+    }
+    for (guint i = 0; i < bw.todo->len; i++) {
+        if (!bw.checks[i])
+            continue;
+        if (bw.checks[i]->pending->len)
+            g_hash_table_add(c->pending_jobs, bw.todo->pdata[i]);
+        else
+            g_hash_table_remove(c->pending_jobs, bw.todo->pdata[i]);
+        g_hash_table_replace(c->checks, bw.todo->pdata[i], bw.checks[i]);
     }
     if (not_jobs) {
         g_ptr_array_unref(c->not_jobs);
         c->not_jobs = not_jobs;
     }
-    if (!only)
+    if (mode != RB_JOBS) {
         c->top = top;
-    c->n_markers = nm;
+        c->jobs_dir = jd;
+        c->state_dir = sd;
+    }
     g_mutex_unlock(&c->lock);
+    g_free(bw.results);
+    g_free(bw.checks);
+    g_ptr_array_unref(bw.todo);
     g_hash_table_unref(cur);
     g_mutex_unlock(&c->scan_lock);
 }
@@ -609,9 +742,13 @@ static CkCatalog *catalog_new(const char *dir, const CkCatalogOptions *opts, con
     c->jobs = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
                                     (GDestroyNotify)ck_job_info_unref);
     c->not_jobs = g_ptr_array_new_with_free_func(g_free);
+    c->checks = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, check_stamp_free);
+    c->pending_jobs = g_hash_table_new(g_direct_hash, g_direct_equal);
     c->top.exists = false;
     c->only_job = only_job ? g_intern_string(only_job) : NULL;
-    rebuild(c, NULL, NULL);
+    c->progress = opts ? opts->progress : NULL;
+    rebuild(c, RB_FULL, NULL, NULL);
+    c->progress = NULL; /* the caller's counters need not outlive the open */
     return c;
 }
 
@@ -635,6 +772,8 @@ void ck_catalog_free(CkCatalog *c)
     if (!c)
         return;
     g_hash_table_unref(c->jobs);
+    g_hash_table_unref(c->checks);
+    g_hash_table_unref(c->pending_jobs);
     g_ptr_array_unref(c->not_jobs);
     g_free(c->ropts.legacy_backend);
     if (c->ropts.legacy_backends)
@@ -647,6 +786,14 @@ void ck_catalog_free(CkCatalog *c)
     g_free(c->views_name);
     g_free(c->dir);
     g_free(c);
+}
+
+guint64 ck_catalog_names_version(CkCatalog *c)
+{
+    g_mutex_lock(&c->lock);
+    guint64 v = c->names_version;
+    g_mutex_unlock(&c->lock);
+    return v;
 }
 
 GPtrArray *ck_catalog_job_names(CkCatalog *c)
@@ -674,14 +821,69 @@ bool ck_catalog_refresh_job(CkCatalog *c, const char *job)
     const char *ij = g_intern_string(job);
     if (c->only_job && ij != c->only_job)
         return false;
+    g_autoptr(GPtrArray) one = g_ptr_array_new();
+    g_ptr_array_add(one, (gpointer)ij);
     g_autoptr(GPtrArray) changed = g_ptr_array_new();
-    rebuild(c, ij, changed);
+    rebuild(c, RB_JOBS, one, changed);
     return g_ptr_array_find(changed, ij, NULL);
+}
+
+void ck_catalog_refresh_jobs(CkCatalog *c, GPtrArray *jobs, GPtrArray *changed_out)
+{
+    g_autoptr(GPtrArray) valid = g_ptr_array_sized_new(jobs->len);
+    for (guint i = 0; i < jobs->len; i++) {
+        const char *j = jobs->pdata[i];
+        if (ck_is_job_id(j, strlen(j)))
+            g_ptr_array_add(valid, (gpointer)g_intern_string(j));
+    }
+    if (valid->len)
+        rebuild(c, RB_JOBS, valid, changed_out);
 }
 
 void ck_catalog_rescan(CkCatalog *c, GPtrArray *changed_out)
 {
-    rebuild(c, NULL, changed_out);
+    rebuild(c, RB_FULL, NULL, changed_out);
+}
+
+void ck_catalog_check_top(CkCatalog *c, GPtrArray *changed_out)
+{
+    rebuild(c, RB_LIGHT, NULL, changed_out);
+}
+
+bool ck_catalog_job_check(CkCatalog *c, const char *job)
+{
+    const char *ij = g_intern_string(job);
+    g_mutex_lock(&c->lock);
+    const CheckStamp *cs = g_hash_table_lookup(c->checks, ij);
+    DirStamp md = {0}, own = {0};
+    g_autoptr(GArray) pending = NULL;
+    if (cs) {
+        md = cs->markers_dir;
+        own = cs->own_root;
+        pending = g_array_ref(cs->pending);
+    }
+    g_mutex_unlock(&c->lock);
+    if (!cs)
+        return true;
+    char p[CK_JOB_ID_MAX + 48];
+    g_snprintf(p, sizeof p, "_jobs/%s", ij);
+    if (!dir_stamp_equal(dir_stamp(c->dfd, p), md) || !dir_stamp_equal(own_root_stamp(c, ij), own))
+        return true;
+    for (guint i = 0; i < pending->len; i++) {
+        const PendingStamp *ps = &g_array_index(pending, PendingStamp, i);
+        g_snprintf(p, sizeof p, "_jobs/%s/chk-%" G_GUINT64_FORMAT, ij, (guint64)ps->n);
+        if (!dir_stamp_equal(dir_stamp(c->dfd, p), ps->st))
+            return true;
+    }
+    return false;
+}
+
+GPtrArray *ck_catalog_pending_jobs(CkCatalog *c)
+{
+    g_mutex_lock(&c->lock);
+    GPtrArray *out = keys_array(c->pending_jobs);
+    g_mutex_unlock(&c->lock);
+    return out;
 }
 
 guint ck_catalog_n_jobs(CkCatalog *c)

@@ -61,9 +61,19 @@ typedef struct {
 
 typedef struct CkCatalog CkCatalog;
 
+/* How far ck_catalog_open got, for a progress line or a metric: atomics
+ * (g_atomic_int_get) the build adds to while it runs. */
+typedef struct {
+    gint jobs_total;     /* jobs the build looks at (set once they are listed) */
+    gint jobs_done;      /* jobs looked at */
+    gint markers_known;  /* markers listed */
+    gint markers_loaded; /* markers read and resolved */
+} CkCatalogProgress;
+
 typedef struct {
     CkResolveOptions resolve;
-    const char *views_name; /* skipped at the top level; "_views" */
+    const char *views_name;      /* skipped at the top level; "_views" */
+    CkCatalogProgress *progress; /* optional: counted into during ck_catalog_open only */
 } CkCatalogOptions;
 
 CkCatalog *ck_catalog_open(const char *dir, const CkCatalogOptions *opts, GError **error);
@@ -77,6 +87,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkCatalog, ck_catalog_free)
 
 /* Sorted interned job ids (a new array; g_ptr_array_unref). */
 GPtrArray *ck_catalog_job_names(CkCatalog *c);
+/* Changes whenever a job is added or removed (so the names above did). */
+guint64 ck_catalog_names_version(CkCatalog *c);
 /* A referenced snapshot, or NULL if no such job. */
 CkJobInfo *ck_catalog_get_job(CkCatalog *c, const char *job);
 CkJobInfo *ck_job_info_ref(CkJobInfo *j);
@@ -108,9 +120,29 @@ guint64 ck_catalog_job_bytes(CkCatalog *c, const CkJobInfo *j);
 
 /* Re-reads _jobs/<J> (and _state/<J>).  Returns true when the snapshot changed. */
 bool ck_catalog_refresh_job(CkCatalog *c, const char *job);
+/* The same for several jobs at once (one publication, one pass over the
+ * shared locations); changed_out (optional) as below. */
+void ck_catalog_refresh_jobs(CkCatalog *c, GPtrArray *jobs, GPtrArray *changed_out);
 /* Re-lists _jobs and _state and re-stats every marker; re-parses what changed.
  * changed_out (optional): gets the interned ids of jobs added, removed or changed. */
 void ck_catalog_rescan(CkCatalog *c, GPtrArray *changed_out);
+
+/* The cheap checks a periodic rescan is made of (three and two or three
+ * fstatat, no listing, no parsing, nothing allocated when nothing changed):
+ *  - ck_catalog_check_top: the top level, _jobs and _state; when _jobs or
+ *    _state changed, re-lists them (new jobs are read, vanished ones
+ *    dropped); when the top level changed, re-reads the jobs whose restores
+ *    depend on it (legacy markers);
+ *  - ck_catalog_job_check: true when `job` may have changed since it was
+ *    last read: _jobs/<J> (a chk-<N> added, removed or renamed), _state/<J>,
+ *    or a chk-<N> that had no COMPLETED yet changed.  Then refresh it.
+ * A COMPLETED rewritten in place, or replaced by a rename, changes none of
+ * these: ck_catalog_refresh_job (which compares every marker's stamp) sees it. */
+void ck_catalog_check_top(CkCatalog *c, GPtrArray *changed_out);
+bool ck_catalog_job_check(CkCatalog *c, const char *job);
+/* The jobs that had a chk-<N> without COMPLETED when last read (interned
+ * ids, a new array): where a marker is about to appear. */
+GPtrArray *ck_catalog_pending_jobs(CkCatalog *c);
 
 guint ck_catalog_n_jobs(CkCatalog *c);
 guint ck_catalog_n_markers(CkCatalog *c);

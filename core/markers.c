@@ -62,6 +62,11 @@ static gint cmp_stamp(gconstpointer a, gconstpointer b)
 
 GArray *ck_job_marker_list(int jfd)
 {
+    return ck_job_marker_list_full(jfd, NULL);
+}
+
+GArray *ck_job_marker_list_full(int jfd, GArray *in_progress)
+{
     GArray *out = g_array_new(FALSE, FALSE, sizeof(CkMarkerStamp));
     if (jfd < 0)
         return out;
@@ -95,6 +100,8 @@ GArray *ck_job_marker_list(int jfd)
         if (fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
             ms = stamp_of(n, &sb, 0);
         } else if (errno == ENOENT || errno == ENOTDIR) {
+            if (in_progress && errno == ENOENT)
+                g_array_append_val(in_progress, n);
             continue; /* in progress (or gone) */
         } else {      /* chk-<N> unreadable (EACCES): a marker nobody can look at */
             ms = (CkMarkerStamp){n, 0, 0, 0, (uint32_t)errno, CK_STAMP_ERRNO};

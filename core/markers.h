@@ -48,6 +48,9 @@ int ck_job_dir_open(int dfd, const char *job);
 /* The checkpoints of a job (jfd: _jobs/<J> freshly opened, its offset at the
  * start; -1: none), ascending by N, with their stamps.  A new array. */
 GArray *ck_job_marker_list(int jfd);
+/* The same; in_progress (optional, a GArray of uint64_t) also gets the N of
+ * each chk-<N> directory without a COMPLETED (a checkpoint being written). */
+GArray *ck_job_marker_list_full(int jfd, GArray *in_progress);
 
 /* Reads the marker of the listed checkpoint *st of `job` (jfd: _jobs/<J>)
  * and returns what its restore reads (ck_restore_of_marker_cached against

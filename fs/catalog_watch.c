@@ -20,10 +20,14 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "classify.h"
 #include "viewsint.h"
+
+/* How long a read of .metrics waits for a catalog still loading. */
+#define LOAD_GAUGE_WAIT_US (500 * G_TIME_SPAN_MILLISECOND)
 
 static char stop_item;
 static char root_item; /* the views dir's listing changed as a whole */
@@ -44,17 +48,19 @@ typedef struct {
 typedef struct {
     struct ckptfs *fs;
     int ifd;
-    GHashTable *wds;     /* wd -> WatchInfo* */
-    GHashTable *jobdirs; /* job -> wd of _jobs/<J> */
-    bool full;           /* the next pass rescans everything */
-    GHashTable *todo;    /* interned jobs to refresh */
-    bool warned;
+    GHashTable *wds;       /* wd -> WatchInfo* */
+    GHashTable *jobdirs;   /* job -> wd of _jobs/<J> */
+    bool full;             /* the next pass rescans everything */
+    GHashTable *todo;      /* interned jobs to refresh */
+    bool warned;           /* a watch could not be added: inotify misses something */
+    GHashTable *unwatched; /* jobs whose _jobs/<J> has no watch (NULL: none) */
 } Watch;
 
 static void publish_gauges(struct ckptfs *fs, CkCatalog *c)
 {
     atomic_store(&fs->metrics.catalog_jobs, ck_catalog_n_jobs(c));
     atomic_store(&fs->metrics.catalog_markers, ck_catalog_n_markers(c));
+    atomic_store(&fs->metrics.catalog_markers_loaded, ck_catalog_n_markers(c));
 }
 
 double catalog_watch_rescan(struct ckptfs *fs)
@@ -83,17 +89,18 @@ void catalog_watch_changed(struct ckptfs *fs, const char *job)
 static int add_watch(Watch *w, const char *rel, uint32_t mask, WatchKind kind, const char *job)
 {
     if (w->ifd < 0)
-        return -1;
+        return -EBADF;
     g_autofree char *abs = g_build_filename(w->fs->backing, rel, NULL);
     int wd = inotify_add_watch(w->ifd, abs, mask | IN_DONT_FOLLOW | IN_ONLYDIR);
     if (wd < 0) {
-        if ((errno == ENOSPC || errno == ENOMEM) && !w->warned) {
+        int e = errno;
+        if ((e == ENOSPC || e == ENOMEM) && !w->warned) {
             g_warning("ckptfs: inotify watch limit reached at %s: changes behind the mount "
                       "show within rescan= seconds only",
                       rel);
             w->warned = true;
         }
-        return -1;
+        return -e;
     }
     WatchInfo *wi = g_new0(WatchInfo, 1);
     wi->kind = kind;
@@ -110,8 +117,16 @@ static void watch_job(Watch *w, const char *job)
         return;
     g_autofree char *rel = g_strconcat("_jobs/", job, NULL);
     int wd = add_watch(w, rel, DIR_EVENTS | IN_DELETE_SELF, W_JOBDIR, job);
-    if (wd >= 0)
+    if (wd >= 0) {
         g_hash_table_insert(w->jobdirs, (gpointer)job, GINT_TO_POINTER(wd));
+        if (w->unwatched)
+            g_hash_table_remove(w->unwatched, job);
+    } else if (w->ifd >= 0 && wd != -ENOENT && wd != -ENOTDIR) {
+        /* checked every rescan period instead */
+        if (!w->unwatched)
+            w->unwatched = g_hash_table_new(g_direct_hash, g_direct_equal);
+        g_hash_table_add(w->unwatched, (gpointer)job);
+    }
 }
 
 static void watch_all_jobs(Watch *w, CkCatalog *c)
@@ -139,6 +154,7 @@ static void watch_init(Watch *w, CkCatalog *c)
 static void handle_event(Watch *w, const struct inotify_event *ev)
 {
     if (ev->mask & IN_Q_OVERFLOW) {
+        atomic_fetch_add(&w->fs->metrics.inotify_overflows, 1);
         w->full = true;
         return;
     }
@@ -243,6 +259,7 @@ typedef struct {
     char *dir;
     CkCatalogOptions opts;
     char *legacy_backend;
+    CkCatalogProgress progress; /* the load's, read by catalog_watch_load_gauges */
 } LoadCtl;
 
 static void loadctl_unref(LoadCtl *l)
@@ -280,7 +297,140 @@ static LoadCtl *loadctl_new(struct ckptfs *fs)
         l->opts.resolve.external_roots = a;
     }
     l->opts.views_name = v->copts.views_name; /* interned */
+    l->opts.progress = &l->progress;
     return l;
+}
+
+/* File systems where another host may change the directory, so inotify
+ * (which sees only this kernel's changes) cannot be trusted alone. */
+static bool remote_fs(const char *dir)
+{
+    static const unsigned long magics[] = {
+        0x6969,     /* NFS */
+        0xff534d42, /* CIFS */
+        0xfe534d42, /* SMB2 */
+        0x517b,     /* SMB */
+        0x65735546, /* FUSE */
+        0x01021997, /* 9P */
+        0x00c36400, /* Ceph */
+        0x5346414f, /* AFS */
+        0x0bd00bd0, /* Lustre */
+        0x47504653, /* GPFS */
+        0x7461636f, /* OCFS2 */
+        0x01161970, /* GFS2 */
+        0x73757245, /* Coda */
+        0x564c,     /* NCP */
+    };
+    struct statfs sf;
+    if (statfs(dir, &sf) != 0)
+        return true;
+    for (guint i = 0; i < G_N_ELEMENTS(magics); i++)
+        if ((unsigned long)sf.f_type == magics[i])
+            return true;
+    return false;
+}
+
+/* The periodic side, for what inotify cannot see.  Every `rescan` seconds:
+ * the top level, _jobs and _state (three fstatat), and the jobs inotify may
+ * miss (a chk-<N> without COMPLETED yet, no watch).  Beside it, a sweep over
+ * every job, a slice per tick so the work is spread over its period: one
+ * cheap check per job (ck_catalog_job_check: two fstatat), and every
+ * SWEEP_DEEP-th sweep the full comparison of every marker's stamp.  The
+ * sweep's period is `rescan` where inotify cannot be trusted (a network or
+ * cluster file system, no inotify, a watch limit reached), else
+ * SWEEP_LOCAL_S (it only backs inotify up). */
+#define TICKS_PER_PERIOD 20
+#define SWEEP_LOCAL_S    60.0
+#define SWEEP_DEEP_S     600.0 /* at most this long between two full comparisons */
+
+typedef struct {
+    GPtrArray *names; /* the jobs of this sweep */
+    guint pos;
+    guint64 n;       /* sweeps begun */
+    gint64 period;   /* us */
+    gint64 next;     /* next tick */
+    gint64 work_us;  /* time spent on this sweep so far */
+    gint64 begun_us; /* when it started */
+    gint64 deep_us;  /* when the last full comparison began */
+    bool deep;       /* this sweep compares every marker */
+} Sweep;
+
+static void record_duration(atomic_uint_fast64_t *gauge, gint64 us)
+{
+    atomic_store(gauge, (guint64)us);
+}
+
+/* One tick of the sweep: the next slice of jobs; changed gets what changed. */
+static void sweep_tick(struct ckptfs *fs, CkCatalog *c, Sweep *sw, GPtrArray *changed)
+{
+    gint64 t0 = g_get_monotonic_time();
+    if (!sw->names || sw->pos >= sw->names->len) {
+        if (sw->names)
+            g_ptr_array_unref(sw->names);
+        sw->names = ck_catalog_job_names(c);
+        sw->pos = 0;
+        sw->n++;
+        sw->work_us = 0;
+        sw->begun_us = t0;
+        sw->deep = t0 - sw->deep_us >= (gint64)(SWEEP_DEEP_S * 1e6);
+        if (sw->deep)
+            sw->deep_us = t0;
+    }
+    guint per = (sw->names->len + TICKS_PER_PERIOD - 1) / TICKS_PER_PERIOD;
+    guint end = MIN(sw->names->len, sw->pos + MAX(per, 1));
+    bool deep = sw->deep;
+    g_autoptr(GPtrArray) batch = g_ptr_array_new();
+    for (; sw->pos < end; sw->pos++) {
+        const char *job = sw->names->pdata[sw->pos];
+        if (deep || ck_catalog_job_check(c, job))
+            g_ptr_array_add(batch, (gpointer)job);
+    }
+    if (batch->len)
+        ck_catalog_refresh_jobs(c, batch, changed);
+    sw->work_us += g_get_monotonic_time() - t0;
+    if (sw->pos >= sw->names->len)
+        record_duration(&fs->metrics.sweep_duration_us, sw->work_us);
+}
+
+/* Every rescan period: the top level, and the jobs inotify may miss. */
+static void rescan_tick(Watch *w, CkCatalog *c, GPtrArray *changed)
+{
+    ck_catalog_check_top(c, changed);
+    g_autoptr(GPtrArray) risky = ck_catalog_pending_jobs(c);
+    g_autoptr(GPtrArray) batch = g_ptr_array_new();
+    for (guint i = 0; i < risky->len; i++)
+        if (ck_catalog_job_check(c, risky->pdata[i]))
+            g_ptr_array_add(batch, risky->pdata[i]);
+    if (w->unwatched) {
+        GHashTableIter it;
+        gpointer job;
+        g_hash_table_iter_init(&it, w->unwatched);
+        while (g_hash_table_iter_next(&it, &job, NULL))
+            if (ck_catalog_job_check(c, job))
+                g_ptr_array_add(batch, job);
+    }
+    if (batch->len)
+        ck_catalog_refresh_jobs(c, batch, changed);
+}
+
+void catalog_watch_load_gauges(struct ckptfs *fs, bool wait)
+{
+    Views *v = views_of(fs);
+    g_mutex_lock(&v->lock);
+    /* a small directory loads in moments: wait for it (a little), so the
+     * gauges read true right after the mount; a big one shows its progress */
+    gint64 until = g_get_monotonic_time() + LOAD_GAUGE_WAIT_US;
+    while (wait && !v->load_done && g_cond_wait_until(&v->loaded_cond, &v->lock, until))
+        ;
+    if (!v->load_done && v->loadctl) {
+        /* still loading: what it has listed and read so far */
+        LoadCtl *l = v->loadctl;
+        atomic_store(&fs->metrics.catalog_markers,
+                     (guint64)g_atomic_int_get(&l->progress.markers_known));
+        atomic_store(&fs->metrics.catalog_markers_loaded,
+                     (guint64)g_atomic_int_get(&l->progress.markers_loaded));
+    }
+    g_mutex_unlock(&v->lock);
 }
 
 static gpointer watcher_main(gpointer p)
@@ -306,6 +456,8 @@ static gpointer watcher_main(gpointer p)
         g_mutex_lock(&v->lock);
         GHashTable *todo = g_steal_pointer(&v->pending);
         if (!todo || !c) {
+            if (c)
+                publish_gauges(fs, c); /* before anyone waiting for the load reads them */
             v->cat = c;
             v->load_done = true;
             g_cond_broadcast(&v->loaded_cond);
@@ -326,7 +478,6 @@ static gpointer watcher_main(gpointer p)
     loadctl_unref(ctl);
     if (!c)
         return NULL;
-    publish_gauges(fs, c);
     catalog_watch_changed(fs, &root_item);
 
     Watch w = {fs,
@@ -335,13 +486,43 @@ static gpointer watcher_main(gpointer p)
                g_hash_table_new(g_direct_hash, g_direct_equal),
                false,
                g_hash_table_new(g_direct_hash, g_direct_equal),
-               false};
-    watch_init(&w, c);
+               false,
+               NULL};
+    bool trusted = !remote_fs(fs->backing) && !g_getenv("CKPTFS_NO_INOTIFY");
+    if (trusted) {
+        watch_init(&w, c);
+        /* what changed between the load's look at a job and its watch: one
+         * cheap check of every job, now that the watches are in place */
+        g_autoptr(GPtrArray) changed = g_ptr_array_new();
+        g_autoptr(GPtrArray) names = ck_catalog_job_names(c);
+        g_autoptr(GPtrArray) batch = g_ptr_array_new();
+        ck_catalog_check_top(c, changed);
+        for (guint i = 0; i < names->len; i++)
+            if (ck_catalog_job_check(c, names->pdata[i]))
+                g_ptr_array_add(batch, names->pdata[i]);
+        if (batch->len)
+            ck_catalog_refresh_jobs(c, batch, changed);
+        if (changed->len) {
+            watch_all_jobs(&w, c);
+            forget_gone(fs, c, changed);
+            publish_gauges(fs, c);
+            notify_changed(fs, changed);
+        }
+    }
     gint64 period = MAX(__atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED), 10000);
-    gint64 next = g_get_monotonic_time() + period;
+    Sweep sw = {0};
+    gint64 now0 = g_get_monotonic_time();
+    sw.deep_us = now0; /* the load just compared everything */
+    gint64 next_rescan = now0 + period;
     while (!g_atomic_int_get(&v->stopping)) {
+        /* inotify is trusted while every job directory has a watch */
+        bool inotify_ok = w.ifd >= 0 && !w.warned;
+        sw.period = inotify_ok ? MAX(period, (gint64)(SWEEP_LOCAL_S * 1e6)) : period;
+        if (!sw.next)
+            sw.next = now0 + sw.period / TICKS_PER_PERIOD;
         gint64 now = g_get_monotonic_time();
-        int timeout = now >= next ? 0 : (int)MIN((next - now + 999) / 1000, 60000);
+        gint64 due = MIN(next_rescan, sw.next);
+        int timeout = now >= due ? 0 : (int)MIN((due - now + 999) / 1000, 60000);
         struct pollfd pfd[2] = {{v->wake_fd, POLLIN, 0}, {w.ifd, POLLIN, 0}};
         int r = poll(pfd, w.ifd >= 0 ? 2 : 1, timeout);
         if (g_atomic_int_get(&v->stopping))
@@ -353,7 +534,7 @@ static gpointer watcher_main(gpointer p)
                 g_debug("ckptfs: views: wake: %s", g_strerror(errno));
             gint64 p = MAX(__atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED), 10000);
             if (p != period) {
-                next = next - period + p;
+                next_rescan = next_rescan - period + p;
                 period = p;
             }
         }
@@ -363,22 +544,41 @@ static gpointer watcher_main(gpointer p)
             drain_events(&w);
         }
         g_autoptr(GPtrArray) changed = g_ptr_array_new();
-        if (g_get_monotonic_time() >= next || w.full) {
+        if (w.full) {
+            /* an overflowed queue (or a watched top directory gone): look at everything */
+            gint64 t0 = g_get_monotonic_time();
             ck_catalog_rescan(c, changed);
+            record_duration(&fs->metrics.rescan_duration_us, g_get_monotonic_time() - t0);
             atomic_fetch_add(&fs->metrics.rescans, 1);
-            next = g_get_monotonic_time() + period;
             w.full = false;
             g_hash_table_remove_all(w.todo);
             if (changed->len)
                 watch_all_jobs(&w, c);
         } else if (g_hash_table_size(w.todo)) {
+            g_autoptr(GPtrArray) jobs = g_ptr_array_new();
             GHashTableIter it;
             gpointer job;
             g_hash_table_iter_init(&it, w.todo);
             while (g_hash_table_iter_next(&it, &job, NULL))
-                if (ck_catalog_refresh_job(c, job))
-                    g_ptr_array_add(changed, job);
+                g_ptr_array_add(jobs, job);
             g_hash_table_remove_all(w.todo);
+            ck_catalog_refresh_jobs(c, jobs, changed);
+        }
+        now = g_get_monotonic_time();
+        if (now >= next_rescan) {
+            guint before = changed->len;
+            gint64 t0 = g_get_monotonic_time();
+            rescan_tick(&w, c, changed);
+            record_duration(&fs->metrics.rescan_duration_us, g_get_monotonic_time() - t0);
+            atomic_fetch_add(&fs->metrics.rescans, 1);
+            if (changed->len > before && w.ifd >= 0)
+                for (guint i = before; i < changed->len; i++)
+                    watch_job(&w, changed->pdata[i]);
+            next_rescan = MAX(next_rescan + period, now + period / 2);
+        }
+        if (now >= sw.next) {
+            sweep_tick(fs, c, &sw, changed);
+            sw.next = MAX(sw.next + sw.period / TICKS_PER_PERIOD, now + sw.period / 40);
         }
         if (changed->len) {
             forget_gone(fs, c, changed);
@@ -386,11 +586,15 @@ static gpointer watcher_main(gpointer p)
             notify_changed(fs, changed);
         }
     }
+    if (sw.names)
+        g_ptr_array_unref(sw.names);
     if (w.ifd >= 0)
         close(w.ifd);
     g_hash_table_unref(w.wds);
     g_hash_table_unref(w.jobdirs);
     g_hash_table_unref(w.todo);
+    if (w.unwatched)
+        g_hash_table_unref(w.unwatched);
     return NULL;
 }
 
@@ -516,8 +720,10 @@ void catalog_watch_stop(struct ckptfs *fs)
             g_thread_unref(v->watcher);
             v->watcher = NULL;
         }
-        loadctl_unref(ctl);
+        g_mutex_lock(&v->lock);
         v->loadctl = NULL;
+        g_mutex_unlock(&v->lock);
+        loadctl_unref(ctl);
     }
     if (v->watcher)
         g_thread_join(v->watcher);

@@ -707,6 +707,21 @@ int jv_readdir_entry(struct ckptfs *fs, ViewsDir *d, guint i, struct fuse_entry_
     return tree_entry(fs, d->vn, d->jv, d->listing, i, d->layer_fds, e);
 }
 
+/* Entries that exist exactly as long as their job (<J>, and its state,
+ * checkpoints and restore): the notifier drops them when the job goes, so
+ * the kernel may keep them long; their attributes never change (directories)
+ * or are not cached (restore). */
+static int stable(struct ckptfs *fs, int err, struct fuse_entry_param *e)
+{
+    if (err == 0 && e->ino) {
+        double st = views_of(fs)->stable_timeout;
+        e->entry_timeout = st;
+        if (e->attr_timeout > 0)
+            e->attr_timeout = st;
+    }
+    return err;
+}
+
 static char *latest_target(const CkJobInfo *j)
 {
     return g_strdup_printf("checkpoints/%" G_GUINT64_FORMAT, (guint64)j->latest);
@@ -725,7 +740,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         VNode *vn = vnode_new(VN_JOB, job);
         vn->source = "own";
         vn->backing = g_strconcat("_jobs/", job, NULL);
-        return reply_virtual(fs, job, vn, S_IFDIR, e, t);
+        return stable(fs, reply_virtual(fs, job, vn, S_IFDIR, e, t), e);
     }
     case VN_JOB: {
         g_autoptr(JobView) jv = jobview_get(fs, pv->job);
@@ -740,7 +755,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
                 vn->source = "own";
                 vn->backing = g_strconcat("_state/", pv->job, NULL);
             }
-            return reply_virtual(fs, vkey, vn, S_IFDIR, e, t);
+            return stable(fs, reply_virtual(fs, vkey, vn, S_IFDIR, e, t), e);
         }
         if (strcmp(name, "checkpoints") == 0) {
             VNode *vn = vnode_new(VN_CKPTS, pv->job);
@@ -748,7 +763,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
                 vn->source = "own";
                 vn->backing = g_strconcat("_jobs/", pv->job, NULL);
             }
-            return reply_virtual(fs, vkey, vn, S_IFDIR, e, t);
+            return stable(fs, reply_virtual(fs, vkey, vn, S_IFDIR, e, t), e);
         }
         if (strcmp(name, "restore") == 0) {
             VNode *vn = vnode_new(VN_RESTORE, pv->job);
@@ -756,7 +771,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
                 vn->source = "own";
                 vn->backing = g_strconcat("_jobs/", pv->job, NULL);
             }
-            return reply_virtual(fs, vkey, vn, S_IFREG, e, 0.0);
+            return stable(fs, reply_virtual(fs, vkey, vn, S_IFREG, e, 0.0), e);
         }
         if (strcmp(name, "latest") == 0 && j->has_latest) {
             VNode *vn = vnode_new(VN_LATEST, pv->job);
@@ -812,6 +827,9 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
     switch (vn->kind) {
     case VN_JOB:
     case VN_CKPTS:
+        views_dir_attr(fs, n->vino, st);
+        *timeout = views_of(fs)->stable_timeout; /* never change */
+        return 0;
     case VN_TREE:
         views_dir_attr(fs, n->vino, st);
         *timeout = t;
@@ -869,6 +887,17 @@ static void dent(ViewsDir *d, const char *name, ino_t ino, unsigned char type)
     g_array_append_val(d->ents, e);
 }
 
+/* <J> and <J>/checkpoints list what the job snapshot says: the kernel may
+ * keep the listing while the snapshot is the one it listed. */
+static void cache_by_version(VNode *vn, const CkJobInfo *j, ViewsDir *d)
+{
+    d->cacheable = true;
+    g_mutex_lock(&vn->lock);
+    d->keep_cache = vn->opened_serial == j->version + 1;
+    vn->opened_serial = j->version + 1;
+    g_mutex_unlock(&vn->lock);
+}
+
 int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
 {
     (void)n;
@@ -886,6 +915,7 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
             g_autofree char *vkey = g_strconcat(vn->job, "/", names[i], NULL);
             dent(d, names[i], views_vino(fs, vkey), types[i]);
         }
+        cache_by_version(vn, j, d);
         return 0;
     }
     case VN_CKPTS:
@@ -896,6 +926,7 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
             g_autofree char *vkey = g_strconcat(vn->job, "/checkpoints/", name, NULL);
             dent(d, name, views_vino(fs, vkey), DT_DIR);
         }
+        cache_by_version(vn, j, d);
         return 0;
     case VN_TREE: {
         /* revalidated at most every half timeout: a change behind the mount

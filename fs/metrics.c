@@ -88,6 +88,14 @@ static void sample(GString *s, const char *name, const char *mount, const char *
                            labels ? labels : "", v);
 }
 
+/* name{mount="..."} seconds */
+static void sample_seconds(GString *s, const char *name, const char *mount, double v)
+{
+    g_string_append_printf(s, "%s{mount=\"", name);
+    append_label_value(s, mount);
+    g_string_append_printf(s, "\"} %.6f\n", v);
+}
+
 GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
 {
     GString *s = g_string_sized_new(8192);
@@ -194,5 +202,20 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
         g_snprintf(lb, sizeof lb, "reason=\"%s\"", pt_why[w]);
         sample(s, "ckptfs_passthrough_fallbacks_total", mp, lb, get(&m->pt_fallbacks[w]));
     }
+    header(s, "ckptfs_catalog_markers_loaded", "gauge",
+           "Markers of the catalog read and resolved (below ckptfs_catalog_markers while it "
+           "loads).");
+    sample(s, "ckptfs_catalog_markers_loaded", mp, NULL, get(&m->catalog_markers_loaded));
+    header(s, "ckptfs_catalog_rescan_duration_seconds", "gauge",
+           "Duration of the last periodic rescan pass.");
+    sample_seconds(s, "ckptfs_catalog_rescan_duration_seconds", mp,
+                   (double)get(&m->rescan_duration_us) / 1e6);
+    header(s, "ckptfs_catalog_sweep_duration_seconds", "gauge",
+           "Time spent on the last sweep that checked every job.");
+    sample_seconds(s, "ckptfs_catalog_sweep_duration_seconds", mp,
+                   (double)get(&m->sweep_duration_us) / 1e6);
+    header(s, "ckptfs_inotify_overflows_total", "counter",
+           "Inotify queue overflows (each followed by a full rescan).");
+    sample(s, "ckptfs_inotify_overflows_total", mp, NULL, get(&m->inotify_overflows));
     return s;
 }

@@ -82,6 +82,11 @@ typedef struct {
     atomic_uint_fast64_t pt_opens;                      /* opens bound in passthrough */
     atomic_uint_fast64_t pt_fallbacks[FS_PT_WHY_COUNT]; /* opens of backing files without */
     atomic_int_fast64_t pt_ids;                         /* gauge: backing ids registered */
+    /* the catalog's upkeep (catalog_watch.c) */
+    atomic_uint_fast64_t catalog_markers_loaded; /* gauge: markers read and resolved */
+    atomic_uint_fast64_t rescan_duration_us;     /* gauge: the last periodic pass */
+    atomic_uint_fast64_t sweep_duration_us;      /* gauge: the last sweep over every job */
+    atomic_uint_fast64_t inotify_overflows;
 } FsMetrics;
 
 /* The request the calling thread serves (each handler counts its op first,

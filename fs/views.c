@@ -185,6 +185,7 @@ int views_init(struct ckptfs *fs)
      * invalidated explicitly, negative entries are never kept */
     v->timeout = fs->opt.rescan_s > 0 ? fs->opt.rescan_s : 1.0;
     v->rescan_us = (gint64)(fs->opt.rescan_s * 1e6);
+    v->stable_timeout = MAX(v->timeout, 60.0);
     g_mutex_init(&v->lock);
     g_cond_init(&v->loaded_cond);
     g_mutex_init(&v->ino_lock);
@@ -248,6 +249,10 @@ void views_destroy(struct ckptfs *fs)
     g_hash_table_unref(v->vinos);
     if (v->early_names)
         g_ptr_array_unref(v->early_names);
+    if (v->root_names)
+        g_ptr_array_unref(v->root_names);
+    if (v->root_inos)
+        g_array_unref(v->root_inos);
     if (v->pending)
         g_hash_table_unref(v->pending);
     for (guint i = 0; i < v->ext_fds->len; i++)
@@ -277,20 +282,16 @@ static ino_t top_vino(VnKind k)
                                 : VINO_METRICS;
 }
 
-static GBytes *snapshot(struct ckptfs *fs, VnKind k)
+/* wait: a read of .metrics (may wait a little for a catalog still loading);
+ * a lookup or getattr (its size, say, in a readdirplus of the views dir)
+ * never waits. */
+static GBytes *snapshot(struct ckptfs *fs, VnKind k, bool wait)
 {
     if (k == VN_COLLISIONS)
         return ck_collision_log_snapshot(fs->collisions);
     if (k == VN_CONTROL)
         return control_text(fs);
-    /* the catalog gauges are set when the (background) load publishes the
-     * catalog: wait for it, or a scrape of a fresh mount reads 0 markers
-     * (issue 13).  Bounded by the load itself (SPEC 6: <= 1 s). */
-    CkCatalog *c = views_catalog(fs);
-    if (c) { /* the loader publishes them just after it marks the load done */
-        atomic_store(&fs->metrics.catalog_jobs, ck_catalog_n_jobs(c));
-        atomic_store(&fs->metrics.catalog_markers, ck_catalog_n_markers(c));
-    }
+    catalog_watch_load_gauges(fs, wait);
     FsMetricsMount mnt = {fs->mountpoint, __atomic_load_n(&fs->policy.audit, __ATOMIC_RELAXED),
                           __atomic_load_n(&fs->policy.legacy_rw, __ATOMIC_RELAXED),
                           node_table_count(fs)};
@@ -323,7 +324,7 @@ static void fill_stat(struct ckptfs *fs, VnKind k, struct stat *st)
         /* .control: writable (xattrs) by its owner; control.c says who may */
         st->st_mode = S_IFREG | (k == VN_CONTROL ? 0644 : 0444);
         st->st_nlink = 1;
-        g_autoptr(GBytes) b = snapshot(fs, k);
+        g_autoptr(GBytes) b = snapshot(fs, k, false);
         st->st_size = (off_t)g_bytes_get_size(b);
         st->st_blocks = (st->st_size + 511) / 512;
         /* the time of the newest record, not now: a file whose mtime moves
@@ -362,7 +363,7 @@ static int top_lookup(struct ckptfs *fs, VnKind k, const char *vkey, struct fuse
     e->ino = node_ino(&fs->nodes, n);
     e->generation = n->generation;
     /* the files change with every request: never cache their attributes */
-    e->attr_timeout = k == VN_ROOT ? views_of(fs)->timeout : 0.0;
+    e->attr_timeout = k == VN_ROOT ? views_of(fs)->stable_timeout : 0.0;
     e->entry_timeout = 1.0;
     return 0;
 }
@@ -407,7 +408,7 @@ int views_getattr(struct ckptfs *fs, Node *n, struct stat *st, double *timeout)
     case VN_METRICS:
     case VN_CONTROL:
         fill_stat(fs, vn->kind, st);
-        *timeout = vn->kind == VN_ROOT ? views_of(fs)->timeout : 0.0;
+        *timeout = vn->kind == VN_ROOT ? views_of(fs)->stable_timeout : 0.0;
         return 0;
     default:
         return jv_getattr(fs, n, vn, st, timeout);
@@ -449,6 +450,62 @@ static void viewsdir_free(ViewsDir *d)
     g_free(d);
 }
 
+/* The job names of the views dir.  Once the catalog is loaded, the list
+ * and its inode numbers are kept until a job comes or goes (an opendir of
+ * 10,000 jobs then copies nothing), and the kernel may keep its copy while
+ * it is that list. */
+static void root_listing(struct ckptfs *fs, ViewsDir *d)
+{
+    Views *v = views_of(fs);
+    CkCatalog *c = catalog_if_loaded(fs);
+    if (!c) {
+        g_autoptr(GPtrArray) names = views_job_names(fs);
+        for (guint i = 0; i < names->len; i++)
+            vent_add(d, names->pdata[i], views_vino(fs, names->pdata[i]), DT_DIR);
+        return;
+    }
+    guint64 ver = ck_catalog_names_version(c); /* before the names: never newer than them */
+    g_mutex_lock(&v->lock);
+    bool fresh = v->root_names && v->root_version == ver;
+    g_mutex_unlock(&v->lock);
+    if (!fresh) {
+        GPtrArray *names = ck_catalog_job_names(c);
+        GArray *inos = g_array_sized_new(FALSE, FALSE, sizeof(ino_t), names->len);
+        for (guint i = 0; i < names->len; i++) {
+            ino_t ino = views_vino(fs, names->pdata[i]);
+            g_array_append_val(inos, ino);
+        }
+        g_mutex_lock(&v->lock);
+        if (!v->root_names || v->root_version < ver) {
+            if (v->root_names)
+                g_ptr_array_unref(v->root_names);
+            if (v->root_inos)
+                g_array_unref(v->root_inos);
+            v->root_names = g_steal_pointer(&names);
+            v->root_inos = g_steal_pointer(&inos);
+            v->root_version = ver;
+        }
+        g_mutex_unlock(&v->lock);
+        if (names)
+            g_ptr_array_unref(names);
+        if (inos)
+            g_array_unref(inos);
+    }
+    g_mutex_lock(&v->lock);
+    g_autoptr(GPtrArray) names = g_ptr_array_ref(v->root_names);
+    g_autoptr(GArray) inos = g_array_ref(v->root_inos);
+    guint64 have = v->root_version;
+    d->cacheable = true;
+    d->keep_cache = v->root_given == have + 1;
+    v->root_given = have + 1;
+    g_mutex_unlock(&v->lock);
+    for (guint i = 0; i < names->len; i++) {
+        /* interned: borrowed, never freed */
+        VEnt e = {names->pdata[i], g_array_index(inos, ino_t, i), DT_DIR, true, NULL, -1};
+        g_array_append_val(d->ents, e);
+    }
+}
+
 int views_opendir(struct ckptfs *fs, Node *n, void **dh)
 {
     VNode *vn = vn_of(n);
@@ -463,9 +520,7 @@ int views_opendir(struct ckptfs *fs, Node *n, void **dh)
         vent_add(d, ".collisions", VINO_COLLISIONS, DT_REG);
         vent_add(d, ".metrics", VINO_METRICS, DT_REG);
         vent_add(d, ".control", VINO_CONTROL, DT_REG);
-        g_autoptr(GPtrArray) names = views_job_names(fs);
-        for (guint i = 0; i < names->len; i++)
-            vent_add(d, names->pdata[i], views_vino(fs, names->pdata[i]), DT_DIR);
+        root_listing(fs, d);
     } else {
         err = jv_opendir(fs, n, vn, d);
     }
@@ -550,7 +605,7 @@ int views_open(struct ckptfs *fs, Node *n, int flags, ViewsOpen *out)
     atomic_fetch_add_explicit(&fs->metrics.views_served, 1, memory_order_relaxed);
     out->fd = -1;
     if (vn->kind == VN_COLLISIONS || vn->kind == VN_METRICS || vn->kind == VN_CONTROL) {
-        out->content = snapshot(fs, vn->kind);
+        out->content = snapshot(fs, vn->kind, true);
         out->direct_io = true;
         out->keep_cache = false;
         return 0;

@@ -66,7 +66,8 @@ typedef struct {
     uid_t uid;
     gid_t gid;
     struct timespec mounted;
-    double timeout; /* entry/attr timeout of views entries */
+    double timeout;        /* entry/attr timeout of views entries */
+    double stable_timeout; /* of those invalidated explicitly, and of constant attributes */
 
     GMutex lock;
     GCond loaded_cond;
@@ -80,6 +81,12 @@ typedef struct {
     GArray *ext_fds;         /* O_PATH descriptors of them (-1: unusable) */
 
     guint64 next_serial; /* atomic: Listing serials */
+
+    /* the views dir's listing once the catalog is loaded (v->lock) */
+    GPtrArray *root_names; /* sorted interned job ids */
+    GArray *root_inos;     /* ino_t, parallel */
+    guint64 root_version;  /* ck_catalog_names_version they are of */
+    guint64 root_given;    /* root_version + 1 of the listing the kernel got last, 0: none */
 
     GMutex ino_lock;
     GHashTable *vinos; /* vkey (owned) -> ino */
@@ -158,3 +165,6 @@ void catalog_watch_changed(struct ckptfs *fs, const char *job);
 /* rescan= in seconds, and its live change (the watcher's next wait uses it). */
 double catalog_watch_rescan(struct ckptfs *fs);
 void catalog_watch_set_rescan(struct ckptfs *fs, double seconds);
+/* While the catalog loads: its progress into the catalog gauges; wait:
+ * first give the load up to half a second to finish (a read of .metrics). */
+void catalog_watch_load_gauges(struct ckptfs *fs, bool wait);

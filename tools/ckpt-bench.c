@@ -169,6 +169,8 @@ typedef struct {
     int runs;
     gboolean json;
     gboolean peers;
+    gint64 mount_jobs; /* jobs of the mount workload's fixture (0: MOUNT_JOBS x scale) */
+    int idle_s;        /* seconds of the idle-CPU line */
 
     /* set-up */
     char *exe_dir;
@@ -1783,9 +1785,160 @@ static int mount_once(Bench *b, const char *dir, guint64 markers, MountSample *o
     return ret < 0 ? ret : e;
 }
 
+/* ---- browsing, idle and upkeep of a big mount (issue 15) ---- */
+
+/* Seconds `argv` took (stdout and stderr to /dev/null); NAN when it failed. */
+static double time_cmd(const char *const *argv)
+{
+    double t0 = now_s();
+    gint status = 0;
+    if (!g_spawn_sync(NULL, (char **)argv, NULL,
+                      G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
+                      child_setup, NULL, NULL, NULL, &status, NULL) ||
+        !g_spawn_check_wait_status(status, NULL))
+        return NAN;
+    return now_s() - t0;
+}
+
+/* utime + stime of pid, in seconds; NAN when unreadable. */
+static double cpu_s(GPid pid)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/stat", (int)pid);
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return NAN;
+    const char *p = strrchr(text, ')');
+    if (!p)
+        return NAN;
+    unsigned long long ut = 0, st = 0;
+    /* after "comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+     * stime */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return NAN;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+typedef struct {
+    Result *ls_warm, *ls_cold, *find, *idle, *idle_after, *behind, *jobs_json;
+    gint64 forgets; /* FORGETs the daemon got during the idle time after the walks */
+} BrowseLines;
+
+/* The daemon's CPU over --idle-seconds of nothing, in % of one core. */
+static double idle_pct(Bench *b)
+{
+    g_mutex_lock(&b->lock);
+    GPid pid = b->daemon;
+    g_mutex_unlock(&b->lock);
+    double c0 = cpu_s(pid), w0 = now_s();
+    g_usleep((gulong)b->idle_s * G_USEC_PER_SEC);
+    return (cpu_s(pid) - c0) / (now_s() - w0) * 100.0;
+}
+
+/* ckptfs_ops_total{op="forget"} from .metrics, or -1. */
+static gint64 ops_forget(const char *views)
+{
+    g_autofree char *path = g_build_filename(views, ".metrics", NULL);
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return -1;
+    const char *key = "\nckptfs_ops_total{op=\"forget\"} ";
+    const char *p = strstr(text, key);
+    return p ? g_ascii_strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+/* One mount of the fixture, once its catalog is loaded: ls -l of the views
+ * dir (warm: the second of two; cold: after drop_caches), find -printf '%s'
+ * over every view against the same find over _jobs and _state (each warmed
+ * once natively first), the daemon's CPU over --idle-seconds of nothing, how
+ * long a marker written behind the mount takes to show, and ckptctl jobs
+ * --json of the directory (warm). */
+static int browse_once(Bench *b, const char *dir, guint64 markers, BrowseLines *L)
+{
+    int ret = daemon_start(b, dir, b->mnt, NULL);
+    if (ret < 0)
+        return ret;
+    g_autofree char *views = g_build_filename(b->mnt, "_views", NULL);
+    for (double end = now_s() + 120; now_s() < end; g_usleep(20000)) {
+        gint64 m = catalog_markers(views);
+        if (m < 0 || (guint64)m >= markers)
+            break;
+    }
+    /* idle: loaded, nothing browsed yet */
+    g_usleep(2 * G_USEC_PER_SEC);
+    double pct = idle_pct(b);
+    g_array_append_val(L->idle->mount, pct);
+    const char *ls[] = {"ls", "-l", views, NULL};
+    time_cmd(ls);
+    double t = time_cmd(ls);
+    g_array_append_val(L->ls_warm->mount, t);
+    g_autofree char *jobs_dir = g_build_filename(dir, "_jobs", NULL);
+    g_autofree char *state_dir = g_build_filename(dir, "_state", NULL);
+    const char *lsn[] = {"ls", "-l", jobs_dir, NULL};
+    time_cmd(lsn);
+    t = time_cmd(lsn);
+    g_array_append_val(L->ls_warm->native, t);
+    if (b->can_drop && drop_caches() == 0) {
+        t = time_cmd(ls);
+        g_array_append_val(L->ls_cold->mount, t);
+        if (drop_caches() == 0) {
+            t = time_cmd(lsn);
+            g_array_append_val(L->ls_cold->native, t);
+        }
+    }
+    const char *fn[] = {"find", jobs_dir, state_dir, "-printf", "%s\n", NULL};
+    time_cmd(fn);
+    t = time_cmd(fn);
+    g_array_append_val(L->find->native, t);
+    const char *fm[] = {"find", views, "-printf", "%s\n", NULL};
+    t = time_cmd(fm);
+    g_array_append_val(L->find->mount, t);
+
+    /* the same idle time after the walks: the kernel forgetting what they
+     * looked up is the daemon's work too (information) */
+    gint64 f0 = ops_forget(views);
+    pct = idle_pct(b);
+    g_array_append_val(L->idle_after->mount, pct);
+    L->forgets = ops_forget(views) - f0;
+
+    /* a marker written behind the mount: chk-<N>, then its COMPLETED, as a job does */
+    g_autoptr(GDir) jd = g_dir_open(jobs_dir, 0, NULL);
+    const char *job = jd ? g_dir_read_name(jd) : NULL;
+    if (job) {
+        g_autofree char *chk = g_strdup_printf("%s/%s/chk-999999", jobs_dir, job);
+        g_autofree char *marker = g_build_filename(chk, "COMPLETED", NULL);
+        g_autofree char *tmp = g_build_filename(chk, "COMPLETED.tmp", NULL);
+        g_autofree char *text = g_strdup_printf(
+            "checkpoint=999999\ngeneration=1\nparticipants=0\nstate=_state/%s\n", job);
+        g_autofree char *shown = g_strdup_printf("%s/%s/checkpoints/999999", views, job);
+        double t0 = now_s();
+        if (g_mkdir_with_parents(chk, 0755) == 0 && g_file_set_contents(tmp, text, -1, NULL) &&
+            rename(tmp, marker) == 0) {
+            struct stat st;
+            double end = t0 + 30;
+            while (lstat(shown, &st) != 0 && now_s() < end)
+                g_usleep(10000);
+            if (lstat(shown, &st) == 0) {
+                t = now_s() - t0;
+                g_array_append_val(L->behind->mount, t);
+            }
+        }
+        unlink(marker);
+        unlink(tmp);
+        rmdir(chk);
+    }
+    ret = daemon_stop(b);
+    g_autofree char *ckptctl = g_build_filename(b->exe_dir, "ckptctl", NULL);
+    const char *cj[] = {ckptctl, "jobs", "--json", dir, NULL};
+    time_cmd(cj);
+    t = time_cmd(cj);
+    if (!isnan(t))
+        g_array_append_val(L->jobs_json->mount, t);
+    return ret;
+}
+
 static void wl_mount(Bench *b)
 {
-    guint64 jobs = scaled(MOUNT_JOBS, b->scale, 1);
+    guint64 jobs = b->mount_jobs > 0 ? (guint64)b->mount_jobs : scaled(MOUNT_JOBS, b->scale, 1);
     g_autofree char *tag = g_strdup_printf("%" G_GUINT64_FORMAT "x%d", jobs, MOUNT_MARKERS);
     Result *rt = result_new(b, "mount", g_strdup_printf("mount %s warm, ls _views (s)", tag), "s",
                             TARGET_VALUE_MAX, 1);
@@ -1795,7 +1948,25 @@ static void wl_mount(Bench *b)
                             "s", TARGET_NONE, 0);
     Result *rc = result_new(b, "mount", g_strdup_printf("mount %s cold, ls _views (s)", tag), "s",
                             TARGET_NONE, 0);
-    Result *all[] = {rt, rm, rl, rc};
+    Result *rls = result_new(b, "mount", g_strdup_printf("%s: ls -l _views, warm (s)", tag), "s",
+                             TARGET_VALUE_MAX, 0.3);
+    Result *rlc = result_new(b, "mount", g_strdup_printf("%s: ls -l _views, cold (s)", tag), "s",
+                             TARGET_VALUE_MAX, 1);
+    Result *rf = result_new(
+        b, "mount", g_strdup_printf("%s: find _views vs _jobs + _state, -printf %%s (s)", tag), "s",
+        TARGET_RATIO_MAX, 2);
+    Result *ri = result_new(
+        b, "mount", g_strdup_printf("%s: idle mount, CPU over %d s (%% of a core)", tag, b->idle_s),
+        "%", TARGET_VALUE_MAX, 0.5);
+    Result *ria = result_new(
+        b, "mount", g_strdup_printf("%s: the same, right after the find (%% of a core)", tag), "%",
+        TARGET_NONE, 0);
+    Result *rb = result_new(b, "mount",
+                            g_strdup_printf("%s: marker written behind the mount shows (s)", tag),
+                            "s", TARGET_VALUE_MAX, 2);
+    Result *rj = result_new(b, "mount", g_strdup_printf("%s: ckptctl jobs --json, warm (s)", tag),
+                            "s", TARGET_VALUE_MAX, 1);
+    Result *all[] = {rt, rm, rl, rc, rls, rlc, rf, ri, ria, rb, rj};
     const int nall = G_N_ELEMENTS(all);
     for (int i = 0; i < nall; i++)
         peers_na(b, all[i]);
@@ -1847,6 +2018,27 @@ static void wl_mount(Bench *b)
                 break;
             g_array_append_val(rc->mount, cold.ls_s);
         }
+    }
+    if (ret == 0) {
+        /* one browsing session: a find over 10,000 job views takes a while */
+        g_printerr("ckpt-bench: mount: browsing, %d s idle, a marker behind the mount\n",
+                   b->idle_s);
+        BrowseLines L = {rls, rlc, rf, ri, ria, rb, rj, 0};
+        ret = browse_once(b, fixture, markers, &L);
+        rls->note = g_strdup_printf("native: ls -l _jobs %.3f s", median(rls->native));
+        rlc->note = b->can_drop
+                        ? g_strdup_printf("drop_caches first; native %.3f s", median(rlc->native))
+                        : NULL;
+        if (!b->can_drop)
+            rlc->status = "skipped";
+        rf->note = g_strdup("native: the same find over _jobs and _state, warm; mount: the "
+                            "daemon's first walk");
+        ri->note = g_strdup("utime+stime of the daemon, catalog loaded, nothing browsed yet");
+        ria->note = g_strdup_printf(
+            "information: the kernel forgot %" G_GINT64_FORMAT " nodes meanwhile", L.forgets);
+        rb->note = g_strdup("mkdir chk-<N>, write, rename onto COMPLETED in the backing dir; "
+                            "target: rescan=2");
+        rj->note = g_strdup("the second of two runs");
     }
     if (ret == -ENOENT) {
         for (int i = 0; i < nall; i++) {
@@ -2116,7 +2308,7 @@ static void bench_free(Bench *b)
 
 int main(int argc, char **argv)
 {
-    Bench b = {.scale = 1.0, .runs = 3};
+    Bench b = {.scale = 1.0, .runs = 3, .idle_s = -1};
     g_mutex_init(&b.lock);
     b.results = g_ptr_array_new_with_free_func(result_free);
     b.notes = g_ptr_array_new_with_free_func(g_free);
@@ -2138,6 +2330,13 @@ int main(int argc, char **argv)
          "Also run the workloads through passthrough_ll, fuse-overlayfs, mergerfs, bindfs and "
          "unionfs-fuse (each skipped when missing), then print one table of every system",
          NULL},
+        {"mount-jobs", 0, 0, G_OPTION_ARG_INT64, &b.mount_jobs,
+         "Jobs (x 10 markers) of the mount workload's directory (default 10,000; e.g. 100000)",
+         "N"},
+        {"idle-seconds", 0, 0, G_OPTION_ARG_INT, &b.idle_s,
+         "How long the mount workload measures an idle mount's CPU (default 60 x scale, at "
+         "least 1)",
+         "S"},
         {"mounted-dir", 0, 0, G_OPTION_ARG_FILENAME, &b.mounted_dir,
          "Use this existing mount of --backing instead of spawning ckptfs", "MNT"},
         {"backing", 0, 0, G_OPTION_ARG_FILENAME, &b.backing_opt,
@@ -2153,6 +2352,8 @@ int main(int argc, char **argv)
         bench_free(&b);
         return SETUP_ERROR;
     }
+    if (b.idle_s < 0)
+        b.idle_s = (int)MAX(1.0, round(60.0 * b.scale));
     if (b.runs < 1 || !(b.scale > 0) || parse_only(&b) < 0 || (b.peers && b.mounted_dir)) {
         if (b.runs < 1 || !(b.scale > 0))
             g_printerr("ckpt-bench: --runs must be >= 1 and --scale > 0\n");

@@ -209,7 +209,10 @@ int ckptctl_fixture(int argc, char **argv)
                                              g_rand_int(fx.rand)));
     g_autofree char *parts = participants((guint)subtasks);
     bool ok = true;
-    for (gint i = 0; ok && i < jobs; i++) {
+    gint written = 0, total = jobs + legacy;
+    CkptctlProgress *pl = ckptctl_progress_new("fixture", json);
+    ckptctl_progress_phase(pl, "writing", &written, &total, "jobs");
+    for (gint i = 0; ok && i < jobs; i++, g_atomic_int_inc(&written)) {
         const char *job = ids->pdata[i];
         g_autofree char *base = g_strconcat("_state/", job, NULL);
         guint64 g = 1;
@@ -261,6 +264,8 @@ int ckptctl_fixture(int argc, char **argv)
         g_autofree char *m = g_strdup_printf("checkpoint=%d\n", checkpoints + 1);
         ok = fx_marker(&fx, ids->pdata[0], (guint64)checkpoints + 1, m);
     }
+    g_atomic_int_add(&written, legacy);
+    ckptctl_progress_free(pl);
     g_rand_free(fx.rand);
     g_autoptr(GString) ferr = fx.err;
     if (!ok)

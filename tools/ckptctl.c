@@ -193,10 +193,14 @@ typedef struct {
     char **external_roots;
     char *config;
     char *views;
+    CkptctlProgress *progress; /* the progress line, NULL when none */
+    CkCatalogProgress cat_progress;
 } Common;
 
 static void common_clear(Common *c)
 {
+    ckptctl_progress_free(c->progress);
+    c->progress = NULL;
     g_free(c->legacy_backend);
     g_strfreev(c->external_roots);
     g_free(c->config);
@@ -309,6 +313,100 @@ static int parse(const char *cmd, const char *params, const char *summary, GOpti
     return -1;
 }
 
+/* ---- the progress line ---- */
+
+struct CkptctlProgress {
+    const char *cmd;
+    GMutex lock; /* phase, counters, drawn, stop */
+    GCond cond;
+    const char *phase, *unit;
+    const gint *done, *total;
+    bool drawn, stop;
+    gint64 start_us, delay_us;
+    GThread *thread;
+};
+
+/* Under p->lock. */
+static void progress_draw(CkptctlProgress *p)
+{
+    if (!p->phase)
+        return;
+    double secs = (double)(g_get_monotonic_time() - p->start_us) / 1e6;
+    char count[64] = "";
+    if (p->done && p->total && g_atomic_int_get(p->total) > 0)
+        g_snprintf(count, sizeof count, " %d/%d %s",
+                   MIN(g_atomic_int_get(p->done), g_atomic_int_get(p->total)),
+                   g_atomic_int_get(p->total), p->unit);
+    else if (p->done)
+        g_snprintf(count, sizeof count, " %d %s", g_atomic_int_get(p->done), p->unit);
+    /* \r and erase to the end of the line: one line, redrawn in place */
+    fprintf(stderr, "\r\033[Kckptctl %s: %s%s (%.0f s)", p->cmd, p->phase, count, secs);
+    fflush(stderr);
+    p->drawn = true;
+}
+
+static gpointer progress_main(gpointer data)
+{
+    CkptctlProgress *p = data;
+    g_mutex_lock(&p->lock);
+    while (!p->stop) {
+        gint64 now = g_get_monotonic_time();
+        if (now - p->start_us >= p->delay_us)
+            progress_draw(p);
+        g_cond_wait_until(&p->cond, &p->lock, now + 250 * G_TIME_SPAN_MILLISECOND);
+    }
+    g_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+CkptctlProgress *ckptctl_progress_new(const char *cmd, bool json)
+{
+    if (json || !isatty(STDERR_FILENO))
+        return NULL;
+    CkptctlProgress *p = g_new0(CkptctlProgress, 1);
+    p->cmd = cmd;
+    g_mutex_init(&p->lock);
+    g_cond_init(&p->cond);
+    p->start_us = g_get_monotonic_time();
+    const char *d = g_getenv("CKPTCTL_PROGRESS_DELAY_MS");
+    p->delay_us = d ? g_ascii_strtoll(d, NULL, 10) * 1000 : G_USEC_PER_SEC;
+    p->thread = g_thread_new("ckptctl-progress", progress_main, p);
+    return p;
+}
+
+void ckptctl_progress_phase(CkptctlProgress *p, const char *phase, const gint *done,
+                            const gint *total, const char *unit)
+{
+    if (!p)
+        return;
+    g_mutex_lock(&p->lock);
+    p->phase = phase;
+    p->done = done;
+    p->total = total;
+    p->unit = unit;
+    if (p->delay_us <= 0)
+        progress_draw(p); /* at once (tests): a fast phase is seen too */
+    g_mutex_unlock(&p->lock);
+}
+
+void ckptctl_progress_free(CkptctlProgress *p)
+{
+    if (!p)
+        return;
+    g_mutex_lock(&p->lock);
+    p->stop = true;
+    g_cond_signal(&p->cond);
+    g_mutex_unlock(&p->lock);
+    g_thread_join(p->thread);
+    if (p->drawn) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+    g_mutex_clear(&p->lock);
+    g_cond_clear(&p->cond);
+    g_free(p);
+}
+
 /* ck_catalog_open; with CKPTCTL_STATS set, also what it cost, on stderr. */
 /* The catalog reads what it can (a mount must go on past one unreadable
  * directory); a report must not: an unreadable _jobs/<J> or _state/<J>
@@ -357,7 +455,10 @@ static int unreadable_job_dir(const char *dir, char **where)
 static CkCatalog *catalog_with_stats(const char *cmd, const char *dir, Common *c,
                                      const CkResolveOptions *ro, int *rc)
 {
-    CkCatalogOptions co = {*ro, c->views ? c->views : "_views"};
+    CkCatalogOptions co = {*ro, c->views ? c->views : "_views", &c->cat_progress};
+    c->progress = ckptctl_progress_new(cmd, c->json);
+    ckptctl_progress_phase(c->progress, "reading the markers of", &c->cat_progress.jobs_done,
+                           &c->cat_progress.jobs_total, "jobs");
     g_autoptr(GError) err = NULL;
     /* CKPTCTL_STATS=1: how long the catalog took and how much heap it holds
      * (SPEC §6 budget: 1 KiB per marker), on stderr. */
@@ -366,12 +467,14 @@ static CkCatalog *catalog_with_stats(const char *cmd, const char *dir, Common *c
     gint64 t0 = g_get_monotonic_time();
     CkCatalog *cat = ck_catalog_open(dir, &co, &err);
     if (!cat) {
+        ckptctl_progress_free(g_steal_pointer(&c->progress)); /* the error on a line of its own */
         *rc = ckptctl_fail(cmd, "%s", err->message);
         return NULL;
     }
     g_autofree char *where = NULL;
     int uerr = unreadable_job_dir(dir, &where);
     if (uerr) {
+        ckptctl_progress_free(g_steal_pointer(&c->progress));
         ck_catalog_free(cat);
         *rc = ckptctl_fail(cmd, "%s: %s", where, g_strerror(-uerr));
         return NULL;
@@ -444,9 +547,11 @@ static gpointer bytes_worker(gpointer p)
 
 /* Bytes of every job: a walk of its state, on a few threads (independent
  * jobs, read-only snapshots). */
-static guint64 *job_bytes_parallel(CkCatalog *cat, GPtrArray *snaps)
+static guint64 *job_bytes_parallel(CkCatalog *cat, GPtrArray *snaps, CkptctlProgress *pl)
 {
     BytesWork w = {cat, snaps, g_new0(guint64, snaps->len + 1), 0};
+    gint total = (gint)snaps->len;
+    ckptctl_progress_phase(pl, "sizing the state of", &w.next, &total, "jobs");
     guint n = snaps->len < 64 ? 1 : MIN(g_get_num_processors(), 4);
     GThread *th[4];
     for (guint i = 1; i < n; i++)
@@ -478,7 +583,8 @@ static int cmd_jobs(int argc, char **argv)
         if (j)
             g_ptr_array_add(snaps, j);
     }
-    g_autofree guint64 *bytes = job_bytes_parallel(cat, snaps);
+    g_autofree guint64 *bytes = job_bytes_parallel(cat, snaps, c.progress);
+    ckptctl_progress_free(g_steal_pointer(&c.progress)); /* before the table goes out */
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "jobs");
@@ -718,7 +824,9 @@ static int cmd_check(int argc, char **argv)
         common_clear(&c);
         return rc;
     }
+    ckptctl_progress_phase(c.progress, "looking for hazards", NULL, NULL, NULL);
     g_autoptr(GPtrArray) hz = ck_catalog_hazards(cat);
+    ckptctl_progress_free(g_steal_pointer(&c.progress)); /* before the table goes out */
     guint collisions = 0;
     bool malformed = false;
     for (guint i = 0; i < hz->len; i++) {
@@ -808,7 +916,9 @@ static int cmd_unused(int argc, char **argv)
         common_clear(&c);
         return rc;
     }
+    ckptctl_progress_phase(c.progress, "sizing what is unused", NULL, NULL, NULL);
     g_autoptr(GPtrArray) un = ck_catalog_unused(cat);
+    ckptctl_progress_free(g_steal_pointer(&c.progress)); /* before the table goes out */
     guint64 total = 0;
     for (guint i = 0; i < un->len; i++)
         total += ((CkUnused *)un->pdata[i])->bytes;

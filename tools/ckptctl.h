@@ -46,6 +46,18 @@ guint ckptctl_table_rows(CkptctlTable *t);
 void ckptctl_table_print(CkptctlTable *t, const char *prefix);
 void ckptctl_table_free(CkptctlTable *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkptctlTable, ckptctl_table_free)
+/* A progress line on stderr for work that can take more than a second
+ * (fixture, jobs, check, unused): only when stderr is a terminal and not
+ * with --json; redrawn in place four times a second once the work has taken
+ * a second (CKPTCTL_PROGRESS_DELAY_MS overrides that, for tests), erased
+ * when done.  new returns NULL when there is to be none; every call takes
+ * NULL.  phase: what is being done, and the counters (atomics, read with
+ * g_atomic_int_get; total may be NULL) of the things done, in `unit`. */
+typedef struct CkptctlProgress CkptctlProgress;
+CkptctlProgress *ckptctl_progress_new(const char *cmd, bool json);
+void ckptctl_progress_phase(CkptctlProgress *p, const char *phase, const gint *done,
+                            const gint *total, const char *unit);
+void ckptctl_progress_free(CkptctlProgress *p);
 
 int ckptctl_fixture(int argc, char **argv);
 /* ckptctl set MOUNT [KEY=VALUE...] (tools/ckptctl-set.c): live settings. */

@@ -959,6 +959,60 @@ static void collisions_file(void **state)
     assert_non_null(strstr(m.err, "none.jsonl"));
 }
 
+/* ---- the progress line ---- */
+
+/* What `cmdline` writes on a terminal (a pty from script(1)); stdout is
+ * redirected by the command line itself where the test wants stderr only. */
+static char *on_tty(const char *cmdline)
+{
+    const char *argv[] = {"script", "-qec", cmdline, "/dev/null", NULL};
+    g_autofree char *out = NULL;
+    gint status = 0;
+    g_autoptr(GError) err = NULL;
+    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, NULL,
+                      &status, &err))
+        fail_msg("script: %s", err->message);
+    assert_true(WIFEXITED(status));
+    return g_steal_pointer(&out);
+}
+
+static void progress_line(void **state)
+{
+    Fx *fx = *state;
+    const char *bin = g_getenv("CKPTCTL");
+    g_autofree char *dir = path_in(fx, "d");
+    /* shown from the start (instead of after a second) so a small directory shows it */
+    g_setenv("CKPTCTL_PROGRESS_DELAY_MS", "0", TRUE);
+    g_autofree char *fx_cmd =
+        g_strdup_printf("%s fixture %s --jobs 20 --checkpoints 2 > /dev/null", bin, dir);
+    g_autofree char *fx_out = on_tty(fx_cmd);
+    assert_non_null(strstr(fx_out, "\r\033[Kckptctl fixture: writing"));
+    static const char *const cmds[] = {"jobs", "check", "unused"};
+    for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
+        /* a terminal: the line, erased at the end */
+        g_autofree char *c1 = g_strdup_printf("%s %s %s > /dev/null", bin, cmds[i], dir);
+        g_autofree char *o1 = on_tty(c1);
+        g_autofree char *want = g_strdup_printf("\r\033[Kckptctl %s: ", cmds[i]);
+        assert_non_null(strstr(o1, want));
+        assert_true(g_str_has_suffix(o1, "\r\033[K"));
+        /* --json on a terminal: none */
+        g_autofree char *c2 = g_strdup_printf("%s %s --json %s > /dev/null", bin, cmds[i], dir);
+        g_autofree char *o2 = on_tty(c2);
+        assert_null(strstr(o2, "ckptctl"));
+        assert_null(strchr(o2, '\r'));
+        /* piped: none, and stdout is the plain table */
+        g_auto(Run) r = run(cmds[i], dir, NULL);
+        assert_true(r.status == 0 || r.status == 1);
+        assert_string_equal(r.err, "");
+        assert_null(strchr(r.out, '\r'));
+    }
+    g_autofree char *d2 = path_in(fx, "d2");
+    g_auto(Run) f = run("fixture", d2, "--jobs", "5", NULL);
+    assert_int_equal(f.status, 0);
+    assert_string_equal(f.err, "");
+    g_unsetenv("CKPTCTL_PROGRESS_DELAY_MS");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -980,6 +1034,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(collisions_file, setup, teardown),
         cmocka_unit_test_setup_teardown(tables_aligned, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_missing_checkpoint_says_so, setup, teardown),
+        cmocka_unit_test_setup_teardown(progress_line, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

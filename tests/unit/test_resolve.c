@@ -725,7 +725,8 @@ static void resolve_agrees_with_catalog(void **state)
     testfs_marker(fx->dir, "f", 1, "generation=1\nparticipants=0\nstate=s3://b/p\n");
     testfs_mkdir(fx->dir, "_jobs/g/chk-1/COMPLETED");
     testfs_mkdir(fx->dir, "_jobs/g/chk-2");
-    g_autoptr(CkCatalog) cat = ck_catalog_open(fx->dir, &(CkCatalogOptions){fx->opts, NULL}, NULL);
+    g_autoptr(CkCatalog) cat =
+        ck_catalog_open(fx->dir, &(CkCatalogOptions){fx->opts, NULL, NULL}, NULL);
     assert_non_null(cat);
     g_autoptr(GPtrArray) names = ck_catalog_job_names(cat);
     assert_int_equal(names->len, 7);

@@ -1,0 +1,205 @@
+/* Keeping the views current without rescanning everything (issue 15):
+ * the catalog's metrics are true right after the mount; a marker written
+ * behind the mount shows within rescan= seconds, through inotify and
+ * through the periodic checks alone (CKPTFS_NO_INOTIFY=1 makes the daemon
+ * act as on a file system inotify cannot see); a checkpoint that was in
+ * progress at mount time shows once its COMPLETED is written behind the
+ * mount; the views dir's (kernel-cached) listing follows jobs added and
+ * removed behind the mount.  Polls are bounded (up to 10 s for rescan=1)
+ * and assert what shows, never how fast. */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define JOBS    300
+#define MARKERS 3
+
+static void bput(Mount *m, const char *rel, const char *data)
+{
+    g_autofree char *p = g_build_filename(m->backing, rel, NULL);
+    g_autofree char *d = g_path_get_dirname(p);
+    assert_int_equal(g_mkdir_with_parents(d, 0755), 0);
+    put_file(p, data);
+}
+
+static void bmarker(Mount *m, const char *job, int n)
+{
+    g_autofree char *rel = g_strdup_printf("_jobs/%s/chk-%d/COMPLETED", job, n);
+    g_autofree char *text =
+        g_strdup_printf("checkpoint=%d\ngeneration=1\nparticipants=0\nstate=_state/%s\n", n, job);
+    bput(m, rel, text);
+}
+
+/* JOBS jobs of MARKERS markers each, with their state. */
+static Mount *fixture(void)
+{
+    Mount *m = mount_new();
+    for (int j = 0; j < JOBS; j++) {
+        char job[32];
+        g_snprintf(job, sizeof job, "job-%04d", j);
+        g_autofree char *st = g_strdup_printf("_state/%s/v1/0/f.snap", job);
+        bput(m, st, "state");
+        for (int n = 1; n <= MARKERS; n++)
+            bmarker(m, job, n);
+    }
+    return m;
+}
+
+static int start(Mount *m, bool inotify)
+{
+    const char *args[] = {"-o", "rescan=1", NULL};
+    if (!inotify)
+        g_setenv("CKPTFS_NO_INOTIFY", "1", TRUE);
+    int r = mount_start(m, args);
+    g_unsetenv("CKPTFS_NO_INOTIFY");
+    return r;
+}
+
+static bool exists(Mount *m, const char *vrel)
+{
+    g_autofree char *p = g_build_filename(m->mnt, "_views", vrel, NULL);
+    struct stat sb;
+    return lstat(p, &sb) == 0;
+}
+
+static bool wait_exists(Mount *m, const char *vrel, bool want)
+{
+    for (int i = 0; i < 100; i++) {
+        if (exists(m, vrel) == want)
+            return true;
+        g_usleep(100000);
+    }
+    return false;
+}
+
+static bool listed(Mount *m, const char *name)
+{
+    g_autofree char *p = g_build_filename(m->mnt, "_views", NULL);
+    g_autoptr(GDir) d = g_dir_open(p, 0, NULL);
+    assert_non_null(d);
+    const char *nm;
+    while ((nm = g_dir_read_name(d)) != NULL)
+        if (strcmp(nm, name) == 0)
+            return true;
+    return false;
+}
+
+static bool wait_listed(Mount *m, const char *name, bool want)
+{
+    for (int i = 0; i < 100; i++) {
+        if (listed(m, name) == want)
+            return true;
+        g_usleep(100000);
+    }
+    return false;
+}
+
+/* The catalog's gauges read true at the first read of .metrics. */
+static void test_metrics_at_start(void **state)
+{
+    (void)state;
+    Mount *m = fixture();
+    assert_int_equal(start(m, true), 0);
+    assert_int_equal(mount_metric(m, "ckptfs_catalog_jobs"),
+                     JOBS + 1); /* and the harness's _state/t */
+    assert_int_equal(mount_metric(m, "ckptfs_catalog_markers"), JOBS * MARKERS);
+    assert_int_equal(mount_metric(m, "ckptfs_catalog_markers_loaded"), JOBS * MARKERS);
+    assert_int_equal(mount_metric(m, "ckptfs_inotify_overflows_total"), 0);
+    /* the rescan gauges exist from the start (they are floats: just present) */
+    g_autofree char *mp = g_build_filename(m->mnt, "_views", ".metrics", NULL);
+    g_autofree char *text = get_file(mp);
+    assert_non_null(strstr(text, "\nckptfs_catalog_rescan_duration_seconds "));
+    assert_non_null(strstr(text, "\nckptfs_catalog_sweep_duration_seconds "));
+    /* a rescan pass runs every rescan= second */
+    bool rescanned = false;
+    for (int i = 0; i < 100 && !rescanned; i++) {
+        rescanned = mount_metric(m, "ckptfs_rescans_total") >= 1;
+        if (!rescanned)
+            g_usleep(100000);
+    }
+    assert_true(rescanned);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+/* Markers written behind the mount: a new chk-<N> (mkdir, then COMPLETED),
+ * a checkpoint in progress at mount time completed, a new job, a job gone. */
+static void behind(bool inotify)
+{
+    Mount *m = fixture();
+    /* in progress when mounted: chk-4 without COMPLETED */
+    g_autofree char *p4 = g_build_filename(m->backing, "_jobs/job-0007/chk-4", NULL);
+    assert_int_equal(g_mkdir_with_parents(p4, 0755), 0);
+    assert_int_equal(start(m, inotify), 0);
+    assert_true(exists(m, "job-0007/checkpoints/3"));
+    assert_false(exists(m, "job-0007/checkpoints/4"));
+    assert_false(exists(m, "job-0150/checkpoints/4"));
+
+    bmarker(m, "job-0150", 4);
+    assert_true(wait_exists(m, "job-0150/checkpoints/4", true));
+    g_autofree char *l = g_build_filename(m->mnt, "_views/job-0150/latest", NULL);
+    char buf[64] = {0};
+    assert_true(readlink(l, buf, sizeof buf - 1) > 0);
+    assert_string_equal(buf, "checkpoints/4");
+
+    bmarker(m, "job-0007", 4);
+    assert_true(wait_exists(m, "job-0007/checkpoints/4", true));
+
+    /* a job appears in the (cached) listing of the views dir, and goes */
+    assert_true(listed(m, "job-0001"));
+    bmarker(m, "newjob", 1);
+    assert_true(wait_listed(m, "newjob", true));
+    assert_true(wait_exists(m, "newjob/checkpoints/1", true));
+    g_autofree char *nj = g_build_filename(m->backing, "_jobs/newjob", NULL);
+    g_autofree char *rm = g_strdup_printf("rm -rf '%s'", nj);
+    assert_int_equal(system(rm), 0);
+    assert_true(wait_listed(m, "newjob", false));
+    assert_true(wait_exists(m, "newjob", false));
+
+    /* a marker removed behind the mount: latest falls back */
+    g_autofree char *c4 = g_build_filename(m->backing, "_jobs/job-0150/chk-4", NULL);
+    g_autofree char *rm4 = g_strdup_printf("rm -rf '%s'", c4);
+    assert_int_equal(system(rm4), 0);
+    assert_true(wait_exists(m, "job-0150/checkpoints/4", false));
+    memset(buf, 0, sizeof buf);
+    assert_true(readlink(l, buf, sizeof buf - 1) > 0);
+    assert_string_equal(buf, "checkpoints/3");
+    assert_int_equal(mount_metric(m, "ckptfs_catalog_jobs"),
+                     JOBS + 1); /* and the harness's _state/t */
+    assert_int_equal(mount_metric(m, "ckptfs_catalog_markers"), JOBS * MARKERS + 1);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+static void test_behind_inotify(void **state)
+{
+    (void)state;
+    behind(true);
+}
+
+static void test_behind_periodic_only(void **state)
+{
+    (void)state;
+    behind(false);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_metrics_at_start),
+        cmocka_unit_test(test_behind_inotify),
+        cmocka_unit_test(test_behind_periodic_only),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
