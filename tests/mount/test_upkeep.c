@@ -119,8 +119,8 @@ static void test_metrics_at_start(void **state)
     /* the rescan gauges exist from the start (they are floats: just present) */
     g_autofree char *mp = g_build_filename(m->mnt, "_views", ".metrics", NULL);
     g_autofree char *text = get_file(mp);
-    assert_non_null(strstr(text, "\nckptfs_catalog_rescan_duration_seconds "));
-    assert_non_null(strstr(text, "\nckptfs_catalog_sweep_duration_seconds "));
+    assert_non_null(strstr(text, "\nckptfs_catalog_rescan_duration_seconds{mount="));
+    assert_non_null(strstr(text, "\nckptfs_catalog_sweep_duration_seconds{mount="));
     /* a rescan pass runs every rescan= second */
     bool rescanned = false;
     for (int i = 0; i < 100 && !rescanned; i++) {
