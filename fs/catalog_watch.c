@@ -600,17 +600,6 @@ static gpointer watcher_main(gpointer p)
 
 /* ---- the notifier ---- */
 
-/* The kernel inode number of the virtual node at vkey, 0 when the kernel
- * holds none (nothing cached to drop). */
-static fuse_ino_t ino_of(struct ckptfs *fs, const char *vkey)
-{
-    g_mutex_lock(&fs->nodes.lock);
-    Node *n = g_hash_table_lookup(fs->nodes.virtuals, vkey);
-    fuse_ino_t ino = n ? node_ino(&fs->nodes, n) : 0;
-    g_mutex_unlock(&fs->nodes.lock);
-    return ino;
-}
-
 static void inval_entry(struct fuse_session *se, fuse_ino_t parent, const char *name)
 {
     if (parent)
@@ -619,7 +608,7 @@ static void inval_entry(struct fuse_session *se, fuse_ino_t parent, const char *
 
 static void invalidate_job(struct ckptfs *fs, struct fuse_session *se, const char *job)
 {
-    fuse_ino_t root = ino_of(fs, "");
+    fuse_ino_t root = node_virtual_ino(fs, "");
     if (root)
         fuse_lowlevel_notify_inval_inode(se, root, 0, 0);
     if (job == &root_item)
@@ -630,13 +619,13 @@ static void invalidate_job(struct ckptfs *fs, struct fuse_session *se, const cha
         inval_entry(se, root, job);
         return;
     }
-    fuse_ino_t jn = ino_of(fs, job);
+    fuse_ino_t jn = node_virtual_ino(fs, job);
     if (!jn)
         return;
     inval_entry(se, jn, "latest");
     inval_entry(se, jn, "restore");
     g_autofree char *ck = g_strconcat(job, "/checkpoints", NULL);
-    fuse_ino_t cn = ino_of(fs, ck);
+    fuse_ino_t cn = node_virtual_ino(fs, ck);
     if (cn) {
         fuse_lowlevel_notify_inval_inode(se, cn, 0, 0);
         for (guint i = 0; i < j->checkpoints->len; i++) {

@@ -625,6 +625,31 @@ Node *node_get_virtual(struct ckptfs *fs, const char *vkey, void (*make)(Node *n
     return node_adopt_locked(fs, t->virtuals, fresh->vkey, n, fresh);
 }
 
+fuse_ino_t node_virtual_ino(struct ckptfs *fs, const char *vkey)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    Node *n = g_hash_table_lookup(fs->nodes.virtuals, vkey);
+    fuse_ino_t ino = n ? node_ino(&fs->nodes, n) : 0;
+    g_mutex_unlock(&fs->nodes.lock);
+    return ino;
+}
+
+void node_unlist_virtual(struct ckptfs *fs, const char *vkey, Node *n)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    if (g_hash_table_lookup(fs->nodes.virtuals, vkey) == n)
+        g_hash_table_remove(fs->nodes.virtuals, vkey);
+    g_mutex_unlock(&fs->nodes.lock);
+}
+
+bool node_is_stale(struct ckptfs *fs, Node *n)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    bool s = n->stale || (!n->handle && n->pinned_fd < 0);
+    g_mutex_unlock(&fs->nodes.lock);
+    return s;
+}
+
 bool node_unchanged_since_open(struct ckptfs *fs, Node *n, const struct stat *st)
 {
     g_mutex_lock(&fs->nodes.lock);

@@ -121,6 +121,15 @@ void node_forget(struct ckptfs *fs, Node *n, uint64_t count);
  * (node_set_handle_from_fd helps). */
 Node *node_get_virtual(struct ckptfs *fs, const char *vkey, void (*make)(Node *n, void *ctx),
                        void *ctx);
+/* The kernel's inode number of the VIRTUAL or ALIAS node at vkey, 0 when
+ * the table has none (the kernel holds nothing to invalidate). */
+fuse_ino_t node_virtual_ino(struct ckptfs *fs, const char *vkey);
+/* Takes n out of the table of view nodes if it is still the one at vkey, so
+ * that the next node_get_virtual makes a fresh one (the kernel's references
+ * to n stay valid until it forgets them). */
+void node_unlist_virtual(struct ckptfs *fs, const char *vkey, Node *n);
+/* The node's backing object is gone (marked stale, or it never had one). */
+bool node_is_stale(struct ckptfs *fs, Node *n);
 /* Fills n->handle (or pinned_fd) from an O_PATH descriptor of the object. */
 int node_set_handle_from_fd(struct ckptfs *fs, Node *n, int fd);
 

@@ -472,14 +472,6 @@ static void make_alias(Node *n, void *p)
     m->used = true;
 }
 
-static bool node_is_stale(struct ckptfs *fs, Node *n)
-{
-    g_mutex_lock(&fs->nodes.lock);
-    bool s = n->stale || (!n->handle && n->pinned_fd < 0);
-    g_mutex_unlock(&fs->nodes.lock);
-    return s;
-}
-
 /* The node for vkey; a stale one (its object gone, the inode number maybe
  * recycled at this path: unlink + create) is taken out of the table first so
  * the kernel gets a fresh node (node_forget frees the old one when unused). */
@@ -487,10 +479,7 @@ static Node *get_node(struct ckptfs *fs, const char *vkey, void (*make)(Node *, 
 {
     Node *n = node_get_virtual(fs, vkey, make, m);
     if (!m->used && n->kind == NODE_ALIAS && node_is_stale(fs, n)) {
-        g_mutex_lock(&fs->nodes.lock);
-        if (g_hash_table_lookup(fs->nodes.virtuals, vkey) == n)
-            g_hash_table_remove(fs->nodes.virtuals, vkey);
-        g_mutex_unlock(&fs->nodes.lock);
+        node_unlist_virtual(fs, vkey, n);
         node_forget(fs, n, 1);
         n = node_get_virtual(fs, vkey, make, m);
     }
