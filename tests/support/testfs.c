@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,4 +75,50 @@ bool testfs_remove(const char *path)
     nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
     struct stat sb;
     return lstat(path, &sb) != 0 && errno == ENOENT;
+}
+
+/* The table whose header line (after prefix) holds header_word, in text:
+ * every row below it (lines after prefix, up to the first that is not)
+ * keeps each column inside its header's bounds: a blank just before the
+ * column's start and a cell between it and the next column's start (cells
+ * of right-aligned columns end under their header).  Aligned, whatever the
+ * width of a job id.  Returns the number of rows checked. */
+int testfs_table_aligned_at(const char *text, const char *prefix, const char *header_word,
+                            const char *file, int line)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    size_t pl = strlen(prefix);
+    char **l = lines;
+    while (*l && !(strncmp(*l, prefix, pl) == 0 && strstr(*l + pl, header_word)))
+        l++;
+    if (!*l)
+        fail_at(file, line, "no table with %s in:\n%s", header_word, text);
+    const char *head = *l + pl;
+    size_t starts[32], n = 0;
+    for (size_t i = 0; head[i] && n < 31; i++)
+        if (head[i] != ' ' && (i == 0 || head[i - 1] == ' '))
+            starts[n++] = i;
+    starts[n] = strlen(head);
+    int rows = 0;
+    for (l++; *l && strncmp(*l, prefix, pl) == 0 && strlen(*l) > pl && (*l)[pl] != ' '; l++) {
+        const char *row = *l + pl;
+        size_t len = strlen(row);
+        if (g_ascii_isdigit(row[0]) && (strstr(row, "(s)") || strstr(row, " unused,")))
+            break; /* the summary line under the table */
+        for (size_t c = 0; c < n; c++) {
+            bool boundary = starts[c] == 0 || (len > starts[c] && row[starts[c] - 1] == ' ');
+            bool cell = false;
+            size_t end = c + 1 < n ? starts[c + 1] : len;
+            for (size_t i = starts[c]; i < end && i < len && !cell; i++)
+                cell = row[i] != ' ';
+            /* right-aligned (PID, counts): the cell ends where its header ends */
+            size_t hend = starts[c] + strcspn(head + starts[c], " ");
+            bool right = hend <= len && row[hend - 1] != ' ' && (hend == len || row[hend] == ' ');
+            if (!((boundary && cell) || right))
+                fail_at(file, line, "column %zu of \"%s\" is not under its header \"%s\"", c, row,
+                        head);
+        }
+        rows++;
+    }
+    return rows;
 }

@@ -29,3 +29,12 @@ void testfs_put_at(const char *dir, const char *rel, const char *data, gssize le
 void testfs_mkdir_at(const char *dir, const char *rel, const char *file, int line);
 void testfs_marker_at(const char *dir, const char *job, guint64 n, const char *text,
                       const char *file, int line);
+
+/* The table whose header line (after prefix) holds header_word, in text:
+ * every row keeps each column under its header (aligned, whatever the width
+ * of a job id).  Returns the number of rows checked; fails the test at the
+ * caller's line otherwise. */
+#define testfs_table_aligned(text, prefix, header_word)                                            \
+    testfs_table_aligned_at((text), (prefix), (header_word), __FILE__, __LINE__)
+int testfs_table_aligned_at(const char *text, const char *prefix, const char *header_word,
+                            const char *file, int line);

@@ -811,50 +811,6 @@ static void collisions(void **state)
     assert_one_line_error(&m);
 }
 
-/* The table whose header line (after prefix) holds header_word, in text:
- * every row below it (lines after prefix, up to the first that is not)
- * keeps each column inside its header's bounds: a blank just before the
- * column's start and a cell between it and the next column's start (cells
- * of right-aligned columns end under their header).  Aligned, whatever the
- * width of a job id.  Returns the number of rows checked. */
-static int assert_table_aligned(const char *text, const char *prefix, const char *header_word)
-{
-    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-    size_t pl = strlen(prefix);
-    char **l = lines;
-    while (*l && !(strncmp(*l, prefix, pl) == 0 && strstr(*l + pl, header_word)))
-        l++;
-    if (!*l)
-        fail_msg("no table with %s in:\n%s", header_word, text);
-    const char *head = *l + pl;
-    size_t starts[32], n = 0;
-    for (size_t i = 0; head[i] && n < 31; i++)
-        if (head[i] != ' ' && (i == 0 || head[i - 1] == ' '))
-            starts[n++] = i;
-    starts[n] = strlen(head);
-    int rows = 0;
-    for (l++; *l && strncmp(*l, prefix, pl) == 0 && strlen(*l) > pl && (*l)[pl] != ' '; l++) {
-        const char *row = *l + pl;
-        size_t len = strlen(row);
-        if (g_ascii_isdigit(row[0]) && (strstr(row, "(s)") || strstr(row, " unused,")))
-            break; /* the summary line under the table */
-        for (size_t c = 0; c < n; c++) {
-            bool boundary = starts[c] == 0 || (len > starts[c] && row[starts[c] - 1] == ' ');
-            bool cell = false;
-            size_t end = c + 1 < n ? starts[c + 1] : len;
-            for (size_t i = starts[c]; i < end && i < len && !cell; i++)
-                cell = row[i] != ' ';
-            /* right-aligned (PID, counts): the cell ends where its header ends */
-            size_t hend = starts[c] + strcspn(head + starts[c], " ");
-            bool right = hend <= len && row[hend - 1] != ' ' && (hend == len || row[hend] == ' ');
-            if (!((boundary && cell) || right))
-                fail_msg("column %zu of \"%s\" is not under its header \"%s\"", c, row, head);
-        }
-        rows++;
-    }
-    return rows;
-}
-
 /* Issue 13: tables are aligned whatever the width of a job id (the
  * fixture's are 32 hex characters, as real ones are): check and
  * collisions. */
@@ -870,14 +826,14 @@ static void tables_aligned(void **state)
     testfs_put(fx->tmp, marker, "generation=1\nparticipants=0\n");
     g_auto(Run) c = run("check", dir, NULL);
     assert_int_equal(c.status, 1);
-    assert_true(assert_table_aligned(c.out, "", " DETAIL") >= 2);
+    assert_true(testfs_table_aligned(c.out, "", " DETAIL") >= 2);
     assert_non_null(strstr(c.out, longid));
     g_auto(Run) j = run("jobs", dir, NULL);
     assert_int_equal(j.status, 0);
-    assert_int_equal(assert_table_aligned(j.out, "", " LAYOUT "), 6);
+    assert_int_equal(testfs_table_aligned(j.out, "", " LAYOUT "), 6);
     assert_non_null(strstr(j.out, longid));
     g_auto(Run) u = run("unused", dir, NULL);
-    assert_true(assert_table_aligned(u.out, "", " REASON ") >= 1);
+    assert_true(testfs_table_aligned(u.out, "", " REASON ") >= 1);
     const char *log =
         "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"foreign-write\",\"verdict\":\"denied\","
         "\"op\":\"rename\",\"path\":\"_state/0123456789abcdef0123456789abcdef/v1/0/x\","
@@ -891,7 +847,7 @@ static void tables_aligned(void **state)
     g_autofree char *mnt = path_in(fx, "mnt");
     g_auto(Run) r = run("collisions", mnt, NULL);
     assert_int_equal(r.status, 1);
-    assert_int_equal(assert_table_aligned(r.out, "", " VERDICT "), 2);
+    assert_int_equal(testfs_table_aligned(r.out, "", " VERDICT "), 2);
     assert_null(strstr(r.out, " TAG")); /* no record has a tag */
 }
 

@@ -218,50 +218,6 @@ static void assert_nothing_left(T *t)
     assert_int_equal(p->len, 0);
 }
 
-/* The table whose header line (after prefix) holds header_word, in text:
- * every row below it (lines after prefix, up to the first that is not)
- * keeps each column inside its header's bounds: a blank just before the
- * column's start and a cell between it and the next column's start (cells
- * of right-aligned columns end under their header).  Aligned, whatever the
- * width of a job id.  Returns the number of rows checked. */
-static int assert_table_aligned(const char *text, const char *prefix, const char *header_word)
-{
-    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-    size_t pl = strlen(prefix);
-    char **l = lines;
-    while (*l && !(strncmp(*l, prefix, pl) == 0 && strstr(*l + pl, header_word)))
-        l++;
-    if (!*l)
-        fail_msg("no table with %s in:\n%s", header_word, text);
-    const char *head = *l + pl;
-    size_t starts[32], n = 0;
-    for (size_t i = 0; head[i] && n < 31; i++)
-        if (head[i] != ' ' && (i == 0 || head[i - 1] == ' '))
-            starts[n++] = i;
-    starts[n] = strlen(head);
-    int rows = 0;
-    for (l++; *l && strncmp(*l, prefix, pl) == 0 && strlen(*l) > pl && (*l)[pl] != ' '; l++) {
-        const char *row = *l + pl;
-        size_t len = strlen(row);
-        if (g_ascii_isdigit(row[0]) && strstr(row, "(s)"))
-            break; /* the summary line under the table */
-        for (size_t c = 0; c < n; c++) {
-            bool boundary = starts[c] == 0 || (len > starts[c] && row[starts[c] - 1] == ' ');
-            bool cell = false;
-            size_t end = c + 1 < n ? starts[c + 1] : len;
-            for (size_t i = starts[c]; i < end && i < len && !cell; i++)
-                cell = row[i] != ' ';
-            /* right-aligned (PID, counts): the cell ends where its header ends */
-            size_t hend = starts[c] + strcspn(head + starts[c], " ");
-            bool right = hend <= len && row[hend - 1] != ' ' && (hend == len || row[hend] == ' ');
-            if (!((boundary && cell) || right))
-                fail_msg("column %zu of \"%s\" is not under its header \"%s\"", c, row, head);
-        }
-        rows++;
-    }
-    return rows;
-}
-
 /* A line of text holding every one of the strings (NULL-terminated). */
 static bool has_line(const char *text, ...)
 {
@@ -327,9 +283,9 @@ static void test_record_failure_exits_3(void **state)
                          " v1/0/checkpoint-1.snap.tmp-a -> v1/0/checkpoint-1.snap ", " mv ", NULL));
     assert_true(has_line(out, "legacy-write ", " b ", " allowed ", " rename ",
                          " v1/0/checkpoint-1.snap.tmp-b -> v1/0/checkpoint-1.snap ", " mv ", NULL));
-    assert_int_equal(assert_table_aligned(out, "ckptctl run:   ", " OWNER "), 2);
-    assert_int_equal(assert_table_aligned(out, "ckptctl run:   ", " VERDICT "), 6);
-    assert_int_equal(assert_table_aligned(out, "ckptctl run:   ", " DETAIL"), 1);
+    assert_int_equal(testfs_table_aligned(out, "ckptctl run:   ", " OWNER "), 2);
+    assert_int_equal(testfs_table_aligned(out, "ckptctl run:   ", " VERDICT "), 6);
+    assert_int_equal(testfs_table_aligned(out, "ckptctl run:   ", " DETAIL"), 1);
 
     g_autoptr(JsonObject) r = load_report(rep);
     assert_int_equal(json_object_get_int_member(r, "exit_status"), 3);
@@ -508,8 +464,8 @@ static void test_report_aligned_with_long_job_ids(void **state)
     g_autofree char *out = NULL;
     assert_int_equal(
         ckptctl_run(t, &out, "--identity", "env:CLINK_JOB_ID", "--", "sh", "-c", body, NULL), 3);
-    assert_int_equal(assert_table_aligned(out, "ckptctl run:   ", " OWNER "), 4); /* groups */
-    assert_true(assert_table_aligned(out, "ckptctl run:   ", " VERDICT ") >= 4);  /* records */
+    assert_int_equal(testfs_table_aligned(out, "ckptctl run:   ", " OWNER "), 4); /* groups */
+    assert_true(testfs_table_aligned(out, "ckptctl run:   ", " VERDICT ") >= 4);  /* records */
     assert_true(has_line(out, "foreign-write", "fedcba9876543210fedcba9876543210",
                          "t.py::test_c (call)", NULL));
     assert_nothing_left(t);
