@@ -149,8 +149,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     if (fuse_reply_open(req, fi) != 0) {
-        handle_unregister(fs, DH(fi));
-        dirhandle_free(fs, DH(fi));
+        handle_close(fs, DH(fi));
     }
 }
 
@@ -277,8 +276,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_RELEASEDIR);
-    handle_unregister(fs, DH(fi));
-    dirhandle_free(fs, DH(fi));
+    handle_close(fs, DH(fi));
     fuse_reply_err(req, 0);
 }
 

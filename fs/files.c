@@ -178,8 +178,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     if (kio_reply_open(req, fi, FH(fi)->backing_id) != 0) {
-        handle_unregister(fs, FH(fi));
-        file_handle_free(fs, FH(fi));
+        handle_close(fs, FH(fi));
     }
 }
 
@@ -236,8 +235,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
         return;
     }
     if (kio_reply_create(req, &e, fi, FH(fi)->backing_id) != 0) {
-        handle_unregister(fs, FH(fi));
-        file_handle_free(fs, FH(fi));
+        handle_close(fs, FH(fi));
         node_forget(fs, N(fs, e.ino), 1);
     }
 }
@@ -340,8 +338,7 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (FH(fi)->marker_job)
         views_marker_written(fs,
                              FH(fi)->marker_job); /* before the reply: the next lookup sees it */
-    handle_unregister(fs, FH(fi));
-    file_handle_free(fs, FH(fi));
+    handle_close(fs, FH(fi));
     fuse_reply_err(req, 0);
 }
 

@@ -11,11 +11,14 @@ void handle_register(struct ckptfs *fs, void *h, void (*free_fn)(struct ckptfs *
     g_mutex_unlock(&fs->open_lock);
 }
 
-void handle_unregister(struct ckptfs *fs, void *h)
+void handle_close(struct ckptfs *fs, void *h)
 {
     g_mutex_lock(&fs->open_lock);
+    gpointer free_fn = g_hash_table_lookup(fs->open_handles, h);
     g_hash_table_remove(fs->open_handles, h);
     g_mutex_unlock(&fs->open_lock);
+    if (free_fn)
+        ((void (*)(struct ckptfs *, void *))free_fn)(fs, h);
 }
 
 void ckptfs_handles_init(struct ckptfs *fs)

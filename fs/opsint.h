@@ -63,7 +63,8 @@ static inline int sync_fd(int fd, int datasync)
 /* The open-handle registry (handles.c): what the kernel never released (the
  * session ended by a signal) is freed at the end with the function given. */
 void handle_register(struct ckptfs *fs, void *h, void (*free_fn)(struct ckptfs *, void *));
-void handle_unregister(struct ckptfs *fs, void *h);
+/* Takes h out of the registry and frees it with its registered function. */
+void handle_close(struct ckptfs *fs, void *h);
 
 /* Acting as the caller (creds.c): switches this worker thread's fsuid, fsgid
  * and supplementary groups to the caller's when the caller is not the
