@@ -27,9 +27,10 @@ typedef struct {
     unsigned char type;
 } RootEntry;
 
-static inline DirHandle *DH(struct fuse_file_info *fi)
+/* NULL for an fh the registry does not have (EBADF). */
+static inline DirHandle *DH(struct ckptfs *fs, struct fuse_file_info *fi)
 {
-    return (DirHandle *)(uintptr_t)fi->fh;
+    return handle_get(fs, fi->fh);
 }
 
 static void dirhandle_free(struct ckptfs *fs, void *p)
@@ -134,10 +135,36 @@ static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
         dirhandle_free(fs, d);
         return err;
     }
-    handle_register(fs, d, dirhandle_free);
-    fi->fh = (uintptr_t)d;
+    HandleRec rec = {.node = node_ino(&fs->nodes, n), .flags = fi->flags};
+    fi->fh = handle_register(fs, d, HANDLE_DIR, &rec);
+    if (!fi->fh) {
+        dirhandle_free(fs, d);
+        return -ENFILE;
+    }
     return 0;
 }
+
+/* A directory a previous daemon had open (handles.c): its stream opens at
+ * the next readdir and seeks to the kernel's offset; a views listing or
+ * the root's snapshot is taken again. */
+static void *dirhandle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec)
+{
+    (void)rec;
+    DirHandle *d = g_new0(DirHandle, 1);
+    d->node = n;
+    d->sync_fd = -1;
+    if (n->kind == NODE_BACKING) {
+        node_open_count(fs, n, 1);
+        d->counted = true;
+        if (n == fs->nodes.root && dirhandle_stream(fs, d) == 0) {
+            d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
+            snapshot_root(fs, d->dp, d->root);
+        }
+    }
+    return d;
+}
+
+const HandleType dir_handle_type = {dirhandle_free, dirhandle_revive};
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -148,9 +175,8 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         reply_err(fs, req, err);
         return;
     }
-    if (fuse_reply_open(req, fi) != 0) {
-        handle_close(fs, DH(fi));
-    }
+    if (fuse_reply_open(req, fi) != 0)
+        handle_close(fs, fi->fh);
 }
 
 /* Adds one entry; returns its size, or 0 when it did not fit (its lookup
@@ -202,16 +228,29 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(&fs->metrics, plus ? FS_OP_READDIRPLUS : FS_OP_READDIR);
-    DirHandle *d = DH(fi);
+    DirHandle *d = DH(fs, fi);
     Node *dir = N(fs, ino);
+    if (!d) {
+        reply_err(fs, req, -EBADF);
+        return;
+    }
     g_autofree char *buf = g_malloc(size);
     size_t used = 0;
     int err = 0;
+    if (dir->kind != NODE_BACKING && !d->views) {
+        /* taken over from a previous daemon: the listing is taken again */
+        void *vh = NULL;
+        if ((err = views_opendir(fs, dir, &vh)) == 0 &&
+            !g_atomic_pointer_compare_and_exchange(&d->views, NULL, vh))
+            views_releasedir(fs, vh);
+    }
 
     /* No lock: the kernel sends one READDIR at a time per open directory
      * (getdents holds the file's f_pos lock), and fsyncdir touches only
      * sync_fd. */
-    if (d->views) {
+    if (err) {
+        /* the listing could not be taken again */
+    } else if (d->views) {
         ssize_t r = views_readdir(fs, req, dir, d->views, buf, size, off, plus);
         if (r < 0)
             err = (int)r;
@@ -276,7 +315,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_RELEASEDIR);
-    handle_close(fs, DH(fi));
+    handle_close(fs, fi->fh);
     fuse_reply_err(req, 0);
 }
 
@@ -285,9 +324,9 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_FSYNCDIR);
-    DirHandle *d = DH(fi);
-    int err = 0;
-    if (d->counted) {
+    DirHandle *d = DH(fs, fi);
+    int err = d ? 0 : -EBADF;
+    if (d && d->counted) {
         /* a descriptor of its own, kept for the next fsyncdir (a commit
          * loop syncs one open directory again and again) */
         int fd = g_atomic_int_get(&d->sync_fd);

@@ -15,6 +15,23 @@
 
 static void file_handle_free(struct ckptfs *fs, void *p);
 
+/* Gives h its fh (and its record in the state memfd); frees it when the
+ * registry is full. */
+static int file_handle_register(struct ckptfs *fs, FileHandle *h, struct fuse_file_info *fi)
+{
+    HandleRec rec = {.node = node_ino(&fs->nodes, h->node),
+                     .flags = h->flags,
+                     .backing_id = h->backing_id,
+                     .bound = h->bound,
+                     .writable = h->writable,
+                     .write_err = h->write_err};
+    fi->fh = handle_register(fs, h, HANDLE_FILE, &rec);
+    if (fi->fh)
+        return 0;
+    file_handle_free(fs, h);
+    return -ENFILE;
+}
+
 static bool wants_write(int flags)
 {
     return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
@@ -60,10 +77,12 @@ static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
     h->fd = vo.fd;
     h->content = vo.content;
     h->node = n;
+    h->flags = fi->flags;
     h->write_err = -EROFS;
     bind_open(fs, h, fi->flags);
-    handle_register(fs, h, file_handle_free);
-    fi->fh = (uintptr_t)h;
+    int err2 = file_handle_register(fs, h, fi);
+    if (err2)
+        return err2;
     fi->direct_io = vo.direct_io && !h->backing_id;
     fi->keep_cache = vo.keep_cache && !h->backing_id;
     fi->noflush = 1;
@@ -78,13 +97,12 @@ static FileHandle *file_handle_open(struct ckptfs *fs, Node *n, int fd, bool wri
     FileHandle *h = g_new0(FileHandle, 1);
     h->fd = fd;
     h->node = n;
+    h->flags = fi->flags;
     h->writable = writable;
     h->marker_job = marker_job;
     node_open_count(fs, n, 1);
     bind_open(fs, h, fi->flags);
-    handle_register(fs, h, file_handle_free);
-    fi->fh = (uintptr_t)h;
-    return h;
+    return file_handle_register(fs, h, fi) == 0 ? h : NULL;
 }
 
 /* The open(2) flags of the daemon's own descriptor of a backing file.
@@ -144,6 +162,8 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
     const char *marker_job = wants_write(fi->flags) && ck_ns_is_marker(ns) ? ns.job : NULL;
     FileHandle *h =
         file_handle_open(fs, n, fd, (fi->flags & O_ACCMODE) != O_RDONLY, marker_job, fi);
+    if (!h)
+        return -ENFILE;
     set_open_flags(fs, n, &st, h, fi);
     return 0;
 }
@@ -168,6 +188,40 @@ static void file_handle_free(struct ckptfs *fs, void *p)
     g_free(h);
 }
 
+/* A handle a previous daemon gave the kernel (handles.c): the backing file
+ * opened again with the open's flags (never truncated or created again); a
+ * views snapshot is made again at its first read.  The passthrough binding
+ * is the kernel's and stays; the node's slot still counts it. */
+static void *file_handle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec)
+{
+    FileHandle *h = g_new0(FileHandle, 1);
+    h->fd = -1;
+    h->node = n;
+    h->flags = rec->flags;
+    h->writable = rec->writable;
+    h->write_err = rec->write_err;
+    h->bound = rec->bound;
+    h->backing_id = rec->backing_id;
+    if (n->kind != NODE_VIRTUAL) {
+        int flags = backing_open_flags(fs, rec->flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW);
+        int fd = node_open(fs, n, flags);
+        if (fd < 0) {
+            h->lost_err = fd == -ESTALE ? -EIO : fd;
+        } else {
+            h->fd = fd;
+            if (n->kind == NODE_BACKING)
+                node_open_count(fs, n, 1);
+        }
+    }
+    return h;
+}
+
+const HandleType file_handle_type = {file_handle_free, file_handle_revive};
+
+/* What FH gives for an fh the registry does not have (the kernel never
+ * sends one, unless a release was resent after a takeover). */
+const FileHandle file_handle_lost = {.fd = -1, .write_err = -EBADF, .lost_err = -EBADF};
+
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
@@ -177,8 +231,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         reply_err(fs, req, err);
         return;
     }
-    if (kio_reply_open(req, fi, FH(fi)->backing_id) != 0) {
-        handle_close(fs, FH(fi));
+    if (kio_reply_open(req, fi, FH(fs, fi)->backing_id) != 0) {
+        handle_close(fs, fi->fh);
     }
 }
 
@@ -219,6 +273,10 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     fill_entry(fs, n, &st, e);
     bool marker = !tmpfile && ck_ns_is_marker(child);
     FileHandle *h = file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
+    if (!h) {
+        node_forget(fs, n, 1);
+        return -ENFILE;
+    }
     set_open_flags(fs, n, &st, h, fi);
     return 0;
 }
@@ -234,10 +292,22 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
         reply_err(fs, req, err);
         return;
     }
-    if (kio_reply_create(req, &e, fi, FH(fi)->backing_id) != 0) {
-        handle_close(fs, FH(fi));
+    if (kio_reply_create(req, &e, fi, FH(fs, fi)->backing_id) != 0) {
+        handle_close(fs, fi->fh);
         node_forget(fs, N(fs, e.ino), 1);
     }
+}
+
+/* A views snapshot taken over from a previous daemon is made again. */
+static void refill_snapshot(struct ckptfs *fs, FileHandle *h)
+{
+    ViewsOpen vo = {.fd = -1};
+    if (views_open(fs, h->node, h->flags, &vo) != 0)
+        return;
+    if (vo.fd >= 0)
+        close(vo.fd);
+    if (vo.content && !g_atomic_pointer_compare_and_exchange(&h->content, NULL, vo.content))
+        g_bytes_unref(vo.content); /* another read made it first */
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -245,8 +315,14 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_READ);
-    FileHandle *h = FH(fi);
+    FileHandle *h = FH(fs, fi);
+    if (h->lost_err) {
+        reply_err(fs, req, h->lost_err);
+        return;
+    }
     if (h->fd < 0) {
+        if (!g_atomic_pointer_get(&h->content) && h->node)
+            refill_snapshot(fs, h);
         /* The kernel may release the handle as soon as it has the reply,
          * before fuse_reply_buf returns: keep the snapshot alive until then. */
         g_autoptr(GBytes) content = h->content ? g_bytes_ref(h->content) : NULL;
@@ -280,6 +356,8 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
  * verdict kept at open, or EROFS for a views snapshot (it has no fd). */
 static int write_refusal(const FileHandle *h)
 {
+    if (h->lost_err)
+        return h->lost_err;
     if (h->write_err)
         return h->write_err;
     return h->fd < 0 ? -EROFS : 0;
@@ -291,7 +369,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_WRITE);
-    FileHandle *h = FH(fi);
+    FileHandle *h = FH(fs, fi);
     /* The policy verdict was taken once at open (a refused open never gets
      * a handle; audit mode recorded it there): only look at it here. */
     int err = write_refusal(h);
@@ -317,7 +395,7 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_FLUSH);
-    FileHandle *h = FH(fi);
+    FileHandle *h = FH(fs, fi);
     int err = 0;
     if (h->fd >= 0) {
         /* close of a duplicate reports the errors a close would (NFS-style backing) */
@@ -335,10 +413,10 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_RELEASE);
-    if (FH(fi)->marker_job)
-        views_marker_written(fs,
-                             FH(fi)->marker_job); /* before the reply: the next lookup sees it */
-    handle_close(fs, FH(fi));
+    if (FH(fs, fi)->marker_job)
+        views_marker_written(
+            fs, FH(fs, fi)->marker_job); /* before the reply: the next lookup sees it */
+    handle_close(fs, fi->fh);
     fuse_reply_err(req, 0);
 }
 
@@ -347,8 +425,8 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_FSYNC);
-    FileHandle *h = FH(fi);
-    reply_err(fs, req, h->fd >= 0 ? sync_fd(h->fd, datasync) : 0);
+    FileHandle *h = FH(fs, fi);
+    reply_err(fs, req, h->fd >= 0 ? sync_fd(h->fd, datasync) : h->lost_err);
 }
 
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
@@ -357,7 +435,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_FALLOCATE);
-    FileHandle *h = FH(fi);
+    FileHandle *h = FH(fs, fi);
     int err = write_refusal(h);
     if (!err && fallocate(h->fd, mode, off, len) < 0)
         err = -errno;
@@ -369,7 +447,7 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_LSEEK);
-    FileHandle *h = FH(fi);
+    FileHandle *h = FH(fs, fi);
     if (h->fd < 0) {
         reply_err(fs, req, -EINVAL);
         return;
@@ -389,7 +467,7 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
     (void)ino_in;
     (void)ino_out;
     fs_metric_op(&fs->metrics, FS_OP_COPY_FILE_RANGE);
-    FileHandle *in = FH(fi_in), *out = FH(fi_out);
+    FileHandle *in = FH(fs, fi_in), *out = FH(fs, fi_out);
     int err = write_refusal(out);
     if (err) {
         reply_err(fs, req, err);

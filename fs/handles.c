@@ -1,44 +1,94 @@
 /* The open-handle registry: every file and directory handle given to the
- * kernel, so that the ones it never released (a session ended by a signal)
- * are freed at the end.  open_lock is a leaf lock. */
+ * kernel.  fi->fh is the handle's slot in the state memfd (state.h), whose
+ * HandleRec says what a new daemon needs to open it again (its node, its
+ * open flags, its passthrough binding); the registry maps the slot to this
+ * daemon's own handle.  What the kernel never released (the session ended
+ * by a signal) is freed at the end.  open_lock is a leaf lock. */
+#include <sys/mman.h>
+
 #include "ops.h"
 #include "opsint.h"
 
-void handle_register(struct ckptfs *fs, void *h, void (*free_fn)(struct ckptfs *, void *))
+uint64_t handle_register(struct ckptfs *fs, void *h, HandleKind kind, const HandleRec *rec)
 {
     g_mutex_lock(&fs->open_lock);
-    g_hash_table_insert(fs->open_handles, h, (gpointer)free_fn);
+    uint32_t slot = slot_pool_take(&fs->open_pool);
+    if (slot) {
+        HandleRec *r = &fs->state.handles[slot];
+        memcpy((char *)r + sizeof r->state, (const char *)rec + sizeof rec->state,
+               sizeof *r - sizeof r->state);
+        r->kind = (uint32_t)kind;
+        atomic_store_explicit(&r->state, SLOT_USED, memory_order_release);
+        fs->open_live[slot] = h;
+    }
     g_mutex_unlock(&fs->open_lock);
+    return slot;
 }
 
-void handle_close(struct ckptfs *fs, void *h)
+void handle_close(struct ckptfs *fs, uint64_t fh)
 {
+    uint32_t slot = (uint32_t)fh;
+    if (!slot || slot >= STATE_HANDLE_SLOTS)
+        return;
     g_mutex_lock(&fs->open_lock);
-    gpointer free_fn = g_hash_table_lookup(fs->open_handles, h);
-    g_hash_table_remove(fs->open_handles, h);
+    void *h = fs->open_live[slot];
+    HandleRec *r = &fs->state.handles[slot];
+    HandleKind kind = (HandleKind)r->kind;
+    bool used = atomic_load(&r->state) == SLOT_USED;
+    if (used) {
+        atomic_store_explicit(&r->state, SLOT_FREE, memory_order_release);
+        fs->open_live[slot] = NULL;
+        slot_pool_give(&fs->open_pool, slot);
+    }
     g_mutex_unlock(&fs->open_lock);
-    if (free_fn)
-        ((void (*)(struct ckptfs *, void *))free_fn)(fs, h);
+    if (used && h)
+        fs->open_types[kind]->free(fs, h);
 }
 
-void ckptfs_handles_init(struct ckptfs *fs)
+void ckptfs_handles_init(struct ckptfs *fs, const HandleType *const *types)
 {
     g_mutex_init(&fs->open_lock);
-    fs->open_handles = g_hash_table_new(g_direct_hash, g_direct_equal);
+    fs->open_types = types;
+    fs->open_live = mmap(NULL, (size_t)STATE_HANDLE_SLOTS * sizeof(void *), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (fs->open_live == MAP_FAILED)
+        g_error("ckptfs: cannot map the handle registry: %s", g_strerror(errno));
+    StateHeader *hdr = fs->state.hdr;
+    slot_pool_init(&fs->open_pool, &hdr->handle_high, 1, STATE_HANDLE_SLOTS,
+                   &fs->state.handles[0].state, sizeof(HandleRec));
+    if (!fs->state.attached)
+        return;
+    /* the files and directories a previous daemon had open: the kernel will
+     * use their fh; each kind opens its own again (after the node table) */
+    uint32_t high = atomic_load(&hdr->handle_high), revived = 0;
+    for (uint32_t i = 1; i < high; i++) {
+        HandleRec *r = &fs->state.handles[i];
+        if (atomic_load_explicit(&r->state, memory_order_acquire) != SLOT_USED)
+            continue;
+        Node *n = r->kind < HANDLE_KINDS ? N(fs, r->node) : NULL;
+        if (!n) {
+            /* a record without its node: nothing the kernel can still use */
+            atomic_store(&r->state, SLOT_FREE);
+            slot_pool_give(&fs->open_pool, i);
+            continue;
+        }
+        fs->open_live[i] = types[r->kind]->revive(fs, n, r);
+        revived++;
+    }
+    if (revived)
+        g_message("ckptfs: %u open files and directories taken over", revived);
 }
 
 void ckptfs_handles_cleanup(struct ckptfs *fs)
 {
-    if (!fs->open_handles)
+    if (!fs->open_live)
         return;
-    GHashTableIter it;
-    gpointer h, free_fn;
-    g_hash_table_iter_init(&it, fs->open_handles);
-    while (g_hash_table_iter_next(&it, &h, &free_fn)) {
-        g_hash_table_iter_steal(&it);
-        ((void (*)(struct ckptfs *, void *))free_fn)(fs, h);
-    }
-    g_hash_table_destroy(fs->open_handles);
-    fs->open_handles = NULL;
+    uint32_t high = atomic_load(&fs->state.hdr->handle_high);
+    for (uint32_t i = 1; i < high; i++)
+        if (fs->open_live[i])
+            handle_close(fs, i);
+    munmap(fs->open_live, (size_t)STATE_HANDLE_SLOTS * sizeof(void *));
+    fs->open_live = NULL;
+    slot_pool_clear(&fs->open_pool);
     g_mutex_clear(&fs->open_lock);
 }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -105,11 +106,85 @@ static void fdcache_insert(struct ckptfs *fs, Node *n, int fd, NodeFd *out)
 
 static void fdcache_drop(struct ckptfs *fs, Node *n);
 
+/* ---- the node's slot in the state memfd ---- */
+
+static void rec_put_text(NodeRec *r, const char *text)
+{
+    size_t len = text ? strlen(text) : 0;
+    if (len >= STATE_NODE_TEXT) {
+        r->text_len = STATE_TEXT_LOST; /* the node cannot be found again */
+        return;
+    }
+    memcpy(r->text, text ? text : "", len + 1);
+    r->text_len = (uint16_t)len;
+}
+
+void node_sync_locked(Node *n)
+{
+    NodeRec *r = n->rec;
+    if (!r)
+        return;
+    r->nlookup = n->nlookup;
+    r->ns_kind = (uint8_t)n->ns.kind;
+    r->ns_place = (uint8_t)n->ns.place;
+    if (n->kind == NODE_BACKING && n->ns.job != n->rec_job) {
+        rec_put_text(r, n->ns.job);
+        n->rec_job = n->ns.job;
+    }
+    r->stale = n->stale;
+    r->backing_id = n->backing_id;
+    r->backing_refs = n->backing_refs;
+    r->cached_opens = n->cached_opens;
+}
+
+/* Gives n, just put into the table, a slot and writes the slot whole; its
+ * state goes last, so a daemon killed meanwhile leaves the slot free. */
+static void rec_take_locked(NodeTable *t, Node *n)
+{
+    uint32_t slot = slot_pool_take(&t->pool);
+    if (!slot)
+        g_error("ckptfs: the kernel holds %u nodes, all the state memfd has room for",
+                STATE_NODE_SLOTS);
+    NodeRec *r = &t->state->nodes[slot];
+    memset((char *)r + sizeof r->state, 0, sizeof *r - sizeof r->state);
+    r->kind = (uint8_t)n->kind;
+    r->type = (uint32_t)n->type;
+    r->generation = n->generation;
+    r->dev = (uint64_t)n->key.dev;
+    r->ino = (uint64_t)n->key.ino;
+    r->vino = (uint64_t)n->vino;
+    if (n->handle && n->handle->handle_bytes <= STATE_HANDLE_BYTES) {
+        r->handle_len = (uint8_t)n->handle->handle_bytes;
+        r->handle_type = n->handle->handle_type;
+        memcpy(r->handle, n->handle->f_handle, n->handle->handle_bytes);
+    }
+    if (n->kind != NODE_BACKING)
+        rec_put_text(r, n->vkey);
+    n->rec = r;
+    n->slot = slot;
+    n->rec_job = NULL;
+    node_sync_locked(n);
+    atomic_store_explicit(&r->state, SLOT_USED, memory_order_release);
+    t->by_slot[slot] = n;
+}
+
+static void rec_give_locked(NodeTable *t, Node *n)
+{
+    if (!n->rec)
+        return;
+    atomic_store_explicit(&n->rec->state, SLOT_FREE, memory_order_release);
+    t->by_slot[n->slot] = NULL;
+    slot_pool_give(&t->pool, n->slot);
+    n->rec = NULL;
+    n->slot = 0;
+}
+
 int node_mark_stale(struct ckptfs *fs, Node *n, int err)
 {
     if (err == -ESTALE && n != fs->nodes.root) {
         g_mutex_lock(&fs->nodes.lock);
         n->stale = true;
+        node_sync_locked(n);
         g_mutex_unlock(&fs->nodes.lock);
         fdcache_drop(fs, n);
     }
@@ -293,6 +368,65 @@ static void node_free(struct ckptfs *fs, Node *n)
     g_free(n);
 }
 
+/* The nodes a previous daemon left in the state (it was killed, or handed
+ * the connection over): the kernel holds their ids and will use them. */
+static void nodes_revive(struct ckptfs *fs)
+{
+    NodeTable *t = &fs->nodes;
+    State *state = t->state;
+    uint32_t high = atomic_load(&state->hdr->node_high);
+    guint lost = 0;
+    for (uint32_t i = FUSE_ROOT_ID + 1; i < high; i++) {
+        NodeRec *r = &state->nodes[i];
+        if (atomic_load_explicit(&r->state, memory_order_acquire) != SLOT_USED)
+            continue;
+        Node *n = node_new(fs, (NodeKind)r->kind, (mode_t)r->type);
+        n->generation = r->generation;
+        n->nlookup = r->nlookup;
+        n->key = (NodeKey){(dev_t)r->dev, (ino_t)r->ino};
+        n->vino = (ino_t)r->vino;
+        n->stale = r->stale;
+        n->backing_id = r->backing_id;
+        n->backing_refs = r->backing_refs;
+        n->cached_opens = r->cached_opens;
+        n->ns = (CkNs){(CkNsKind)r->ns_kind, NULL, (CkPlace)r->ns_place};
+        bool text = r->text_len != STATE_TEXT_LOST;
+        if (n->kind == NODE_BACKING) {
+            if (n->ns.kind == CK_NS_JOB)
+                n->ns.job = n->rec_job = text ? g_intern_string(r->text) : NULL;
+        } else if (text) {
+            n->vkey = g_strdup(r->text);
+        }
+        if (r->handle_len) {
+            n->handle = g_malloc(sizeof(struct file_handle) + r->handle_len);
+            n->handle->handle_bytes = r->handle_len;
+            n->handle->handle_type = r->handle_type;
+            memcpy(n->handle->f_handle, r->handle, r->handle_len);
+        }
+        if ((n->kind != NODE_VIRTUAL && !n->handle) || (n->ns.kind == CK_NS_JOB && !n->ns.job) ||
+            (n->kind != NODE_BACKING && !n->vkey)) {
+            n->stale = true; /* kept no way to find it again: ESTALE, the kernel looks again */
+            lost++;
+            g_debug("ckptfs: node %u (kind %d, %s) has no way back", i, (int)n->kind,
+                    n->vkey ? n->vkey : "-");
+        }
+        n->rec = r;
+        n->slot = i;
+        t->by_slot[i] = n;
+        t->count++;
+        if (n->kind == NODE_BACKING) {
+            Node *old = g_hash_table_lookup(t->backing, &n->key);
+            if (!old || (old->stale && !n->stale))
+                g_hash_table_replace(t->backing, &n->key, n);
+        } else if (n->vkey && !g_hash_table_lookup(t->virtuals, n->vkey)) {
+            g_hash_table_insert(t->virtuals, n->vkey, n);
+        }
+    }
+    g_message("ckptfs: attached to the live connection: %" G_GUINT64_FORMAT
+              " nodes the kernel holds found again%s",
+              t->count, lost ? " (some without a way back: they answer ESTALE)" : "");
+}
+
 int node_table_init(struct ckptfs *fs)
 {
     NodeTable *t = &fs->nodes;
@@ -333,6 +467,19 @@ int node_table_init(struct ckptfs *fs)
                   "per cached node, so RLIMIT_NOFILE bounds the nodes the kernel can hold",
                   fs->backing, g_strerror(probe_err));
 
+    State *state = t->state = &fs->state;
+    if (state->attached && (state->hdr->root_dev != (uint64_t)st.st_dev ||
+                            state->hdr->root_ino != (uint64_t)st.st_ino))
+        return -EXDEV; /* the state of a mount of another backing directory */
+    state->hdr->root_dev = (uint64_t)st.st_dev;
+    state->hdr->root_ino = (uint64_t)st.st_ino;
+    t->by_slot = mmap(NULL, (size_t)STATE_NODE_SLOTS * sizeof(Node *), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (t->by_slot == MAP_FAILED) {
+        t->by_slot = NULL;
+        return -errno;
+    }
+
     Node *root = node_new(fs, NODE_BACKING, st.st_mode);
     root->key.dev = st.st_dev;
     root->key.ino = st.st_ino;
@@ -340,9 +487,16 @@ int node_table_init(struct ckptfs *fs)
     root->nlookup = 1;
     root->pinned_fd = fs->root_fd;
     root->generation = 0;
+    root->slot = FUSE_ROOT_ID;
     t->root = root;
-    t->next_generation = 1;
     g_hash_table_insert(t->backing, &root->key, root);
+    /* slot 1 is the root's, and slot 0 no node's: node ids start at 2 */
+    slot_pool_init(&t->pool, &state->hdr->node_high, FUSE_ROOT_ID + 1, STATE_NODE_SLOTS,
+                   &state->nodes[0].state, sizeof(NodeRec));
+    if (atomic_load(&state->hdr->next_generation) == 0)
+        atomic_store(&state->hdr->next_generation, 1);
+    if (state->attached)
+        nodes_revive(fs);
     return 0;
 }
 
@@ -377,6 +531,10 @@ void node_table_destroy(struct ckptfs *fs)
     fs->fdcache.map = NULL;
     g_mutex_clear(&fs->fdcache.lock);
     g_mutex_clear(&t->lock);
+    slot_pool_clear(&t->pool);
+    if (t->by_slot)
+        munmap(t->by_slot, (size_t)STATE_NODE_SLOTS * sizeof(Node *));
+    t->by_slot = NULL;
 }
 
 guint64 node_table_count(struct ckptfs *fs)
@@ -399,6 +557,7 @@ void node_set_ns(struct ckptfs *fs, Node *n, CkNs ns)
 {
     g_mutex_lock(&fs->nodes.lock);
     n->ns = ns;
+    node_sync_locked(n);
     g_mutex_unlock(&fs->nodes.lock);
 }
 
@@ -415,6 +574,7 @@ void node_ref(struct ckptfs *fs, Node *n, uint64_t count)
 {
     g_mutex_lock(&fs->nodes.lock);
     n->nlookup += count;
+    node_sync_locked(n);
     g_mutex_unlock(&fs->nodes.lock);
 }
 
@@ -427,13 +587,15 @@ static Node *node_adopt_locked(struct ckptfs *fs, GHashTable *table, gpointer ke
     NodeTable *t = &fs->nodes;
     if (n) {
         n->nlookup++;
+        node_sync_locked(n);
         g_mutex_unlock(&t->lock);
         node_free(fs, fresh);
         return n;
     }
-    fresh->generation = t->next_generation++;
+    fresh->generation = atomic_fetch_add(&t->state->hdr->next_generation, 1);
     fresh->nlookup = 1;
     g_hash_table_insert(table, key, fresh);
+    rec_take_locked(t, fresh);
     t->count++;
     g_mutex_unlock(&t->lock);
     return fresh;
@@ -541,6 +703,7 @@ int node_lookup_backing(struct ckptfs *fs, Node *parent, int dirfd, const char *
          * "Namespaces"). */
         if (S_ISDIR(st->st_mode) || st->st_nlink == 1)
             n->ns = ck_ns_child(parent->ns, name, fs->opt.views_name);
+        node_sync_locked(n);
         g_mutex_unlock(&t->lock);
         *out = n;
         return 0;
@@ -584,9 +747,11 @@ void node_forget(struct ckptfs *fs, Node *n, uint64_t count)
     }
     n->nlookup -= count;
     if (n->nlookup > 0) {
+        node_sync_locked(n);
         g_mutex_unlock(&t->lock);
         return;
     }
+    rec_give_locked(t, n);
     /* Erase only if the table still maps the key to this node: a recycled
      * inode number may already belong to a newer node. */
     if (n->kind == NODE_BACKING) {
@@ -606,8 +771,9 @@ Node *node_get_virtual(struct ckptfs *fs, const char *vkey, void (*make)(Node *n
     NodeTable *t = &fs->nodes;
     g_mutex_lock(&t->lock);
     Node *n = g_hash_table_lookup(t->virtuals, vkey);
-    if (n) {
+    if (n && n->vdata) {
         n->nlookup++;
+        node_sync_locked(n);
         g_mutex_unlock(&t->lock);
         return n;
     }
@@ -620,8 +786,19 @@ Node *node_get_virtual(struct ckptfs *fs, const char *vkey, void (*make)(Node *n
 
     g_mutex_lock(&t->lock);
     n = g_hash_table_lookup(t->virtuals, vkey);
-    if (!n && fresh->kind == NODE_VIRTUAL && fresh->vino == 0)
-        fresh->vino = (ino_t)((1ull << 63) | (t->next_virtual_ino++));
+    if (n && !n->vdata && n->kind == fresh->kind) {
+        /* a node a previous daemon left (nodes_revive): it gets its views
+         * data back, and keeps its id, generation and number */
+        n->vdata = g_steal_pointer(&fresh->vdata);
+        n->vdata_free = fresh->vdata_free;
+        if (!n->handle && fresh->handle) {
+            n->handle = g_steal_pointer(&fresh->handle);
+            n->stale = false;
+        }
+    } else if (n && !n->vdata) {
+        g_hash_table_remove(t->virtuals, vkey); /* now another kind of entry */
+        n = NULL;
+    }
     return node_adopt_locked(fs, t->virtuals, fresh->vkey, n, fresh);
 }
 

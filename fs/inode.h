@@ -1,9 +1,15 @@
 /* The node table: one Node for everything the kernel holds a lookup
  * reference on (DESIGN-NOTES "Nodes").
  *
- * - fuse_ino_t is the Node pointer (FUSE_ROOT_ID maps to the pinned root);
- *   every Node gets a fresh generation from a table-wide counter, so a
- *   recycled address never repeats an (ino, generation) pair.
+ * - fuse_ino_t is the node's slot in the state memfd (state.h) in the low
+ *   32 bits and its generation's low 32 bits above; the root is slot 1,
+ *   FUSE_ROOT_ID.  Every Node gets a fresh generation from a counter kept
+ *   in the state, so a reused slot never repeats an (ino, generation) pair,
+ *   and a daemon that attaches to a live connection (issue 14) finds every
+ *   node the kernel holds in the slots and serves the same ids.
+ * - What a new daemon needs is written into the node's slot (NodeRec) under
+ *   NodeTable.lock whenever it changes (node_sync_locked); the rest of Node
+ *   is this daemon's own.
  * - BACKING nodes are keyed by the backing (st_dev, st_ino) and hold a
  *   kernel file handle, not a descriptor: descriptors come from the bounded
  *   FdCache (node_fd) and from open files.  When the backing fs gives no
@@ -27,6 +33,7 @@
 #include <sys/stat.h>
 
 #include "policy.h"
+#include "state.h"
 
 struct ckptfs;
 
@@ -71,6 +78,10 @@ typedef struct Node {
     struct timespec open_ctime; /* multigrain on kernels >= 6.13: a change after a stat differs */
     off_t open_size;
     bool open_seen;
+
+    uint32_t slot;       /* in the state memfd; 0 until the node is in the table */
+    NodeRec *rec;        /* that slot */
+    const char *rec_job; /* the job id rec->text holds (BACKING) */
 } Node;
 
 typedef struct {
@@ -78,8 +89,9 @@ typedef struct {
     GHashTable *backing;  /* NodeKey* -> Node* */
     GHashTable *virtuals; /* vkey -> Node* */
     Node *root;
-    uint64_t next_generation;
-    uint64_t next_virtual_ino;
+    State *state;   /* the memfd behind the slots (struct ckptfs.state) */
+    Node **by_slot; /* [STATE_NODE_SLOTS]: node_of; written under lock */
+    SlotPool pool;
     int root_mount_id; /* handles from other mounts are not usable with root_fd */
     guint64 count;     /* nodes alive except the root */
 } NodeTable;
@@ -97,6 +109,8 @@ typedef struct {
     void *entry; /* FdEntry*, NULL when fd is not cached (close on put) */
 } NodeFd;
 
+/* A fresh table, or, when fs->state was filled by a previous daemon, the
+ * nodes it left (views nodes come back without vdata: views_vnode). */
 int node_table_init(struct ckptfs *fs);
 void node_table_destroy(struct ckptfs *fs);
 guint64 node_table_count(struct ckptfs *fs);
@@ -155,14 +169,17 @@ bool node_unchanged_since_open(struct ckptfs *fs, Node *n, const struct stat *st
 /* Records the attributes a written file has at release (its pages are current). */
 void node_note_release(struct ckptfs *fs, Node *n, const struct stat *st);
 void node_open_count(struct ckptfs *fs, Node *n, int delta);
+/* Writes n's changed fields (lookup count, namespace, staleness, the
+ * passthrough binding) into its slot; NodeTable.lock held. */
+void node_sync_locked(Node *n);
 int node_nopen(struct ckptfs *fs, Node *n);
 
 static inline Node *node_of(NodeTable *t, fuse_ino_t ino)
 {
-    return ino == FUSE_ROOT_ID ? t->root : (Node *)(uintptr_t)ino;
+    return ino == FUSE_ROOT_ID ? t->root : t->by_slot[(uint32_t)ino];
 }
 
 static inline fuse_ino_t node_ino(NodeTable *t, Node *n)
 {
-    return n == t->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)n;
+    return n == t->root ? FUSE_ROOT_ID : ((fuse_ino_t)(uint32_t)n->generation << 32) | n->slot;
 }

@@ -108,8 +108,8 @@ static int do_getattr(struct ckptfs *fs, Node *n, struct fuse_file_info *fi, str
     *timeout = fs->attr_timeout;
     if (n->kind != NODE_BACKING)
         return views_getattr(fs, n, st, timeout);
-    if (fi && n->type == S_IFREG && FH(fi)->fd >= 0)
-        return fstat(FH(fi)->fd, st) < 0 ? -errno : 0;
+    if (fi && n->type == S_IFREG && FH(fs, fi)->fd >= 0)
+        return fstat(FH(fs, fi)->fd, st) < 0 ? -errno : 0;
     return node_stat(fs, n, st);
 }
 
@@ -137,7 +137,7 @@ static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *a
     if (err)
         return err;
     NodeFd f = {-1, NULL};
-    int ffd = fi && n->type == S_IFREG && FH(fi)->fd >= 0 ? FH(fi)->fd : -1;
+    int ffd = fi && n->type == S_IFREG && FH(fs, fi)->fd >= 0 ? FH(fs, fi)->fd : -1;
     if (ffd < 0) {
         err = node_fd(fs, n, &f);
         if (err == -ESTALE && !(to_set & ~TIMES_ONLY)) {

@@ -40,6 +40,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->time_gran = 1;
 }
 
+const HandleType *const ckptfs_handle_types[HANDLE_KINDS] = {
+    [HANDLE_FILE] = &file_handle_type,
+    [HANDLE_DIR] = &dir_handle_type,
+};
+
 const struct fuse_lowlevel_ops ckptfs_ops = {
     .init = op_init,
     .lookup = op_lookup,

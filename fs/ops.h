@@ -7,10 +7,22 @@
 
 extern const struct fuse_lowlevel_ops ckptfs_ops;
 
-/* Sets up and frees the open-handle registry; cleanup frees what the
- * kernel never released (the session ended by a signal). */
-void ckptfs_handles_init(struct ckptfs *fs);
+/* What the registry knows of a kind of handle: how to free one, and how to
+ * open one again from its record (a daemon that took the connection over;
+ * never NULL: a handle that cannot be opened again answers its error). */
+typedef enum { HANDLE_NONE = 0, HANDLE_FILE, HANDLE_DIR, HANDLE_KINDS } HandleKind;
+typedef struct HandleType {
+    void (*free)(struct ckptfs *fs, void *h);
+    void *(*revive)(struct ckptfs *fs, Node *n, const HandleRec *rec);
+} HandleType;
+
+/* Sets up the open-handle registry (after the node table), taking over the
+ * handles a previous daemon left in fs->state; cleanup frees what the kernel
+ * never released (the session ended by a signal).  types: by HandleKind. */
+void ckptfs_handles_init(struct ckptfs *fs, const HandleType *const *types);
 void ckptfs_handles_cleanup(struct ckptfs *fs);
+/* The kinds ckptfs has (ops.c: files.c's and dirs.c's). */
+extern const HandleType *const ckptfs_handle_types[HANDLE_KINDS];
 
 /* Saves the daemon's supplementary groups (restored after acting as a caller). */
 int ckptfs_creds_init(struct ckptfs *fs);

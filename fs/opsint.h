@@ -9,14 +9,18 @@
 #include <unistd.h>
 
 #include "ckptfs.h"
+#include "ops.h"
 
-/* What fi->fh of an open file points at. */
+/* What fi->fh of an open file names (handles.c). */
 typedef struct {
-    int fd;          /* backing descriptor, -1 for a views snapshot */
-    GBytes *content; /* views snapshot */
+    int fd; /* backing descriptor, -1 for a views snapshot */
+    GBytes
+        *content; /* views snapshot (NULL in a handle taken over: made again at its first read) */
     Node *node;
+    int flags;              /* the open's flags */
     bool writable;          /* opened for writing: its attributes are noted at release */
     int write_err;          /* the policy's answer for data writes, taken once at open (0: go on) */
+    int lost_err;           /* taken over but not opened again: every use answers this */
     bool bound;             /* pt_bind was asked (pt_unbind at release) */
     int backing_id;         /* > 0: the kernel does this file's I/O (FUSE passthrough) */
     const char *marker_job; /* a COMPLETED of this job written: refresh the views at release */
@@ -32,10 +36,26 @@ static inline Node *N(struct ckptfs *fs, fuse_ino_t ino)
     return node_of(&fs->nodes, ino);
 }
 
-static inline FileHandle *FH(struct fuse_file_info *fi)
+/* The open-handle registry (handles.c).  register puts h in a slot of the
+ * state memfd with rec (its node, flags, binding) and returns the fh for
+ * the kernel, 0 when every slot is taken; close takes it out and frees it
+ * with its kind's function. */
+uint64_t handle_register(struct ckptfs *fs, void *h, HandleKind kind, const HandleRec *rec);
+void handle_close(struct ckptfs *fs, uint64_t fh);
+static inline void *handle_get(struct ckptfs *fs, uint64_t fh)
 {
-    return (FileHandle *)(uintptr_t)fi->fh;
+    return fs->open_live[(uint32_t)fh];
 }
+
+extern const FileHandle file_handle_lost; /* files.c: fd -1, every use EBADF */
+static inline FileHandle *FH(struct ckptfs *fs, struct fuse_file_info *fi)
+{
+    FileHandle *h = handle_get(fs, fi->fh);
+    return h ? h : (FileHandle *)&file_handle_lost;
+}
+
+extern const HandleType file_handle_type; /* files.c */
+extern const HandleType dir_handle_type;  /* dirs.c */
 
 static inline void reply_err(struct ckptfs *fs, fuse_req_t req, int err)
 {
@@ -59,12 +79,6 @@ static inline int sync_fd(int fd, int datasync)
 {
     return (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0;
 }
-
-/* The open-handle registry (handles.c): what the kernel never released (the
- * session ended by a signal) is freed at the end with the function given. */
-void handle_register(struct ckptfs *fs, void *h, void (*free_fn)(struct ckptfs *, void *));
-/* Takes h out of the registry and frees it with its registered function. */
-void handle_close(struct ckptfs *fs, void *h);
 
 /* Acting as the caller (creds.c): switches this worker thread's fsuid, fsgid
  * and supplementary groups to the caller's when the caller is not the

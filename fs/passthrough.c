@@ -32,7 +32,7 @@ void pt_log_state(struct ckptfs *fs)
 
 /* Under the table lock: a bound open joins the node's backing id, an
  * unbound one is counted so that no open is bound while it lasts. */
-static int decide_locked(Node *n, int fresh_id)
+static int choose_locked(Node *n, int fresh_id)
 {
     if (n->backing_id > 0) {
         n->backing_refs++;
@@ -45,6 +45,15 @@ static int decide_locked(Node *n, int fresh_id)
     }
     n->cached_opens++;
     return 0;
+}
+
+/* The binding is in the node's slot too: a daemon that takes over the
+ * connection releases the id when the last bound open is released. */
+static int decide_locked(Node *n, int fresh_id)
+{
+    int id = choose_locked(n, fresh_id);
+    node_sync_locked(n);
+    return id;
 }
 
 int pt_bind(struct ckptfs *fs, Node *n, int fd)
@@ -103,6 +112,7 @@ void pt_unbind(struct ckptfs *fs, Node *n, int backing_id)
     } else if (n->cached_opens > 0) {
         n->cached_opens--;
     }
+    node_sync_locked(n);
     g_mutex_unlock(&fs->nodes.lock);
     if (release) {
         kio_backing_close(&fs->kio, release);

@@ -21,7 +21,7 @@
 #define VINO_COLLISIONS ((ino_t)((1ull << 63) | 2))
 #define VINO_METRICS    ((ino_t)((1ull << 63) | 3))
 #define VINO_CONTROL    ((ino_t)((1ull << 63) | 4))
-/* our own numbers: above the node table's range for virtual nodes */
+/* the numbers of all other virtual nodes (views_vino): 62 bits of hash */
 #define VINO_FIRST ((1ull << 63) | (1ull << 62))
 
 #define XATTR_SOURCE     "user.ckptfs.source"
@@ -57,18 +57,15 @@ void vnode_free(gpointer p)
 
 ino_t views_vino(struct ckptfs *fs, const char *vkey)
 {
-    Views *v = views_of(fs);
-    g_mutex_lock(&v->ino_lock);
-    gpointer val = g_hash_table_lookup(v->vinos, vkey);
-    ino_t ino;
-    if (val) {
-        ino = (ino_t)(uintptr_t)val;
-    } else {
-        ino = (ino_t)(VINO_FIRST | v->next_vino++);
-        g_hash_table_insert(v->vinos, g_strdup(vkey), (gpointer)(uintptr_t)ino);
-    }
-    g_mutex_unlock(&v->ino_lock);
-    return ino;
+    /* A function of the key alone (64-bit FNV-1a): a path keeps its number
+     * after the kernel forgot its node and across daemon restarts, with no
+     * table that grows with every path ever listed.  Two keys share a number
+     * with odds of about n^2 / 2^63 (1e-7 at a million paths). */
+    (void)fs;
+    guint64 h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)vkey; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return (ino_t)(VINO_FIRST | (h >> 2));
 }
 
 /* ---- job names before the catalog is loaded ---- */
@@ -188,8 +185,6 @@ int views_init(struct ckptfs *fs)
     v->stable_timeout = MAX(v->timeout, 60.0);
     g_mutex_init(&v->lock);
     g_cond_init(&v->loaded_cond);
-    g_mutex_init(&v->ino_lock);
-    v->vinos = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     v->jobviews =
         g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)jobview_unref);
     v->wake_fd = -1;
@@ -246,7 +241,6 @@ void views_destroy(struct ckptfs *fs)
     if (v->cat)
         ck_catalog_free(v->cat);
     g_hash_table_unref(v->jobviews);
-    g_hash_table_unref(v->vinos);
     if (v->early_names)
         g_ptr_array_unref(v->early_names);
     if (v->root_names)
@@ -262,16 +256,55 @@ void views_destroy(struct ckptfs *fs)
     g_ptr_array_unref(v->ext_prefixes);
     g_mutex_clear(&v->lock);
     g_cond_clear(&v->loaded_cond);
-    g_mutex_clear(&v->ino_lock);
     g_free(v);
     fs->views = NULL;
 }
 
 /* ---- the views dir, .collisions, .metrics ---- */
 
-static VNode *vn_of(Node *n)
+static int lookup_inner(struct ckptfs *fs, Node *parent, const char *name,
+                        struct fuse_entry_param *e);
+static int top_lookup(struct ckptfs *fs, VnKind k, const char *vkey, struct fuse_entry_param *e);
+
+/* Looks the views path of vkey up from the views dir, as the kernel would:
+ * every node on the way that a previous daemon left gets its VNode back
+ * (node_get_virtual fills it).  An alias's key is its path after the
+ * "#dev:ino#" prefix; if the object there changed, the old node stays
+ * without a VNode (ESTALE) and the kernel looks again. */
+static void revive_path(struct ckptfs *fs, const char *vkey)
 {
-    return n->vdata;
+    const char *path = vkey;
+    if (path[0] == '#') {
+        const char *end = strchr(path + 1, '#');
+        if (!end)
+            return;
+        path = end + 1;
+    }
+    struct fuse_entry_param e;
+    if (top_lookup(fs, VN_ROOT, "", &e) != 0)
+        return;
+    Node *cur = node_of(&fs->nodes, e.ino);
+    g_auto(GStrv) parts = g_strsplit(path, "/", -1);
+    for (guint i = 0; path[0] && parts[i]; i++) {
+        int err = lookup_inner(fs, cur, parts[i], &e);
+        node_forget(fs, cur, 1);
+        if (err || e.ino == 0)
+            return;
+        cur = node_of(&fs->nodes, e.ino);
+    }
+    node_forget(fs, cur, 1);
+}
+
+/* A views node's VNode.  A node a daemon that took over the connection
+ * found in the state memfd has none until its path is looked up again
+ * (which may wait for the catalog to load). */
+static VNode *vn_of(struct ckptfs *fs, Node *n)
+{
+    VNode *vn = g_atomic_pointer_get(&n->vdata);
+    if (vn || n->kind == NODE_BACKING || !n->vkey)
+        return vn;
+    revive_path(fs, n->vkey);
+    return g_atomic_pointer_get(&n->vdata);
 }
 
 static ino_t top_vino(VnKind k)
@@ -294,7 +327,7 @@ static GBytes *snapshot(struct ckptfs *fs, VnKind k, bool wait)
     catalog_watch_load_gauges(fs, wait);
     FsMetricsMount mnt = {fs->mountpoint, __atomic_load_n(&fs->policy.audit, __ATOMIC_RELAXED),
                           __atomic_load_n(&fs->policy.legacy_rw, __ATOMIC_RELAXED),
-                          node_table_count(fs)};
+                          node_table_count(fs), atomic_load(&fs->state.hdr->attaches)};
     GString *s = fs_metrics_render(&fs->metrics, &mnt);
     return g_string_free_to_bytes(s);
 }
@@ -373,9 +406,9 @@ static int lookup_inner(struct ckptfs *fs, Node *parent, const char *name,
 {
     if (parent == fs->nodes.root)
         return strcmp(name, fs->opt.views_name) == 0 ? top_lookup(fs, VN_ROOT, "", e) : -ENOENT;
-    if (parent->kind != NODE_VIRTUAL || !parent->vdata)
-        return -ENOTDIR;
-    VNode *pv = vn_of(parent);
+    VNode *pv = parent->kind == NODE_VIRTUAL ? vn_of(fs, parent) : NULL;
+    if (!pv)
+        return parent->kind == NODE_VIRTUAL ? -ESTALE : -ENOTDIR;
     if (pv->kind == VN_ROOT && strcmp(name, ".collisions") == 0)
         return top_lookup(fs, VN_COLLISIONS, ".collisions", e);
     if (pv->kind == VN_ROOT && strcmp(name, ".metrics") == 0)
@@ -399,7 +432,7 @@ int views_lookup(struct ckptfs *fs, Node *parent, const char *name, struct fuse_
 
 int views_getattr(struct ckptfs *fs, Node *n, struct stat *st, double *timeout)
 {
-    VNode *vn = vn_of(n);
+    VNode *vn = vn_of(fs, n);
     if (!vn)
         return -ESTALE;
     switch (vn->kind) {
@@ -417,7 +450,7 @@ int views_getattr(struct ckptfs *fs, Node *n, struct stat *st, double *timeout)
 
 int views_readlink(struct ckptfs *fs, Node *n, char **target)
 {
-    VNode *vn = vn_of(n);
+    VNode *vn = vn_of(fs, n);
     if (!vn || vn->kind != VN_LATEST)
         return -EINVAL;
     return jv_readlink(fs, n, vn, target);
@@ -508,7 +541,7 @@ static void root_listing(struct ckptfs *fs, ViewsDir *d)
 
 int views_opendir(struct ckptfs *fs, Node *n, void **dh)
 {
-    VNode *vn = vn_of(n);
+    VNode *vn = vn_of(fs, n);
     if (n->kind != NODE_VIRTUAL || !vn || n->type != S_IFDIR)
         return -ENOTDIR;
     ViewsDir *d = g_new0(ViewsDir, 1);
@@ -597,7 +630,7 @@ void views_releasedir(struct ckptfs *fs, void *dh)
 int views_open(struct ckptfs *fs, Node *n, int flags, ViewsOpen *out)
 {
     (void)flags;
-    VNode *vn = vn_of(n);
+    VNode *vn = vn_of(fs, n);
     if (!vn)
         return -ESTALE;
     if (n->type == S_IFDIR)
@@ -623,7 +656,7 @@ static bool has_xattrs(Node *n, VNode *vn)
 
 int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
 {
-    VNode *vn = vn_of(n);
+    VNode *vn = vn_of(fs, n);
     if (vn && vn->kind == VN_CONTROL)
         return control_getxattr(fs, name, value);
     if (!has_xattrs(n, vn))
@@ -648,7 +681,7 @@ int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
 
 int views_listxattr(struct ckptfs *fs, Node *n, GString *names)
 {
-    VNode *vn = vn_of(n);
+    VNode *vn = vn_of(fs, n);
     if (vn && vn->kind == VN_CONTROL) {
         control_listxattr(fs, names);
         return 0;
@@ -669,7 +702,7 @@ int views_listxattr(struct ckptfs *fs, Node *n, GString *names)
 int views_setxattr(struct ckptfs *fs, fuse_req_t req, Node *n, const char *name, const char *value,
                    size_t size)
 {
-    VNode *vn = vn_of(n);
+    VNode *vn = vn_of(fs, n);
     if (vn && vn->kind == VN_CONTROL)
         return control_setxattr(fs, req, name, value, size);
     return -EROFS;

@@ -2,15 +2,17 @@
  * behind fs->views and what a views node's vdata holds.
  *
  * Every VIRTUAL or ALIAS node's vdata is a VNode.  Inode numbers of
- * virtual nodes come from Views.vinos, a map vkey -> number that is never
- * emptied while mounted, so a path keeps its number even after the kernel
- * forgot the node.  ALIAS nodes' vkeys start with "#<dev>:<ino>#", so a
- * path whose backing object was replaced gets a fresh node.
+ * virtual nodes are a hash of their vkey (views_vino), so a path keeps its
+ * number after the kernel forgot the node and across daemon restarts.
+ * ALIAS nodes' vkeys start with "#<dev>:<ino>#", so a path whose backing
+ * object was replaced gets a fresh node.  A node a restarted daemon found
+ * in the state memfd has no VNode until views_vnode() rebuilds it from its
+ * vkey.
  *
  * Locks (all leaf level, below NodeTable.lock in ckptfs.h's order; none is
  * held across a reply, a catalog rebuild or a kernel notification):
- * Views.lock (catalog pointer, early names, job views), Views.ino_lock
- * (vinos), VNode.lock (its listing). */
+ * Views.lock (catalog pointer, early names, job views), VNode.lock (its
+ * listing). */
 #pragma once
 #include <dirent.h>
 #include <glib.h>
@@ -87,10 +89,6 @@ typedef struct {
     GArray *root_inos;     /* ino_t, parallel */
     guint64 root_version;  /* ck_catalog_names_version they are of */
     guint64 root_given;    /* root_version + 1 of the listing the kernel got last, 0: none */
-
-    GMutex ino_lock;
-    GHashTable *vinos; /* vkey (owned) -> ino */
-    guint64 next_vino;
 
     /* catalog_watch.c */
     GThread *watcher, *notifier;

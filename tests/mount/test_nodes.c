@@ -30,6 +30,7 @@ static int setup(void **state)
     f->fs.root_fd = open(f->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     f->fs.mount_fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     f->fs.opt.views_name = g_intern_string("_views");
+    assert_int_equal(state_open(&f->fs.state, -1), 0);
     assert_int_equal(node_table_init(&f->fs), 0);
     *state = f;
     return 0;
@@ -39,6 +40,7 @@ static int teardown(void **state)
 {
     Fixture *f = *state;
     node_table_destroy(&f->fs);
+    state_close(&f->fs.state);
     close(f->fs.root_fd);
     close(f->fs.mount_fd);
     g_free(f->fs.backing);

@@ -1,0 +1,146 @@
+#include "state.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STATE_MAGIC   0x746174737470636bull /* "ckptstat" */
+#define STATE_VERSION 1
+#define STATE_PAGE    4096
+
+_Static_assert(sizeof(NodeRec) == 256, "NodeRec: a layout change needs STATE_VERSION + 1");
+_Static_assert(sizeof(HandleRec) == 40, "HandleRec: a layout change needs STATE_VERSION + 1");
+_Static_assert(sizeof(StateHeader) <= STATE_PAGE, "StateHeader fits its page");
+
+static size_t handles_offset(void)
+{
+    return STATE_PAGE;
+}
+
+static size_t nodes_offset(void)
+{
+    size_t end = handles_offset() + (size_t)STATE_HANDLE_SLOTS * sizeof(HandleRec);
+    return (end + STATE_PAGE - 1) / STATE_PAGE * STATE_PAGE;
+}
+
+static size_t total_size(void)
+{
+    return nodes_offset() + (size_t)STATE_NODE_SLOTS * sizeof(NodeRec);
+}
+
+int state_create_fd(void)
+{
+    int fd = memfd_create("ckptfs-state", MFD_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    /* sparse: pages are allocated as slots are first used */
+    if (ftruncate(fd, (off_t)total_size()) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    return fd;
+}
+
+int state_open(State *s, int fd)
+{
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+    size_t size = total_size();
+    bool own = fd < 0;
+    if (own && (fd = state_create_fd()) < 0)
+        return fd;
+    struct stat st;
+    int err = fstat(fd, &st) < 0 ? -errno : (size_t)st.st_size != size ? -EPROTO : 0;
+    void *base = MAP_FAILED;
+    if (!err) {
+        base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        if (base == MAP_FAILED)
+            err = -errno;
+    }
+    if (err) {
+        if (own)
+            close(fd);
+        return err;
+    }
+    s->fd = fd;
+    s->size = size;
+    s->hdr = base;
+    s->handles = (HandleRec *)((char *)base + handles_offset());
+    s->nodes = (NodeRec *)((char *)base + nodes_offset());
+    if (s->hdr->magic == 0) {
+        /* made by state_create_fd, never used */
+        s->hdr->version = STATE_VERSION;
+        s->hdr->node_rec_size = sizeof(NodeRec);
+        s->hdr->handle_rec_size = sizeof(HandleRec);
+        atomic_store(&s->hdr->mode_audit, -1);
+        atomic_store(&s->hdr->mode_legacy_rw, -1);
+        s->hdr->magic = STATE_MAGIC;
+        return 0;
+    }
+    if (s->hdr->magic != STATE_MAGIC || s->hdr->version != STATE_VERSION ||
+        s->hdr->node_rec_size != sizeof(NodeRec) || s->hdr->handle_rec_size != sizeof(HandleRec)) {
+        munmap(base, size);
+        memset(s, 0, sizeof *s);
+        s->fd = -1;
+        return -EPROTO; /* another build's layout: it cannot take over */
+    }
+    s->attached = true;
+    return 0;
+}
+
+void state_close(State *s)
+{
+    if (s->hdr)
+        munmap(s->hdr, s->size);
+    if (s->fd >= 0)
+        close(s->fd);
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+}
+
+void slot_pool_init(SlotPool *p, _Atomic uint32_t *high, uint32_t first, uint32_t cap,
+                    const void *states, size_t stride)
+{
+    p->free = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    p->high = high;
+    p->first = first;
+    p->cap = cap;
+    uint32_t h = atomic_load(high);
+    if (h < first)
+        atomic_store(high, first);
+    /* highest first, so the lowest slots are taken again first */
+    for (uint32_t i = h; i-- > first;) {
+        const _Atomic uint32_t *st = (const void *)((const char *)states + (size_t)i * stride);
+        if (atomic_load(st) != SLOT_USED)
+            g_array_append_val(p->free, i);
+    }
+}
+
+void slot_pool_clear(SlotPool *p)
+{
+    if (p->free)
+        g_array_free(p->free, TRUE);
+    p->free = NULL;
+}
+
+uint32_t slot_pool_take(SlotPool *p)
+{
+    if (p->free->len) {
+        uint32_t s = g_array_index(p->free, uint32_t, p->free->len - 1);
+        g_array_set_size(p->free, p->free->len - 1);
+        return s;
+    }
+    uint32_t h = atomic_load(p->high);
+    if (h >= p->cap)
+        return 0;
+    atomic_store(p->high, h + 1);
+    return h;
+}
+
+void slot_pool_give(SlotPool *p, uint32_t slot)
+{
+    g_array_append_val(p->free, slot);
+}
