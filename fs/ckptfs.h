@@ -15,6 +15,7 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 #include <glib.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -60,13 +61,17 @@ struct ckptfs {
     FdCache fdcache;   /* FdCache.lock */
     FsMetrics metrics; /* atomics only */
     void *views;       /* fs/views.c private state; its own locks, leaf level */
-    /* open file and directory handles, so the ones the kernel never released
-     * (the session ended by a signal) are freed at the end (open_lock, leaf) */
+    /* open file and directory handles by fh (handles.c; open_lock, leaf) */
     GMutex open_lock;
-    GHashTable *open_handles; /* handle -> HandleKind */
+    void **open_live;                           /* [STATE_HANDLE_SLOTS]: fh -> handle */
+    SlotPool open_pool;                         /* fh slots */
+    const struct HandleType *const *open_types; /* by HandleKind */
+    State state; /* what a daemon that takes over needs (state.h); set up before the session */
 
     struct fuse_session *se;
     LogLimit log_limit;             /* its own lock */
     Kio kio;                        /* the custom I/O layer: its own atomics */
     atomic_bool pt_register_logged; /* a failed passthrough registration was logged */
+    atomic_bool handover;           /* the supervisor asked for the connection (main.c) */
+    pthread_t main_thread;
 };

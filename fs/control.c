@@ -86,12 +86,15 @@ int control_setxattr(struct ckptfs *fs, fuse_req_t req, const char *name, const 
         if (strcmp(v, "enforce") != 0 && strcmp(v, "audit") != 0)
             return -EINVAL;
         __atomic_store_n(&fs->policy.audit, strcmp(v, "audit") == 0, __ATOMIC_RELAXED);
+        atomic_store(&fs->state.hdr->mode_audit,
+                     strcmp(v, "audit") == 0); /* a new daemon keeps it */
     } else if (which == 1) {
         if (strcmp(v, "ro") != 0 && strcmp(v, "rw") != 0)
             return -EINVAL;
         bool rw = strcmp(v, "rw") == 0;
         __atomic_store_n(&fs->policy.legacy_rw, rw, __ATOMIC_RELAXED);
         __atomic_store_n(&fs->opt.legacy_rw, rw, __ATOMIC_RELAXED);
+        atomic_store(&fs->state.hdr->mode_legacy_rw, rw);
     } else {
         char *end = NULL;
         errno = 0;

@@ -21,6 +21,9 @@
 #define KIO_WRITEBACK_CACHE   (1u << 16)
 #define KIO_PASSTHROUGH       (1ull << 37) /* flags2 bit 5 */
 #define KIO_FOPEN_PASSTHROUGH (1u << 7)
+#define KIO_HAS_RESEND        (1ull << 39) /* flags2 bit 7: FUSE_NOTIFY_RESEND works */
+#define KIO_NOTIFY_RESEND     7
+#define KIO_UNIQUE_RESEND     (1ull << 63)
 
 struct kio_in_header {
     uint32_t len;
@@ -95,6 +98,9 @@ _Static_assert(sizeof(struct kio_backing_map) == 16, "fuse_backing_map");
  * writes a reply from the thread that calls fuse_reply_*, so kio_writev
  * knows which reply to amend without a table keyed by request. */
 static _Thread_local int32_t tls_backing_id;
+/* The request this thread read was resent (kio_resent): libfuse handles a
+ * request in the thread that read it. */
+static _Thread_local bool tls_resent;
 
 static Kio *kio_of(void *userdata)
 {
@@ -127,6 +133,66 @@ static void note_init(Kio *k, const void *buf, ssize_t len)
         flags |= (uint64_t)in.flags2 << 32;
     atomic_store(&k->kernel_flags, flags);
     atomic_store(&k->init_unique, h.unique);
+    if (k->keep && (size_t)len <= k->keep_max && !k->replay) {
+        memcpy(k->keep, buf, (size_t)len);
+        atomic_store_explicit(k->keep_len, (uint32_t)len, memory_order_release);
+    }
+}
+
+void kio_keep_init(Kio *k, void *buf, _Atomic uint32_t *len, size_t max)
+{
+    k->keep = buf;
+    k->keep_len = len;
+    k->keep_max = max;
+}
+
+void kio_replay_init(Kio *k, const void *init, size_t len)
+{
+    k->replay = init;
+    k->replay_len = len;
+    g_mutex_init(&k->gate_lock);
+    g_cond_init(&k->gate_cond);
+}
+
+bool kio_resent(void)
+{
+    return tls_resent;
+}
+
+/* An attaching daemon: the first read gets the kept INIT; the others wait
+ * until the resend notification went out, so that no request this daemon
+ * reads is queued again under it.  Returns the length given, 0 to read. */
+static ssize_t replay_read(Kio *k, void *buf, size_t len)
+{
+    if (!atomic_exchange(&k->replay_given, true)) {
+        size_t n = MIN(len, k->replay_len);
+        memcpy(buf, k->replay, n);
+        note_init(k, buf, (ssize_t)n);
+        return (ssize_t)n;
+    }
+    g_mutex_lock(&k->gate_lock);
+    while (!atomic_load(&k->gate_open))
+        g_cond_wait(&k->gate_cond, &k->gate_lock);
+    g_mutex_unlock(&k->gate_lock);
+    return 0;
+}
+
+/* After libfuse answered the kept INIT (the answer is dropped): the kernel
+ * queues again what the dead daemon read and never answered, then reads go on. */
+static void resend_and_open(Kio *k, int fd)
+{
+    if (atomic_load(&k->kernel_flags) & KIO_HAS_RESEND) {
+        struct kio_out_header oh = {.len = sizeof oh, .error = KIO_NOTIFY_RESEND, .unique = 0};
+        if (write(fd, &oh, sizeof oh) != (ssize_t)sizeof oh)
+            g_warning("ckptfs: asking the kernel to resend pending requests: %s",
+                      g_strerror(errno));
+    } else {
+        k->resend_missing = true;
+    }
+    g_mutex_lock(&k->gate_lock);
+    atomic_store(&k->gate_open, true);
+    g_cond_broadcast(&k->gate_cond);
+    g_mutex_unlock(&k->gate_lock);
 }
 
 /* FUSE_TMPFILE carries fuse_create_in and the dentry's name, "/" (vfs_tmpfile
@@ -149,10 +215,21 @@ static void tmpfile_as_create(void *buf, ssize_t len)
 
 static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
 {
+    Kio *k = kio_of(userdata);
+    tls_resent = false;
+    if (k->replay && !atomic_load_explicit(&k->gate_open, memory_order_acquire)) {
+        ssize_t given = replay_read(k, buf, len);
+        if (given > 0)
+            return given;
+    }
     ssize_t r = read(fd, buf, len);
     if (r <= 0)
         return r;
-    Kio *k = kio_of(userdata);
+    if (r >= (ssize_t)sizeof(struct kio_in_header)) {
+        uint64_t unique;
+        memcpy(&unique, (const char *)buf + offsetof(struct kio_in_header, unique), sizeof unique);
+        tls_resent = (unique & KIO_UNIQUE_RESEND) != 0;
+    }
     if (!atomic_load_explicit(&k->init_done, memory_order_relaxed) &&
         atomic_load(&k->init_unique) == 0)
         note_init(k, buf, r);
@@ -215,8 +292,17 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
                iov[0].iov_len >= sizeof(struct kio_out_header)) {
         const struct kio_out_header *oh = iov[0].iov_base;
         uint64_t unique = atomic_load(&k->init_unique);
-        if (unique && oh->unique == unique)
+        if (unique && oh->unique == unique) {
             amend_init(k, iov, count);
+            if (k->replay) {
+                /* the kernel had the answer to this INIT from the first daemon */
+                ssize_t total = 0;
+                for (int i = 0; i < count; i++)
+                    total += (ssize_t)iov[i].iov_len;
+                resend_and_open(k, fd);
+                return total;
+            }
+        }
     }
     return writev(fd, iov, count);
 }
@@ -230,14 +316,13 @@ static ssize_t kio_splice_send(int fdin, off_t *offin, int fdout, off_t *offout,
     return splice(fdin, offin, fdout, offout, len, flags);
 }
 
-int kio_attach(Kio *k, struct fuse_session *se)
+int kio_attach(Kio *k, struct fuse_session *se, int fd)
 {
     static const struct fuse_custom_io io = {
         .read = kio_read,
         .writev = kio_writev,
         .splice_send = kio_splice_send,
     };
-    int fd = fuse_session_fd(se);
     int rc = fuse_session_custom_io(se, &io, fd);
     if (rc == 0)
         k->fd = fd;

@@ -13,6 +13,14 @@
  *  - delivers FUSE_TMPFILE (opcode 51, unknown to libfuse 3.14) as a CREATE
  *    of the name KIO_TMPFILE_NAME, which no real CREATE can carry: the two
  *    requests and their replies have the same layout.
+ *  - keeps a copy of the kernel's INIT request where the caller says
+ *    (kio_keep_init: the state memfd), and, in a daemon that attaches to a
+ *    live connection (issue 14), gives libfuse that copy as its first
+ *    request, drops libfuse's reply to it (the kernel had its answer long
+ *    ago), then asks the kernel to queue again every request the dead
+ *    daemon read and never answered (FUSE_NOTIFY_RESEND, kernel >= 6.9)
+ *    before any other request is read; kio_resent() tells a handler that
+ *    its request is such a one (bit 63 of unique).
  * Requests are always read with read(2) (libfuse splices them only when
  * given a splice_receive, which kio does not give: it must see them).
  * It knows nothing of policy, views or nodes; handlers decide per open. */
@@ -21,6 +29,7 @@
 #include <fuse_lowlevel.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <glib.h>
 #include <stdint.h>
 
 /* The name a FUSE_TMPFILE request reaches the create handler with. */
@@ -35,14 +44,36 @@ typedef struct {
     atomic_uint_fast64_t kernel_flags; /* flags | flags2 << 32 of that INIT request */
     atomic_bool passthrough;           /* negotiated: the INIT reply asked for it */
     atomic_bool init_done;             /* the INIT reply went out */
+    /* the kernel's INIT request, kept (kio_keep_init) */
+    uint8_t *keep;
+    _Atomic uint32_t *keep_len;
+    size_t keep_max;
+    /* attaching to a live connection (kio_replay_init) */
+    const uint8_t *replay;
+    size_t replay_len;
+    atomic_bool replay_given; /* libfuse has the copy */
+    atomic_bool gate_open;    /* the resend notification went out: reads may go on */
+    GMutex gate_lock;
+    GCond gate_cond;
+    bool resend_missing; /* the kernel cannot resend: in-flight requests were lost */
 } Kio;
 
 /* want: the options allow passthrough (else why_not says why, once logged).
  * backing_stack_depth: 0 for a disk file system, 1 for overlayfs and the like. */
 void kio_init(Kio *k, bool want, const char *why_not, int backing_stack_depth);
-/* Routes the session's requests and replies through kio (after
- * fuse_session_mount, before the loop).  Returns 0 or -errno. */
-int kio_attach(Kio *k, struct fuse_session *se);
+/* Keeps a copy of the kernel's INIT request in buf (max bytes), then its
+ * length in *len (0 before).  Before kio_attach. */
+void kio_keep_init(Kio *k, void *buf, _Atomic uint32_t *len, size_t max);
+/* The session attaches to a live connection whose INIT (init, len bytes,
+ * as kio_keep_init kept it) a previous daemon answered.  Before kio_attach. */
+void kio_replay_init(Kio *k, const void *init, size_t len);
+/* The request this thread handles was sent again by the kernel after a
+ * daemon died before answering it: it may have been done already. */
+bool kio_resent(void);
+/* Routes the session's requests and replies on fd (the session's own after
+ * fuse_session_mount, or a live connection's) through kio, before the loop.  Returns 0 or -errno.
+ */
+int kio_attach(Kio *k, struct fuse_session *se, int fd);
 /* The session is about to close its descriptor: kio uses it no more. */
 void kio_detach(Kio *k);
 /* Before the INIT reply (in the init handler): passthrough will be asked

@@ -21,6 +21,7 @@
 #include "ckptfs.h"
 #include "kio.h"
 #include "ops.h"
+#include "supervisor.h"
 #include "views.h"
 
 /* Log records: glib's default writer (stderr, or the journal when stderr is
@@ -168,14 +169,23 @@ static void passthrough_setup(struct ckptfs *fs)
     kio_init(&fs->kio, why == NULL, why, depth);
 }
 
-static int setup(struct ckptfs *fs, const char *mountpoint)
+/* A daemon that attaches to a live connection (supervisor.h) must not look
+ * at its own mount point: no daemon serves it until this one does. */
+static int setup(struct ckptfs *fs, const char *mountpoint, const SupLink *link)
 {
     FsOptions *o = &fs->opt;
     if (!o->backing_arg || !mountpoint)
         return setup_error(
             2, "usage: ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT%s%s", "", "");
+    int rc = state_open(&fs->state, link->state_fd);
+    if (rc < 0)
+        return setup_error(1, "%s: %s", "the state memfd", g_strerror(-rc));
+    bool attach = link->fuse_fd >= 0;
+    if (attach != fs->state.attached || (attach && !fs->state.hdr->init_len))
+        return setup_error(1, "%s%s", "the supervisor's state does not match its connection", "");
 
-    clear_stale_mount(mountpoint);
+    if (!attach)
+        clear_stale_mount(mountpoint);
     struct stat st;
     char *real = realpath(o->backing_arg, NULL);
     if (!real)
@@ -186,18 +196,25 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
         fs->backing_len = 0; /* "/": every path is below it */
     if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
         return setup_error(2, "%s: %s", o->backing_arg, "not a directory");
-    real = realpath(mountpoint, NULL);
-    if (!real)
-        return setup_error(2, "mount point %s: %s", mountpoint, g_strerror(errno));
-    fs->mountpoint = real;
-    if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
-        return setup_error(2, "%s: %s", mountpoint, "not a directory");
-    g_autofree char *serving = live_ckptfs_at(real);
-    if (serving)
-        return setup_error(2,
-                           "%s: a live ckptfs (of %s) already serves this mount point; unmount it "
-                           "first (fusermount3 -u)",
-                           real, serving);
+    if (attach) {
+        fs->mountpoint = strdup(fs->state.hdr->mountpoint);
+    } else {
+        real = realpath(mountpoint, NULL);
+        if (!real)
+            return setup_error(2, "mount point %s: %s", mountpoint, g_strerror(errno));
+        fs->mountpoint = real;
+        if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+            return setup_error(2, "%s: %s", mountpoint, "not a directory");
+        g_autofree char *serving = live_ckptfs_at(real);
+        if (serving)
+            return setup_error(2,
+                               "%s: a live ckptfs (of %s) already serves this mount point; "
+                               "unmount it first (fusermount3 -u)",
+                               real, serving);
+        if (strlen(real) >= sizeof fs->state.hdr->mountpoint)
+            return setup_error(2, "%s: %s", mountpoint, "path too long");
+        g_strlcpy(fs->state.hdr->mountpoint, real, sizeof fs->state.hdr->mountpoint);
+    }
     /* the catalog and inotify read the backing dir by path, and lookups pass
      * through: a mount on the backing dir, inside it or above it would read
      * itself (and its own descriptors would keep it from being unmounted) */
@@ -234,20 +251,29 @@ static int setup(struct ckptfs *fs, const char *mountpoint)
     if (o->job_interned || o->identity_env)
         fs->identity = ck_identity_new(o->job_interned, o->identity_env, "/proc");
 
+    /* a mode changed through .control while mounted outlives the daemon */
+    int mode_audit = atomic_load(&fs->state.hdr->mode_audit);
+    int mode_rw = atomic_load(&fs->state.hdr->mode_legacy_rw);
+    if (mode_audit >= 0)
+        o->audit = mode_audit;
+    if (mode_rw >= 0)
+        o->legacy_rw = mode_rw;
     fs->policy = (CkPolicy){.legacy_rw = o->legacy_rw, .audit = o->audit, .off = o->no_policy};
     fs->entry_timeout = o->entry_timeout_s;
     fs->attr_timeout = o->attr_timeout_s;
     passthrough_setup(fs);
     if (ckptfs_creds_init(fs) < 0)
         return setup_error(1, "%s%s", "cannot read the daemon's groups", "");
-    ckptfs_handles_init(fs);
     g_mutex_init(&fs->log_limit.lock);
-    int rc = node_table_init(fs);
+    rc = node_table_init(fs);
     if (rc < 0)
         return setup_error(1, "%s: %s", o->backing_arg, g_strerror(-rc));
     rc = views_init(fs);
     if (rc < 0)
         return setup_error(1, "%s: %s", "views", g_strerror(-rc));
+    ckptfs_handles_init(fs, ckptfs_handle_types); /* after the nodes: it opens theirs */
+    if (attach)
+        atomic_fetch_add(&fs->state.hdr->attaches, 1);
     return 0;
 }
 
@@ -268,12 +294,35 @@ static void teardown(struct ckptfs *fs)
         close(fs->mount_fd);
     free(fs->backing);
     free(fs->mountpoint);
+    state_close(&fs->state);
     g_free(fs->groups);
     fs_options_clear(&fs->opt);
 }
 
+/* Told by the supervisor to hand the connection over (a thread): the loop
+ * ends, in-flight requests finish, and main exits without unmounting. */
+static void on_handover(void *ctx)
+{
+    struct ckptfs *fs = ctx;
+    atomic_store(&fs->handover, true);
+    fuse_session_exit(fs->se);
+    pthread_kill(fs->main_thread, SIGHUP); /* out of the loop's wait: libfuse's handler */
+}
+
+/* An attached daemon has no mount of its own for libfuse to unmount. */
+static void unmount_attached(const char *mnt)
+{
+    if (geteuid() == 0 && umount2(mnt, MNT_DETACH) == 0)
+        return;
+    const char *argv[] = {"fusermount3", "-u", "-z", mnt, NULL};
+    g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL, NULL,
+                 NULL, NULL, NULL, NULL, NULL);
+}
+
 int main(int argc, char *argv[])
 {
+    if (argc == 3 && strcmp(argv[1], "--takeover") == 0)
+        return supervisor_takeover(argv[2]);
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct ckptfs fs;
     memset(&fs, 0, sizeof fs);
@@ -306,7 +355,22 @@ int main(int argc, char *argv[])
         rc = 0;
         goto out;
     }
-    rc = setup(&fs, c.mountpoint);
+    /* -o supervise: on by default under systemd and in the background */
+    bool supervise =
+        fs.opt.supervise >= 0 ? fs.opt.supervise : (!c.foreground || g_getenv("INVOCATION_ID"));
+    SupLink link;
+    rc = supervisor_start(argv, supervise, c.foreground, &link);
+    if (rc || (supervise && link.sock < 0))
+        goto out; /* the supervisor's own exit status */
+    link.handover = on_handover;
+    link.ctx = &fs;
+    fs.main_thread = link.main_thread;
+    bool attach = link.fuse_fd >= 0;
+    if (link.sock >= 0) {
+        c.foreground = 1; /* the supervisor detached already, or stays in the foreground */
+        daemonized = link.daemonized;
+    }
+    rc = setup(&fs, c.mountpoint, &link);
     if (rc)
         goto out;
 
@@ -321,22 +385,45 @@ int main(int argc, char *argv[])
         rc = 1;
         goto out_session;
     }
-    if (fuse_session_mount(fs.se, fs.mountpoint) != 0) {
+    if (attach) {
+        /* the kernel's connection, kept by the supervisor: no mount, no INIT */
+        kio_replay_init(&fs.kio, fs.state.hdr->init, fs.state.hdr->init_len);
+        rc = kio_attach(&fs.kio, fs.se, link.fuse_fd);
+    } else if (fuse_session_mount(fs.se, fs.mountpoint) != 0) {
         rc = 1;
         goto out_signals;
+    } else {
+        kio_keep_init(&fs.kio, fs.state.hdr->init, &fs.state.hdr->init_len,
+                      sizeof fs.state.hdr->init);
+        rc = kio_attach(&fs.kio, fs.se, fuse_session_fd(fs.se));
     }
-    rc = kio_attach(&fs.kio, fs.se);
     if (rc != 0) {
         fprintf(stderr, "ckptfs: custom I/O: %s\n", g_strerror(-rc));
         rc = 1;
         goto out_unmount;
     }
-    raise_readahead(fs.mountpoint);
-    fuse_daemonize(c.foreground);
-    daemonized = !c.foreground;
+    if (!attach) {
+        raise_readahead(fs.mountpoint);
+        suplink_mounted(&link, fuse_session_fd(fs.se));
+    }
+    if (link.sock < 0) {
+        fuse_daemonize(c.foreground);
+        daemonized = !c.foreground;
+    }
     if (views_start(&fs) != 0) /* threads: after the fork of fuse_daemonize */
         g_warning("ckptfs: views: cannot start the catalog threads");
-    sd_notify(0, "READY=1"); /* systemd Type=notify: the mount is up */
+    if (link.sock < 0)
+        sd_notify(0, "READY=1"); /* systemd Type=notify: the mount is up */
+    suplink_ready(&link);        /* the supervisor tells systemd */
+    if (daemonized && link.sock >= 0) {
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+            dup2(null, 2);
+            close(null);
+        }
+    }
     if (c.singlethread) {
         rc = fuse_session_loop(fs.se);
     } else {
@@ -348,10 +435,20 @@ int main(int argc, char *argv[])
         rc = fuse_session_loop_mt(fs.se, cfg);
         fuse_loop_cfg_destroy(cfg);
     }
+    if (atomic_load(&fs.handover)) {
+        /* in-flight requests were answered; those read after the loop ended
+         * the next daemon asks the kernel to resend.  The state stays as it
+         * is for it: nothing is freed, nothing unmounted. */
+        views_stop(&fs);
+        _exit(SUPERVISOR_EXIT_HANDOVER);
+    }
     /* a session ended by SIGTERM, SIGINT or SIGHUP is a clean unmount */
     rc = (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP) ? 0 : 1;
-    sd_notify(0, "STOPPING=1");
+    if (link.sock < 0)
+        sd_notify(0, "STOPPING=1");
     views_stop(&fs); /* its notifier writes to the session: stop it first */
+    if (attach)
+        unmount_attached(fs.mountpoint);
 out_unmount:
     fuse_session_unmount(fs.se);
 out_signals:

@@ -181,6 +181,9 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
     sample(s, "ckptfs_catalog_markers", mp, NULL, get(&m->catalog_markers));
     header(s, "ckptfs_nodes", "gauge", "Nodes the kernel holds a reference on.");
     sample(s, "ckptfs_nodes", mp, NULL, mnt->nodes);
+    header(s, "ckptfs_daemon_attaches_total", "counter",
+           "Daemons that attached to the live connection (a restart or a takeover).");
+    sample(s, "ckptfs_daemon_attaches_total", mp, NULL, mnt->attaches);
 
     static const char *const pt_why[FS_PT_WHY_COUNT] = {
         [FS_PT_OFF] = "off",

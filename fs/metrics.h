@@ -124,6 +124,7 @@ typedef struct {
     bool audit;        /* policy=audit: crossings are only ever "allowed" */
     bool legacy_rw;    /* legacy=rw: legacy writes are "allowed" under enforce too */
     guint64 nodes;     /* the node table's current size */
+    guint64 attaches;  /* daemons that attached to the live connection (issue 14) */
 } FsMetricsMount;
 
 /* The exposition text. */

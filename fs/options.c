@@ -49,6 +49,8 @@ static const struct fuse_opt fs_opt_spec[] = {
     {"no_default_permissions", offsetof(FsOptions, no_default_permissions), 1},
     {"writeback", offsetof(FsOptions, writeback), 1},
     {"no_handles", offsetof(FsOptions, no_handles), 1},
+    {"supervise", offsetof(FsOptions, supervise), 1},
+    {"nosupervise", offsetof(FsOptions, supervise), 0},
     FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
     FUSE_OPT_KEY("default_permissions", KEY_DEFAULT_PERMISSIONS),
     FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
@@ -117,6 +119,9 @@ void fs_options_help(void)
            "    -o attr_timeout=SECONDS   kernel attribute cache of the passthrough tree (60)\n"
            "    -o passthrough=auto|off   bind open files to backing files in the kernel (auto)\n"
            "    -o writeback              use the kernel's writeback cache (no passthrough)\n"
+           "    -o supervise|nosupervise  keep the /dev/fuse descriptor in a supervisor that\n"
+           "                              replaces a dead daemon (default: on under systemd\n"
+           "                              and when not in the foreground)\n"
            "    -o max_read=N             largest read request (524288)\n"
            "    -o fsname=NAME            source shown by mount and df (the backing dir)\n"
            "    -o no_default_permissions with allow_other: the daemon checks permissions\n"
@@ -241,6 +246,7 @@ static bool valid_views_name(const char *s)
 int fs_options_parse(struct fuse_args *args, FsOptions *opt)
 {
     opt->job_legacy_backends = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+    opt->supervise = -1;
     if (fuse_opt_parse(args, opt, fs_opt_spec, opt_proc) != 0) {
         if (!opt->parse_error)
             fprintf(stderr, "ckptfs: invalid options\n");

@@ -31,6 +31,7 @@ typedef struct {
     int no_default_permissions;
     int writeback;  /* -o writeback: the kernel writeback cache */
     int no_handles; /* testing: behave as on a file system without handles */
+    int supervise;  /* -o supervise 1, -o nosupervise 0, unset -1 (fs_options_parse) */
 
     /* derived */
     bool audit;
