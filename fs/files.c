@@ -257,6 +257,11 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     Creds c;
     creds_enter(fs, req, true, &c);
     int fd = openat(pf.fd, at, flags, mode & 07777);
+    if (fd < 0 && errno == EEXIST && (flags & O_EXCL) && kio_resent()) {
+        /* resent after the daemon died: the first try made the file (the
+         * caller never had it, so it holds nothing written through it) */
+        fd = openat(pf.fd, at, flags & ~(O_EXCL | O_CREAT | O_TRUNC), 0);
+    }
     if (fd < 0)
         err = -errno;
     creds_leave(fs, &c);

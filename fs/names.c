@@ -9,6 +9,7 @@
 #include <sys/statvfs.h>
 
 #include "enforce.h"
+#include "kio.h"
 #include "ops.h"
 #include "opsint.h"
 #include "views.h"
@@ -251,6 +252,15 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 /* --- creating -------------------------------------------------------------- */
 
+/* A request the kernel resent after its daemon died (kio_resent) may have
+ * been done by that daemon before it could answer.  Where doing it again
+ * fails only because it was done (the name is there, or gone), the answer
+ * is the one the first try gave (README "When the daemon dies"). */
+static bool done_before(int err, int done_err)
+{
+    return err == done_err && kio_resent();
+}
+
 static int do_make(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, mode_t mode,
                    dev_t rdev, const char *target, struct fuse_entry_param *e)
 {
@@ -278,14 +288,19 @@ static int do_make(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name,
         r = mknodat(pf.fd, name, mode, rdev);
     err = r < 0 ? -errno : 0;
     creds_leave(fs, &c);
+    bool again = done_before(err, -EEXIST);
     if (!err)
         views_note_change(fs, node_ns(fs, p), name);
-    if (!err) {
+    if (!err || again) {
         struct stat st;
         Node *n;
         err = node_lookup_backing(fs, p, pf.fd, name, &st, &n);
-        if (!err)
+        if (!err && again && (st.st_mode & S_IFMT) != (mode & S_IFMT)) {
+            node_forget(fs, n, 1); /* something else has the name */
+            err = -EEXIST;
+        } else if (!err) {
             fill_entry(fs, n, &st, e);
+        }
     }
     node_fd_put(fs, &pf);
     return err;
@@ -351,10 +366,14 @@ static int do_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *np, const c
         proc_path(proc, sizeof proc, f.fd);
         r = linkat(AT_FDCWD, proc, pf.fd, newname, AT_SYMLINK_FOLLOW);
     }
-    struct stat st;
+    struct stat st, there;
     if (r < 0)
         err = -errno;
-    else if (fstatat(f.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+    if (done_before(err, -EEXIST) && fstatat(pf.fd, newname, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+        fstatat(f.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+        there.st_ino == st.st_ino && there.st_dev == st.st_dev)
+        err = 0; /* the link the first try made */
+    if (!err && fstatat(f.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
         err = -errno;
     node_fd_put(fs, &pf);
     node_fd_put(fs, &f);
@@ -392,6 +411,8 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (unlinkat(pf.fd, name, dir ? AT_REMOVEDIR : 0) < 0)
         err = -errno;
     creds_leave(fs, &c);
+    if (done_before(err, -ENOENT))
+        err = 0; /* removed by the first try */
     node_fd_put(fs, &pf);
     if (!err)
         views_note_change(fs, node_ns(fs, p), name);
@@ -448,6 +469,10 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (r < 0)
         err = -errno;
     creds_leave(fs, &c);
+    struct stat st;
+    if (done_before(err, -ENOENT) && !(flags & RENAME_EXCHANGE) &&
+        fstatat(npf.fd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        err = 0; /* moved by the first try: the source is gone, the target there */
     if (!err) {
         const char *vn = fs->opt.views_name;
         CkNs was = ck_ns_child(node_ns(fs, p), name, vn);

@@ -20,9 +20,8 @@
 
 #define ENV_DAEMON        "CKPTFS_SUPERVISED"     /* sock,state,fuse,daemonized */
 #define ENV_RESUME        "CKPTFS_SUPERVISOR_FDS" /* fuse,state,listen,client,daemonized */
-#define RESTART_BURST     5                       /* restarts within RESTART_WINDOW_US ... */
-#define RESTART_WINDOW_US (10 * G_USEC_PER_SEC)
-#define RESTART_PAUSE_MS  1000 /* ... and the next waits this long */
+#define RESTART_FAILED_STARTS 3    /* daemons in a row that died before serving ... */
+#define RESTART_PAUSE_MS      1000 /* ... and the next starts after this long */
 
 /* ---- messages: one word, maybe one descriptor ---- */
 
@@ -142,8 +141,8 @@ typedef struct {
     bool ready_once, stopping, handing_over;
     char *new_exe;
     int status;
-    gint64 restarts[RESTART_BURST];
-    guint nrestarts;
+    bool serving;        /* the current daemon said "ready" */
+    guint failed_starts; /* daemons in a row that died before serving */
     char mnt[sizeof((StateHeader *)0)->mountpoint];
 } Sup;
 
@@ -184,6 +183,7 @@ static void detach_stdio(void)
 
 static void on_ready(Sup *s)
 {
+    s->serving = true;
     if (!s->ready_once) {
         s->ready_once = true;
         if (s->ready_pipe >= 0) {
@@ -322,11 +322,10 @@ static void on_daemon_exit(GPid pid, gint status, gpointer p)
     g_warning("ckptfs: supervisor: the daemon (pid %d) %s %d; a new one takes the connection over",
               (int)pid, exited ? "exited with" : "was killed by signal",
               exited ? code : WTERMSIG(status));
-    /* a daemon that dies at once again and again: one restart a second */
-    gint64 now = g_get_monotonic_time();
-    s->restarts[s->nrestarts++ % RESTART_BURST] = now;
-    gint64 oldest = s->restarts[s->nrestarts % RESTART_BURST];
-    if (s->nrestarts >= RESTART_BURST && now - oldest < RESTART_WINDOW_US)
+    /* a daemon that dies before it serves, again and again (it cannot
+     * start): one try a second; one killed while serving comes back at once */
+    s->failed_starts = s->serving ? 0 : s->failed_starts + 1;
+    if (s->failed_starts >= RESTART_FAILED_STARTS)
         g_timeout_add(RESTART_PAUSE_MS, respawn_later, s);
     else
         spawn_daemon(s);
@@ -359,6 +358,7 @@ static void spawn_daemon(Sup *s)
         return;
     }
     s->pid = pid;
+    s->serving = false;
     s->sock = sv[0];
     g_unix_fd_add(s->sock, G_IO_IN | G_IO_HUP, on_daemon_msg, s);
     g_child_watch_add(pid, on_daemon_exit, s);
