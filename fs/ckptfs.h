@@ -73,5 +73,6 @@ struct ckptfs {
     Kio kio;                        /* the custom I/O layer: its own atomics */
     atomic_bool pt_register_logged; /* a failed passthrough registration was logged */
     atomic_bool handover;           /* the supervisor asked for the connection (main.c) */
+    bool supervised;                /* a supervisor keeps the connection (supervisor.h) */
     pthread_t main_thread;
 };

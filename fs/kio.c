@@ -154,6 +154,11 @@ void kio_replay_init(Kio *k, const void *init, size_t len)
     g_cond_init(&k->gate_cond);
 }
 
+bool kio_can_resend(const Kio *k)
+{
+    return atomic_load(&k->kernel_flags) & KIO_HAS_RESEND;
+}
+
 bool kio_resent(void)
 {
     return tls_resent;

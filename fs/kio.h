@@ -70,6 +70,8 @@ void kio_replay_init(Kio *k, const void *init, size_t len);
 /* The request this thread handles was sent again by the kernel after a
  * daemon died before answering it: it may have been done already. */
 bool kio_resent(void);
+/* The kernel offered FUSE_HAS_RESEND at INIT (Linux 6.9 and later). */
+bool kio_can_resend(const Kio *k);
 /* Routes the session's requests and replies on fd (the session's own after
  * fuse_session_mount, or a live connection's) through kio, before the loop.  Returns 0 or -errno.
  */

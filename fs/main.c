@@ -365,6 +365,7 @@ int main(int argc, char *argv[])
     link.handover = on_handover;
     link.ctx = &fs;
     fs.main_thread = link.main_thread;
+    fs.supervised = link.sock >= 0;
     bool attach = link.fuse_fd >= 0;
     if (link.sock >= 0) {
         c.foreground = 1; /* the supervisor detached already, or stays in the foreground */

@@ -10,6 +10,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     struct ckptfs *fs = userdata;
     pt_log_state(fs);
+    if (fs->supervised && !kio_can_resend(&fs->kio))
+        g_warning("ckptfs: the kernel cannot resend requests (FUSE_NOTIFY_RESEND, Linux 6.9): "
+                  "if the daemon dies, the requests it was serving wait until the mount is "
+                  "aborted; the others go on with the next daemon");
     /* Requests are read with read(2), never spliced: fs/kio.c must see each
      * one whole (FUSE_TMPFILE), and with passthrough the daemon sees no file
      * data.  Replies to reads of backing files are spliced when the daemon

@@ -30,6 +30,13 @@ static size_t total_size(void)
     return nodes_offset() + (size_t)STATE_NODE_SLOTS * sizeof(NodeRec);
 }
 
+const char *state_layout(void)
+{
+    /* what must match for one build to take over another's state */
+    return G_STRINGIFY(STATE_VERSION) "/" G_STRINGIFY(STATE_NODE_SLOTS) "/" G_STRINGIFY(
+        STATE_HANDLE_SLOTS) "/256/40";
+}
+
 int state_create_fd(void)
 {
     int fd = memfd_create("ckptfs-state", MFD_CLOEXEC);

@@ -92,6 +92,8 @@ int state_open(State *s, int fd);
 /* A fresh state's descriptor alone (the supervisor makes it before the
  * first daemon; the daemon maps it with state_open).  fd or -errno. */
 int state_create_fd(void);
+/* This build's layout of the state, as text: a takeover needs the same. */
+const char *state_layout(void);
 void state_close(State *s);
 
 /* Slots handed out under the caller's lock: the free ones below *high,

@@ -18,8 +18,8 @@
 
 #include "state.h"
 
-#define ENV_DAEMON        "CKPTFS_SUPERVISED"     /* sock,state,fuse,daemonized */
-#define ENV_RESUME        "CKPTFS_SUPERVISOR_FDS" /* fuse,state,listen,client,daemonized */
+#define ENV_DAEMON            "CKPTFS_SUPERVISED"     /* sock,state,fuse,daemonized */
+#define ENV_RESUME            "CKPTFS_SUPERVISOR_FDS" /* fuse,state,listen,client,daemonized */
 #define RESTART_FAILED_STARTS 3    /* daemons in a row that died before serving ... */
 #define RESTART_PAUSE_MS      1000 /* ... and the next starts after this long */
 
@@ -312,7 +312,8 @@ static void on_daemon_exit(GPid pid, gint status, gpointer p)
     if (s->stopping || (exited && code == 0) || s->fuse_fd < 0) {
         /* unmounted, told to stop, or never mounted (bad options: code 2) */
         reply_client(s, "error: the daemon stopped");
-        finish(s, s->stopping && exited ? code : (exited ? code : 1));
+        sd_notify(0, "STOPPING=1");
+        finish(s, exited ? code : 1);
         return;
     }
     if (s->handing_over) {
@@ -380,8 +381,12 @@ static gboolean on_accept(gint fd, GIOCondition cond, gpointer p)
     if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
         (cr.uid != 0 && cr.uid != geteuid()))
         refusal = "error: only root or the mount's owner may take it over";
-    else if (recv_msg(c, buf, sizeof buf, NULL) <= 0 || !g_str_has_prefix(buf, "takeover /"))
+    else if (recv_msg(c, buf, sizeof buf, NULL) <= 0 || !g_str_has_prefix(buf, "takeover "))
         refusal = "error: not a takeover request";
+    else if (!g_str_has_prefix(buf + strlen("takeover "), state_layout()) ||
+             buf[strlen("takeover ") + strlen(state_layout())] != ' ')
+        refusal = "error: the new binary keeps its state in another layout; it cannot take this "
+                  "mount over (unmount and mount again to upgrade)";
     else if (s->handing_over || s->client_fd >= 0 || !s->pid || !s->ready_once)
         refusal = "error: busy (the daemon is starting or being replaced)";
     if (refusal) {
@@ -390,7 +395,7 @@ static gboolean on_accept(gint fd, GIOCondition cond, gpointer p)
         return G_SOURCE_CONTINUE;
     }
     g_free(s->new_exe);
-    s->new_exe = g_strdup(buf + strlen("takeover "));
+    s->new_exe = g_strdup(buf + strlen("takeover ") + strlen(state_layout()) + 1);
     s->client_fd = c;
     s->handing_over = true;
     sd_notify(0, "RELOADING=1");
@@ -550,7 +555,8 @@ int supervisor_takeover(const char *mountpoint)
         return 1;
     }
     g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
-    g_autofree char *req = g_strdup_printf("takeover %s", exe ? exe : "/proc/self/exe");
+    g_autofree char *req =
+        g_strdup_printf("takeover %s %s", state_layout(), exe ? exe : "/proc/self/exe");
     char buf[512] = "";
     ssize_t r = send_msg(fd, req, -1) == 0 ? recv_msg(fd, buf, sizeof buf, NULL) : -EIO;
     close(fd);
