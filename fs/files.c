@@ -206,6 +206,9 @@ static void *file_handle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec
         int flags = backing_open_flags(fs, rec->flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW);
         int fd = node_open(fs, n, flags);
         if (fd < 0) {
+            g_debug(
+                "ckptfs: an open file of node %u (kind %d, stale %d) cannot be opened again: %s",
+                n->slot, n->kind, n->stale, g_strerror(-fd));
             h->lost_err = fd == -ESTALE ? -EIO : fd;
         } else {
             h->fd = fd;

@@ -6,6 +6,7 @@
  * by a signal) is freed at the end.  open_lock is a leaf lock. */
 #include <sys/mman.h>
 
+#include "inflight.h"
 #include "ops.h"
 #include "opsint.h"
 
@@ -13,16 +14,30 @@ uint64_t handle_register(struct ckptfs *fs, void *h, HandleKind kind, const Hand
 {
     g_mutex_lock(&fs->open_lock);
     uint32_t slot = slot_pool_take(&fs->open_pool);
+    uint64_t fh = 0;
     if (slot) {
         HandleRec *r = &fs->state.handles[slot];
+        uint32_t generation = r->generation + 1;
         memcpy((char *)r + sizeof r->state, (const char *)rec + sizeof rec->state,
                sizeof *r - sizeof r->state);
         r->kind = (uint32_t)kind;
+        r->generation = generation;
         atomic_store_explicit(&r->state, SLOT_USED, memory_order_release);
         fs->open_live[slot] = h;
+        fh = (uint64_t)generation << 32 | slot;
+        inflight_note(INFLIGHT_HANDLE, slot);
     }
     g_mutex_unlock(&fs->open_lock);
-    return slot;
+    return fh;
+}
+
+void *handle_get(struct ckptfs *fs, uint64_t fh)
+{
+    uint32_t slot = (uint32_t)fh;
+    if (slot >= STATE_HANDLE_SLOTS ||
+        __atomic_load_n(&fs->state.handles[slot].generation, __ATOMIC_ACQUIRE) != fh >> 32)
+        return NULL; /* a release resent after a takeover, its slot since taken again */
+    return fs->open_live[slot];
 }
 
 void handle_close(struct ckptfs *fs, uint64_t fh)
@@ -34,7 +49,9 @@ void handle_close(struct ckptfs *fs, uint64_t fh)
     void *h = fs->open_live[slot];
     HandleRec *r = &fs->state.handles[slot];
     HandleKind kind = (HandleKind)r->kind;
-    bool used = atomic_load(&r->state) == SLOT_USED;
+    /* the handle of this fh, not one that took its slot since (a resent release) */
+    bool used = atomic_load(&r->state) == SLOT_USED && r->generation == fh >> 32;
+    inflight_unnote(INFLIGHT_HANDLE, slot);
     if (used) {
         atomic_store_explicit(&r->state, SLOT_FREE, memory_order_release);
         fs->open_live[slot] = NULL;
@@ -43,6 +60,16 @@ void handle_close(struct ckptfs *fs, uint64_t fh)
     g_mutex_unlock(&fs->open_lock);
     if (used && h)
         fs->open_types[kind]->free(fs, h);
+}
+
+void handle_close_node(struct ckptfs *fs, uint32_t node_slot)
+{
+    uint32_t high = atomic_load(&fs->state.hdr->handle_high);
+    for (uint32_t i = 1; i < high; i++) {
+        HandleRec *r = &fs->state.handles[i];
+        if (atomic_load(&r->state) == SLOT_USED && (uint32_t)r->node == node_slot)
+            handle_close(fs, (uint64_t)r->generation << 32 | i);
+    }
 }
 
 void ckptfs_handles_init(struct ckptfs *fs, const HandleType *const *types)
@@ -67,6 +94,7 @@ void ckptfs_handles_init(struct ckptfs *fs, const HandleType *const *types)
             continue;
         Node *n = r->kind < HANDLE_KINDS ? N(fs, r->node) : NULL;
         if (!n) {
+            g_debug("ckptfs: handle %u: its node %#llx is gone", i, (unsigned long long)r->node);
             /* a record without its node: nothing the kernel can still use */
             atomic_store(&r->state, SLOT_FREE);
             slot_pool_give(&fs->open_pool, i);
@@ -86,7 +114,7 @@ void ckptfs_handles_cleanup(struct ckptfs *fs)
     uint32_t high = atomic_load(&fs->state.hdr->handle_high);
     for (uint32_t i = 1; i < high; i++)
         if (fs->open_live[i])
-            handle_close(fs, i);
+            handle_close(fs, (uint64_t)fs->state.handles[i].generation << 32 | i);
     munmap(fs->open_live, (size_t)STATE_HANDLE_SLOTS * sizeof(void *));
     fs->open_live = NULL;
     slot_pool_clear(&fs->open_pool);

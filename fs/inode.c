@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ckptfs.h"
+#include "inflight.h"
 
 #define FD_CACHE_CAPACITY 512
 
@@ -382,7 +383,7 @@ static void nodes_revive(struct ckptfs *fs)
             continue;
         Node *n = node_new(fs, (NodeKind)r->kind, (mode_t)r->type);
         n->generation = r->generation;
-        n->nlookup = r->nlookup;
+        n->nlookup = n->revived = r->nlookup;
         n->key = (NodeKey){(dev_t)r->dev, (ino_t)r->ino};
         n->vino = (ino_t)r->vino;
         n->stale = r->stale;
@@ -505,21 +506,17 @@ void node_table_destroy(struct ckptfs *fs)
     NodeTable *t = &fs->nodes;
     if (!t->backing)
         return;
-    GHashTableIter it;
-    gpointer k, v;
-    GPtrArray *all = g_ptr_array_new();
-    g_hash_table_iter_init(&it, t->backing);
-    while (g_hash_table_iter_next(&it, &k, &v))
-        g_ptr_array_add(all, v);
-    g_hash_table_iter_init(&it, t->virtuals);
-    while (g_hash_table_iter_next(&it, &k, &v))
-        g_ptr_array_add(all, v);
+    /* every node but the root has a slot, also those no key finds any more
+     * (stale, or left by a previous daemon) */
     g_hash_table_destroy(t->backing);
     g_hash_table_destroy(t->virtuals);
     t->backing = t->virtuals = NULL;
-    for (guint i = 0; i < all->len; i++)
-        node_free(fs, all->pdata[i]);
-    g_ptr_array_free(all, TRUE);
+    uint32_t high = t->state ? atomic_load(&t->state->hdr->node_high) : 0;
+    for (uint32_t i = FUSE_ROOT_ID + 1; i < high && t->by_slot; i++)
+        if (t->by_slot[i])
+            node_free(fs, t->by_slot[i]);
+    if (t->root)
+        node_free(fs, t->root);
     t->root = NULL;
     /* whatever is left in the cache belonged to freed nodes */
     GList *l;
@@ -575,6 +572,8 @@ void node_ref(struct ckptfs *fs, Node *n, uint64_t count)
     g_mutex_lock(&fs->nodes.lock);
     n->nlookup += count;
     node_sync_locked(n);
+    for (uint64_t i = 0; i < count; i++)
+        inflight_note(INFLIGHT_NODE, n->slot);
     g_mutex_unlock(&fs->nodes.lock);
 }
 
@@ -588,6 +587,7 @@ static Node *node_adopt_locked(struct ckptfs *fs, GHashTable *table, gpointer ke
     if (n) {
         n->nlookup++;
         node_sync_locked(n);
+        inflight_note(INFLIGHT_NODE, n->slot);
         g_mutex_unlock(&t->lock);
         node_free(fs, fresh);
         return n;
@@ -596,6 +596,7 @@ static Node *node_adopt_locked(struct ckptfs *fs, GHashTable *table, gpointer ke
     fresh->nlookup = 1;
     g_hash_table_insert(table, key, fresh);
     rec_take_locked(t, fresh);
+    inflight_note(INFLIGHT_NODE, fresh->slot);
     t->count++;
     g_mutex_unlock(&t->lock);
     return fresh;
@@ -610,11 +611,15 @@ static Node *node_insert(struct ckptfs *fs, Node *fresh, bool *inserted)
     g_mutex_lock(&t->lock);
     Node *n = g_hash_table_lookup(t->backing, &fresh->key);
     /* a stale node is replaced unless its handle shows the same object (a
-     * pinned descriptor of a gone object never comes back) */
+     * pinned descriptor of a gone object never comes back); so is one whose
+     * handle differs (another generation: the inode number was recycled) */
     if (n && (n->type != fresh->type ||
-              (n->stale && (!n->handle || !handle_equal(n->handle, fresh->handle))))) {
+              (n->stale && (!n->handle || !handle_equal(n->handle, fresh->handle))) ||
+              (n->handle && fresh->handle && !handle_equal(n->handle, fresh->handle)))) {
         /* the inode number was recycled for another object while the kernel
          * still holds the old node: the old node stays stale (ESTALE) */
+        n->stale = true;
+        node_sync_locked(n);
         g_hash_table_remove(t->backing, &n->key);
         n = NULL;
     }
@@ -704,6 +709,7 @@ int node_lookup_backing(struct ckptfs *fs, Node *parent, int dirfd, const char *
         if (S_ISDIR(st->st_mode) || st->st_nlink == 1)
             n->ns = ck_ns_child(parent->ns, name, fs->opt.views_name);
         node_sync_locked(n);
+        inflight_note(INFLIGHT_NODE, n->slot);
         g_mutex_unlock(&t->lock);
         *out = n;
         return 0;
@@ -739,6 +745,10 @@ void node_forget(struct ckptfs *fs, Node *n, uint64_t count)
         g_mutex_unlock(&t->lock);
         return;
     }
+    /* a reference taken earlier in this request, given back (the kernel's
+     * own forgets are not journaled) */
+    for (uint64_t i = 0; i < count; i++)
+        inflight_unnote(INFLIGHT_NODE, n->slot);
     if (count > n->nlookup) {
         g_warning("ckptfs: forget of %" G_GUINT64_FORMAT
                   " references on a node holding %" G_GUINT64_FORMAT,
@@ -746,6 +756,7 @@ void node_forget(struct ckptfs *fs, Node *n, uint64_t count)
         count = n->nlookup;
     }
     n->nlookup -= count;
+    n->revived = MIN(n->revived, n->nlookup);
     if (n->nlookup > 0) {
         node_sync_locked(n);
         g_mutex_unlock(&t->lock);
@@ -765,6 +776,15 @@ void node_forget(struct ckptfs *fs, Node *n, uint64_t count)
     node_free(fs, n);
 }
 
+void node_forget_revived(struct ckptfs *fs, Node *n)
+{
+    g_mutex_lock(&fs->nodes.lock);
+    uint64_t count = n->revived;
+    g_mutex_unlock(&fs->nodes.lock);
+    if (count)
+        node_forget(fs, n, count);
+}
+
 Node *node_get_virtual(struct ckptfs *fs, const char *vkey, void (*make)(Node *n, void *ctx),
                        void *ctx)
 {
@@ -774,6 +794,7 @@ Node *node_get_virtual(struct ckptfs *fs, const char *vkey, void (*make)(Node *n
     if (n && n->vdata) {
         n->nlookup++;
         node_sync_locked(n);
+        inflight_note(INFLIGHT_NODE, n->slot);
         g_mutex_unlock(&t->lock);
         return n;
     }

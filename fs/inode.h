@@ -79,6 +79,7 @@ typedef struct Node {
     off_t open_size;
     bool open_seen;
 
+    uint64_t revived;    /* NodeTable.lock: of nlookup, the references a previous daemon left */
     uint32_t slot;       /* in the state memfd; 0 until the node is in the table */
     NodeRec *rec;        /* that slot */
     const char *rec_job; /* the job id rec->text holds (BACKING) */
@@ -169,6 +170,9 @@ bool node_unchanged_since_open(struct ckptfs *fs, Node *n, const struct stat *st
 /* Records the attributes a written file has at release (its pages are current). */
 void node_note_release(struct ckptfs *fs, Node *n, const struct stat *st);
 void node_open_count(struct ckptfs *fs, Node *n, int delta);
+/* Drops the references a previous daemon left on n (a daemon that
+ * attached, for a node the kernel no longer holds). */
+void node_forget_revived(struct ckptfs *fs, Node *n);
 /* Writes n's changed fields (lookup count, namespace, staleness, the
  * passthrough binding) into its slot; NodeTable.lock held. */
 void node_sync_locked(Node *n);

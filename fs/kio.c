@@ -14,16 +14,20 @@
 /* The kernel's side of the protocol, as include/uapi/linux/fuse.h of
  * protocol 7.40+ has it; Debian 12's headers (7.38) and libfuse 3.14 stop
  * short of these fields, so they are declared here and nowhere else. */
-#define KIO_OP_INIT           26
-#define KIO_OP_CREATE         35
-#define KIO_OP_TMPFILE        51
-#define KIO_INIT_EXT          (1u << 30)
-#define KIO_WRITEBACK_CACHE   (1u << 16)
-#define KIO_PASSTHROUGH       (1ull << 37) /* flags2 bit 5 */
-#define KIO_FOPEN_PASSTHROUGH (1u << 7)
-#define KIO_HAS_RESEND        (1ull << 39) /* flags2 bit 7: FUSE_NOTIFY_RESEND works */
-#define KIO_NOTIFY_RESEND     7
-#define KIO_UNIQUE_RESEND     (1ull << 63)
+#define KIO_OP_FORGET          2
+#define KIO_OP_INTERRUPT       36
+#define KIO_OP_BATCH_FORGET    42
+#define KIO_OP_INIT            26
+#define KIO_OP_CREATE          35
+#define KIO_OP_TMPFILE         51
+#define KIO_INIT_EXT           (1u << 30)
+#define KIO_WRITEBACK_CACHE    (1u << 16)
+#define KIO_PASSTHROUGH        (1ull << 37) /* flags2 bit 5 */
+#define KIO_FOPEN_PASSTHROUGH  (1u << 7)
+#define KIO_HAS_RESEND         (1ull << 39) /* flags2 bit 7: FUSE_NOTIFY_RESEND works */
+#define KIO_NOTIFY_RESEND      7
+#define KIO_NOTIFY_INVAL_INODE 2
+#define KIO_UNIQUE_RESEND      (1ull << 63)
 
 struct kio_in_header {
     uint32_t len;
@@ -146,12 +150,43 @@ void kio_keep_init(Kio *k, void *buf, _Atomic uint32_t *len, size_t max)
     k->keep_max = max;
 }
 
+void kio_set_journal(Kio *k, InflightRec *journal)
+{
+    k->journal = journal;
+}
+
+void kio_adopt(Kio *k, InflightGiveBack fn, void *ctx)
+{
+    if (k->journal)
+        k->adopted = inflight_adopt(k->journal, fn, ctx);
+}
+
 void kio_replay_init(Kio *k, const void *init, size_t len)
 {
     k->replay = init;
     k->replay_len = len;
+    note_init(k, init, (ssize_t)len); /* what the kernel offers, known before the loop */
     g_mutex_init(&k->gate_lock);
     g_cond_init(&k->gate_cond);
+}
+
+struct kio_notify_inval_inode_out {
+    uint64_t ino;
+    int64_t off;
+    int64_t len;
+};
+_Static_assert(sizeof(struct kio_notify_inval_inode_out) == 24, "fuse_notify_inval_inode_out");
+
+int kio_node_known(Kio *k, uint64_t nodeid)
+{
+    struct kio_out_header oh = {.len = sizeof oh + sizeof(struct kio_notify_inval_inode_out),
+                                .error = KIO_NOTIFY_INVAL_INODE,
+                                .unique = 0};
+    struct kio_notify_inval_inode_out arg = {.ino = nodeid, .off = -1, .len = 0};
+    struct iovec iov[2] = {{&oh, sizeof oh}, {&arg, sizeof arg}};
+    if (writev(k->fd, iov, 2) >= 0)
+        return 1;
+    return errno == ENOENT ? 0 : -errno;
 }
 
 bool kio_can_resend(const Kio *k)
@@ -218,6 +253,31 @@ static void tmpfile_as_create(void *buf, ssize_t len)
     memcpy(buf, &h, sizeof h);
 }
 
+/* The forgets of a FORGET or BATCH_FORGET request, into this thread's
+ * journal record (inflight.h). */
+static void journal_forgets(const struct kio_in_header *h, const void *buf, ssize_t len)
+{
+    const char *p = (const char *)buf + sizeof *h;
+    if (h->opcode == KIO_OP_FORGET) {
+        uint64_t nlookup;
+        if (len >= (ssize_t)(sizeof *h + sizeof nlookup)) {
+            memcpy(&nlookup, p, sizeof nlookup);
+            inflight_note_forget((uint32_t)h->nodeid, nlookup);
+        }
+        return;
+    }
+    uint32_t count;
+    if (len < (ssize_t)(sizeof *h + 8))
+        return;
+    memcpy(&count, p, sizeof count);
+    p += 8; /* fuse_batch_forget_in */
+    for (uint32_t i = 0; i < count && p + 16 <= (const char *)buf + len; i++, p += 16) {
+        uint64_t one[2]; /* fuse_forget_one: nodeid, nlookup */
+        memcpy(one, p, sizeof one);
+        inflight_note_forget((uint32_t)one[0], one[1]);
+    }
+}
+
 static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
 {
     Kio *k = kio_of(userdata);
@@ -231,9 +291,21 @@ static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
     if (r <= 0)
         return r;
     if (r >= (ssize_t)sizeof(struct kio_in_header)) {
-        uint64_t unique;
-        memcpy(&unique, (const char *)buf + offsetof(struct kio_in_header, unique), sizeof unique);
-        tls_resent = (unique & KIO_UNIQUE_RESEND) != 0;
+        struct kio_in_header h;
+        memcpy(&h, buf, sizeof h);
+        tls_resent = (h.unique & KIO_UNIQUE_RESEND) != 0;
+        /* requests that get no reply are never resent: nothing to give back */
+        bool forgets = h.opcode == KIO_OP_FORGET || h.opcode == KIO_OP_BATCH_FORGET;
+        if (tls_resent)
+            inflight_resent(k->adopted, h.unique); /* undo its first try first */
+        else if (k->adopted && !forgets && h.opcode != KIO_OP_INTERRUPT &&
+                 !atomic_load_explicit(&k->resend_over, memory_order_relaxed) &&
+                 !atomic_exchange(&k->resend_over, true))
+            inflight_resend_over(k->adopted); /* resent ones come first */
+        inflight_begin(k->journal, &k->journal_threads, h.unique, h.opcode != KIO_OP_INTERRUPT,
+                       forgets);
+        if (forgets)
+            journal_forgets(&h, buf, r);
     }
     if (!atomic_load_explicit(&k->init_done, memory_order_relaxed) &&
         atomic_load(&k->init_unique) == 0)
@@ -291,6 +363,8 @@ static void amend_open(struct iovec *iov, int count, int32_t backing_id)
 static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
     Kio *k = kio_of(userdata);
+    bool reply = count >= 1 && iov[0].iov_len >= sizeof(struct kio_out_header) &&
+                 ((const struct kio_out_header *)iov[0].iov_base)->unique != 0;
     if (tls_backing_id) {
         amend_open(iov, count, tls_backing_id);
     } else if (!atomic_load_explicit(&k->init_done, memory_order_relaxed) && count >= 1 &&
@@ -309,7 +383,10 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
             }
         }
     }
-    return writev(fd, iov, count);
+    ssize_t r = writev(fd, iov, count);
+    if (reply && r >= 0)
+        inflight_end(); /* the kernel has it: it will not come again */
+    return r;
 }
 
 /* Replies to reads may still be spliced (libfuse offers splice for
@@ -337,6 +414,8 @@ int kio_attach(Kio *k, struct fuse_session *se, int fd)
 void kio_detach(Kio *k)
 {
     k->fd = -1;
+    inflight_adopted_free(k->adopted);
+    k->adopted = NULL;
 }
 
 bool kio_passthrough(const Kio *k)

@@ -32,6 +32,8 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "inflight.h"
+
 /* The name a FUSE_TMPFILE request reaches the create handler with. */
 #define KIO_TMPFILE_NAME "/"
 
@@ -56,6 +58,11 @@ typedef struct {
     GMutex gate_lock;
     GCond gate_cond;
     bool resend_missing; /* the kernel cannot resend: in-flight requests were lost */
+    /* the in-flight journal (inflight.h), NULL for none */
+    InflightRec *journal;
+    _Atomic uint32_t journal_threads;
+    InflightAdopted *adopted; /* a previous daemon's records (kio_adopt) */
+    atomic_bool resend_over;  /* a request not resent was read since */
 } Kio;
 
 /* want: the options allow passthrough (else why_not says why, once logged).
@@ -64,12 +71,23 @@ void kio_init(Kio *k, bool want, const char *why_not, int backing_stack_depth);
 /* Keeps a copy of the kernel's INIT request in buf (max bytes), then its
  * length in *len (0 before).  Before kio_attach. */
 void kio_keep_init(Kio *k, void *buf, _Atomic uint32_t *len, size_t max);
+/* Every request read starts its thread's record in journal, every reply
+ * ends it (inflight.h).  Before kio_attach. */
+void kio_set_journal(Kio *k, InflightRec *journal);
+/* An attaching daemon: the previous daemon's records, given back request by
+ * request as the kernel resends them (inflight.h).  Before the loop. */
+void kio_adopt(Kio *k, InflightGiveBack fn, void *ctx);
 /* The session attaches to a live connection whose INIT (init, len bytes,
  * as kio_keep_init kept it) a previous daemon answered.  Before kio_attach. */
 void kio_replay_init(Kio *k, const void *init, size_t len);
 /* The request this thread handles was sent again by the kernel after a
  * daemon died before answering it: it may have been done already. */
 bool kio_resent(void);
+/* Whether the kernel holds an inode for nodeid (1) or not (0), or -errno:
+ * an attribute invalidation (FUSE_NOTIFY_INVAL_INODE, offset -1) answers
+ * ENOENT for a node it does not have.  A daemon that attaches uses it to
+ * find the nodes whose FORGET its predecessor read and died with. */
+int kio_node_known(Kio *k, uint64_t nodeid);
 /* The kernel offered FUSE_HAS_RESEND at INIT (Linux 6.9 and later). */
 bool kio_can_resend(const Kio *k);
 /* Routes the session's requests and replies on fd (the session's own after

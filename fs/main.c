@@ -19,8 +19,10 @@
 #include "resolve.h"
 #include "ckptfs-config.h"
 #include "ckptfs.h"
+#include "inflight.h"
 #include "kio.h"
 #include "ops.h"
+#include "opsint.h"
 #include "supervisor.h"
 #include "views.h"
 
@@ -309,6 +311,48 @@ static void on_handover(void *ctx)
     pthread_kill(fs->main_thread, SIGHUP); /* out of the loop's wait: libfuse's handler */
 }
 
+/* What a request of the dead daemon took and the kernel never heard of,
+ * given back as the request comes again (inflight.h); and the forgets it
+ * read but had not applied. */
+static void give_back(void *ctx, uint32_t kind, uint32_t slot, uint32_t count)
+{
+    struct ckptfs *fs = ctx;
+    if (kind == INFLIGHT_HANDLE) {
+        if (slot < STATE_HANDLE_SLOTS)
+            handle_close(fs, (uint64_t)fs->state.handles[slot].generation << 32 | slot);
+    } else if (kind == INFLIGHT_PROBE) {
+        Node *n = slot > FUSE_ROOT_ID && slot < STATE_NODE_SLOTS ? fs->nodes.by_slot[slot] : NULL;
+        if (n && kio_node_known(&fs->kio, node_ino(&fs->nodes, n)) == 0)
+            node_forget_revived(fs, n);
+    } else if (slot > FUSE_ROOT_ID && slot < STATE_NODE_SLOTS) {
+        /* a reference taken for an unanswered request, or a forget read
+         * and not applied */
+        Node *n = fs->nodes.by_slot[slot];
+        if (n)
+            node_forget(fs, n, count);
+    }
+}
+
+/* The nodes the kernel no longer holds: their FORGET was read by the daemon
+ * that died (a forget is never sent again).  Asked of the kernel node by
+ * node, before any request is read; a node an unanswered request took is
+ * left to that request's give-back. */
+static void drop_forgotten(struct ckptfs *fs)
+{
+    uint32_t high = atomic_load(&fs->state.hdr->node_high), dropped = 0;
+    for (uint32_t i = FUSE_ROOT_ID + 1; i < high; i++) {
+        Node *n = fs->nodes.by_slot[i];
+        if (!n || inflight_adopted_holds(fs->kio.adopted, INFLIGHT_NODE, i) ||
+            kio_node_known(&fs->kio, node_ino(&fs->nodes, n)) != 0)
+            continue;
+        handle_close_node(fs, i);
+        node_forget_revived(fs, n);
+        dropped++;
+    }
+    if (dropped)
+        g_debug("ckptfs: %u nodes the kernel had forgotten, dropped", dropped);
+}
+
 /* An attached daemon has no mount of its own for libfuse to unmount. */
 static void unmount_attached(const char *mnt)
 {
@@ -389,13 +433,19 @@ int main(int argc, char *argv[])
     if (attach) {
         /* the kernel's connection, kept by the supervisor: no mount, no INIT */
         kio_replay_init(&fs.kio, fs.state.hdr->init, fs.state.hdr->init_len);
+        kio_set_journal(&fs.kio, fs.state.inflight);
         rc = kio_attach(&fs.kio, fs.se, link.fuse_fd);
+        if (rc == 0) {
+            kio_adopt(&fs.kio, give_back, &fs); /* before any request is read */
+            drop_forgotten(&fs);
+        }
     } else if (fuse_session_mount(fs.se, fs.mountpoint) != 0) {
         rc = 1;
         goto out_signals;
     } else {
         kio_keep_init(&fs.kio, fs.state.hdr->init, &fs.state.hdr->init_len,
                       sizeof fs.state.hdr->init);
+        kio_set_journal(&fs.kio, fs.state.inflight);
         rc = kio_attach(&fs.kio, fs.se, fuse_session_fd(fs.se));
     }
     if (rc != 0) {

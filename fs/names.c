@@ -72,11 +72,21 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     reply_entry(fs, req, err, &e);
 }
 
+/* A forget of a node this daemon dropped itself (drop_forgotten in main.c
+ * raced the kernel's own) names a slot now empty or another node's. */
+static void forget_one(struct ckptfs *fs, fuse_ino_t ino, uint64_t nlookup)
+{
+    Node *n = N(fs, ino);
+    if (n && node_ino(&fs->nodes, n) == ino)
+        node_forget(fs, n, nlookup);
+}
+
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(&fs->metrics, FS_OP_FORGET);
-    node_forget(fs, N(fs, ino), nlookup);
+    forget_one(fs, ino, nlookup);
+    inflight_end(); /* no reply: applied */
     fuse_reply_none(req);
 }
 
@@ -85,7 +95,8 @@ void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(&fs->metrics, FS_OP_FORGET);
     for (size_t i = 0; i < count; i++)
-        node_forget(fs, N(fs, forgets[i].ino), forgets[i].nlookup);
+        forget_one(fs, forgets[i].ino, forgets[i].nlookup);
+    inflight_end(); /* no reply: applied */
     fuse_reply_none(req);
 }
 

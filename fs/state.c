@@ -7,16 +7,21 @@
 #include <unistd.h>
 
 #define STATE_MAGIC   0x746174737470636bull /* "ckptstat" */
-#define STATE_VERSION 1
+#define STATE_VERSION 3
 #define STATE_PAGE    4096
 
 _Static_assert(sizeof(NodeRec) == 256, "NodeRec: a layout change needs STATE_VERSION + 1");
 _Static_assert(sizeof(HandleRec) == 40, "HandleRec: a layout change needs STATE_VERSION + 1");
 _Static_assert(sizeof(StateHeader) <= STATE_PAGE, "StateHeader fits its page");
 
-static size_t handles_offset(void)
+static size_t inflight_offset(void)
 {
     return STATE_PAGE;
+}
+
+static size_t handles_offset(void)
+{
+    return inflight_offset() + (size_t)INFLIGHT_RECORDS * sizeof(InflightRec);
 }
 
 static size_t nodes_offset(void)
@@ -34,7 +39,7 @@ const char *state_layout(void)
 {
     /* what must match for one build to take over another's state */
     return G_STRINGIFY(STATE_VERSION) "/" G_STRINGIFY(STATE_NODE_SLOTS) "/" G_STRINGIFY(
-        STATE_HANDLE_SLOTS) "/256/40";
+        STATE_HANDLE_SLOTS) "/256/40/1024";
 }
 
 int state_create_fd(void)
@@ -75,6 +80,7 @@ int state_open(State *s, int fd)
     s->fd = fd;
     s->size = size;
     s->hdr = base;
+    s->inflight = (InflightRec *)((char *)base + inflight_offset());
     s->handles = (HandleRec *)((char *)base + handles_offset());
     s->nodes = (NodeRec *)((char *)base + nodes_offset());
     if (s->hdr->magic == 0) {

@@ -20,6 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "inflight.h"
+
 #define STATE_NODE_SLOTS   (1u << 24) /* nodes the kernel may hold at once */
 #define STATE_HANDLE_SLOTS (1u << 20) /* open files and directories at once */
 #define STATE_NODE_TEXT    136        /* a job id (<= 128) or a views key */
@@ -59,7 +61,7 @@ typedef struct {
     uint8_t bound, writable;
     uint8_t pad[6];
     int32_t write_err;
-    uint32_t pad2;
+    uint32_t generation; /* bumped each time the slot is taken: fh = generation << 32 | slot */
 } HandleRec;
 
 typedef struct {
@@ -80,8 +82,9 @@ typedef struct {
 typedef struct {
     int fd;
     StateHeader *hdr;
-    NodeRec *nodes;     /* [STATE_NODE_SLOTS] */
-    HandleRec *handles; /* [STATE_HANDLE_SLOTS] */
+    InflightRec *inflight; /* [INFLIGHT_RECORDS] */
+    NodeRec *nodes;        /* [STATE_NODE_SLOTS] */
+    HandleRec *handles;    /* [STATE_HANDLE_SLOTS] */
     size_t size;
     bool attached; /* opened from a descriptor a previous daemon filled */
 } State;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <glib-unix.h>
 #include <glib.h>
+#include <poll.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -298,6 +299,14 @@ static void unmount_lazily(const char *mnt)
                  NULL);
 }
 
+/* An unmounted (aborted) connection polls as an error: a daemon that died
+ * after it, or on its way out, is not replaced. */
+static bool connection_alive(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) >= 0 && !(p.revents & (POLLERR | POLLNVAL));
+}
+
 static void on_daemon_exit(GPid pid, gint status, gpointer p)
 {
     Sup *s = p;
@@ -309,7 +318,7 @@ static void on_daemon_exit(GPid pid, gint status, gpointer p)
         exec_new(s);
         return;
     }
-    if (s->stopping || (exited && code == 0) || s->fuse_fd < 0) {
+    if (s->stopping || (exited && code == 0) || s->fuse_fd < 0 || !connection_alive(s->fuse_fd)) {
         /* unmounted, told to stop, or never mounted (bad options: code 2) */
         reply_client(s, "error: the daemon stopped");
         sd_notify(0, "STOPPING=1");
@@ -323,9 +332,10 @@ static void on_daemon_exit(GPid pid, gint status, gpointer p)
     g_warning("ckptfs: supervisor: the daemon (pid %d) %s %d; a new one takes the connection over",
               (int)pid, exited ? "exited with" : "was killed by signal",
               exited ? code : WTERMSIG(status));
-    /* a daemon that dies before it serves, again and again (it cannot
-     * start): one try a second; one killed while serving comes back at once */
-    s->failed_starts = s->serving ? 0 : s->failed_starts + 1;
+    /* a daemon that fails before it serves, again and again (it cannot
+     * start): one try a second; one killed from outside comes back at once */
+    bool killed = !exited && WTERMSIG(status) == SIGKILL; /* kill -9, the OOM killer */
+    s->failed_starts = s->serving || killed ? 0 : s->failed_starts + 1;
     if (s->failed_starts >= RESTART_FAILED_STARTS)
         g_timeout_add(RESTART_PAUSE_MS, respawn_later, s);
     else
