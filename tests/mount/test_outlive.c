@@ -299,6 +299,10 @@ static guint8 *read_whole(const char *path, size_t *len)
         return NULL;
     }
     *len = a->len;
+    if (a->len == 0) { /* an empty GByteArray's data is NULL */
+        g_byte_array_free(a, TRUE);
+        return g_malloc0(1);
+    }
     return g_byte_array_free(a, FALSE);
 }
 
@@ -785,8 +789,10 @@ static void test_kill_during_views_walk(void **state)
     drop_dentries();
     Walk ref = {.root = views, .entries = g_ptr_array_new_with_free_func(g_free)};
     walk_thread(&ref);
-    if (ref.err)
+    if (ref.err) {
         fprintf(stderr, "%s\n", ref.failed);
+        mount_dump_log(m);
+    }
     assert_int_equal(ref.err, 0);
     g_autofree char *want = joined(ref.entries);
     int total = (int)ref.entries->len;
