@@ -218,15 +218,21 @@ pid_t mount_daemon_pid(Mount *m)
         return 0;
     if (!m->supervised)
         return m->pid;
+    /* one live child; while a takeover hands over there may be two for a
+     * moment: the newest (listed last) after 2 s */
+    pid_t newest = 0;
     for (int i = 0; i < 400; i++) { /* 2 s */
         pid_t c[8];
-        if (live_children(m->pid, c, 8) > 0)
+        int n = live_children(m->pid, c, 8);
+        if (n == 1)
             return c[0];
-        if (proc_state(m->pid) == 0 || proc_state(m->pid) == 'Z')
+        if (n > 1)
+            newest = c[n - 1];
+        else if (proc_state(m->pid) == 0 || proc_state(m->pid) == 'Z')
             return 0;
         sleep_ms(5);
     }
-    return 0;
+    return newest;
 }
 
 /* Lines of the daemon log that report a problem: GLib warnings and

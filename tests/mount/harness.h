@@ -35,9 +35,10 @@ Mount *mount_new(void);
  * "-o ...supervise..." among the arguments (the last of supervise and
  * nosupervise wins) sets m->supervised. */
 int mount_start(Mount *m, const char *const *args);
-/* The process that serves the mount: the supervisor's child that is not a
- * zombie (waiting up to 2 s for one to exist while the supervisor starts
- * it), or m->pid when the mount is not supervised; 0 when there is none. */
+/* The process that serves the mount: the supervisor's only child that is
+ * not a zombie (waiting up to 2 s for there to be exactly one while the
+ * supervisor starts or replaces it, then the newest), or m->pid when the
+ * mount is not supervised; 0 when there is none. */
 pid_t mount_daemon_pid(Mount *m);
 /* Unmounts and reaps the daemon (a supervised mount: the supervisor, which
  * exits once its daemon has unmounted; on failure the daemon is killed
