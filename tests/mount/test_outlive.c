@@ -178,6 +178,8 @@ static pid_t event(Mount *m, EventKind kind, GString *err)
         return 0;
     }
     if (kind == EV_KILL) {
+        /* the supervisor reports a daemon that died, as it should */
+        mount_expect_log(m, "ckptfs: supervisor: the daemon (pid");
         if (kill(d, SIGKILL) != 0) {
             g_string_append_printf(err, "kill %d: %s\n", (int)d, g_strerror(errno));
             return 0;
