@@ -2244,6 +2244,7 @@ static gpointer out_thread(gpointer p)
         g_atomic_int_inc(&o->ops);
         if (renameat(dfd, tmp, dfd, fin) < 0) {
             out_fail(o, "rename", w->dir, tmp);
+            w->unsure[slot] = seq; /* it may have happened all the same */
             continue;
         }
         g_atomic_int_inc(&o->ops);

@@ -218,7 +218,8 @@ typedef struct {
     int id;
     char *dir;              /* mnt/_state/t/w<id> */
     guint64 acked[SLOTS];   /* the commit whose bytes slot i's final file holds (0: none) */
-    guint64 unsure[SLOTS];  /* a commit that failed after its rename: may be there instead */
+    guint64 unsure[SLOTS];  /* a commit whose rename failed or came before a failure: may be
+                             * there instead */
 } Worker;
 
 struct Loop {
@@ -339,7 +340,9 @@ static bool commit_one(Worker *w, guint64 seq)
         return false;
     }
     if (rename(tmp, fin) < 0) {
+        /* it may have happened all the same (a replayed rename says ENOENT) */
         loop_fail(l, "rename", tmp);
+        w->unsure[slot] = seq;
         return false;
     }
     int dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
