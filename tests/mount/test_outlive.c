@@ -108,6 +108,26 @@ static int count_fds(pid_t pid)
     return n;
 }
 
+/* "fd -> target" lines of a process's descriptors. */
+static char *fd_listing(pid_t pid)
+{
+    GString *s = g_string_new("");
+    g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return g_string_free(s, FALSE);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        g_autofree char *l = g_build_filename(path, de->d_name, NULL);
+        g_autofree char *t = g_file_read_link(l, NULL);
+        g_string_append_printf(s, "  %s -> %s\n", de->d_name, t ? t : "?");
+    }
+    closedir(d);
+    return g_string_free(s, FALSE);
+}
+
 static void drop_dentries(void)
 {
     sync();
@@ -484,6 +504,7 @@ static void commit_loop_under(Mount *m, EventKind kind, int rounds)
     int fds0 = settled_fds(m, -1);
     pid_t first = mount_daemon_pid(m);
     assert_true(first > 0 && first != m->pid);
+    g_autofree char *fdlist0 = fd_listing(first);
 
     GThread *th[THREADS];
     for (int t = 0; t < THREADS; t++)
@@ -544,8 +565,10 @@ static void commit_loop_under(Mount *m, EventKind kind, int rounds)
                   kind == EV_KILL ? "kill -9" : "--takeover", done,
                   g_atomic_int_get(&l->commits), g_atomic_int_get(&l->failures),
                   g_atomic_int_get(&l->wrong));
-    if (l->errors->len)
+    if (l->errors->len) {
         fprintf(stderr, "failed calls and wrong bytes seen by the clients:\n%s", l->errors->str);
+        mount_dump_log(m);
+    }
     if (evmsg->len && ok)
         fprintf(stderr, "%s", evmsg->str);
     assert_true(ok);
@@ -586,6 +609,11 @@ static void commit_loop_under(Mount *m, EventKind kind, int rounds)
     assert_true(nodes0 >= 0 && nodes1 >= 0);
     assert_true(nodes1 <= nodes0 + 2);
     assert_true(fds0 > 0 && fds1 > 0);
+    if (fds1 > fds0 + 2) {
+        g_autofree char *fdlist1 = fd_listing(mount_daemon_pid(m));
+        fprintf(stderr, "the first daemon's descriptors:\n%sthe last one's:\n%s", fdlist0,
+                fdlist1);
+    }
     assert_true(fds1 <= fds0 + 2);
 
     assert_int_equal(close(oldfd), 0);
@@ -981,8 +1009,10 @@ static void sqlite_under_kills(Mount *m, const char *journal)
     g_thread_join(th);
     print_message("sqlite %s: %d kills, %d transactions acknowledged, %d failed calls\n", journal,
                   done, g_atomic_int_get(&s.txns), g_atomic_int_get(&s.failures));
-    if (s.errors->len)
+    if (s.errors->len) {
         fprintf(stderr, "failed sqlite calls:\n%s", s.errors->str);
+        mount_dump_log(m);
+    }
     assert_true(ok);
     assert_int_equal(g_atomic_int_get(&s.failures), 0);
 
