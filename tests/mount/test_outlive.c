@@ -918,8 +918,9 @@ static bool sql_ok(SqlLoop *s, int rc, const char *what)
     if (rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW)
         return true;
     if (g_atomic_int_add(&s->failures, 1) < 20)
-        g_string_append_printf(s->errors, "  %s: %s (rc %d, errno %d)\n", what,
-                               sqlite3_errmsg(s->db), rc, sqlite3_system_errno(s->db));
+        g_string_append_printf(s->errors, "  %s: %s (rc %d, extended %d, errno %d)\n", what,
+                               sqlite3_errmsg(s->db), rc, sqlite3_extended_errcode(s->db),
+                               sqlite3_system_errno(s->db));
     return false;
 }
 
