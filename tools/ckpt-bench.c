@@ -2306,16 +2306,27 @@ static pid_t out_supervisor(Bench *b)
     return sup;
 }
 
-static int out_count_fds(pid_t pid)
+/* A process's descriptors, pipes apart (*pipes): libfuse keeps a splice
+ * pipe per worker thread for the thread's life. */
+static int out_count_fds(pid_t pid, int *pipes)
 {
     g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)pid);
     DIR *d = pid > 0 ? opendir(path) : NULL;
     if (!d)
         return -1;
     int n = 0;
+    *pipes = 0;
     struct dirent *de;
-    while ((de = readdir(d)))
-        n += de->d_name[0] != '.';
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        g_autofree char *l = g_build_filename(path, de->d_name, NULL);
+        g_autofree char *t = g_file_read_link(l, NULL);
+        if (t && g_str_has_prefix(t, "pipe:"))
+            (*pipes)++;
+        else
+            n++;
+    }
     closedir(d);
     return n;
 }
@@ -2338,12 +2349,14 @@ static gint64 out_metric(Bench *b, const char *name)
     return -1;
 }
 
-/* Nodes and the daemon's descriptors with the clients idle: the lowest of
- * five readings, dentries dropped before each (when allowed). */
-static void out_settled(Bench *b, gint64 *nodes, int *fds)
+/* Nodes and the daemon's descriptors (pipe ends apart) with the clients
+ * idle: the lowest of five readings, dentries dropped before each (when
+ * allowed). */
+static void out_settled(Bench *b, gint64 *nodes, int *fds, int *pipes)
 {
     *nodes = -1;
     *fds = -1;
+    *pipes = -1;
     for (int i = 0; i < 5; i++) {
         if (b->can_drop) {
             sync();
@@ -2356,11 +2369,13 @@ static void out_settled(Bench *b, gint64 *nodes, int *fds)
         }
         g_usleep(200 * 1000);
         gint64 n = out_metric(b, "ckptfs_nodes");
-        int f = out_count_fds(out_daemon(out_supervisor(b)));
+        int p = 0, f = out_count_fds(out_daemon(out_supervisor(b)), &p);
         if (n >= 0 && (*nodes < 0 || n < *nodes))
             *nodes = n;
-        if (f >= 0 && (*fds < 0 || f < *fds))
+        if (f >= 0 && (*fds < 0 || f < *fds)) {
             *fds = f;
+            *pipes = p;
+        }
     }
 }
 
@@ -2500,8 +2515,8 @@ static void out_run(Bench *b, Outlive *o)
         return;
     }
     gint64 nodes0, nodes1, attaches0 = out_metric(b, "ckptfs_daemon_attaches_total");
-    int fds0, fds1;
-    out_settled(b, &nodes0, &fds0);
+    int fds0, fds1, pipes0, pipes1 = -1;
+    out_settled(b, &nodes0, &fds0, &pipes0);
 
     GThread *th[COMMIT_THREADS];
     for (int t = 0; t < COMMIT_THREADS; t++)
@@ -2567,7 +2582,7 @@ static void out_run(Bench *b, Outlive *o)
     nodes1 = fds1 = -1;
     if (ok) {
         attaches = out_metric(b, "ckptfs_daemon_attaches_total");
-        out_settled(b, &nodes1, &fds1);
+        out_settled(b, &nodes1, &fds1, &pipes1);
         daemon_stop(b);
     }
 
@@ -2594,7 +2609,9 @@ static void out_run(Bench *b, Outlive *o)
            b->outlive_takeovers);
     printf("daemon attaches             %" G_GINT64_FORMAT " before, %" G_GINT64_FORMAT
            " after\n", attaches0, attaches);
-    printf("daemon fds (idle)           %d before, %d after\n", fds0, fds1);
+    printf("daemon fds (idle)           %d before, %d after (and %d, %d pipe ends: libfuse's "
+           "splice pipes, one per worker thread)\n",
+           fds0, fds1, pipes0, pipes1);
     printf("ckptfs_nodes (idle)         %" G_GINT64_FORMAT " before, %" G_GINT64_FORMAT
            " after\n", nodes0, nodes1);
     printf("%-34s %8s %10s %10s %10s\n", "commit latency (ms)", "commits", "p50", "p99", "p100");
