@@ -2583,7 +2583,11 @@ static void out_run(Bench *b, Outlive *o)
     if (ok) {
         attaches = out_metric(b, "ckptfs_daemon_attaches_total");
         out_settled(b, &nodes1, &fds1, &pipes1);
-        daemon_stop(b);
+        if (daemon_stop(b) < 0) {
+            g_printerr("ckpt-bench: outlive: the supervisor did not exit within 10 s of "
+                       "fusermount3 -u; killed\n");
+            ok = FALSE;
+        }
     }
 
     int failures = g_atomic_int_get(&o->failures), wrong = g_atomic_int_get(&o->wrong);
