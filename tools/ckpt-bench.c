@@ -2178,9 +2178,10 @@ static void out_fail(Outlive *o, const char *op, const char *dir, const char *na
 /* Whether dir/ckpt-<slot> holds exactly the bytes of commit seq of thread
  * t: 1 yes, 0 no, -errno when it cannot be read. */
 static int out_file_is(const Bench *b, const char *dir, int slot, int t, guint64 seq,
-                       guint8 *buf)
+                       guint8 *buf, const char **what)
 {
     g_autofree char *p = g_strdup_printf("%s/ckpt-%d", dir, slot);
+    *what = "open";
     int fd = open(p, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -2189,8 +2190,12 @@ static int out_file_is(const Bench *b, const char *dir, int slot, int t, guint64
            (n = read(fd, buf + total, (gsize)(OUT_COMMIT_BYTES + 1 - total))) > 0)
         total += n;
     int ret = n < 0 ? -errno : 0;
-    if (close(fd) < 0 && ret == 0)
+    if (ret < 0)
+        *what = "read";
+    if (close(fd) < 0 && ret == 0) {
         ret = -errno;
+        *what = "close";
+    }
     if (ret < 0)
         return ret;
     return total == OUT_COMMIT_BYTES && !memcmp(buf, out_bytes(b, t, seq), OUT_COMMIT_BYTES);
@@ -2261,10 +2266,13 @@ static gpointer out_thread(gpointer p)
         int prev = (int)((seq - 1) % OUT_SLOTS);
         if (seq > 1 && !w->unsure[prev]) {
             g_atomic_int_add(&o->ops, 3); /* open, read, close */
-            int r = out_file_is(b, w->dir, prev, w->id, w->acked[prev], buf);
+            const char *what = NULL;
+            int r = out_file_is(b, w->dir, prev, w->id, w->acked[prev], buf, &what);
             if (r < 0) {
+                char name[32];
+                snprintf(name, sizeof name, "ckpt-%d", prev);
                 errno = -r;
-                out_fail(o, "read back", w->dir, NULL);
+                out_fail(o, what, w->dir, name);
             } else if (r == 0) {
                 g_atomic_int_inc(&o->wrong);
             }
@@ -2565,9 +2573,10 @@ static void out_run(Bench *b, Outlive *o)
                 continue;
             for (int side = 0; side < 2; side++) {
                 const char *dir = side ? bdir : w->dir;
+                const char *what;
                 gboolean good =
-                    (w->acked[s] && out_file_is(b, dir, s, t, w->acked[s], buf) == 1) ||
-                    (w->unsure[s] && out_file_is(b, dir, s, t, w->unsure[s], buf) == 1);
+                    (w->acked[s] && out_file_is(b, dir, s, t, w->acked[s], buf, &what) == 1) ||
+                    (w->unsure[s] && out_file_is(b, dir, s, t, w->unsure[s], buf, &what) == 1);
                 checked++;
                 if (!good) {
                     wrong_files++;
