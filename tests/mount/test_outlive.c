@@ -320,12 +320,17 @@ static int write_all(int fd, const guint8 *p, size_t len)
     return 0;
 }
 
-/* Reads path whole; NULL (errno set) on error. */
+/* The call of the last read_whole that failed (per thread). */
+static __thread const char *read_failed = "";
+
+/* Reads path whole; NULL (errno set, read_failed naming the call) on error. */
 static guint8 *read_whole(const char *path, size_t *len)
 {
+    read_failed = "open";
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return NULL;
+    read_failed = "read";
     GByteArray *a = g_byte_array_new();
     guint8 buf[16384];
     for (;;) {
@@ -343,6 +348,7 @@ static guint8 *read_whole(const char *path, size_t *len)
     }
     if (close(fd) < 0) {
         int e = errno;
+        read_failed = "close";
         g_byte_array_free(a, TRUE);
         errno = e;
         return NULL;
@@ -437,7 +443,8 @@ static gpointer worker_thread(gpointer p)
         size_t len = 0;
         g_autofree guint8 *got = read_whole(fin, &len);
         if (!got) {
-            loop_fail(l, "read back", fin);
+            g_autofree char *op = g_strdup_printf("read back (%s)", read_failed);
+            loop_fail(l, op, fin);
         } else if (!is_commit(w->id, prev, got, len)) {
             g_atomic_int_inc(&l->wrong);
             g_mutex_lock(&l->lock);
@@ -776,7 +783,7 @@ static void walk_dir(Walk *w, const char *rel)
             size_t len = 0;
             g_autofree guint8 *data = read_whole(p, &len);
             if (!data) {
-                walk_fail(w, "read", p);
+                walk_fail(w, read_failed, p);
                 return;
             }
             guint32 h = 2166136261u; /* FNV-1a */
