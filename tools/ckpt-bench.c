@@ -2494,10 +2494,10 @@ static GArray *out_latencies(Outlive *o, gboolean all, OutKind kind, int only)
 static void out_print_lat(const char *label, GArray *lat)
 {
     if (lat->len == 0) {
-        printf("%-34s %8s\n", label, "0");
+        printf("%-40s %8s\n", label, "0");
         return;
     }
-    printf("%-34s %8u %10.1f %10.1f %10.1f\n", label, lat->len, pct(lat, 0.5) * 1e3,
+    printf("%-40s %8u %10.1f %10.1f %10.1f\n", label, lat->len, pct(lat, 0.5) * 1e3,
            pct(lat, 0.99) * 1e3, pct(lat, 1.0) * 1e3);
 }
 
@@ -2627,7 +2627,7 @@ static void out_run(Bench *b, Outlive *o)
            fds0, fds1, pipes0, pipes1);
     printf("ckptfs_nodes (idle)         %" G_GINT64_FORMAT " before, %" G_GINT64_FORMAT
            " after\n", nodes0, nodes1);
-    printf("%-34s %8s %10s %10s %10s\n", "commit latency (ms)", "commits", "p50", "p99", "p100");
+    printf("%-40s %8s %10s %10s %10s\n", "commit latency (ms)", "commits", "p50", "p99", "p100");
     g_autoptr(GArray) all = out_latencies(o, TRUE, OUT_KILL, -1);
     out_print_lat("all", all);
     if (b->outlive_kills) {
