@@ -38,7 +38,24 @@
  * medians. The view and mount workloads exist only for ckptfs. A peer that
  * is not installed, does not build or does not mount is reported and
  * skipped; a peer that fails a workload gets "failed" in that cell; neither
- * changes the exit status. */
+ * changes the exit status.
+ *
+ * --outlive runs none of the above: it mounts ckptfs -o supervise over the
+ * scratch directory, runs the commit loop (4 threads, 64 KiB commits: tmp,
+ * write, fsync, close, rename over one of 4 final names, fsync of the
+ * directory, then a read-back of the previous commit) and, after a second
+ * without events, kills the daemon (the supervisor's child) with SIGKILL
+ * --kills times, then runs `ckptfs --takeover MNT` --takeovers times; events
+ * are 0.5 s apart and each waits until the loop committed again. It prints
+ * the operations done and failed, commit latency p50/p99/p100 over the run
+ * and in each event's window (commits in flight when it was sent or started
+ * within 0.5 s after), and the daemon's descriptors, ckptfs_nodes and
+ * ckptfs_daemon_attaches_total before and after (idle, dentries dropped).
+ * At the end every acknowledged commit is compared byte for byte through
+ * the mount and in the backing dir. --soak is --outlive with 1,000 kills
+ * (not for CI). Exit 2 when an operation failed, a byte was wrong or an
+ * event did not complete (with --soak: also when descriptors or nodes grew);
+ * no duration decides anything. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -171,6 +188,10 @@ typedef struct {
     gboolean peers;
     gint64 mount_jobs; /* jobs of the mount workload's fixture (0: MOUNT_JOBS x scale) */
     int idle_s;        /* seconds of the idle-CPU line */
+    gboolean outlive;  /* --outlive: kill -9 and --takeover under the commit loop */
+    gboolean outlive_soak;
+    int outlive_kills; /* -1 until set: 20 (1,000 with --soak) */
+    int outlive_takeovers; /* -1 until set: 20 (0 with --soak) */
 
     /* set-up */
     char *exe_dir;
@@ -504,16 +525,22 @@ static int wait_pid(GPid pid, int timeout_ms)
 }
 
 /* Clears whatever daemon is running: lazy unmount and kill. Caller holds lock. */
+static pid_t out_daemon(pid_t sup);
+
 static void daemon_kill_locked(Bench *b)
 {
     if (b->daemon <= 0)
         return;
+    /* a ckptfs -o supervise: its daemon child goes too */
+    pid_t child = out_daemon(b->daemon);
     fusermount(b->daemon_mnt, TRUE, NULL);
     kill(b->daemon, SIGTERM);
     if (wait_pid(b->daemon, 2000) < 0) {
         kill(b->daemon, SIGKILL);
         waitpid(b->daemon, NULL, 0);
     }
+    if (child > 0)
+        kill(child, SIGKILL);
     b->daemon = 0;
     g_clear_pointer(&b->daemon_mnt, g_free);
 }
@@ -2081,6 +2108,600 @@ static void wl_mount(Bench *b)
         print_result(b, all[i]);
 }
 
+/* ---- outlive: kill -9 and --takeover of a supervised daemon (issue 14) ---- */
+
+#define OUT_SLOTS         4    /* final names per thread, renamed over in turn */
+#define OUT_COMMIT_BYTES  (64 * 1024)
+#define OUT_SPACING_S     0.5  /* between two events */
+#define OUT_WINDOW_S      0.5  /* an event's window: commits in flight at it or started within */
+#define OUT_NEW_DAEMON_S  20.0 /* hang detection only */
+#define OUT_PROGRESS_S    30.0 /* hang detection only */
+
+typedef struct {
+    double start; /* monotonic seconds */
+    double lat;   /* seconds */
+} OutSample;
+
+typedef struct Outlive Outlive;
+
+typedef struct {
+    Outlive *o;
+    int id;
+    char *dir;
+    GArray *samples;                 /* OutSample per acknowledged commit */
+    guint64 acked[OUT_SLOTS];        /* commit whose bytes slot i's final file holds (0: none) */
+    guint64 unsure[OUT_SLOTS];       /* a commit that failed after its rename */
+} OutWorker;
+
+typedef enum { OUT_KILL, OUT_TAKEOVER } OutKind;
+
+typedef struct {
+    OutKind kind;
+    double t;        /* when it was sent */
+    double t_new;    /* when the new daemon was seen (kill) or --takeover returned */
+    pid_t old, new_;
+    gboolean ok;
+} OutEvent;
+
+struct Outlive {
+    Bench *b;
+    gint stop;
+    gint commits;
+    gint ops;        /* calls the workers made */
+    gint failures;   /* calls that returned an error */
+    gint wrong;
+    GMutex lock;
+    GString *errors; /* the first 20 failures, described */
+    OutWorker w[COMMIT_THREADS];
+    GArray *events;  /* OutEvent */
+};
+
+/* The bytes of commit seq of thread t: 64 KiB of the pattern, at an offset
+ * that differs per commit and thread. */
+static const guint8 *out_bytes(const Bench *b, int t, guint64 seq)
+{
+    gsize span = 4 * MiB - OUT_COMMIT_BYTES;
+    return b->data + (gsize)((seq * 4099u + (guint64)t * 65537u) % span);
+}
+
+static void out_fail(Outlive *o, const char *op, const char *dir, const char *name)
+{
+    int e = errno;
+    if (g_atomic_int_add(&o->failures, 1) < 20) {
+        g_mutex_lock(&o->lock);
+        g_string_append_printf(o->errors, "  %s %s%s%s: %s (errno %d)\n", op, dir,
+                               name ? "/" : "", name ? name : "", g_strerror(e), e);
+        g_mutex_unlock(&o->lock);
+    }
+}
+
+/* Whether dir/ckpt-<slot> holds exactly the bytes of commit seq of thread
+ * t: 1 yes, 0 no, -errno when it cannot be read. */
+static int out_file_is(const Bench *b, const char *dir, int slot, int t, guint64 seq,
+                       guint8 *buf, const char **what)
+{
+    g_autofree char *p = g_strdup_printf("%s/ckpt-%d", dir, slot);
+    *what = "open";
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t total = 0, n = 0;
+    while (total < OUT_COMMIT_BYTES + 1 &&
+           (n = read(fd, buf + total, (gsize)(OUT_COMMIT_BYTES + 1 - total))) > 0)
+        total += n;
+    int ret = n < 0 ? -errno : 0;
+    if (ret < 0)
+        *what = "read";
+    if (close(fd) < 0 && ret == 0) {
+        ret = -errno;
+        *what = "close";
+    }
+    if (ret < 0)
+        return ret;
+    return total == OUT_COMMIT_BYTES && !memcmp(buf, out_bytes(b, t, seq), OUT_COMMIT_BYTES);
+}
+
+/* Commits like a worker (tmp, write, fsync, close, rename over the final
+ * name, fsync of the directory) until told to stop; counts every failed call
+ * and goes on; reads the previous commit back through the mount. */
+static gpointer out_thread(gpointer p)
+{
+    OutWorker *w = p;
+    Outlive *o = w->o;
+    const Bench *b = o->b;
+    g_autofree guint8 *buf = g_malloc(OUT_COMMIT_BYTES + 1);
+    int dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        out_fail(o, "open", w->dir, NULL);
+        return NULL;
+    }
+    for (guint64 seq = 1; !g_atomic_int_get(&o->stop); seq++) {
+        int slot = (int)(seq % OUT_SLOTS);
+        char tmp[32], fin[32];
+        snprintf(tmp, sizeof tmp, "ckpt-%d.tmp", slot);
+        snprintf(fin, sizeof fin, "ckpt-%d", slot);
+        double t0 = now_s();
+        g_atomic_int_inc(&o->ops);
+        int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            out_fail(o, "open", w->dir, tmp);
+            continue;
+        }
+        g_atomic_int_inc(&o->ops); /* the write (a 64 KiB write may be split by the kernel) */
+        int ret = write_all(fd, out_bytes(b, w->id, seq), OUT_COMMIT_BYTES);
+        if (ret < 0) {
+            errno = -ret;
+            out_fail(o, "write", w->dir, tmp);
+            close(fd);
+            continue;
+        }
+        g_atomic_int_inc(&o->ops);
+        if (fsync(fd) < 0) {
+            out_fail(o, "fsync", w->dir, tmp);
+            close(fd);
+            continue;
+        }
+        g_atomic_int_inc(&o->ops);
+        if (close(fd) < 0) {
+            out_fail(o, "close", w->dir, tmp);
+            continue;
+        }
+        g_atomic_int_inc(&o->ops);
+        if (renameat(dfd, tmp, dfd, fin) < 0) {
+            out_fail(o, "rename", w->dir, tmp);
+            w->unsure[slot] = seq; /* it may have happened all the same */
+            continue;
+        }
+        g_atomic_int_inc(&o->ops);
+        if (fsync(dfd) < 0) {
+            out_fail(o, "fsync", w->dir, NULL);
+            w->unsure[slot] = seq;
+            continue;
+        }
+        OutSample s = {t0, now_s() - t0};
+        g_array_append_val(w->samples, s);
+        w->acked[slot] = seq;
+        w->unsure[slot] = 0;
+        g_atomic_int_inc(&o->commits);
+        int prev = (int)((seq - 1) % OUT_SLOTS);
+        if (seq > 1 && !w->unsure[prev]) {
+            g_atomic_int_add(&o->ops, 3); /* open, read, close */
+            const char *what = NULL;
+            int r = out_file_is(b, w->dir, prev, w->id, w->acked[prev], buf, &what);
+            if (r < 0) {
+                char name[32];
+                snprintf(name, sizeof name, "ckpt-%d", prev);
+                errno = -r;
+                out_fail(o, what, w->dir, name);
+            } else if (r == 0) {
+                g_atomic_int_inc(&o->wrong);
+            }
+        }
+    }
+    close(dfd);
+    return NULL;
+}
+
+/* The supervisor's live (not zombie) child, 0 if none. */
+static pid_t out_daemon(pid_t sup)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/task/%d/children", (int)sup, (int)sup);
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return 0;
+    g_auto(GStrv) pids = g_strsplit(g_strstrip(text), " ", -1);
+    pid_t found = 0;
+    for (char **p = pids; *p; p++) {
+        if (!**p)
+            continue;
+        pid_t c = (pid_t)atoi(*p);
+        g_autofree char *sp = g_strdup_printf("/proc/%d/stat", (int)c);
+        g_autofree char *st = NULL;
+        if (!g_file_get_contents(sp, &st, NULL, NULL))
+            continue;
+        const char *paren = strrchr(st, ')');
+        if (paren && paren[1] && paren[2] != 'Z' && paren[2] != 'X')
+            found = c; /* the newest, listed last */
+    }
+    return found;
+}
+
+static pid_t out_supervisor(Bench *b)
+{
+    g_mutex_lock(&b->lock);
+    pid_t sup = b->daemon;
+    g_mutex_unlock(&b->lock);
+    return sup;
+}
+
+/* A process's descriptors, pipes apart (*pipes): libfuse keeps a splice
+ * pipe per worker thread for the thread's life. */
+static int out_count_fds(pid_t pid, int *pipes)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)pid);
+    DIR *d = pid > 0 ? opendir(path) : NULL;
+    if (!d)
+        return -1;
+    int n = 0;
+    *pipes = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        g_autofree char *l = g_build_filename(path, de->d_name, NULL);
+        g_autofree char *t = g_file_read_link(l, NULL);
+        if (t && g_str_has_prefix(t, "pipe:"))
+            (*pipes)++;
+        else
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* One series of _views/.metrics (the mount label is added), -1 if absent. */
+static gint64 out_metric(Bench *b, const char *name)
+{
+    g_autofree char *path = g_build_filename(b->mnt, "_views", ".metrics", NULL);
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return -1;
+    g_autofree char *prefix = g_strdup_printf("%s{mount=\"%s\"} ", name, b->mnt);
+    for (char *l = text; l && *l;) {
+        if (g_str_has_prefix(l, prefix))
+            return g_ascii_strtoll(l + strlen(prefix), NULL, 10);
+        l = strchr(l, '\n');
+        if (l)
+            l++;
+    }
+    return -1;
+}
+
+/* Nodes and the daemon's descriptors (pipe ends apart) with the clients
+ * idle: the lowest of five readings, dentries dropped before each (when
+ * allowed). */
+static void out_settled(Bench *b, gint64 *nodes, int *fds, int *pipes)
+{
+    *nodes = -1;
+    *fds = -1;
+    *pipes = -1;
+    for (int i = 0; i < 5; i++) {
+        if (b->can_drop) {
+            sync();
+            int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+            if (fd >= 0) {
+                if (write(fd, "2\n", 2) != 2)
+                    g_printerr("ckpt-bench: drop_caches: %s\n", g_strerror(errno));
+                close(fd);
+            }
+        }
+        g_usleep(200 * 1000);
+        gint64 n = out_metric(b, "ckptfs_nodes");
+        int p = 0, f = out_count_fds(out_daemon(out_supervisor(b)), &p);
+        if (n >= 0 && (*nodes < 0 || n < *nodes))
+            *nodes = n;
+        if (f >= 0 && (*fds < 0 || f < *fds)) {
+            *fds = f;
+            *pipes = p;
+        }
+    }
+}
+
+static gboolean out_wait_commits(Outlive *o, int more)
+{
+    int from = g_atomic_int_get(&o->commits);
+    double deadline = now_s() + OUT_PROGRESS_S;
+    while (g_atomic_int_get(&o->commits) < from + more) {
+        if (now_s() > deadline)
+            return FALSE;
+        g_usleep(1000);
+    }
+    return TRUE;
+}
+
+/* kill -9 of the daemon or `ckptfs --takeover MNT`; then waits for the
+ * new daemon. */
+static gboolean out_event(Outlive *o, OutKind kind, int n)
+{
+    Bench *b = o->b;
+    pid_t sup = out_supervisor(b);
+    OutEvent ev = {.kind = kind, .old = out_daemon(sup)};
+    const char *what = kind == OUT_KILL ? "kill -9" : "--takeover";
+    if (ev.old <= 0) {
+        g_printerr("ckpt-bench: %s %d: supervisor %d has no daemon child\n", what, n, (int)sup);
+        g_array_append_val(o->events, ev);
+        return FALSE;
+    }
+    ev.t = now_s();
+    if (kind == OUT_KILL) {
+        if (kill(ev.old, SIGKILL) < 0) {
+            g_printerr("ckpt-bench: kill %d: %s\n", (int)ev.old, g_strerror(errno));
+            g_array_append_val(o->events, ev);
+            return FALSE;
+        }
+    } else {
+        const char *argv[] = {b->ckptfs, "--takeover", b->mnt, NULL};
+        g_autofree char *err = NULL;
+        int status = -1;
+        g_autoptr(GError) error = NULL;
+        gboolean ran = g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL,
+                                    child_setup, NULL, NULL, &err, &status, &error);
+        ev.t_new = now_s();
+        if (!ran || !g_spawn_check_wait_status(status, NULL)) {
+            g_printerr("ckpt-bench: --takeover %d: %s\n", n,
+                       !ran ? error->message
+                            : (err && *err ? g_strstrip(err) : "failed without a message"));
+            g_array_append_val(o->events, ev);
+            return FALSE;
+        }
+    }
+    double deadline = now_s() + OUT_NEW_DAEMON_S;
+    while ((ev.new_ = out_daemon(sup)) <= 0 || ev.new_ == ev.old) {
+        if (now_s() > deadline) {
+            g_printerr("ckpt-bench: %s %d: no new daemon within %.0f s\n", what, n,
+                       OUT_NEW_DAEMON_S);
+            g_array_append_val(o->events, ev);
+            return FALSE;
+        }
+        g_usleep(1000);
+    }
+    if (kind == OUT_KILL)
+        ev.t_new = now_s();
+    ev.ok = TRUE;
+    g_array_append_val(o->events, ev);
+    return TRUE;
+}
+
+static int cmp_double(gconstpointer a, gconstpointer b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of sorted values (q in 0..1). */
+static double pct(GArray *sorted, double q)
+{
+    if (sorted->len == 0)
+        return NAN;
+    guint i = (guint)ceil(q * sorted->len);
+    return g_array_index(sorted, double, i == 0 ? 0 : i - 1);
+}
+
+/* The latencies (sorted) of commits in the window of events of `kind`
+ * (every commit when all), or of event `only` alone (>= 0). */
+static GArray *out_latencies(Outlive *o, gboolean all, OutKind kind, int only)
+{
+    GArray *lat = g_array_new(FALSE, FALSE, sizeof(double));
+    for (int t = 0; t < COMMIT_THREADS; t++) {
+        GArray *s = o->w[t].samples;
+        for (guint i = 0; i < s->len; i++) {
+            const OutSample *x = &g_array_index(s, OutSample, i);
+            gboolean in = all;
+            for (guint e = 0; !in && e < o->events->len; e++) {
+                const OutEvent *ev = &g_array_index(o->events, OutEvent, e);
+                if ((only >= 0 && (int)e != only) || (only < 0 && ev->kind != kind))
+                    continue;
+                in = x->start < ev->t + OUT_WINDOW_S && x->start + x->lat > ev->t;
+            }
+            if (in)
+                g_array_append_val(lat, x->lat);
+        }
+    }
+    g_array_sort(lat, cmp_double);
+    return lat;
+}
+
+static void out_print_lat(const char *label, GArray *lat)
+{
+    if (lat->len == 0) {
+        printf("%-40s %8s\n", label, "0");
+        return;
+    }
+    printf("%-40s %8u %10.1f %10.1f %10.1f\n", label, lat->len, pct(lat, 0.5) * 1e3,
+           pct(lat, 0.99) * 1e3, pct(lat, 1.0) * 1e3);
+}
+
+/* The run of wl_outlive once the workers' directories exist. */
+static void out_run(Bench *b, Outlive *o)
+{
+    int ret = bench_mount(b);
+    if (ret < 0) {
+        g_printerr("ckpt-bench: outlive: mount: %s\n", g_strerror(-ret));
+        b->failed = TRUE;
+        return;
+    }
+    pid_t first = out_daemon(out_supervisor(b));
+    for (int i = 0; i < 200 && first <= 0; i++) {
+        g_usleep(10 * 1000);
+        first = out_daemon(out_supervisor(b));
+    }
+    if (first <= 0) {
+        g_printerr("ckpt-bench: outlive: %s has no daemon child: is -o supervise supported?\n",
+                   b->ckptfs);
+        b->failed = TRUE;
+        daemon_stop(b);
+        return;
+    }
+    gint64 nodes0, nodes1, attaches0 = out_metric(b, "ckptfs_daemon_attaches_total");
+    int fds0, fds1, pipes0, pipes1 = -1;
+    out_settled(b, &nodes0, &fds0, &pipes0);
+
+    GThread *th[COMMIT_THREADS];
+    for (int t = 0; t < COMMIT_THREADS; t++)
+        th[t] = g_thread_new("outlive", out_thread, &o->w[t]);
+    double start = now_s();
+    gboolean ok = out_wait_commits(o, 4 * COMMIT_THREADS);
+    g_usleep(1000 * 1000); /* a second without events, for the "all" line */
+    int total = b->outlive_kills + b->outlive_takeovers;
+    double last = 0;
+    for (int n = 0; ok && n < total; n++) {
+        OutKind kind = n < b->outlive_kills ? OUT_KILL : OUT_TAKEOVER;
+        double wait = last + OUT_SPACING_S - now_s();
+        if (wait > 0)
+            g_usleep((gulong)(wait * 1e6));
+        ok = out_event(o, kind, kind == OUT_KILL ? n + 1 : n + 1 - b->outlive_kills);
+        last = now_s();
+        /* the new daemon serves the loop before the next event */
+        if (ok && !(ok = out_wait_commits(o, COMMIT_THREADS)))
+            g_printerr("ckpt-bench: outlive: no commit within %.0f s after event %d\n",
+                       OUT_PROGRESS_S, n + 1);
+        if (b->outlive_soak && (n + 1) % 50 == 0)
+            g_printerr("ckpt-bench: outlive: %d/%d events, %d commits, %d failed calls\n", n + 1,
+                       total, g_atomic_int_get(&o->commits), g_atomic_int_get(&o->failures));
+    }
+    if (!ok) {
+        /* clients blocked on a daemon that never came back: the teardown's
+         * lazy unmount and kill end them */
+        g_printerr("ckpt-bench: outlive: stopping early; unmounting\n");
+        g_mutex_lock(&b->lock);
+        daemon_kill_locked(b);
+        g_mutex_unlock(&b->lock);
+    }
+    g_atomic_int_set(&o->stop, 1);
+    for (int t = 0; t < COMMIT_THREADS; t++)
+        g_thread_join(th[t]);
+    double elapsed = now_s() - start;
+
+    /* every acknowledged commit, through the mount and in the backing dir */
+    int checked = 0, wrong_files = 0;
+    g_autofree guint8 *buf = g_malloc(OUT_COMMIT_BYTES + 1);
+    for (int t = 0; ok && t < COMMIT_THREADS; t++) {
+        OutWorker *w = &o->w[t];
+        g_autofree char *bdir = g_strdup_printf("%s/_state/%s/outlive/%d", b->backing, b->job, t);
+        for (int s = 0; s < OUT_SLOTS; s++) {
+            if (!w->acked[s] && !w->unsure[s])
+                continue;
+            for (int side = 0; side < 2; side++) {
+                const char *dir = side ? bdir : w->dir;
+                const char *what;
+                gboolean good =
+                    (w->acked[s] && out_file_is(b, dir, s, t, w->acked[s], buf, &what) == 1) ||
+                    (w->unsure[s] && out_file_is(b, dir, s, t, w->unsure[s], buf, &what) == 1);
+                checked++;
+                if (!good) {
+                    wrong_files++;
+                    g_printerr("ckpt-bench: outlive: %s/ckpt-%d is not commit %" G_GUINT64_FORMAT
+                               "\n",
+                               dir, s, w->acked[s]);
+                }
+            }
+        }
+    }
+    gint64 attaches = -1;
+    nodes1 = fds1 = -1;
+    if (ok) {
+        attaches = out_metric(b, "ckptfs_daemon_attaches_total");
+        out_settled(b, &nodes1, &fds1, &pipes1);
+        if (daemon_stop(b) < 0) {
+            g_printerr("ckpt-bench: outlive: the supervisor did not exit within 10 s of "
+                       "fusermount3 -u; killed\n");
+            ok = FALSE;
+        }
+    }
+
+    int failures = g_atomic_int_get(&o->failures), wrong = g_atomic_int_get(&o->wrong);
+    int kills_ok = 0, takeovers_ok = 0;
+    for (guint e = 0; e < o->events->len; e++) {
+        const OutEvent *ev = &g_array_index(o->events, OutEvent, e);
+        if (ev->ok)
+            *(ev->kind == OUT_KILL ? &kills_ok : &takeovers_ok) += 1;
+    }
+    printf("commits acknowledged        %d in %.1f s (%d threads, %s each)\n",
+           g_atomic_int_get(&o->commits), elapsed, COMMIT_THREADS, "64KiB");
+    printf("operations done             %d (open, write, fsync, close, rename, fsync dir; "
+           "open, read, close of the previous commit)\n",
+           g_atomic_int_get(&o->ops));
+    printf("failed operations           %d\n", failures);
+    if (o->errors->len)
+        printf("%s", o->errors->str);
+    printf("wrong bytes read back       %d commits\n", wrong);
+    printf("acknowledged files checked  %d (mount and backing), %d wrong\n", checked,
+           wrong_files);
+    printf("kill -9                     %d of %d done\n", kills_ok, b->outlive_kills);
+    printf("--takeover                  %d of %d exited 0\n", takeovers_ok,
+           b->outlive_takeovers);
+    printf("daemon attaches             %" G_GINT64_FORMAT " before, %" G_GINT64_FORMAT
+           " after\n", attaches0, attaches);
+    printf("daemon fds (idle)           %d before, %d after (and %d, %d pipe ends: libfuse's "
+           "splice pipes, one per worker thread)\n",
+           fds0, fds1, pipes0, pipes1);
+    printf("ckptfs_nodes (idle)         %" G_GINT64_FORMAT " before, %" G_GINT64_FORMAT
+           " after\n", nodes0, nodes1);
+    printf("%-40s %8s %10s %10s %10s\n", "commit latency (ms)", "commits", "p50", "p99", "p100");
+    g_autoptr(GArray) all = out_latencies(o, TRUE, OUT_KILL, -1);
+    out_print_lat("all", all);
+    if (b->outlive_kills) {
+        g_autoptr(GArray) k = out_latencies(o, FALSE, OUT_KILL, -1);
+        out_print_lat("in the kill windows", k);
+    }
+    if (b->outlive_takeovers) {
+        g_autoptr(GArray) k = out_latencies(o, FALSE, OUT_TAKEOVER, -1);
+        out_print_lat("in the takeover windows", k);
+    }
+    if (!b->outlive_soak || o->events->len <= 50) {
+        for (guint e = 0; e < o->events->len; e++) {
+            const OutEvent *ev = &g_array_index(o->events, OutEvent, e);
+            g_autoptr(GArray) k = out_latencies(o, FALSE, ev->kind, (int)e);
+            g_autofree char *label =
+                g_strdup_printf("%s %u (%d -> %d, %.0f ms)",
+                                ev->kind == OUT_KILL ? "kill" : "takeover",
+                                ev->kind == OUT_KILL ? e + 1 : e + 1 - (guint)b->outlive_kills,
+                                (int)ev->old, (int)ev->new_, (ev->t_new - ev->t) * 1e3);
+            out_print_lat(label, k);
+        }
+    }
+    printf("# window of an event: commits in flight when it was sent or started within %.1f s "
+           "after; (a -> b, t): old and new daemon pid, time until the new daemon was seen "
+           "(kill) or --takeover returned\n",
+           OUT_WINDOW_S);
+    gboolean grew = ok && (fds1 > fds0 + 2 || nodes1 > nodes0 + 2);
+    if (b->outlive_soak)
+        printf("# soak: %s\n", grew ? "descriptors or nodes grew" : "no growth of descriptors or nodes");
+    if (!ok || failures || wrong || wrong_files || kills_ok != b->outlive_kills ||
+        takeovers_ok != b->outlive_takeovers || (b->outlive_soak && grew))
+        b->failed = TRUE;
+}
+
+/* --outlive / --soak: a supervised ckptfs over the scratch directory, the
+ * 4-thread commit loop, `kills` kill -9 of the daemon then `takeovers`
+ * --takeover, OUT_SPACING_S apart and each after the loop made progress
+ * again; figures only (the exit status says whether an operation failed, a
+ * byte was wrong or an event did not complete, never how long anything
+ * took). */
+static void wl_outlive(Bench *b)
+{
+    Outlive *o = g_new0(Outlive, 1);
+    o->b = b;
+    g_mutex_init(&o->lock);
+    o->errors = g_string_new("");
+    o->events = g_array_new(FALSE, FALSE, sizeof(OutEvent));
+    int ret = 0;
+    for (int t = 0; t < COMMIT_THREADS; t++) {
+        o->w[t].o = o;
+        o->w[t].id = t;
+        o->w[t].samples = g_array_new(FALSE, FALSE, sizeof(OutSample));
+        o->w[t].dir = g_strdup_printf("%s/_state/%s/outlive/%d", b->mnt, b->job, t);
+        g_autofree char *d = g_strdup_printf("%s/_state/%s/outlive/%d", b->backing, b->job, t);
+        if (ret == 0 && g_mkdir_with_parents(d, 0755) < 0)
+            ret = -errno;
+    }
+    if (ret < 0) {
+        g_printerr("ckpt-bench: outlive: setup: %s\n", g_strerror(-ret));
+        b->failed = TRUE;
+    } else {
+        out_run(b, o);
+    }
+    for (int t = 0; t < COMMIT_THREADS; t++) {
+        g_free(o->w[t].dir);
+        if (o->w[t].samples)
+            g_array_unref(o->w[t].samples);
+    }
+    g_array_unref(o->events);
+    g_string_free(o->errors, TRUE);
+    g_mutex_clear(&o->lock);
+    g_free(o);
+}
+
 /* ---- set-up, signals, main ---- */
 
 static gpointer signal_thread(gpointer p)
@@ -2308,7 +2929,8 @@ static void bench_free(Bench *b)
 
 int main(int argc, char **argv)
 {
-    Bench b = {.scale = 1.0, .runs = 3, .idle_s = -1};
+    Bench b = {.scale = 1.0, .runs = 3, .idle_s = -1, .outlive_kills = -1,
+               .outlive_takeovers = -1};
     g_mutex_init(&b.lock);
     b.results = g_ptr_array_new_with_free_func(result_free);
     b.notes = g_ptr_array_new_with_free_func(g_free);
@@ -2341,6 +2963,18 @@ int main(int argc, char **argv)
          "Use this existing mount of --backing instead of spawning ckptfs", "MNT"},
         {"backing", 0, 0, G_OPTION_ARG_FILENAME, &b.backing_opt,
          "With --mounted-dir: the directory MNT mounts", "DIR"},
+        {"outlive", 0, 0, G_OPTION_ARG_NONE, &b.outlive,
+         "Instead of the workloads: ckptfs -o supervise under a 4-thread commit loop, kill -9 of "
+         "its daemon --kills times, then --takeover --takeovers times; failed operations, commit "
+         "latency in each event's window, descriptors and nodes before/after",
+         NULL},
+        {"kills", 0, 0, G_OPTION_ARG_INT, &b.outlive_kills,
+         "With --outlive: kill -9 of the daemon, 0.5 s apart (default 20; 1,000 with --soak)", "N"},
+        {"takeovers", 0, 0, G_OPTION_ARG_INT, &b.outlive_takeovers,
+         "With --outlive: ckptfs --takeover after the kills (default 20; 0 with --soak)", "N"},
+        {"soak", 0, 0, G_OPTION_ARG_NONE, &b.outlive_soak,
+         "--outlive with 1,000 kills (not for CI): exit 2 also when descriptors or nodes grew",
+         NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) oc = g_option_context_new(
@@ -2354,6 +2988,25 @@ int main(int argc, char **argv)
     }
     if (b.idle_s < 0)
         b.idle_s = (int)MAX(1.0, round(60.0 * b.scale));
+    if (b.outlive_soak)
+        b.outlive = TRUE;
+    if (b.outlive_kills < 0)
+        b.outlive_kills = b.outlive_soak ? 1000 : 20;
+    if (b.outlive_takeovers < 0)
+        b.outlive_takeovers = b.outlive_soak ? 0 : 20;
+    if (b.outlive && (b.peers || b.mounted_dir || b.json || b.only)) {
+        g_printerr("ckpt-bench: --outlive mounts ckptfs -o supervise itself and prints text: not "
+                   "with --peers, --mounted-dir, --json or --only\n");
+        bench_free(&b);
+        return SETUP_ERROR;
+    }
+    if (b.outlive) {
+        /* the supervisor under the user's options */
+        char *opts = g_strdup_printf("supervise%s%s", b.mount_opts && *b.mount_opts ? "," : "",
+                                     b.mount_opts ? b.mount_opts : "");
+        g_free(b.mount_opts);
+        b.mount_opts = opts;
+    }
     if (b.runs < 1 || !(b.scale > 0) || parse_only(&b) < 0 || (b.peers && b.mounted_dir)) {
         if (b.runs < 1 || !(b.scale > 0))
             g_printerr("ckpt-bench: --runs must be >= 1 and --scale > 0\n");
@@ -2379,6 +3032,21 @@ int main(int argc, char **argv)
         return SETUP_ERROR;
     }
     setup_systems(&b);
+
+    if (b.outlive) {
+        struct utsname u;
+        uname(&u);
+        printf("# ckpt-bench --outlive: backing %s (%s), mount %s\n", b.backing, b.fs_type, b.mnt);
+        printf("# daemon %s -o %s; kernel %s; %d kill -9, then %d --takeover, %.1f s apart%s\n",
+               b.ckptfs, b.mount_opts, u.release, b.outlive_kills, b.outlive_takeovers,
+               OUT_SPACING_S, b.outlive_soak ? " (soak)" : "");
+        fflush(stdout);
+        wl_outlive(&b);
+        teardown(&b);
+        int rc = b.failed ? SETUP_ERROR : 0;
+        bench_free(&b);
+        return rc;
+    }
 
     if (!b.json) {
         struct utsname u;

@@ -20,7 +20,8 @@ typedef struct {
     char *work;              /* mnt/_state/t */
     char *bwork;             /* backing/_state/t */
     char *log;               /* daemon's stderr */
-    pid_t pid;               /* daemon, 0 when not running */
+    pid_t pid;               /* daemon (its supervisor with -o supervise), 0 when not running */
+    bool supervised;         /* started with -o supervise: m->pid is the supervisor */
     int exit_status;         /* of the last stop (waitpid status) */
     long nofile;             /* RLIMIT_NOFILE for the daemon, 0: inherited */
     GPtrArray *expected_log; /* mount_expect_log: texts a warning may contain */
@@ -30,9 +31,18 @@ typedef struct {
 Mount *mount_new(void);
 /* Starts the daemon with extra arguments (NULL-terminated, may be NULL),
  * plus "-o $CKPTFS_TEST_OPTS" when that is set (the suite's variant);
- * returns 0 once mounted, -1 (and prints the daemon log) otherwise. */
+ * returns 0 once mounted, -1 (and prints the daemon log) otherwise.  An
+ * "-o ...supervise..." among the arguments (the last of supervise and
+ * nosupervise wins) sets m->supervised. */
 int mount_start(Mount *m, const char *const *args);
-/* Unmounts and reaps the daemon; returns 0 when it exited with status 0
+/* The process that serves the mount: the supervisor's only child that is
+ * not a zombie (waiting up to 2 s for there to be exactly one while the
+ * supervisor starts or replaces it, then the newest), or m->pid when the
+ * mount is not supervised; 0 when there is none. */
+pid_t mount_daemon_pid(Mount *m);
+/* Unmounts and reaps the daemon (a supervised mount: the supervisor, which
+ * exits once its daemon has unmounted; on failure the daemon is killed
+ * too); returns 0 when it exited with status 0
  * (an ASan leak report makes it non-zero) and logged no warning or
  * critical message that the test did not announce (as libfuse's own test
  * harness does: a daemon that complains is a failure). */
