@@ -29,6 +29,12 @@ typedef struct {
     GArray *stamps;    /* CkMarkerStamp, parallel to pub.checkpoints */
     DirStamp own_root; /* _state/<J> */
     bool uses_top;     /* some restore depends on the top-level layout (legacy) */
+    /* For compute_shared, which looks at every job on every rebuild: a
+     * private job (every restorable read local and inside _state/<J>) reads
+     * nothing another job can read unless another job reads inside its root,
+     * and a job with no shared_with has no answer to take back. */
+    bool private_reads;
+    bool any_shared; /* some checkpoint's shared_with is not empty */
 } JobPriv;
 
 /* What the cheap check of a job compares (ck_catalog_job_check): the
@@ -165,18 +171,27 @@ void ck_job_info_unref(CkJobInfo *j)
         g_atomic_rc_box_release_full(j, job_priv_clear);
 }
 
-/* Derived fields: latest, layout, uses_top. */
+static bool under_own_root(const char *job, const char *path);
+
+/* Derived fields: latest, layout, uses_top, private_reads, any_shared. */
 static void job_finish(JobPriv *jp)
 {
     bool ns = false, legacy = false;
     jp->pub.has_latest = false;
     jp->uses_top = false;
+    jp->private_reads = true;
+    jp->any_shared = false;
     for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
         const CkCheckpointInfo *cp = jp->pub.checkpoints->pdata[i];
         const CkRestore *r = cp->restore;
+        if (cp->shared_with->len)
+            jp->any_shared = true;
         if (r->restorable) {
             jp->pub.has_latest = true;
             jp->pub.latest = cp->n;
+            for (guint k = 0; k < r->reads->len && jp->private_reads; k++)
+                jp->private_reads = r->root_kind == CK_ROOT_LOCAL &&
+                                    under_own_root(jp->pub.job, r->reads->pdata[k]);
         }
         if (r->cls == CK_MARKER_LEGACY)
             jp->uses_top = true;
@@ -266,6 +281,8 @@ static JobPriv *job_clone(const JobPriv *o)
     g_array_append_vals(jp->stamps, o->stamps->data, o->stamps->len);
     jp->own_root = o->own_root;
     jp->uses_top = o->uses_top;
+    jp->private_reads = o->private_reads;
+    jp->any_shared = o->any_shared;
     return jp;
 }
 
@@ -345,6 +362,8 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
     g_hash_table_iter_init(&it, jobs);
     while (g_hash_table_iter_next(&it, &key, &val)) {
         const JobPriv *jp = val;
+        if (jp->private_reads)
+            continue; /* no read outside its own root */
         for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
             const CkRestore *r = ((CkCheckpointInfo *)jp->pub.checkpoints->pdata[i])->restore;
             if (!r->restorable)
@@ -377,6 +396,9 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
     g_hash_table_iter_init(&it, jobs);
     while (g_hash_table_iter_next(&it, &key, &val)) {
         JobPriv *jp = val;
+        /* every read private, none shared before: the answers stay empty */
+        if (jp->private_reads && !jp->any_shared && !g_hash_table_contains(hot, key))
+            continue;
         bool is_fresh = fresh && g_hash_table_contains(fresh, key);
         GPtrArray *answers = NULL; /* per checkpoint, NULL: none */
         bool differs = false;
@@ -422,11 +444,14 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
             target->pub.version = ++*next_version;
             g_ptr_array_add(replace, target);
         }
+        target->any_shared = false;
         for (guint i = 0; i < target->pub.checkpoints->len; i++) {
             CkCheckpointInfo *cp = target->pub.checkpoints->pdata[i];
             GPtrArray *a = i < answers->len ? answers->pdata[i] : NULL;
             g_ptr_array_unref(cp->shared_with);
             cp->shared_with = a ? g_ptr_array_ref(a) : g_ptr_array_new();
+            if (cp->shared_with->len)
+                target->any_shared = true;
         }
         g_ptr_array_unref(answers);
     }
