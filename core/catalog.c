@@ -78,6 +78,9 @@ struct CkCatalog {
     guint64 names_version; /* bumps when a job is added or removed (lock) */
     const char *only_job;  /* interned: a catalog of this one job (ck_catalog_open_job) */
     CkCatalogProgress *progress;
+    bool report_unreadable;
+    int unreadable_err;     /* what the last full listing could not open (lock) */
+    char *unreadable_where; /* relative to dir (lock) */
 };
 
 static gint cmp_str(gconstpointer a, gconstpointer b)
@@ -210,6 +213,35 @@ static DirStamp own_root_stamp(CkCatalog *c, const char *job)
     char p[CK_JOB_ID_MAX + 16];
     g_snprintf(p, sizeof p, "_state/%s", job);
     return dir_stamp(c->dfd, p);
+}
+
+/* An open that failed for a reason other than "gone, not a directory, or a
+ * symlink": something is there that cannot be read. */
+static bool unreadable_errno(int e)
+{
+    return e != ENOENT && e != ENOTDIR && e != ELOOP;
+}
+
+/* own_root_stamp for report_unreadable: _state/<J> opened rather than
+ * looked at, its failure noted in *err (an errno), and its listing handed to
+ * the memo, so the restores that read the own root do not open it again. */
+static DirStamp own_root_open(CkCatalog *c, const char *job, CkRootCache *cache, int *err)
+{
+    char p[CK_JOB_ID_MAX + 16];
+    g_snprintf(p, sizeof p, "_state/%s", job);
+    int fd = ck_open_beneath(c->dfd, p, O_RDONLY | O_DIRECTORY, NULL);
+    if (fd < 0) {
+        if (unreadable_errno(-fd))
+            *err = -fd;
+        return dir_stamp(c->dfd, p); /* what a look sees (a symlinked _state, say) */
+    }
+    struct stat sb;
+    DirStamp d = {0};
+    if (fstat(fd, &sb) == 0)
+        d = (DirStamp){true, sb.st_ino, mtime_ns_of(&sb)};
+    ck_root_cache_scan_fd(cache, p, fd);
+    close(fd);
+    return d;
 }
 
 #define MARKER_BUF (CK_MARKER_MAX_BYTES + 1)
@@ -490,18 +522,23 @@ static GHashTable *table_copy(GHashTable *t)
 
 /* A job's new snapshot, or NULL when nothing it depends on changed.  One
  * look at _jobs/<J> and _state/<J> serves both the comparison and the build;
- * *check gets what the cheap check will compare next time. */
+ * *check gets what the cheap check will compare next time; errs[0] and
+ * errs[1] (report_unreadable) the errno of an unreadable _jobs/<J> and
+ * _state/<J>. */
 static JobPriv *job_update(CkCatalog *c, const char *job, const JobPriv *old, bool top_changed,
-                           CkRootCache *cache, char *buf, CheckStamp **check)
+                           CkRootCache *cache, char *buf, CheckStamp **check, int *errs)
 {
     int jfd = ck_job_dir_open(c->dfd, job);
+    if (jfd < 0 && unreadable_errno(-jfd))
+        errs[0] = -jfd;
     CheckStamp *cs = g_new0(CheckStamp, 1);
     cs->pending = g_array_new(FALSE, FALSE, sizeof(PendingStamp));
     struct stat sb;
     /* stamped before the listing: a change during it shows at the next check */
     if (jfd >= 0 && fstat(jfd, &sb) == 0)
         cs->markers_dir = (DirStamp){true, sb.st_ino, mtime_ns_of(&sb)};
-    DirStamp own = own_root_stamp(c, job);
+    DirStamp own =
+        c->report_unreadable ? own_root_open(c, job, cache, &errs[1]) : own_root_stamp(c, job);
     cs->own_root = own;
     g_autoptr(GArray) inprog = g_array_new(FALSE, FALSE, sizeof(guint64));
     g_autoptr(GArray) st = ck_job_marker_list_full(jfd, inprog);
@@ -542,6 +579,7 @@ typedef struct {
     GPtrArray *todo; /* sorted interned ids */
     JobPriv **results;
     CheckStamp **checks;
+    int *errs; /* two per job: job_update's */
     gint next; /* atomic index into todo */
 } BuildWork;
 
@@ -556,9 +594,31 @@ static gpointer build_worker(gpointer p)
             break;
         const char *job = bw->todo->pdata[i];
         const JobPriv *old = g_hash_table_lookup(bw->current, job);
-        bw->results[i] = job_update(bw->c, job, old, bw->top_changed, cache, buf, &bw->checks[i]);
+        bw->results[i] = job_update(bw->c, job, old, bw->top_changed, cache, buf, &bw->checks[i],
+                                    &bw->errs[2 * i]);
     }
     return NULL;
+}
+
+/* Under c->lock, after a full listing: the first directory it could not
+ * open (ck_catalog_unreadable). */
+static void note_unreadable(CkCatalog *c, const int top_errs[2], const BuildWork *bw)
+{
+    static const char *const tops[] = {"_jobs", "_state"};
+    g_clear_pointer(&c->unreadable_where, g_free);
+    c->unreadable_err = 0;
+    for (guint t = 0; t < 2; t++)
+        if (top_errs[t] && unreadable_errno(top_errs[t])) {
+            c->unreadable_err = top_errs[t];
+            c->unreadable_where = g_strdup(tops[t]);
+            return;
+        }
+    for (guint i = 0; i < 2 * bw->todo->len; i++)
+        if (bw->errs[i]) {
+            c->unreadable_err = bw->errs[i];
+            c->unreadable_where = g_strconcat(tops[i % 2], "/", bw->todo->pdata[i / 2], NULL);
+            return;
+        }
 }
 
 typedef enum {
@@ -584,6 +644,7 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
     GPtrArray *not_jobs = NULL;
     DirStamp top = old_top, jd = old_jobs, sd = old_state;
     bool top_changed = false; /* a refresh of given jobs never looks at the top level */
+    int top_errs[2] = {0, 0}; /* of listing _jobs, _state */
     if (c->only_job && mode != RB_JOBS) {
         mode = RB_JOBS;
         jobs = NULL;
@@ -611,8 +672,8 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
         g_autoptr(GHashTable) listed = g_hash_table_new(g_direct_hash, g_direct_equal);
         if (relist) {
             not_jobs = g_ptr_array_new_with_free_func(g_free);
-            ck_list_job_dirs(c->dfd, "_jobs", listed, not_jobs);
-            ck_list_job_dirs(c->dfd, "_state", listed, not_jobs);
+            top_errs[0] = -ck_list_job_dirs(c->dfd, "_jobs", listed, not_jobs);
+            top_errs[1] = -ck_list_job_dirs(c->dfd, "_state", listed, not_jobs);
             g_ptr_array_sort(not_jobs, cmp_str);
             GHashTableIter it;
             gpointer k, v;
@@ -642,10 +703,11 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
 
     /* Jobs are independent: build them on a few threads (each with its own
      * memo), then merge in name order so versions are deterministic. */
-    BuildWork bw = {c, cur, top_changed, keys_array(names), NULL, NULL, 0};
+    BuildWork bw = {c, cur, top_changed, keys_array(names), NULL, NULL, NULL, 0};
     g_ptr_array_sort(bw.todo, cmp_str);
     bw.results = g_new0(JobPriv *, bw.todo->len + 1);
     bw.checks = g_new0(CheckStamp *, bw.todo->len + 1);
+    bw.errs = g_new0(int, 2 * bw.todo->len + 2);
     if (c->progress)
         g_atomic_int_set(&c->progress->jobs_total, (gint)bw.todo->len);
     guint nthreads = MIN(g_get_num_processors(), 4);
@@ -734,9 +796,12 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
         c->jobs_dir = jd;
         c->state_dir = sd;
     }
+    if (c->report_unreadable && mode == RB_FULL && !c->only_job)
+        note_unreadable(c, top_errs, &bw);
     g_mutex_unlock(&c->lock);
     g_free(bw.results);
     g_free(bw.checks);
+    g_free(bw.errs);
     g_ptr_array_unref(bw.todo);
     g_hash_table_unref(cur);
     g_mutex_unlock(&c->scan_lock);
@@ -772,6 +837,7 @@ static CkCatalog *catalog_new(const char *dir, const CkCatalogOptions *opts, con
     c->top.exists = false;
     c->only_job = only_job ? g_intern_string(only_job) : NULL;
     c->progress = opts ? opts->progress : NULL;
+    c->report_unreadable = opts && opts->report_unreadable;
     rebuild(c, RB_FULL, NULL, NULL);
     c->progress = NULL; /* the caller's counters need not outlive the open */
     return c;
@@ -808,6 +874,7 @@ void ck_catalog_free(CkCatalog *c)
     g_mutex_clear(&c->lock);
     g_mutex_clear(&c->scan_lock);
     close(c->dfd);
+    g_free(c->unreadable_where);
     g_free(c->views_name);
     g_free(c->dir);
     g_free(c);
@@ -909,6 +976,16 @@ GPtrArray *ck_catalog_pending_jobs(CkCatalog *c)
     GPtrArray *out = keys_array(c->pending_jobs);
     g_mutex_unlock(&c->lock);
     return out;
+}
+
+int ck_catalog_unreadable(CkCatalog *c, char **where)
+{
+    g_mutex_lock(&c->lock);
+    int e = c->unreadable_err;
+    if (e && where)
+        *where = g_strdup(c->unreadable_where);
+    g_mutex_unlock(&c->lock);
+    return e ? -e : 0;
 }
 
 guint ck_catalog_n_jobs(CkCatalog *c)

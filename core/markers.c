@@ -10,11 +10,11 @@
 
 #include "classify.h"
 
-void ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *not_jobs)
+int ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *not_jobs)
 {
     int fd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return;
+        return -errno;
     CkDirIter it;
     ck_dir_iter_init(&it, fd);
     const char *nm;
@@ -33,6 +33,7 @@ void ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *no
         }
     }
     close(fd);
+    return 0;
 }
 
 int ck_job_dir_open(int dfd, const char *job)

@@ -354,6 +354,32 @@ static RootInfo *root_find(CkRootCache *cache, bool local, const char *path, boo
     return ri;
 }
 
+/* ri's v<G> and <S> subdirectories: a listing of fd (a directory). */
+static void root_scan(RootInfo *ri, int fd)
+{
+    ri->scanned = true;
+    ri->gens = g_array_new(FALSE, FALSE, sizeof(guint64));
+    ri->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
+    CkDirIter it;
+    ck_dir_iter_init(&it, fd);
+    const char *nm;
+    unsigned char t;
+    while ((nm = ck_dir_iter_next(&it, &t)) != NULL) {
+        size_t l = strlen(nm);
+        guint64 g;
+        guint32 s;
+        if (ck_parse_generation_name(nm, l, &g)) {
+            if (entry_is_dir(fd, nm, t))
+                g_array_append_val(ri->gens, g);
+        } else if (ck_parse_subtask_name(nm, l, &s)) {
+            if (entry_is_dir(fd, nm, t))
+                g_array_append_val(ri->subtasks, s);
+        }
+    }
+    g_array_sort(ri->gens, cmp_u64);
+    g_array_sort(ri->subtasks, cmp_u32);
+}
+
 /* Status of a directory, and (want_scan) its v<G> and <S> subdirectories.
  * A directory named v<G> or <S> inside an already scanned parent is answered
  * from the parent's scan, without a system call. */
@@ -383,33 +409,21 @@ static const RootInfo *root_lookup(CkRootCache *cache, int dfd, bool local, cons
     int fd = open_root(dfd, local, path, ri);
     if (fd < 0)
         return ri;
-    if (!want_scan) {
-        close(fd);
-        return ri;
-    }
-    ri->scanned = true;
-    ri->gens = g_array_new(FALSE, FALSE, sizeof(guint64));
-    ri->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
-    CkDirIter it;
-    ck_dir_iter_init(&it, fd);
-    const char *nm;
-    unsigned char t;
-    while ((nm = ck_dir_iter_next(&it, &t)) != NULL) {
-        size_t l = strlen(nm);
-        guint64 g;
-        guint32 s;
-        if (ck_parse_generation_name(nm, l, &g)) {
-            if (entry_is_dir(fd, nm, t))
-                g_array_append_val(ri->gens, g);
-        } else if (ck_parse_subtask_name(nm, l, &s)) {
-            if (entry_is_dir(fd, nm, t))
-                g_array_append_val(ri->subtasks, s);
-        }
-    }
+    if (want_scan)
+        root_scan(ri, fd);
     close(fd);
-    g_array_sort(ri->gens, cmp_u64);
-    g_array_sort(ri->subtasks, cmp_u32);
     return ri;
+}
+
+void ck_root_cache_scan_fd(CkRootCache *cache, const char *path, int fd)
+{
+    RootInfo *ri = root_find(cache, true, path, true);
+    g_clear_pointer(&ri->gens, g_array_unref);
+    g_clear_pointer(&ri->subtasks, g_array_unref);
+    g_clear_pointer(&ri->bad, g_free);
+    ri->st = ST_DIR;
+    ri->err = 0;
+    root_scan(ri, fd);
 }
 
 /* ---- one marker ---- */

@@ -407,55 +407,18 @@ void ckptctl_progress_free(CkptctlProgress *p)
     g_free(p);
 }
 
-/* ck_catalog_open; with CKPTCTL_STATS set, also what it cost, on stderr. */
-/* The catalog reads what it can (a mount must go on past one unreadable
+/* ck_catalog_open; with CKPTCTL_STATS set, also what it cost, on stderr.
+ * The catalog reads what it can (a mount must go on past one unreadable
  * directory); a report must not: an unreadable _jobs/<J> or _state/<J>
- * would show as a job without markers or without state.  0, or -errno with
- * *where set to the directory. */
-static int unreadable_job_dir(const char *dir, char **where)
-{
-    static const char *const tops[] = {"_jobs", "_state"};
-    for (gsize t = 0; t < G_N_ELEMENTS(tops); t++) {
-        g_autofree char *top = g_build_filename(dir, tops[t], NULL);
-        int tfd = open(top, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (tfd < 0) {
-            if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
-                continue; /* absent, or not a directory: nothing to read there */
-            *where = g_steal_pointer(&top);
-            return -errno;
-        }
-        DIR *d = fdopendir(tfd);
-        if (!d) {
-            int e = errno;
-            close(tfd);
-            *where = g_steal_pointer(&top);
-            return -e;
-        }
-        int err = 0;
-        struct dirent *de;
-        while (!err && (de = readdir(d)) != NULL) {
-            if (!ck_is_job_id(de->d_name, strlen(de->d_name)) ||
-                (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
-                continue;
-            int fd = openat(tfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (fd >= 0) {
-                close(fd);
-            } else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP) {
-                err = -errno;
-                *where = g_build_filename(top, de->d_name, NULL);
-            }
-        }
-        closedir(d);
-        if (err)
-            return err;
-    }
-    return 0;
-}
-
+ * would show as a job without markers or without state
+ * (report_unreadable: the catalog's workers note it as they go). */
 static CkCatalog *catalog_with_stats(const char *cmd, const char *dir, Common *c,
                                      const CkResolveOptions *ro, int *rc)
 {
-    CkCatalogOptions co = {*ro, c->views ? c->views : "_views", &c->cat_progress};
+    CkCatalogOptions co = {.resolve = *ro,
+                           .views_name = c->views ? c->views : "_views",
+                           .progress = &c->cat_progress,
+                           .report_unreadable = true};
     c->progress = ckptctl_progress_new(cmd, c->json);
     ckptctl_progress_phase(c->progress, "reading the markers of", &c->cat_progress.jobs_done,
                            &c->cat_progress.jobs_total, "jobs");
@@ -472,11 +435,12 @@ static CkCatalog *catalog_with_stats(const char *cmd, const char *dir, Common *c
         return NULL;
     }
     g_autofree char *where = NULL;
-    int uerr = unreadable_job_dir(dir, &where);
+    int uerr = ck_catalog_unreadable(cat, &where);
     if (uerr) {
         ckptctl_progress_free(g_steal_pointer(&c->progress));
         ck_catalog_free(cat);
-        *rc = ckptctl_fail(cmd, "%s: %s", where, g_strerror(-uerr));
+        g_autofree char *path = g_build_filename(dir, where, NULL);
+        *rc = ckptctl_fail(cmd, "%s: %s", path, g_strerror(-uerr));
         return NULL;
     }
     if (stats) {

@@ -426,6 +426,47 @@ static void restore_text_blocks(void **state)
     assert_non_null(strstr(t3, "unknown: owner=team \\\"a\\\"\nunknown: zz=\nerror: -\n"));
 }
 
+/* report_unreadable (ckptctl) opens each _state/<J> and hands its listing to
+ * the restores: the snapshots are the same as a mount's. */
+static void report_unreadable_reads_the_same(void **state)
+{
+    Fx *fx = *state;
+    build_mixed(fx);
+    testfs_marker(fx->dir, "g", 1, "participants=0\nstate=_state/g\n"); /* guessed: v2 */
+    testfs_mkdir(fx->dir, "_state/g/v1/0");
+    testfs_mkdir(fx->dir, "_state/g/v2/0");
+    testfs_marker(fx->dir, "f", 1, "generation=1\nparticipants=0\nstate=_state/f\n");
+    testfs_put(fx->dir, "_state/f", "a file, not a root");
+    testfs_marker(fx->dir, "l", 1, "generation=1\nparticipants=0\nstate=_state/l\n");
+    g_autofree char *tg = g_build_filename(fx->dir, "_state", "a", NULL);
+    g_autofree char *ln = g_build_filename(fx->dir, "_state", "l", NULL);
+    assert_int_equal(symlink(tg, ln), 0);
+    g_autoptr(CkCatalog) plain = open_cat(fx);
+    fx->opts.report_unreadable = true;
+    g_autoptr(CkCatalog) rep = open_cat(fx);
+    g_autofree char *where = NULL;
+    assert_int_equal(ck_catalog_unreadable(rep, &where), 0); /* gone, a file, a symlink: no */
+    assert_null(where);
+    assert_int_equal(ck_catalog_unreadable(plain, NULL), 0);
+    g_autoptr(GPtrArray) names = ck_catalog_job_names(plain);
+    g_autoptr(GPtrArray) names2 = ck_catalog_job_names(rep);
+    assert_int_equal(names->len, names2->len);
+    for (guint i = 0; i < names->len; i++) {
+        assert_ptr_equal(names->pdata[i], names2->pdata[i]);
+        g_autoptr(CkJobInfo) x = ck_catalog_get_job(plain, names->pdata[i]);
+        g_autoptr(CkJobInfo) y = ck_catalog_get_job(rep, names->pdata[i]);
+        g_autofree char *tx = ck_job_restore_text(x);
+        g_autofree char *ty = ck_job_restore_text(y);
+        assert_string_equal(tx, ty);
+        assert_int_equal(x->has_own_root, y->has_own_root);
+        assert_int_equal(x->has_latest, y->has_latest);
+        assert_string_equal(x->layout, y->layout);
+    }
+    g_autoptr(CkJobInfo) g = ck_catalog_get_job(rep, "g");
+    g_autofree char *tg2 = ck_job_restore_text(g);
+    assert_non_null(strstr(tg2, "generation: 2 (guessed)\n"));
+}
+
 static void rescan_reparses_only_changes(void **state)
 {
     Fx *fx = *state;
@@ -691,6 +732,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(state_layers, setup, teardown),
         cmocka_unit_test_setup_teardown(older_layout_and_foreign_layers, setup, teardown),
         cmocka_unit_test_setup_teardown(restore_text_blocks, setup, teardown),
+        cmocka_unit_test_setup_teardown(report_unreadable_reads_the_same, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_reparses_only_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_copies_unchanged_markers, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_sees_new_sharing, setup, teardown),
