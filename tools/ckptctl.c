@@ -470,6 +470,24 @@ static CkCatalog *catalog_with_stats(const char *cmd, const char *dir, Common *c
     return cat;
 }
 
+/* The catalog of a jobs, check or unused run, once the command is done
+ * with it: not freed block by block but left for the process's exit to
+ * drop (about a million small blocks at 10,000 jobs x 10 markers: 0.08 to
+ * 0.1 s on one core, after the output is out, for nothing).  It stays
+ * reachable from here, so a leak checker does not count it (git's UNLEAK
+ * does the same).  A second command in the same process frees the first's. */
+static CkCatalog *catalog_left_to_exit;
+
+static void catalog_done(CkCatalog *cat)
+{
+    if (catalog_left_to_exit)
+        ck_catalog_free(catalog_left_to_exit);
+    catalog_left_to_exit = cat;
+}
+
+typedef CkCatalog CkptctlCatalog;
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkptctlCatalog, catalog_done)
+
 /* The start of jobs, check and unused: their options (into c), then the
  * catalog of DIR (the one argument).  NULL with *rc the exit code when the
  * command ends here. */
@@ -597,7 +615,7 @@ static int cmd_jobs(int argc, char **argv)
 {
     Common c = {0};
     int rc;
-    g_autoptr(CkCatalog) cat =
+    g_autoptr(CkptctlCatalog) cat =
         open_catalog("jobs",
                      "Each job of DIR: its checkpoints, the latest restorable one, its layout "
                      "(namespaced, legacy, mixed, none) and the bytes of state its restorable "
@@ -820,7 +838,7 @@ static int cmd_check(int argc, char **argv)
 {
     Common c = {0};
     int rc;
-    g_autoptr(CkCatalog) cat =
+    g_autoptr(CkptctlCatalog) cat =
         open_catalog("check",
                      "Every hazard of DIR: shared-location (two jobs' restores read one "
                      "location), foreign-root, malformed (also unreadable markers), cut-short, "
@@ -912,7 +930,7 @@ static int cmd_unused(int argc, char **argv)
 {
     Common c = {0};
     int rc;
-    g_autoptr(CkCatalog) cat =
+    g_autoptr(CkptctlCatalog) cat =
         open_catalog("unused",
                      "Dry run, deletes nothing: the legacy v<G> and bare <S> directories no "
                      "restorable marker reads (legacy-unread), and _state/<J>/v<G> generations "
