@@ -167,6 +167,7 @@ typedef struct {
 
 struct CkRootCache {
     GHashTable *roots; /* "L:<rel>" / "E:<abs>" -> RootInfo* */
+    const char *job;   /* the job interned last (a catalog reads one job's markers in a row) */
 };
 
 static void root_info_free(gpointer p)
@@ -928,7 +929,10 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
     if (!cache)
         cache = own = ck_root_cache_new();
     CkRestore *r = g_new0(CkRestore, 1);
-    r->job = g_intern_string(job);
+    /* g_intern_string takes a process-wide lock: once per job, not per marker */
+    if (!cache->job || strcmp(cache->job, job) != 0)
+        cache->job = g_intern_string(job);
+    r->job = cache->job;
     r->checkpoint = checkpoint;
     r->cls = m->cls;
     /* a parse error leaves half-parsed fields behind: none is shown */
