@@ -1137,15 +1137,35 @@ static gboolean devino_equal(gconstpointer a, gconstpointer b)
     return x->dev == y->dev && x->ino == y->ino;
 }
 
+/* A job's walk sees a handful of directories (one per subtask and
+ * generation it reads): a short array, and a hash table only past it. */
+#define SEEN_FEW 16
+
 typedef struct {
-    GHashTable *seen; /* DevIno: directories and multiply linked files already counted */
-    bool blocks;      /* du-like st_blocks*512, else st_size of regular files */
+    /* DevIno: directories and multiply linked files already counted; in
+     * few[] until there are more than SEEN_FEW, then all in seen */
+    DevIno few[SEEN_FEW];
+    guint nfew;
+    GHashTable *seen;
+    bool blocks; /* du-like st_blocks*512, else st_size of regular files */
     guint64 bytes;
 } SizeWalk;
 
 static bool first_time(SizeWalk *w, const struct stat *sb)
 {
     DevIno k = {sb->st_dev, sb->st_ino};
+    if (!w->seen) {
+        for (guint i = 0; i < w->nfew; i++)
+            if (w->few[i].ino == k.ino && w->few[i].dev == k.dev)
+                return false;
+        if (w->nfew < SEEN_FEW) {
+            w->few[w->nfew++] = k;
+            return true;
+        }
+        w->seen = g_hash_table_new_full(devino_hash, devino_equal, g_free, NULL);
+        for (guint i = 0; i < w->nfew; i++)
+            g_hash_table_add(w->seen, g_memdup2(&w->few[i], sizeof k));
+    }
     if (g_hash_table_contains(w->seen, &k))
         return false;
     g_hash_table_add(w->seen, g_memdup2(&k, sizeof k));
@@ -1226,23 +1246,61 @@ static void walk_external(SizeWalk *w, const char *abs)
         close(fd);
 }
 
-static SizeWalk size_walk_new(bool blocks)
+static void size_walk_init(SizeWalk *w, bool blocks)
 {
-    SizeWalk w = {g_hash_table_new_full(devino_hash, devino_equal, g_free, NULL), blocks, 0};
-    return w;
+    w->nfew = 0;
+    w->seen = NULL;
+    w->blocks = blocks;
+    w->bytes = 0;
+}
+
+static void size_walk_clear(SizeWalk *w)
+{
+    if (w->seen)
+        g_hash_table_unref(w->seen);
+}
+
+/* The reads a job's markers share (every checkpoint of one generation
+ * reads the same <root>/v<G>/<S>): a short array of the distinct ones, a
+ * hash table only when there are many. */
+#define READS_FEW 32
+
+typedef struct {
+    const char *few[READS_FEW];
+    guint nfew;
+    GHashTable *many;
+} ReadSet;
+
+/* true when rd was not in the set (and is now) */
+static bool read_set_add(ReadSet *s, const char *rd)
+{
+    if (!s->many) {
+        for (guint i = 0; i < s->nfew; i++)
+            if (s->few[i] == rd || strcmp(s->few[i], rd) == 0)
+                return false;
+        if (s->nfew < READS_FEW) {
+            s->few[s->nfew++] = rd;
+            return true;
+        }
+        s->many = g_hash_table_new(g_str_hash, g_str_equal);
+        for (guint i = 0; i < s->nfew; i++)
+            g_hash_table_add(s->many, (gpointer)s->few[i]);
+    }
+    return g_hash_table_add(s->many, (gpointer)rd);
 }
 
 guint64 ck_catalog_job_bytes(CkCatalog *c, const CkJobInfo *j)
 {
-    SizeWalk w = size_walk_new(false);
-    g_autoptr(GHashTable) done = g_hash_table_new(g_str_hash, g_str_equal);
+    SizeWalk w;
+    size_walk_init(&w, false);
+    ReadSet done = {.nfew = 0, .many = NULL};
     for (guint i = 0; i < j->checkpoints->len; i++) {
         const CkRestore *r = ((CkCheckpointInfo *)j->checkpoints->pdata[i])->restore;
         if (!r->restorable)
             continue;
         for (guint k = 0; k < r->reads->len; k++) {
             const char *rd = r->reads->pdata[k];
-            if (!g_hash_table_add(done, (gpointer)rd))
+            if (!read_set_add(&done, rd))
                 continue;
             if (r->root_kind == CK_ROOT_LOCAL)
                 walk_local(&w, c->dfd, rd);
@@ -1250,7 +1308,9 @@ guint64 ck_catalog_job_bytes(CkCatalog *c, const CkJobInfo *j)
                 walk_external(&w, rd);
         }
     }
-    g_hash_table_unref(w.seen);
+    if (done.many)
+        g_hash_table_unref(done.many);
+    size_walk_clear(&w);
     return w.bytes;
 }
 
@@ -1480,7 +1540,8 @@ GPtrArray *ck_catalog_unused(CkCatalog *c)
             }
         }
     }
-    SizeWalk w = size_walk_new(true);
+    SizeWalk w;
+    size_walk_init(&w, true);
     /* Legacy top level: v<G> and bare subtask directories nothing reads. */
     /* A description of its own: readdir must not share c->dfd's offset. */
     int fd = openat(c->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1557,7 +1618,7 @@ GPtrArray *ck_catalog_unused(CkCatalog *c)
         }
         closedir(sd);
     }
-    g_hash_table_unref(w.seen);
+    size_walk_clear(&w);
     g_ptr_array_sort(out, cmp_unused);
     return out;
 }

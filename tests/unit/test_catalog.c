@@ -467,6 +467,39 @@ static void report_unreadable_reads_the_same(void **state)
     assert_non_null(strstr(tg2, "generation: 2 (guessed)\n"));
 }
 
+/* ck_catalog_job_bytes keeps short sets (reads, directories seen) in
+ * arrays and moves to hash tables past them: the same count either way. */
+static void bytes_of_many_reads(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GString) parts = g_string_new("participants=");
+    guint64 want = 0;
+    for (guint s = 0; s < 40; s++) { /* 40 reads in each of two generations: 80 directories */
+        g_string_append_printf(parts, "%s%u", s ? "," : "", s);
+        for (guint g = 1; g <= 2; g++) {
+            g_autofree char *rel = g_strdup_printf("_state/m/v%u/%u/part", g, s);
+            g_autofree char *text = g_strnfill(s + g, 'x');
+            testfs_put(fx->dir, rel, text);
+            want += s + g;
+        }
+    }
+    /* one file linked into two of the directories: counted once */
+    testfs_put(fx->dir, "_state/m/v1/0/shared", "12345");
+    g_autofree char *a = g_build_filename(fx->dir, "_state/m/v1/0/shared", NULL);
+    g_autofree char *b = g_build_filename(fx->dir, "_state/m/v2/39/shared", NULL);
+    assert_int_equal(link(a, b), 0);
+    want += 5;
+    for (guint n = 1; n <= 4; n++) { /* two markers per generation: each read twice */
+        g_autofree char *text =
+            g_strdup_printf("generation=%u\n%s\nstate=_state/m\n", (n + 1) / 2, parts->str);
+        testfs_marker(fx->dir, "m", n, text);
+    }
+    g_autoptr(CkCatalog) c = open_cat(fx);
+    g_autoptr(CkJobInfo) m = ck_catalog_get_job(c, "m");
+    assert_int_equal(m->checkpoints->len, 4);
+    assert_int_equal(ck_catalog_job_bytes(c, m), want);
+}
+
 static void rescan_reparses_only_changes(void **state)
 {
     Fx *fx = *state;
@@ -733,6 +766,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(older_layout_and_foreign_layers, setup, teardown),
         cmocka_unit_test_setup_teardown(restore_text_blocks, setup, teardown),
         cmocka_unit_test_setup_teardown(report_unreadable_reads_the_same, setup, teardown),
+        cmocka_unit_test_setup_teardown(bytes_of_many_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_reparses_only_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_copies_unchanged_markers, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_sees_new_sharing, setup, teardown),
