@@ -613,12 +613,13 @@ static void note_unreadable(CkCatalog *c, const int top_errs[2], const BuildWork
             c->unreadable_where = g_strdup(tops[t]);
             return;
         }
-    for (guint i = 0; i < 2 * bw->todo->len; i++)
-        if (bw->errs[i]) {
-            c->unreadable_err = bw->errs[i];
-            c->unreadable_where = g_strconcat(tops[i % 2], "/", bw->todo->pdata[i / 2], NULL);
-            return;
-        }
+    for (guint t = 0; t < 2; t++) /* every _jobs/<J> before any _state/<J>, as listed */
+        for (guint i = 0; i < bw->todo->len; i++)
+            if (bw->errs[2 * i + t]) {
+                c->unreadable_err = bw->errs[2 * i + t];
+                c->unreadable_where = g_strconcat(tops[t], "/", bw->todo->pdata[i], NULL);
+                return;
+            }
 }
 
 typedef enum {

@@ -153,8 +153,8 @@ GPtrArray *ck_catalog_pending_jobs(CkCatalog *c);
 /* With report_unreadable: 0 when the last full listing opened _jobs, _state
  * and every _jobs/<J> and _state/<J> it found (or found them gone, not
  * directories, or symlinks), else -errno of the first that failed (_jobs,
- * _state, then by job id, _jobs/<J> before _state/<J>) with *where (g_free)
- * its path relative to the directory.  0 without report_unreadable. */
+ * _state, every _jobs/<J> by job id, then every _state/<J>) with *where
+ * (g_free) its path relative to the directory.  0 without report_unreadable. */
 int ck_catalog_unreadable(CkCatalog *c, char **where);
 
 guint ck_catalog_n_jobs(CkCatalog *c);
