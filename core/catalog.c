@@ -29,6 +29,12 @@ typedef struct {
     GArray *stamps;    /* CkMarkerStamp, parallel to pub.checkpoints */
     DirStamp own_root; /* _state/<J> */
     bool uses_top;     /* some restore depends on the top-level layout (legacy) */
+    /* For compute_shared, which looks at every job on every rebuild: a
+     * private job (every restorable read local and inside _state/<J>) reads
+     * nothing another job can read unless another job reads inside its root,
+     * and a job with no shared_with has no answer to take back. */
+    bool private_reads;
+    bool any_shared; /* some checkpoint's shared_with is not empty */
 } JobPriv;
 
 /* What the cheap check of a job compares (ck_catalog_job_check): the
@@ -72,6 +78,9 @@ struct CkCatalog {
     guint64 names_version; /* bumps when a job is added or removed (lock) */
     const char *only_job;  /* interned: a catalog of this one job (ck_catalog_open_job) */
     CkCatalogProgress *progress;
+    bool report_unreadable;
+    int unreadable_err;     /* what the last full listing could not open (lock) */
+    char *unreadable_where; /* relative to dir (lock) */
 };
 
 static gint cmp_str(gconstpointer a, gconstpointer b)
@@ -165,18 +174,27 @@ void ck_job_info_unref(CkJobInfo *j)
         g_atomic_rc_box_release_full(j, job_priv_clear);
 }
 
-/* Derived fields: latest, layout, uses_top. */
+static bool under_own_root(const char *job, const char *path);
+
+/* Derived fields: latest, layout, uses_top, private_reads, any_shared. */
 static void job_finish(JobPriv *jp)
 {
     bool ns = false, legacy = false;
     jp->pub.has_latest = false;
     jp->uses_top = false;
+    jp->private_reads = true;
+    jp->any_shared = false;
     for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
         const CkCheckpointInfo *cp = jp->pub.checkpoints->pdata[i];
         const CkRestore *r = cp->restore;
+        if (cp->shared_with->len)
+            jp->any_shared = true;
         if (r->restorable) {
             jp->pub.has_latest = true;
             jp->pub.latest = cp->n;
+            for (guint k = 0; k < r->reads->len && jp->private_reads; k++)
+                jp->private_reads = r->root_kind == CK_ROOT_LOCAL &&
+                                    under_own_root(jp->pub.job, r->reads->pdata[k]);
         }
         if (r->cls == CK_MARKER_LEGACY)
             jp->uses_top = true;
@@ -195,6 +213,35 @@ static DirStamp own_root_stamp(CkCatalog *c, const char *job)
     char p[CK_JOB_ID_MAX + 16];
     g_snprintf(p, sizeof p, "_state/%s", job);
     return dir_stamp(c->dfd, p);
+}
+
+/* An open that failed for a reason other than "gone, not a directory, or a
+ * symlink": something is there that cannot be read. */
+static bool unreadable_errno(int e)
+{
+    return e != ENOENT && e != ENOTDIR && e != ELOOP;
+}
+
+/* own_root_stamp for report_unreadable: _state/<J> opened rather than
+ * looked at, its failure noted in *err (an errno), and its listing handed to
+ * the memo, so the restores that read the own root do not open it again. */
+static DirStamp own_root_open(CkCatalog *c, const char *job, CkRootCache *cache, int *err)
+{
+    char p[CK_JOB_ID_MAX + 16];
+    g_snprintf(p, sizeof p, "_state/%s", job);
+    int fd = ck_open_beneath(c->dfd, p, O_RDONLY | O_DIRECTORY, NULL);
+    if (fd < 0) {
+        if (unreadable_errno(-fd))
+            *err = -fd;
+        return dir_stamp(c->dfd, p); /* what a look sees (a symlinked _state, say) */
+    }
+    struct stat sb;
+    DirStamp d = {0};
+    if (fstat(fd, &sb) == 0)
+        d = (DirStamp){true, sb.st_ino, mtime_ns_of(&sb)};
+    ck_root_cache_scan_fd(cache, p, fd);
+    close(fd);
+    return d;
 }
 
 #define MARKER_BUF (CK_MARKER_MAX_BYTES + 1)
@@ -266,6 +313,8 @@ static JobPriv *job_clone(const JobPriv *o)
     g_array_append_vals(jp->stamps, o->stamps->data, o->stamps->len);
     jp->own_root = o->own_root;
     jp->uses_top = o->uses_top;
+    jp->private_reads = o->private_reads;
+    jp->any_shared = o->any_shared;
     return jp;
 }
 
@@ -345,6 +394,8 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
     g_hash_table_iter_init(&it, jobs);
     while (g_hash_table_iter_next(&it, &key, &val)) {
         const JobPriv *jp = val;
+        if (jp->private_reads)
+            continue; /* no read outside its own root */
         for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
             const CkRestore *r = ((CkCheckpointInfo *)jp->pub.checkpoints->pdata[i])->restore;
             if (!r->restorable)
@@ -377,6 +428,9 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
     g_hash_table_iter_init(&it, jobs);
     while (g_hash_table_iter_next(&it, &key, &val)) {
         JobPriv *jp = val;
+        /* every read private, none shared before: the answers stay empty */
+        if (jp->private_reads && !jp->any_shared && !g_hash_table_contains(hot, key))
+            continue;
         bool is_fresh = fresh && g_hash_table_contains(fresh, key);
         GPtrArray *answers = NULL; /* per checkpoint, NULL: none */
         bool differs = false;
@@ -422,11 +476,14 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
             target->pub.version = ++*next_version;
             g_ptr_array_add(replace, target);
         }
+        target->any_shared = false;
         for (guint i = 0; i < target->pub.checkpoints->len; i++) {
             CkCheckpointInfo *cp = target->pub.checkpoints->pdata[i];
             GPtrArray *a = i < answers->len ? answers->pdata[i] : NULL;
             g_ptr_array_unref(cp->shared_with);
             cp->shared_with = a ? g_ptr_array_ref(a) : g_ptr_array_new();
+            if (cp->shared_with->len)
+                target->any_shared = true;
         }
         g_ptr_array_unref(answers);
     }
@@ -465,18 +522,23 @@ static GHashTable *table_copy(GHashTable *t)
 
 /* A job's new snapshot, or NULL when nothing it depends on changed.  One
  * look at _jobs/<J> and _state/<J> serves both the comparison and the build;
- * *check gets what the cheap check will compare next time. */
+ * *check gets what the cheap check will compare next time; errs[0] and
+ * errs[1] (report_unreadable) the errno of an unreadable _jobs/<J> and
+ * _state/<J>. */
 static JobPriv *job_update(CkCatalog *c, const char *job, const JobPriv *old, bool top_changed,
-                           CkRootCache *cache, char *buf, CheckStamp **check)
+                           CkRootCache *cache, char *buf, CheckStamp **check, int *errs)
 {
     int jfd = ck_job_dir_open(c->dfd, job);
+    if (jfd < 0 && unreadable_errno(-jfd))
+        errs[0] = -jfd;
     CheckStamp *cs = g_new0(CheckStamp, 1);
     cs->pending = g_array_new(FALSE, FALSE, sizeof(PendingStamp));
     struct stat sb;
     /* stamped before the listing: a change during it shows at the next check */
     if (jfd >= 0 && fstat(jfd, &sb) == 0)
         cs->markers_dir = (DirStamp){true, sb.st_ino, mtime_ns_of(&sb)};
-    DirStamp own = own_root_stamp(c, job);
+    DirStamp own =
+        c->report_unreadable ? own_root_open(c, job, cache, &errs[1]) : own_root_stamp(c, job);
     cs->own_root = own;
     g_autoptr(GArray) inprog = g_array_new(FALSE, FALSE, sizeof(guint64));
     g_autoptr(GArray) st = ck_job_marker_list_full(jfd, inprog);
@@ -517,6 +579,7 @@ typedef struct {
     GPtrArray *todo; /* sorted interned ids */
     JobPriv **results;
     CheckStamp **checks;
+    int *errs; /* two per job: job_update's */
     gint next; /* atomic index into todo */
 } BuildWork;
 
@@ -531,9 +594,32 @@ static gpointer build_worker(gpointer p)
             break;
         const char *job = bw->todo->pdata[i];
         const JobPriv *old = g_hash_table_lookup(bw->current, job);
-        bw->results[i] = job_update(bw->c, job, old, bw->top_changed, cache, buf, &bw->checks[i]);
+        bw->results[i] = job_update(bw->c, job, old, bw->top_changed, cache, buf, &bw->checks[i],
+                                    &bw->errs[2 * i]);
     }
     return NULL;
+}
+
+/* Under c->lock, after a full listing: the first directory it could not
+ * open (ck_catalog_unreadable). */
+static void note_unreadable(CkCatalog *c, const int top_errs[2], const BuildWork *bw)
+{
+    static const char *const tops[] = {"_jobs", "_state"};
+    g_clear_pointer(&c->unreadable_where, g_free);
+    c->unreadable_err = 0;
+    for (guint t = 0; t < 2; t++)
+        if (top_errs[t] && unreadable_errno(top_errs[t])) {
+            c->unreadable_err = top_errs[t];
+            c->unreadable_where = g_strdup(tops[t]);
+            return;
+        }
+    for (guint t = 0; t < 2; t++) /* every _jobs/<J> before any _state/<J>, as listed */
+        for (guint i = 0; i < bw->todo->len; i++)
+            if (bw->errs[2 * i + t]) {
+                c->unreadable_err = bw->errs[2 * i + t];
+                c->unreadable_where = g_strconcat(tops[t], "/", bw->todo->pdata[i], NULL);
+                return;
+            }
 }
 
 typedef enum {
@@ -559,6 +645,7 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
     GPtrArray *not_jobs = NULL;
     DirStamp top = old_top, jd = old_jobs, sd = old_state;
     bool top_changed = false; /* a refresh of given jobs never looks at the top level */
+    int top_errs[2] = {0, 0}; /* of listing _jobs, _state */
     if (c->only_job && mode != RB_JOBS) {
         mode = RB_JOBS;
         jobs = NULL;
@@ -586,8 +673,8 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
         g_autoptr(GHashTable) listed = g_hash_table_new(g_direct_hash, g_direct_equal);
         if (relist) {
             not_jobs = g_ptr_array_new_with_free_func(g_free);
-            ck_list_job_dirs(c->dfd, "_jobs", listed, not_jobs);
-            ck_list_job_dirs(c->dfd, "_state", listed, not_jobs);
+            top_errs[0] = -ck_list_job_dirs(c->dfd, "_jobs", listed, not_jobs);
+            top_errs[1] = -ck_list_job_dirs(c->dfd, "_state", listed, not_jobs);
             g_ptr_array_sort(not_jobs, cmp_str);
             GHashTableIter it;
             gpointer k, v;
@@ -617,10 +704,11 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
 
     /* Jobs are independent: build them on a few threads (each with its own
      * memo), then merge in name order so versions are deterministic. */
-    BuildWork bw = {c, cur, top_changed, keys_array(names), NULL, NULL, 0};
+    BuildWork bw = {c, cur, top_changed, keys_array(names), NULL, NULL, NULL, 0};
     g_ptr_array_sort(bw.todo, cmp_str);
     bw.results = g_new0(JobPriv *, bw.todo->len + 1);
     bw.checks = g_new0(CheckStamp *, bw.todo->len + 1);
+    bw.errs = g_new0(int, 2 * bw.todo->len + 2);
     if (c->progress)
         g_atomic_int_set(&c->progress->jobs_total, (gint)bw.todo->len);
     guint nthreads = MIN(g_get_num_processors(), 4);
@@ -709,9 +797,12 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
         c->jobs_dir = jd;
         c->state_dir = sd;
     }
+    if (c->report_unreadable && mode == RB_FULL && !c->only_job)
+        note_unreadable(c, top_errs, &bw);
     g_mutex_unlock(&c->lock);
     g_free(bw.results);
     g_free(bw.checks);
+    g_free(bw.errs);
     g_ptr_array_unref(bw.todo);
     g_hash_table_unref(cur);
     g_mutex_unlock(&c->scan_lock);
@@ -747,6 +838,7 @@ static CkCatalog *catalog_new(const char *dir, const CkCatalogOptions *opts, con
     c->top.exists = false;
     c->only_job = only_job ? g_intern_string(only_job) : NULL;
     c->progress = opts ? opts->progress : NULL;
+    c->report_unreadable = opts && opts->report_unreadable;
     rebuild(c, RB_FULL, NULL, NULL);
     c->progress = NULL; /* the caller's counters need not outlive the open */
     return c;
@@ -783,6 +875,7 @@ void ck_catalog_free(CkCatalog *c)
     g_mutex_clear(&c->lock);
     g_mutex_clear(&c->scan_lock);
     close(c->dfd);
+    g_free(c->unreadable_where);
     g_free(c->views_name);
     g_free(c->dir);
     g_free(c);
@@ -884,6 +977,16 @@ GPtrArray *ck_catalog_pending_jobs(CkCatalog *c)
     GPtrArray *out = keys_array(c->pending_jobs);
     g_mutex_unlock(&c->lock);
     return out;
+}
+
+int ck_catalog_unreadable(CkCatalog *c, char **where)
+{
+    g_mutex_lock(&c->lock);
+    int e = c->unreadable_err;
+    if (e && where)
+        *where = g_strdup(c->unreadable_where);
+    g_mutex_unlock(&c->lock);
+    return e ? -e : 0;
 }
 
 guint ck_catalog_n_jobs(CkCatalog *c)
@@ -1035,15 +1138,35 @@ static gboolean devino_equal(gconstpointer a, gconstpointer b)
     return x->dev == y->dev && x->ino == y->ino;
 }
 
+/* A job's walk sees a handful of directories (one per subtask and
+ * generation it reads): a short array, and a hash table only past it. */
+#define SEEN_FEW 16
+
 typedef struct {
-    GHashTable *seen; /* DevIno: directories and multiply linked files already counted */
-    bool blocks;      /* du-like st_blocks*512, else st_size of regular files */
+    /* DevIno: directories and multiply linked files already counted; in
+     * few[] until there are more than SEEN_FEW, then all in seen */
+    DevIno few[SEEN_FEW];
+    guint nfew;
+    GHashTable *seen;
+    bool blocks; /* du-like st_blocks*512, else st_size of regular files */
     guint64 bytes;
 } SizeWalk;
 
 static bool first_time(SizeWalk *w, const struct stat *sb)
 {
     DevIno k = {sb->st_dev, sb->st_ino};
+    if (!w->seen) {
+        for (guint i = 0; i < w->nfew; i++)
+            if (w->few[i].ino == k.ino && w->few[i].dev == k.dev)
+                return false;
+        if (w->nfew < SEEN_FEW) {
+            w->few[w->nfew++] = k;
+            return true;
+        }
+        w->seen = g_hash_table_new_full(devino_hash, devino_equal, g_free, NULL);
+        for (guint i = 0; i < w->nfew; i++)
+            g_hash_table_add(w->seen, g_memdup2(&w->few[i], sizeof k));
+    }
     if (g_hash_table_contains(w->seen, &k))
         return false;
     g_hash_table_add(w->seen, g_memdup2(&k, sizeof k));
@@ -1124,23 +1247,61 @@ static void walk_external(SizeWalk *w, const char *abs)
         close(fd);
 }
 
-static SizeWalk size_walk_new(bool blocks)
+static void size_walk_init(SizeWalk *w, bool blocks)
 {
-    SizeWalk w = {g_hash_table_new_full(devino_hash, devino_equal, g_free, NULL), blocks, 0};
-    return w;
+    w->nfew = 0;
+    w->seen = NULL;
+    w->blocks = blocks;
+    w->bytes = 0;
+}
+
+static void size_walk_clear(SizeWalk *w)
+{
+    if (w->seen)
+        g_hash_table_unref(w->seen);
+}
+
+/* The reads a job's markers share (every checkpoint of one generation
+ * reads the same <root>/v<G>/<S>): a short array of the distinct ones, a
+ * hash table only when there are many. */
+#define READS_FEW 32
+
+typedef struct {
+    const char *few[READS_FEW];
+    guint nfew;
+    GHashTable *many;
+} ReadSet;
+
+/* true when rd was not in the set (and is now) */
+static bool read_set_add(ReadSet *s, const char *rd)
+{
+    if (!s->many) {
+        for (guint i = 0; i < s->nfew; i++)
+            if (s->few[i] == rd || strcmp(s->few[i], rd) == 0)
+                return false;
+        if (s->nfew < READS_FEW) {
+            s->few[s->nfew++] = rd;
+            return true;
+        }
+        s->many = g_hash_table_new(g_str_hash, g_str_equal);
+        for (guint i = 0; i < s->nfew; i++)
+            g_hash_table_add(s->many, (gpointer)s->few[i]);
+    }
+    return g_hash_table_add(s->many, (gpointer)rd);
 }
 
 guint64 ck_catalog_job_bytes(CkCatalog *c, const CkJobInfo *j)
 {
-    SizeWalk w = size_walk_new(false);
-    g_autoptr(GHashTable) done = g_hash_table_new(g_str_hash, g_str_equal);
+    SizeWalk w;
+    size_walk_init(&w, false);
+    ReadSet done = {.nfew = 0, .many = NULL};
     for (guint i = 0; i < j->checkpoints->len; i++) {
         const CkRestore *r = ((CkCheckpointInfo *)j->checkpoints->pdata[i])->restore;
         if (!r->restorable)
             continue;
         for (guint k = 0; k < r->reads->len; k++) {
             const char *rd = r->reads->pdata[k];
-            if (!g_hash_table_add(done, (gpointer)rd))
+            if (!read_set_add(&done, rd))
                 continue;
             if (r->root_kind == CK_ROOT_LOCAL)
                 walk_local(&w, c->dfd, rd);
@@ -1148,7 +1309,9 @@ guint64 ck_catalog_job_bytes(CkCatalog *c, const CkJobInfo *j)
                 walk_external(&w, rd);
         }
     }
-    g_hash_table_unref(w.seen);
+    if (done.many)
+        g_hash_table_unref(done.many);
+    size_walk_clear(&w);
     return w.bytes;
 }
 
@@ -1378,7 +1541,8 @@ GPtrArray *ck_catalog_unused(CkCatalog *c)
             }
         }
     }
-    SizeWalk w = size_walk_new(true);
+    SizeWalk w;
+    size_walk_init(&w, true);
     /* Legacy top level: v<G> and bare subtask directories nothing reads. */
     /* A description of its own: readdir must not share c->dfd's offset. */
     int fd = openat(c->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1455,7 +1619,7 @@ GPtrArray *ck_catalog_unused(CkCatalog *c)
         }
         closedir(sd);
     }
-    g_hash_table_unref(w.seen);
+    size_walk_clear(&w);
     g_ptr_array_sort(out, cmp_unused);
     return out;
 }

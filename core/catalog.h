@@ -74,6 +74,12 @@ typedef struct {
     CkResolveOptions resolve;
     const char *views_name;      /* skipped at the top level; "_views" */
     CkCatalogProgress *progress; /* optional: counted into during ck_catalog_open only */
+    /* A report (ckptctl) must not read an unreadable _jobs/<J> or _state/<J>
+     * as a job without markers or state; a mount goes on past it.  When
+     * set, a full listing (open, rescan) notes the directories it could not
+     * open, for ck_catalog_unreadable (every _state/<J> is opened, not only
+     * looked at, and its listing serves the restores that read it). */
+    bool report_unreadable;
 } CkCatalogOptions;
 
 CkCatalog *ck_catalog_open(const char *dir, const CkCatalogOptions *opts, GError **error);
@@ -143,6 +149,13 @@ bool ck_catalog_job_check(CkCatalog *c, const char *job);
 /* The jobs that had a chk-<N> without COMPLETED when last read (interned
  * ids, a new array): where a marker is about to appear. */
 GPtrArray *ck_catalog_pending_jobs(CkCatalog *c);
+
+/* With report_unreadable: 0 when the last full listing opened _jobs, _state
+ * and every _jobs/<J> and _state/<J> it found (or found them gone, not
+ * directories, or symlinks), else -errno of the first that failed (_jobs,
+ * _state, every _jobs/<J> by job id, then every _state/<J>) with *where
+ * (g_free) its path relative to the directory.  0 without report_unreadable. */
+int ck_catalog_unreadable(CkCatalog *c, char **where);
 
 guint ck_catalog_n_jobs(CkCatalog *c);
 guint ck_catalog_n_markers(CkCatalog *c);

@@ -10,11 +10,11 @@
 
 #include "classify.h"
 
-void ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *not_jobs)
+int ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *not_jobs)
 {
     int fd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return;
+        return -errno;
     CkDirIter it;
     ck_dir_iter_init(&it, fd);
     const char *nm;
@@ -33,6 +33,7 @@ void ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *no
         }
     }
     close(fd);
+    return 0;
 }
 
 int ck_job_dir_open(int dfd, const char *job)
@@ -95,7 +96,9 @@ GArray *ck_job_marker_list_full(int jfd, GArray *in_progress)
         }
         /* chk-<N> is a real directory (just checked, or d_type), so only the
          * last component could be a symlink: not followed */
-        g_snprintf(path, sizeof path, "%s/COMPLETED", nm);
+        size_t nl = strlen(nm); /* "chk-" and at most 20 digits: fits */
+        memcpy(path, nm, nl);
+        memcpy(path + nl, "/COMPLETED", sizeof "/COMPLETED");
         CkMarkerStamp ms;
         if (fstatat(jfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
             ms = stamp_of(n, &sb, 0);
@@ -116,8 +119,16 @@ GArray *ck_job_marker_list_full(int jfd, GArray *in_progress)
  * 0 with *out set, -ENOENT when it is gone, or another -errno. */
 static int marker_read(int jfd, CkMarkerStamp *st, char *buf, CkMarker **out)
 {
-    char path[48];
-    g_snprintf(path, sizeof path, "chk-%" G_GUINT64_FORMAT, (guint64)st->n);
+    /* "chk-<N>" then "chk-<N>/COMPLETED": one of these per marker, no printf */
+    char path[48], digits[24], *d = digits + sizeof digits;
+    uint64_t v = st->n;
+    do
+        *--d = (char)('0' + v % 10);
+    while (v /= 10);
+    size_t dl = (size_t)(digits + sizeof digits - d);
+    memcpy(path, "chk-", 4);
+    memcpy(path + 4, d, dl);
+    path[4 + dl] = '\0';
     *out = NULL;
     if (st->flags & CK_STAMP_CHK_SYMLINK) {
         g_autofree char *why = g_strdup_printf("%s is a symlink, not followed", path);
@@ -133,7 +144,7 @@ static int marker_read(int jfd, CkMarkerStamp *st, char *buf, CkMarker **out)
     /* chk-<N> was a directory and COMPLETED a regular file when listed; a
      * symlink put in the place of either since is not followed (openat2
      * RESOLVE_NO_SYMLINKS: one call), a FIFO does not hang the open */
-    g_strlcat(path, "/COMPLETED", sizeof path);
+    memcpy(path + 4 + dl, "/COMPLETED", sizeof "/COMPLETED");
     g_autofree char *bad = NULL;
     int fd = ck_open_beneath(jfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, &bad);
     if (fd < 0) {

@@ -39,8 +39,9 @@ typedef struct {
 
 /* The job directories of dfd's sub ("_jobs" or "_state"): valid job ids that
  * are directories (not symlinks) go into names (a set of interned ids), every
- * other entry into not_jobs as "<sub>/<name>" (either may be NULL). */
-void ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *not_jobs);
+ * other entry into not_jobs as "<sub>/<name>" (either may be NULL).  0, or
+ * -errno when sub cannot be opened (nothing listed). */
+int ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *not_jobs);
 
 /* _jobs/<job> beneath dfd, through no symlink: a descriptor, or -errno. */
 int ck_job_dir_open(int dfd, const char *job);

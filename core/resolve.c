@@ -37,8 +37,27 @@ const char *ck_root_kind_name(CkRootKind k)
 
 /* ---- paths ---- */
 
+/* p (after its leading '/' when absolute) is already what normalize
+ * returns: no empty, "." or ".." component (nearly every state= value). */
+static bool is_normal(const char *p)
+{
+    if (*p == '\0')
+        return true;
+    for (const char *c = p;;) {
+        const char *e = strchrnul(c, '/');
+        size_t l = (size_t)(e - c);
+        if (l == 0 || (c[0] == '.' && (l == 1 || (l == 2 && c[1] == '.'))))
+            return false;
+        if (*e == '\0')
+            return true;
+        c = e + 1;
+    }
+}
+
 static char *normalize(const char *p, bool absolute)
 {
+    if (absolute ? p[0] == '/' && is_normal(p + 1) : is_normal(p))
+        return g_strdup(p);
     g_auto(GStrv) parts = g_strsplit(p, "/", -1);
     g_autoptr(GPtrArray) out = g_ptr_array_new();
     for (char **c = parts; *c; c++) {
@@ -148,6 +167,7 @@ typedef struct {
 
 struct CkRootCache {
     GHashTable *roots; /* "L:<rel>" / "E:<abs>" -> RootInfo* */
+    const char *job;   /* the job interned last (a catalog reads one job's markers in a row) */
 };
 
 static void root_info_free(gpointer p)
@@ -319,14 +339,46 @@ static RootInfo *root_find(CkRootCache *cache, bool local, const char *path, boo
     char buf[512];
     g_autofree char *big = NULL;
     const char *key = buf;
-    if (g_snprintf(buf, sizeof buf, "%s%s", local ? "L:" : "E:", path) >= (gint)sizeof buf)
+    size_t pl = strlen(path);
+    if (pl + 3 <= sizeof buf) {
+        buf[0] = local ? 'L' : 'E';
+        buf[1] = ':';
+        memcpy(buf + 2, path, pl + 1);
+    } else {
         key = big = g_strconcat(local ? "L:" : "E:", path, NULL);
+    }
     RootInfo *ri = g_hash_table_lookup(cache->roots, key);
     if (!ri && create) {
         ri = g_new0(RootInfo, 1);
         g_hash_table_insert(cache->roots, g_strdup(key), ri);
     }
     return ri;
+}
+
+/* ri's v<G> and <S> subdirectories: a listing of fd (a directory). */
+static void root_scan(RootInfo *ri, int fd)
+{
+    ri->scanned = true;
+    ri->gens = g_array_new(FALSE, FALSE, sizeof(guint64));
+    ri->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
+    CkDirIter it;
+    ck_dir_iter_init(&it, fd);
+    const char *nm;
+    unsigned char t;
+    while ((nm = ck_dir_iter_next(&it, &t)) != NULL) {
+        size_t l = strlen(nm);
+        guint64 g;
+        guint32 s;
+        if (ck_parse_generation_name(nm, l, &g)) {
+            if (entry_is_dir(fd, nm, t))
+                g_array_append_val(ri->gens, g);
+        } else if (ck_parse_subtask_name(nm, l, &s)) {
+            if (entry_is_dir(fd, nm, t))
+                g_array_append_val(ri->subtasks, s);
+        }
+    }
+    g_array_sort(ri->gens, cmp_u64);
+    g_array_sort(ri->subtasks, cmp_u32);
 }
 
 /* Status of a directory, and (want_scan) its v<G> and <S> subdirectories.
@@ -358,33 +410,21 @@ static const RootInfo *root_lookup(CkRootCache *cache, int dfd, bool local, cons
     int fd = open_root(dfd, local, path, ri);
     if (fd < 0)
         return ri;
-    if (!want_scan) {
-        close(fd);
-        return ri;
-    }
-    ri->scanned = true;
-    ri->gens = g_array_new(FALSE, FALSE, sizeof(guint64));
-    ri->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
-    CkDirIter it;
-    ck_dir_iter_init(&it, fd);
-    const char *nm;
-    unsigned char t;
-    while ((nm = ck_dir_iter_next(&it, &t)) != NULL) {
-        size_t l = strlen(nm);
-        guint64 g;
-        guint32 s;
-        if (ck_parse_generation_name(nm, l, &g)) {
-            if (entry_is_dir(fd, nm, t))
-                g_array_append_val(ri->gens, g);
-        } else if (ck_parse_subtask_name(nm, l, &s)) {
-            if (entry_is_dir(fd, nm, t))
-                g_array_append_val(ri->subtasks, s);
-        }
-    }
+    if (want_scan)
+        root_scan(ri, fd);
     close(fd);
-    g_array_sort(ri->gens, cmp_u64);
-    g_array_sort(ri->subtasks, cmp_u32);
     return ri;
+}
+
+void ck_root_cache_scan_fd(CkRootCache *cache, const char *path, int fd)
+{
+    RootInfo *ri = root_find(cache, true, path, true);
+    g_clear_pointer(&ri->gens, g_array_unref);
+    g_clear_pointer(&ri->subtasks, g_array_unref);
+    g_clear_pointer(&ri->bad, g_free);
+    ri->st = ST_DIR;
+    ri->err = 0;
+    root_scan(ri, fd);
 }
 
 /* ---- one marker ---- */
@@ -539,7 +579,9 @@ typedef struct {
 
 static const RootInfo *lookup(const Root *rt, const char *sub, bool scan)
 {
-    g_autofree char *p = sub ? path_join(rt->path, sub) : g_strdup(rt->path);
+    if (!sub)
+        return root_lookup(rt->cache, rt->dfd, rt->local, rt->path, scan);
+    g_autofree char *p = path_join(rt->path, sub);
     return root_lookup(rt->cache, rt->dfd, rt->local, p, scan);
 }
 
@@ -568,13 +610,51 @@ static bool pick_generation(CkRestore *r, const CkMarker *m, const Root *rt)
     return false;
 }
 
+/* The decimal digits of v, written backwards from end; returns the first. */
+static char *u64_digits(char *end, guint64 v)
+{
+    char *p = end;
+    do
+        *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    return p;
+}
+
 static void add_reads_gen(CkRestore *r, const CkMarker *m, bool uri)
 {
+    if (uri) {
+        for (guint i = 0; i < m->participants->len; i++) {
+            guint32 s = g_array_index(m->participants, guint32, i);
+            g_autofree char *rest =
+                g_strdup_printf("v%" G_GUINT64_FORMAT "/%u", (guint64)r->generation, s);
+            g_ptr_array_add(r->reads, uri_join(r->root, rest));
+            g_array_append_val(r->subtasks, s);
+        }
+        return;
+    }
+    /* path_join(root, "v<G>/<S>") for each participant, without a printf
+     * per read (a catalog makes one for every participant of every marker) */
+    char gen[24];
+    char *gd = u64_digits(gen + sizeof gen, r->generation);
+    size_t rl = strlen(r->root), gl = (size_t)(gen + sizeof gen - gd);
+    bool sep = rl > 0 && r->root[rl - 1] != '/';
     for (guint i = 0; i < m->participants->len; i++) {
         guint32 s = g_array_index(m->participants, guint32, i);
-        g_autofree char *rest =
-            g_strdup_printf("v%" G_GUINT64_FORMAT "/%u", (guint64)r->generation, s);
-        g_ptr_array_add(r->reads, uri ? uri_join(r->root, rest) : path_join(r->root, rest));
+        char sub[16];
+        char *sd = u64_digits(sub + sizeof sub, s);
+        size_t sl = (size_t)(sub + sizeof sub - sd);
+        char *p = g_malloc(rl + sep + 1 + gl + 1 + sl + 1), *w = p;
+        memcpy(w, r->root, rl);
+        w += rl;
+        if (sep)
+            *w++ = '/';
+        *w++ = 'v';
+        memcpy(w, gd, gl);
+        w += gl;
+        *w++ = '/';
+        memcpy(w, sd, sl);
+        w[sl] = '\0';
+        g_ptr_array_add(r->reads, p);
         g_array_append_val(r->subtasks, s);
     }
 }
@@ -694,7 +774,8 @@ static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
             const char *j = s + strlen("_state/");
             const char *e = strchr(j, '/');
             size_t l = e ? (size_t)(e - j) : strlen(j);
-            if (ck_is_job_id(j, l)) {
+            bool own = strncmp(j, r->job, l) == 0 && r->job[l] == '\0';
+            if (!own && ck_is_job_id(j, l)) {
                 g_autofree char *other = g_strndup(j, l);
                 const char *oi = g_intern_string(other);
                 if (oi != r->job)
@@ -848,15 +929,20 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
     if (!cache)
         cache = own = ck_root_cache_new();
     CkRestore *r = g_new0(CkRestore, 1);
-    r->job = g_intern_string(job);
+    /* g_intern_string takes a process-wide lock: once per job, not per marker */
+    if (!cache->job || strcmp(cache->job, job) != 0)
+        cache->job = g_intern_string(job);
+    r->job = cache->job;
     r->checkpoint = checkpoint;
     r->cls = m->cls;
     /* a parse error leaves half-parsed fields behind: none is shown */
     r->participants = u32_array_copy(m->cls == CK_MARKER_MALFORMED ? NULL : m->participants);
     r->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
     r->reads = g_ptr_array_new_with_free_func(g_free);
-    r->marker =
-        g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job, (guint64)checkpoint);
+    char num[24];
+    num[sizeof num - 1] = '\0';
+    r->marker = g_strconcat("_jobs/", job, "/chk-", u64_digits(num + sizeof num - 1, checkpoint),
+                            "/COMPLETED", NULL);
     r->state = m->cls == CK_MARKER_MALFORMED ? NULL : g_strdup(m->state);
     if (m->cls != CK_MARKER_MALFORMED && m->has_generation) {
         /* shown even when the restore then fails */

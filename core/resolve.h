@@ -94,6 +94,11 @@ typedef struct CkRootCache CkRootCache;
 CkRootCache *ck_root_cache_new(void);
 void ck_root_cache_free(CkRootCache *c);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkRootCache, ck_root_cache_free)
+/* Tells the memo that the local directory `path` (relative to the
+ * directory the look-ups are made in) is the directory open on fd, and
+ * lists it now: a caller that opened it anyway spares the look-ups their
+ * own open.  fd stays open, its offset moved. */
+void ck_root_cache_scan_fd(CkRootCache *cache, const char *path, int fd);
 /* ck_restore_of_marker with a memo (cache may be NULL). */
 CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t checkpoint,
                                        const CkMarker *m, const CkResolveOptions *opts,

@@ -312,6 +312,37 @@ static void jobs_json(void **state)
     assert_string_equal(m.out, "");
 }
 
+/* jobs --json writes its document itself (no node tree): byte for byte
+ * what json-glib's pretty printer (indent 2) makes of the same document,
+ * the form every other --json of ckptctl has: empty arrays, null latest,
+ * no jobs at all. */
+static void jobs_json_is_json_glib_pretty(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir =
+        fixture(fx, "fx", "--jobs", "3", "--legacy", "2", "--checkpoints", "3", NULL);
+    testfs_mkdir(dir, "_state/orphan/v1/0");                    /* no checkpoints */
+    testfs_marker(dir, "bad", 1, "generation=1\nnot a line\n"); /* latest null */
+    g_autofree char *empty = path_in(fx, "empty");
+    testfs_mkdir(empty, "_jobs");
+    const char *dirs[] = {dir, empty};
+    for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++) {
+        g_auto(Run) r = run("jobs", dirs[i], "--json", NULL);
+        assert_int_equal(r.status, 0);
+        g_autoptr(JsonParser) p = json_parser_new();
+        assert_true(json_parser_load_from_data(p, r.out, -1, NULL));
+        g_autoptr(JsonGenerator) gen = json_generator_new();
+        json_generator_set_pretty(gen, TRUE);
+        json_generator_set_indent(gen, 2);
+        json_generator_set_root(gen, json_parser_get_root(p));
+        g_autofree char *text = json_generator_to_data(gen, NULL);
+        g_autofree char *want = g_strconcat(text, "\n", NULL);
+        assert_string_equal(r.out, want);
+    }
+    g_auto(Run) r = run("jobs", dir, "--json", NULL);
+    assert_non_null(strstr(r.out, "\"checkpoints\" : [],\n      \"latest\" : null,"));
+}
+
 /* ---- uint64 in JSON (SPEC §3) ---- */
 
 /* Python's reading of `expr` over the JSON document `doc`, printed with
@@ -976,6 +1007,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(fixture_is_deterministic, setup, teardown),
         cmocka_unit_test_setup_teardown(fixture_refuses_non_empty_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(jobs_json_is_json_glib_pretty, setup, teardown),
         cmocka_unit_test_setup_teardown(json_uint64_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_refused_names_every_job, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_human_words, setup, teardown),

@@ -426,6 +426,80 @@ static void restore_text_blocks(void **state)
     assert_non_null(strstr(t3, "unknown: owner=team \\\"a\\\"\nunknown: zz=\nerror: -\n"));
 }
 
+/* report_unreadable (ckptctl) opens each _state/<J> and hands its listing to
+ * the restores: the snapshots are the same as a mount's. */
+static void report_unreadable_reads_the_same(void **state)
+{
+    Fx *fx = *state;
+    build_mixed(fx);
+    testfs_marker(fx->dir, "g", 1, "participants=0\nstate=_state/g\n"); /* guessed: v2 */
+    testfs_mkdir(fx->dir, "_state/g/v1/0");
+    testfs_mkdir(fx->dir, "_state/g/v2/0");
+    testfs_marker(fx->dir, "f", 1, "generation=1\nparticipants=0\nstate=_state/f\n");
+    testfs_put(fx->dir, "_state/f", "a file, not a root");
+    testfs_marker(fx->dir, "l", 1, "generation=1\nparticipants=0\nstate=_state/l\n");
+    g_autofree char *tg = g_build_filename(fx->dir, "_state", "a", NULL);
+    g_autofree char *ln = g_build_filename(fx->dir, "_state", "l", NULL);
+    assert_int_equal(symlink(tg, ln), 0);
+    g_autoptr(CkCatalog) plain = open_cat(fx);
+    fx->opts.report_unreadable = true;
+    g_autoptr(CkCatalog) rep = open_cat(fx);
+    g_autofree char *where = NULL;
+    assert_int_equal(ck_catalog_unreadable(rep, &where), 0); /* gone, a file, a symlink: no */
+    assert_null(where);
+    assert_int_equal(ck_catalog_unreadable(plain, NULL), 0);
+    g_autoptr(GPtrArray) names = ck_catalog_job_names(plain);
+    g_autoptr(GPtrArray) names2 = ck_catalog_job_names(rep);
+    assert_int_equal(names->len, names2->len);
+    for (guint i = 0; i < names->len; i++) {
+        assert_ptr_equal(names->pdata[i], names2->pdata[i]);
+        g_autoptr(CkJobInfo) x = ck_catalog_get_job(plain, names->pdata[i]);
+        g_autoptr(CkJobInfo) y = ck_catalog_get_job(rep, names->pdata[i]);
+        g_autofree char *tx = ck_job_restore_text(x);
+        g_autofree char *ty = ck_job_restore_text(y);
+        assert_string_equal(tx, ty);
+        assert_int_equal(x->has_own_root, y->has_own_root);
+        assert_int_equal(x->has_latest, y->has_latest);
+        assert_string_equal(x->layout, y->layout);
+    }
+    g_autoptr(CkJobInfo) g = ck_catalog_get_job(rep, "g");
+    g_autofree char *tg2 = ck_job_restore_text(g);
+    assert_non_null(strstr(tg2, "generation: 2 (guessed)\n"));
+}
+
+/* ck_catalog_job_bytes keeps short sets (reads, directories seen) in
+ * arrays and moves to hash tables past them: the same count either way. */
+static void bytes_of_many_reads(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GString) parts = g_string_new("participants=");
+    guint64 want = 0;
+    for (guint s = 0; s < 40; s++) { /* 40 reads in each of two generations: 80 directories */
+        g_string_append_printf(parts, "%s%u", s ? "," : "", s);
+        for (guint g = 1; g <= 2; g++) {
+            g_autofree char *rel = g_strdup_printf("_state/m/v%u/%u/part", g, s);
+            g_autofree char *text = g_strnfill(s + g, 'x');
+            testfs_put(fx->dir, rel, text);
+            want += s + g;
+        }
+    }
+    /* one file linked into two of the directories: counted once */
+    testfs_put(fx->dir, "_state/m/v1/0/shared", "12345");
+    g_autofree char *a = g_build_filename(fx->dir, "_state/m/v1/0/shared", NULL);
+    g_autofree char *b = g_build_filename(fx->dir, "_state/m/v2/39/shared", NULL);
+    assert_int_equal(link(a, b), 0);
+    want += 5;
+    for (guint n = 1; n <= 4; n++) { /* two markers per generation: each read twice */
+        g_autofree char *text =
+            g_strdup_printf("generation=%u\n%s\nstate=_state/m\n", (n + 1) / 2, parts->str);
+        testfs_marker(fx->dir, "m", n, text);
+    }
+    g_autoptr(CkCatalog) c = open_cat(fx);
+    g_autoptr(CkJobInfo) m = ck_catalog_get_job(c, "m");
+    assert_int_equal(m->checkpoints->len, 4);
+    assert_int_equal(ck_catalog_job_bytes(c, m), want);
+}
+
 static void rescan_reparses_only_changes(void **state)
 {
     Fx *fx = *state;
@@ -691,6 +765,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(state_layers, setup, teardown),
         cmocka_unit_test_setup_teardown(older_layout_and_foreign_layers, setup, teardown),
         cmocka_unit_test_setup_teardown(restore_text_blocks, setup, teardown),
+        cmocka_unit_test_setup_teardown(report_unreadable_reads_the_same, setup, teardown),
+        cmocka_unit_test_setup_teardown(bytes_of_many_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_reparses_only_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_copies_unchanged_markers, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_sees_new_sharing, setup, teardown),

@@ -726,7 +726,7 @@ static void resolve_agrees_with_catalog(void **state)
     testfs_mkdir(fx->dir, "_jobs/g/chk-1/COMPLETED");
     testfs_mkdir(fx->dir, "_jobs/g/chk-2");
     g_autoptr(CkCatalog) cat =
-        ck_catalog_open(fx->dir, &(CkCatalogOptions){fx->opts, NULL, NULL}, NULL);
+        ck_catalog_open(fx->dir, &(CkCatalogOptions){.resolve = fx->opts}, NULL);
     assert_non_null(cat);
     g_autoptr(GPtrArray) names = ck_catalog_job_names(cat);
     assert_int_equal(names->len, 7);
