@@ -278,10 +278,32 @@ static void journal_forgets(const struct kio_in_header *h, const void *buf, ssiz
     }
 }
 
+/* The kernel copies a request into the daemon's buffer page by page, and
+ * a page it must fault in while the daemon has a SIGKILL pending fails the
+ * copy, which fails the request with EIO (fs/fuse/dev.c) instead of leaving
+ * it to be resent.  libfuse's buffers are malloc'ed and touched only as far
+ * as requests went: write to every page once per buffer, so a copy never
+ * faults (a 64 KiB WRITE into fresh pages was the case seen). */
+static _Thread_local void *tls_faulted;
+static _Thread_local size_t tls_faulted_len;
+
+static void prefault(void *buf, size_t len)
+{
+    if (buf == tls_faulted && len <= tls_faulted_len)
+        return;
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t o = 0; o < len; o += (size_t)page)
+        ((volatile char *)buf)[o] = 0;
+    tls_faulted = buf;
+    tls_faulted_len = len;
+}
+
 static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
 {
     Kio *k = kio_of(userdata);
     tls_resent = false;
+    if (k->journal)
+        prefault(buf, len); /* only where a daemon may die under it (supervise) */
     if (k->replay && !atomic_load_explicit(&k->gate_open, memory_order_acquire)) {
         ssize_t given = replay_read(k, buf, len);
         if (given > 0)

@@ -445,7 +445,8 @@ int main(int argc, char *argv[])
     } else {
         kio_keep_init(&fs.kio, fs.state.hdr->init, &fs.state.hdr->init_len,
                       sizeof fs.state.hdr->init);
-        kio_set_journal(&fs.kio, fs.state.inflight);
+        if (fs.supervised) /* the journal is for a daemon that takes over */
+            kio_set_journal(&fs.kio, fs.state.inflight);
         rc = kio_attach(&fs.kio, fs.se, fuse_session_fd(fs.se));
     }
     if (rc != 0) {
