@@ -36,11 +36,11 @@
 
 #include "harness.h"
 
-#define THREADS   4
-#define SLOTS     4  /* final names per thread, renamed over in turn */
-#define KILLS     20
-#define TAKEOVERS 10
-#define OLD_SIZE  (64 * 1024)
+#define THREADS            4
+#define SLOTS              4 /* final names per thread, renamed over in turn */
+#define KILLS              20
+#define TAKEOVERS          10
+#define OLD_SIZE           (64 * 1024)
 #define NEW_DAEMON_WAIT_MS 20000 /* hang detection only */
 #define PROGRESS_WAIT_MS   60000 /* hang detection only */
 
@@ -262,19 +262,19 @@ typedef struct Loop Loop;
 typedef struct {
     Loop *loop;
     int id;
-    char *dir;              /* mnt/_state/t/w<id> */
-    guint64 acked[SLOTS];   /* the commit whose bytes slot i's final file holds (0: none) */
-    guint64 unsure[SLOTS];  /* a commit whose rename failed or came before a failure: may be
-                             * there instead */
+    char *dir;             /* mnt/_state/t/w<id> */
+    guint64 acked[SLOTS];  /* the commit whose bytes slot i's final file holds (0: none) */
+    guint64 unsure[SLOTS]; /* a commit whose rename failed or came before a failure: may be
+                            * there instead */
 } Worker;
 
 struct Loop {
     gint stop;
-    gint commits;      /* acknowledged, all threads */
-    gint failures;     /* calls that returned an error */
-    gint wrong;        /* read-backs that did not return the acknowledged bytes */
+    gint commits;  /* acknowledged, all threads */
+    gint failures; /* calls that returned an error */
+    gint wrong;    /* read-backs that did not return the acknowledged bytes */
     GMutex lock;
-    GString *errors;   /* the first failures, described */
+    GString *errors; /* the first failures, described */
     Worker w[THREADS];
 };
 
@@ -448,8 +448,9 @@ static gpointer worker_thread(gpointer p)
         } else if (!is_commit(w->id, prev, got, len)) {
             g_atomic_int_inc(&l->wrong);
             g_mutex_lock(&l->lock);
-            g_string_append_printf(l->errors, "  %s: not the bytes of commit %" G_GUINT64_FORMAT
-                                   " (%zu bytes read)\n", fin, prev, len);
+            g_string_append_printf(
+                l->errors, "  %s: not the bytes of commit %" G_GUINT64_FORMAT " (%zu bytes read)\n",
+                fin, prev, len);
             g_mutex_unlock(&l->lock);
         }
     }
@@ -486,8 +487,8 @@ static int check_final_files(Mount *m, Loop *l, const char *root)
             bool ok = (w->acked[s] && is_commit(t, w->acked[s], got, len)) ||
                       (w->unsure[s] && is_commit(t, w->unsure[s], got, len));
             if (!ok)
-                fprintf(stderr, "%s: not the bytes of commit %" G_GUINT64_FORMAT
-                        " (%zu bytes)\n", p, w->acked[s], len);
+                fprintf(stderr, "%s: not the bytes of commit %" G_GUINT64_FORMAT " (%zu bytes)\n",
+                        p, w->acked[s], len);
             assert_true(ok);
             checked++;
         }
@@ -595,9 +596,8 @@ static void commit_loop_under(Mount *m, EventKind kind, int rounds)
     for (int t = 0; t < THREADS; t++)
         g_thread_join(th[t]);
     print_message("%s x%d: %d commits acknowledged, %d failed calls, %d wrong read-backs\n",
-                  kind == EV_KILL ? "kill -9" : "--takeover", done,
-                  g_atomic_int_get(&l->commits), g_atomic_int_get(&l->failures),
-                  g_atomic_int_get(&l->wrong));
+                  kind == EV_KILL ? "kill -9" : "--takeover", done, g_atomic_int_get(&l->commits),
+                  g_atomic_int_get(&l->failures), g_atomic_int_get(&l->wrong));
     if (l->errors->len) {
         fprintf(stderr, "failed calls and wrong bytes seen by the clients:\n%s", l->errors->str);
         mount_dump_log(m);
@@ -646,8 +646,7 @@ static void commit_loop_under(Mount *m, EventKind kind, int rounds)
     assert_true(fds0 > 0 && fds1 > 0);
     if (fds1 > fds0 + 2 || pipes1 > 2 * threads1) {
         g_autofree char *fdlist1 = fd_listing(mount_daemon_pid(m));
-        fprintf(stderr, "the first daemon's descriptors:\n%sthe last one's:\n%s", fdlist0,
-                fdlist1);
+        fprintf(stderr, "the first daemon's descriptors:\n%sthe last one's:\n%s", fdlist0, fdlist1);
     }
     assert_true(fds1 <= fds0 + 2);
     assert_true(pipes1 <= 2 * threads1); /* one splice pipe per thread at most */
@@ -679,13 +678,13 @@ static void write_views_fixture(const char *root)
         for (int c = 1; c <= 3; c++) {
             for (int s = 0; s < 4; s++)
                 for (int f = 0; f < 6; f++) {
-                    g_autofree char *rel = g_strdup_printf("_state/job%d/v%d/%d/part-%d.snap", j,
-                                                           c, s, f);
+                    g_autofree char *rel =
+                        g_strdup_printf("_state/job%d/v%d/%d/part-%d.snap", j, c, s, f);
                     g_autofree char *p = g_build_filename(root, rel, NULL);
                     g_autofree char *d = g_path_get_dirname(p);
                     assert_int_equal(g_mkdir_with_parents(d, 0755), 0);
-                    g_autofree char *text = g_strdup_printf("job %d gen %d subtask %d part %d\n",
-                                                            j, c, s, f);
+                    g_autofree char *text =
+                        g_strdup_printf("job %d gen %d subtask %d part %d\n", j, c, s, f);
                     put_file(p, text);
                 }
             g_autofree char *mrel = g_strdup_printf("_jobs/job%d/chk-%d/COMPLETED", j, c);
@@ -756,8 +755,8 @@ static void walk_dir(Walk *w, const char *rel)
         walk_fail(w, "readdir", dir);
     closedir(d);
     for (guint i = 0; i < names->len && !w->err; i++) {
-        g_autofree char *r = *rel ? g_build_filename(rel, names->pdata[i], NULL)
-                                  : g_strdup(names->pdata[i]);
+        g_autofree char *r =
+            *rel ? g_build_filename(rel, names->pdata[i], NULL) : g_strdup(names->pdata[i]);
         g_autofree char *p = g_build_filename(w->root, r, NULL);
         struct stat st;
         if (lstat(p, &st) < 0) {
@@ -849,9 +848,8 @@ static char *find_listing(const char *out)
     return joined(keep);
 }
 
-static void test_kill_during_views_walk(void **state)
+static void views_walk_under(Mount *m, EventKind kind, int rounds)
 {
-    Mount *m = *state;
     g_autofree char *views = g_build_filename(m->mnt, "_views", NULL);
 
     /* the walks without kills */
@@ -879,7 +877,7 @@ static void test_kill_during_views_walk(void **state)
 
     int mid_walk = 0, mid_find = 0;
     g_autoptr(GString) evmsg = g_string_new("");
-    for (int r = 0; r < KILLS; r++) {
+    for (int r = 0; r < rounds; r++) {
         drop_dentries(); /* the walk asks the daemon, not the kernel's cache */
         if (r % 2 == 0) {
             /* a walk in a thread, killed once it has seen a third to two thirds */
@@ -889,7 +887,7 @@ static void test_kill_during_views_walk(void **state)
             while (g_atomic_int_get(&w.visited) < at && !w.err && w.visited < total)
                 sleep_ms(1);
             mid_walk += g_atomic_int_get(&w.visited) < total;
-            pid_t nd = event(m, EV_KILL, evmsg);
+            pid_t nd = event(m, kind, evmsg);
             if (!nd) {
                 fprintf(stderr, "%s", evmsg->str);
                 mount_dump_log(m);
@@ -911,9 +909,9 @@ static void test_kill_during_views_walk(void **state)
             pid_t pid = start_find(m, out);
             sleep_ms((int)(find_s * 1000 * g_random_double_range(0.2, 0.8)));
             siginfo_t si = {0};
-            mid_find += waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-                        si.si_pid == 0;
-            pid_t nd = event(m, EV_KILL, evmsg);
+            mid_find +=
+                waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
+            pid_t nd = event(m, kind, evmsg);
             if (!nd) {
                 fprintf(stderr, "%s", evmsg->str);
                 mount_dump_log(m);
@@ -932,10 +930,20 @@ static void test_kill_during_views_walk(void **state)
             assert_string_equal(got, find_want);
         }
     }
-    print_message("views: %d entries; %d kills, %d in the middle of a walk, %d of a find\n", total,
-                  KILLS, mid_walk, mid_find);
-    assert_int_equal(mount_metric(m, "ckptfs_daemon_attaches_total"), KILLS);
+    print_message("views: %d entries; %d %s, %d in the middle of a walk, %d of a find\n", total,
+                  rounds, kind == EV_KILL ? "kills" : "takeovers", mid_walk, mid_find);
+    assert_int_equal(mount_metric(m, "ckptfs_daemon_attaches_total"), rounds);
     g_ptr_array_unref(ref.entries);
+}
+
+static void test_kill_during_views_walk(void **state)
+{
+    views_walk_under(*state, EV_KILL, KILLS);
+}
+
+static void test_takeover_during_views_walk(void **state)
+{
+    views_walk_under(*state, EV_TAKEOVER, TAKEOVERS);
 }
 
 /* ---- SQLite ---- */
@@ -943,8 +951,8 @@ static void test_kill_during_views_walk(void **state)
 typedef struct {
     sqlite3 *db;
     gint stop;
-    gint txns;      /* acknowledged transactions */
-    gint64 rows;    /* rows of acknowledged transactions (written by the thread only) */
+    gint txns;   /* acknowledged transactions */
+    gint64 rows; /* rows of acknowledged transactions (written by the thread only) */
     gint failures;
     GString *errors;
 } SqlLoop;
@@ -1003,7 +1011,7 @@ static char *query_text(sqlite3 *db, const char *sql)
     return v;
 }
 
-static void sqlite_under_kills(Mount *m, const char *journal)
+static void sqlite_under(Mount *m, const char *journal, EventKind kind, int rounds)
 {
     g_autofree char *name = g_strdup_printf("%s.db", journal);
     g_autofree char *path = mp(m, name), *bpath = bp(m, name);
@@ -1013,15 +1021,15 @@ static void sqlite_under_kills(Mount *m, const char *journal)
     g_autofree char *mode = query_text(s.db, pragma);
     assert_string_equal(mode, journal);
     assert_int_equal(sqlite3_exec(s.db, "PRAGMA synchronous=FULL", NULL, NULL, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(s.db, "CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT)", NULL,
-                                  NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(s.db, "CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT)", NULL, NULL, NULL),
+        SQLITE_OK);
 
     GThread *th = g_thread_new("sqlite", sql_thread, &s);
     g_autoptr(GString) evmsg = g_string_new("");
     bool ok = wait_progress(&s.txns, 0, 5);
     int done = 0;
-    for (int r = 0; ok && r < KILLS; r++) {
+    for (int r = 0; ok && r < rounds; r++) {
         int c0 = g_atomic_int_get(&s.txns);
         ok = wait_progress(&s.txns, c0, 2);
         if (!ok) {
@@ -1029,13 +1037,13 @@ static void sqlite_under_kills(Mount *m, const char *journal)
             break;
         }
         sleep_ms(g_random_int_range(0, 20));
-        ok = event(m, EV_KILL, evmsg) > 0;
+        ok = event(m, kind, evmsg) > 0;
         if (!ok)
             break;
         done++;
         ok = wait_progress(&s.txns, g_atomic_int_get(&s.txns), 2);
         if (!ok)
-            g_string_append_printf(evmsg, "no transaction after kill %d\n", r + 1);
+            g_string_append_printf(evmsg, "no transaction after event %d\n", r + 1);
     }
     if (!ok) {
         fprintf(stderr, "%s", evmsg->str);
@@ -1044,8 +1052,9 @@ static void sqlite_under_kills(Mount *m, const char *journal)
     }
     g_atomic_int_set(&s.stop, 1);
     g_thread_join(th);
-    print_message("sqlite %s: %d kills, %d transactions acknowledged, %d failed calls\n", journal,
-                  done, g_atomic_int_get(&s.txns), g_atomic_int_get(&s.failures));
+    print_message("sqlite %s: %d %s, %d transactions acknowledged, %d failed calls\n", journal,
+                  done, kind == EV_KILL ? "kills" : "takeovers", g_atomic_int_get(&s.txns),
+                  g_atomic_int_get(&s.failures));
     if (s.errors->len) {
         fprintf(stderr, "failed sqlite calls:\n%s", s.errors->str);
         mount_dump_log(m);
@@ -1071,18 +1080,23 @@ static void sqlite_under_kills(Mount *m, const char *journal)
     g_autofree char *bok = query_text(db, "PRAGMA integrity_check");
     assert_string_equal(bok, "ok");
     sqlite3_close(db);
-    assert_int_equal(mount_metric(m, "ckptfs_daemon_attaches_total"), KILLS);
+    assert_int_equal(mount_metric(m, "ckptfs_daemon_attaches_total"), rounds);
     g_string_free(s.errors, TRUE);
 }
 
 static void test_kill_during_sqlite_wal(void **state)
 {
-    sqlite_under_kills(*state, "wal");
+    sqlite_under(*state, "wal", EV_KILL, KILLS);
 }
 
 static void test_kill_during_sqlite_delete(void **state)
 {
-    sqlite_under_kills(*state, "delete");
+    sqlite_under(*state, "delete", EV_KILL, KILLS);
+}
+
+static void test_takeover_during_sqlite_wal(void **state)
+{
+    sqlite_under(*state, "wal", EV_TAKEOVER, TAKEOVERS);
 }
 
 /* ---- the supervisor's own interface ---- */
@@ -1183,6 +1197,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kill_during_sqlite_wal, sup_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_kill_during_sqlite_delete, sup_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_takeover_during_commits, sup_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_takeover_during_views_walk, views_setup,
+                                        mount_teardown),
+        cmocka_unit_test_setup_teardown(test_takeover_during_sqlite_wal, sup_setup, mount_teardown),
         cmocka_unit_test(test_takeover_without_supervisor),
         cmocka_unit_test_setup_teardown(test_sigterm_supervisor, sup_setup, mount_teardown),
     };
