@@ -190,7 +190,7 @@ typedef struct {
     int idle_s;        /* seconds of the idle-CPU line */
     gboolean outlive;  /* --outlive: kill -9 and --takeover under the commit loop */
     gboolean outlive_soak;
-    int outlive_kills; /* -1 until set: 20 (1,000 with --soak) */
+    int outlive_kills;     /* -1 until set: 20 (1,000 with --soak) */
     int outlive_takeovers; /* -1 until set: 20 (0 with --soak) */
 
     /* set-up */
@@ -2110,12 +2110,12 @@ static void wl_mount(Bench *b)
 
 /* ---- outlive: kill -9 and --takeover of a supervised daemon (issue 14) ---- */
 
-#define OUT_SLOTS         4    /* final names per thread, renamed over in turn */
-#define OUT_COMMIT_BYTES  (64 * 1024)
-#define OUT_SPACING_S     0.5  /* between two events */
-#define OUT_WINDOW_S      0.5  /* an event's window: commits in flight at it or started within */
-#define OUT_NEW_DAEMON_S  20.0 /* hang detection only */
-#define OUT_PROGRESS_S    30.0 /* hang detection only */
+#define OUT_SLOTS        4 /* final names per thread, renamed over in turn */
+#define OUT_COMMIT_BYTES (64 * 1024)
+#define OUT_SPACING_S    0.5  /* between two events */
+#define OUT_WINDOW_S     0.5  /* an event's window: commits in flight at it or started within */
+#define OUT_NEW_DAEMON_S 20.0 /* hang detection only */
+#define OUT_PROGRESS_S   30.0 /* hang detection only */
 
 typedef struct {
     double start; /* monotonic seconds */
@@ -2128,17 +2128,17 @@ typedef struct {
     Outlive *o;
     int id;
     char *dir;
-    GArray *samples;                 /* OutSample per acknowledged commit */
-    guint64 acked[OUT_SLOTS];        /* commit whose bytes slot i's final file holds (0: none) */
-    guint64 unsure[OUT_SLOTS];       /* a commit that failed after its rename */
+    GArray *samples;           /* OutSample per acknowledged commit */
+    guint64 acked[OUT_SLOTS];  /* commit whose bytes slot i's final file holds (0: none) */
+    guint64 unsure[OUT_SLOTS]; /* a commit that failed after its rename */
 } OutWorker;
 
 typedef enum { OUT_KILL, OUT_TAKEOVER } OutKind;
 
 typedef struct {
     OutKind kind;
-    double t;        /* when it was sent */
-    double t_new;    /* when the new daemon was seen (kill) or --takeover returned */
+    double t;     /* when it was sent */
+    double t_new; /* when the new daemon was seen (kill) or --takeover returned */
     pid_t old, new_;
     gboolean ok;
 } OutEvent;
@@ -2147,13 +2147,13 @@ struct Outlive {
     Bench *b;
     gint stop;
     gint commits;
-    gint ops;        /* calls the workers made */
-    gint failures;   /* calls that returned an error */
+    gint ops;      /* calls the workers made */
+    gint failures; /* calls that returned an error */
     gint wrong;
     GMutex lock;
     GString *errors; /* the first 20 failures, described */
     OutWorker w[COMMIT_THREADS];
-    GArray *events;  /* OutEvent */
+    GArray *events; /* OutEvent */
 };
 
 /* The bytes of commit seq of thread t: 64 KiB of the pattern, at an offset
@@ -2169,16 +2169,16 @@ static void out_fail(Outlive *o, const char *op, const char *dir, const char *na
     int e = errno;
     if (g_atomic_int_add(&o->failures, 1) < 20) {
         g_mutex_lock(&o->lock);
-        g_string_append_printf(o->errors, "  %s %s%s%s: %s (errno %d)\n", op, dir,
-                               name ? "/" : "", name ? name : "", g_strerror(e), e);
+        g_string_append_printf(o->errors, "  %s %s%s%s: %s (errno %d)\n", op, dir, name ? "/" : "",
+                               name ? name : "", g_strerror(e), e);
         g_mutex_unlock(&o->lock);
     }
 }
 
 /* Whether dir/ckpt-<slot> holds exactly the bytes of commit seq of thread
  * t: 1 yes, 0 no, -errno when it cannot be read. */
-static int out_file_is(const Bench *b, const char *dir, int slot, int t, guint64 seq,
-                       guint8 *buf, const char **what)
+static int out_file_is(const Bench *b, const char *dir, int slot, int t, guint64 seq, guint8 *buf,
+                       const char **what)
 {
     g_autofree char *p = g_strdup_printf("%s/ckpt-%d", dir, slot);
     *what = "open";
@@ -2615,18 +2615,16 @@ static void out_run(Bench *b, Outlive *o)
     if (o->errors->len)
         printf("%s", o->errors->str);
     printf("wrong bytes read back       %d commits\n", wrong);
-    printf("acknowledged files checked  %d (mount and backing), %d wrong\n", checked,
-           wrong_files);
+    printf("acknowledged files checked  %d (mount and backing), %d wrong\n", checked, wrong_files);
     printf("kill -9                     %d of %d done\n", kills_ok, b->outlive_kills);
-    printf("--takeover                  %d of %d exited 0\n", takeovers_ok,
-           b->outlive_takeovers);
-    printf("daemon attaches             %" G_GINT64_FORMAT " before, %" G_GINT64_FORMAT
-           " after\n", attaches0, attaches);
+    printf("--takeover                  %d of %d exited 0\n", takeovers_ok, b->outlive_takeovers);
+    printf("daemon attaches             %" G_GINT64_FORMAT " before, %" G_GINT64_FORMAT " after\n",
+           attaches0, attaches);
     printf("daemon fds (idle)           %d before, %d after (and %d, %d pipe ends: libfuse's "
            "splice pipes, one per worker thread)\n",
            fds0, fds1, pipes0, pipes1);
-    printf("ckptfs_nodes (idle)         %" G_GINT64_FORMAT " before, %" G_GINT64_FORMAT
-           " after\n", nodes0, nodes1);
+    printf("ckptfs_nodes (idle)         %" G_GINT64_FORMAT " before, %" G_GINT64_FORMAT " after\n",
+           nodes0, nodes1);
     printf("%-40s %8s %10s %10s %10s\n", "commit latency (ms)", "commits", "p50", "p99", "p100");
     g_autoptr(GArray) all = out_latencies(o, TRUE, OUT_KILL, -1);
     out_print_lat("all", all);
@@ -2642,11 +2640,10 @@ static void out_run(Bench *b, Outlive *o)
         for (guint e = 0; e < o->events->len; e++) {
             const OutEvent *ev = &g_array_index(o->events, OutEvent, e);
             g_autoptr(GArray) k = out_latencies(o, FALSE, ev->kind, (int)e);
-            g_autofree char *label =
-                g_strdup_printf("%s %u (%d -> %d, %.0f ms)",
-                                ev->kind == OUT_KILL ? "kill" : "takeover",
-                                ev->kind == OUT_KILL ? e + 1 : e + 1 - (guint)b->outlive_kills,
-                                (int)ev->old, (int)ev->new_, (ev->t_new - ev->t) * 1e3);
+            g_autofree char *label = g_strdup_printf(
+                "%s %u (%d -> %d, %.0f ms)", ev->kind == OUT_KILL ? "kill" : "takeover",
+                ev->kind == OUT_KILL ? e + 1 : e + 1 - (guint)b->outlive_kills, (int)ev->old,
+                (int)ev->new_, (ev->t_new - ev->t) * 1e3);
             out_print_lat(label, k);
         }
     }
@@ -2656,7 +2653,8 @@ static void out_run(Bench *b, Outlive *o)
            OUT_WINDOW_S);
     gboolean grew = ok && (fds1 > fds0 + 2 || nodes1 > nodes0 + 2);
     if (b->outlive_soak)
-        printf("# soak: %s\n", grew ? "descriptors or nodes grew" : "no growth of descriptors or nodes");
+        printf("# soak: %s\n",
+               grew ? "descriptors or nodes grew" : "no growth of descriptors or nodes");
     if (!ok || failures || wrong || wrong_files || kills_ok != b->outlive_kills ||
         takeovers_ok != b->outlive_takeovers || (b->outlive_soak && grew))
         b->failed = TRUE;
@@ -2929,8 +2927,7 @@ static void bench_free(Bench *b)
 
 int main(int argc, char **argv)
 {
-    Bench b = {.scale = 1.0, .runs = 3, .idle_s = -1, .outlive_kills = -1,
-               .outlive_takeovers = -1};
+    Bench b = {.scale = 1.0, .runs = 3, .idle_s = -1, .outlive_kills = -1, .outlive_takeovers = -1};
     g_mutex_init(&b.lock);
     b.results = g_ptr_array_new_with_free_func(result_free);
     b.notes = g_ptr_array_new_with_free_func(g_free);
