@@ -2,7 +2,8 @@
 # A five-minute tour on a fresh Debian 12: installs what is missing, builds,
 # generates a checkpoint directory where two legacy jobs share v1/, mounts
 # ckptfs over it, shows the per-job views and a refused cross-job write with
-# its collision record, then unmounts and cleans up.
+# its collision record, kills the daemon with SIGKILL and shows the mount
+# carry on (-o supervise), then unmounts and cleans up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup.sh
@@ -32,8 +33,8 @@ run "$ckptctl" jobs "$dir"
 run "$ckptctl" check "$dir"
 run "$ckptctl" resolve "$dir" -c 1
 
-step "$ckptfs" -f -o identity=env:CLINK_JOB_ID "$dir" "$mnt" '&'
-"$ckptfs" -f -o identity=env:CLINK_JOB_ID "$dir" "$mnt" &
+step "$ckptfs" -f -o supervise,identity=env:CLINK_JOB_ID "$dir" "$mnt" '&'
+"$ckptfs" -f -o supervise,identity=env:CLINK_JOB_ID "$dir" "$mnt" &
 pid=$!
 for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.05; done
 mountpoint -q "$mnt" || { echo "demo: the mount did not come up" >&2; exit 1; }
@@ -60,5 +61,18 @@ CLINK_JOB_ID=$job sh -c "mkdir -p '$mnt/v9/0'" || true
 run "$ckptctl" collisions "$mnt"
 step ls "$dir/_state/$owner/stolen" "$dir/v9"
 ls "$dir/_state/$owner/stolen" "$dir/v9" 2>&1 || true
+
+# the mount outlives its daemon: kill -9 it, and the job's next write and
+# read go on (the supervisor started a new daemon on the same connection)
+daemon=$(cat "/proc/$pid/task/$pid/children" 2>/dev/null | awk '{print $1}')
+if [ -n "$daemon" ]; then
+    run kill -9 "$daemon"
+    step "CLINK_JOB_ID=$owner sh -c 'echo after > $mnt/_state/$owner/after-kill; cat $mnt/_state/$owner/after-kill'"
+    CLINK_JOB_ID=$owner sh -c "echo after > '$mnt/_state/$owner/after-kill' && cat '$mnt/_state/$owner/after-kill'" || {
+        echo "demo: the mount did not carry on after kill -9" >&2
+        exit 1
+    }
+    run cat "$mnt/_views/$job/restore"
+fi
 echo
-echo "demo: done (nothing was written by the refused calls)"
+echo "demo: done (nothing was written by the refused calls; the mount outlived kill -9)"
