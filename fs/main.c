@@ -301,6 +301,25 @@ static void teardown(struct ckptfs *fs)
     fs_options_clear(&fs->opt);
 }
 
+/* Whether the -o options left for libfuse name `opt` (alone, not as a
+ * prefix of another option). */
+static bool has_mount_option(const struct fuse_args *args, const char *opt)
+{
+    for (int i = 0; i < args->argc; i++) {
+        const char *a = args->argv[i];
+        if (strcmp(a, "-o") == 0 && i + 1 < args->argc)
+            a = args->argv[++i];
+        else if (g_str_has_prefix(a, "-o"))
+            a += 2;
+        else
+            continue;
+        g_auto(GStrv) parts = g_strsplit(a, ",", -1);
+        if (g_strv_contains((const char *const *)parts, opt))
+            return true;
+    }
+    return false;
+}
+
 /* Told by the supervisor to hand the connection over (a thread): the loop
  * ends, in-flight requests finish, and main exits without unmounting. */
 static void on_handover(void *ctx)
@@ -402,6 +421,13 @@ int main(int argc, char *argv[])
     /* -o supervise: on by default under systemd and in the background */
     bool supervise =
         fs.opt.supervise >= 0 ? fs.opt.supervise : (!c.foreground || g_getenv("INVOCATION_ID"));
+    if (supervise && has_mount_option(&args, "auto_unmount")) {
+        rc = setup_error(2, "%s%s",
+                         "-o auto_unmount unmounts when the first daemon dies, which -o supervise "
+                         "is there to outlive; give one of them (or -o nosupervise)",
+                         "");
+        goto out;
+    }
     SupLink link;
     rc = supervisor_start(argv, supervise, c.foreground, &link);
     if (rc || (supervise && link.sock < 0))

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -1153,6 +1154,29 @@ static void test_takeover_without_supervisor(void **state)
 }
 
 /* SIGTERM to the supervisor: it unmounts, its daemon exits, it exits 0. */
+/* auto_unmount would unmount at the first daemon's death: refused with
+ * supervise, in one line, with nothing mounted. */
+static void test_supervise_refuses_auto_unmount(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    const char *argv[] = {
+        g_getenv("CKPTFS_BIN"), "-f", "-o", "supervise,auto_unmount", m->backing, m->mnt, NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    int status = -1;
+    assert_true(g_spawn_sync(NULL, (char **)argv, NULL, 0, NULL, NULL, &out, &err, &status, NULL));
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 2);
+    assert_one_line(err);
+    assert_non_null(strstr(err, "auto_unmount"));
+    struct statfs sfs, parent;
+    g_autofree char *up = g_path_get_dirname(m->mnt);
+    assert_int_equal(statfs(m->mnt, &sfs), 0);
+    assert_int_equal(statfs(up, &parent), 0);
+    assert_true(sfs.f_type == parent.f_type); /* not a FUSE mount */
+    mount_free(m);
+}
+
 static void test_sigterm_supervisor(void **state)
 {
     Mount *m = *state;
@@ -1201,6 +1225,7 @@ int main(void)
                                         mount_teardown),
         cmocka_unit_test_setup_teardown(test_takeover_during_sqlite_wal, sup_setup, mount_teardown),
         cmocka_unit_test(test_takeover_without_supervisor),
+        cmocka_unit_test(test_supervise_refuses_auto_unmount),
         cmocka_unit_test_setup_teardown(test_sigterm_supervisor, sup_setup, mount_teardown),
     };
     /* CKPTFS_OUTLIVE_ONLY=test_kill_during_commits (a cmocka pattern) runs
