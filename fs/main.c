@@ -65,13 +65,7 @@ static void clear_stale_mount(const char *mnt)
     if (statfs(mnt, &sfs) == 0 || errno != ENOTCONN)
         return;
     g_message("ckptfs: %s: clearing a stale mount left by a dead daemon", mnt);
-    if (geteuid() == 0 && umount2(mnt, MNT_DETACH) == 0)
-        return;
-    const char *argv[] = {"fusermount3", "-u", "-z", mnt, NULL};
-    int status = 0;
-    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL,
-                      &status, NULL) ||
-        !g_spawn_check_wait_status(status, NULL))
+    if (!unmount_lazily(mnt))
         g_warning("ckptfs: %s: fusermount3 -u -z failed", mnt);
 }
 
@@ -372,16 +366,6 @@ static void drop_forgotten(struct ckptfs *fs)
         g_debug("ckptfs: %u nodes the kernel had forgotten, dropped", dropped);
 }
 
-/* An attached daemon has no mount of its own for libfuse to unmount. */
-static void unmount_attached(const char *mnt)
-{
-    if (geteuid() == 0 && umount2(mnt, MNT_DETACH) == 0)
-        return;
-    const char *argv[] = {"fusermount3", "-u", "-z", mnt, NULL};
-    g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL, NULL,
-                 NULL, NULL, NULL, NULL, NULL);
-}
-
 int main(int argc, char *argv[])
 {
     if (argc == 3 && strcmp(argv[1], "--takeover") == 0)
@@ -526,7 +510,7 @@ int main(int argc, char *argv[])
         sd_notify(0, "STOPPING=1");
     views_stop(&fs); /* its notifier writes to the session: stop it first */
     if (attach)
-        unmount_attached(fs.mountpoint);
+        unmount_lazily(fs.mountpoint); /* libfuse has no mount of its own to unmount */
 out_unmount:
     fuse_session_unmount(fs.se);
 out_signals:

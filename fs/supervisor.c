@@ -288,15 +288,17 @@ static gboolean respawn_later(gpointer p)
     return G_SOURCE_REMOVE;
 }
 
-static void unmount_lazily(const char *mnt)
+bool unmount_lazily(const char *mnt)
 {
     if (!mnt[0])
-        return;
+        return true;
     if (geteuid() == 0 && umount2(mnt, MNT_DETACH) == 0)
-        return;
+        return true;
     const char *argv[] = {"fusermount3", "-u", "-z", mnt, NULL};
-    g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL,
-                 NULL);
+    int status = 0;
+    return g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL,
+                        NULL, NULL, NULL, NULL, &status, NULL) &&
+           g_spawn_check_wait_status(status, NULL);
 }
 
 /* An unmounted (aborted) connection polls as an error: a daemon that died

@@ -36,5 +36,9 @@ int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link
 int suplink_mounted(SupLink *l, int fuse_fd);
 /* The daemon serves; from now on it listens for "hand over" (a thread). */
 void suplink_ready(SupLink *l);
+/* Detaches the mount at mnt (umount2 MNT_DETACH as root, else
+ * fusermount3 -u -z): a dead one, or an attached daemon's at its end.
+ * True when it went. */
+bool unmount_lazily(const char *mnt);
 /* `ckptfs --takeover MNT`: exit status (0 done, 1 with a line on stderr). */
 int supervisor_takeover(const char *mountpoint);
