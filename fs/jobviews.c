@@ -59,87 +59,6 @@ struct Listing {
     GHashTable *idx;   /* name -> index + 1 */
 };
 
-/* ---- job views ---- */
-
-#define JOBVIEWS_MAX 2048
-
-static void layers_unref(gpointer p)
-{
-    if (p)
-        g_ptr_array_unref(p);
-}
-
-static void jobview_clear(gpointer p)
-{
-    JobView *jv = p;
-    ck_job_info_unref(jv->j);
-    g_ptr_array_unref(jv->state_layers);
-    g_ptr_array_unref(jv->ckpt_layers);
-    g_free(jv->restore);
-}
-
-void jobview_unref(JobView *jv)
-{
-    if (jv)
-        g_atomic_rc_box_release_full(jv, jobview_clear);
-}
-
-static JobView *jobview_build(CkJobInfo *j)
-{
-    JobView *jv = g_atomic_rc_box_new0(JobView);
-    jv->j = j;
-    jv->state_layers = ck_job_state_layers(j);
-    jv->ckpt_layers = g_ptr_array_new_full(j->checkpoints->len, layers_unref);
-    for (guint i = 0; i < j->checkpoints->len; i++)
-        g_ptr_array_add(jv->ckpt_layers, ck_job_checkpoint_layers(j, j->checkpoints->pdata[i]));
-    jv->restore = ck_job_restore_text(j);
-    jv->restore_len = strlen(jv->restore);
-    return jv;
-}
-
-JobView *jobview_get(struct ckptfs *fs, const char *job)
-{
-    Views *v = views_of(fs);
-    CkCatalog *c = views_catalog(fs);
-    if (!c)
-        return NULL;
-    CkJobInfo *j = ck_catalog_get_job(c, job);
-    if (!j)
-        return NULL;
-    g_mutex_lock(&v->lock);
-    JobView *jv = g_hash_table_lookup(v->jobviews, j->job);
-    if (jv && jv->j->version == j->version) {
-        g_atomic_rc_box_acquire(jv);
-        g_mutex_unlock(&v->lock);
-        ck_job_info_unref(j);
-        return jv;
-    }
-    g_mutex_unlock(&v->lock);
-    JobView *fresh = jobview_build(j); /* takes j */
-    g_mutex_lock(&v->lock);
-    jv = g_hash_table_lookup(v->jobviews, fresh->j->job);
-    if (!jv || jv->j->version < fresh->j->version) {
-        /* a walk over every job must not keep every job's view: bounded */
-        if (!jv && g_hash_table_size(v->jobviews) >= JOBVIEWS_MAX)
-            g_hash_table_remove_all(v->jobviews);
-        g_hash_table_replace(v->jobviews, (gpointer)fresh->j->job, fresh);
-        jv = fresh;
-    } else {
-        jobview_unref(fresh);
-    }
-    g_atomic_rc_box_acquire(jv);
-    g_mutex_unlock(&v->lock);
-    return jv;
-}
-
-void jobviews_forget(struct ckptfs *fs, const char *job)
-{
-    Views *v = views_of(fs);
-    g_mutex_lock(&v->lock);
-    g_hash_table_remove(v->jobviews, job);
-    g_mutex_unlock(&v->lock);
-}
-
 /* The index of checkpoint n in j->checkpoints (ascending), or -1. */
 static int checkpoint_index(const CkJobInfo *j, guint64 n)
 {
@@ -233,6 +152,30 @@ static void listing_release(Listing *l)
 void listing_unref(Listing *l)
 {
     listing_release(l);
+}
+
+/* ---- nodes' data ---- */
+
+VNode *vnode_new(VnKind kind, const char *job)
+{
+    VNode *vn = g_new0(VNode, 1);
+    vn->kind = kind;
+    vn->job = job;
+    g_mutex_init(&vn->lock);
+    return vn;
+}
+
+void vnode_free(gpointer p)
+{
+    VNode *vn = p;
+    if (!vn)
+        return;
+    if (vn->listing)
+        listing_unref(vn->listing);
+    g_mutex_clear(&vn->lock);
+    g_free(vn->rel);
+    g_free(vn->backing);
+    g_free(vn);
 }
 
 static void listing_add(Listing *l, const char *name, unsigned char type, int layer,
@@ -501,6 +444,8 @@ static void set_provenance(VNode *dst, const VNode *src)
     g_mutex_unlock(&dst->lock);
 }
 
+/* Fills e (attributes, ino, timeouts) for node n, which the caller got with
+ * nlookup+1; on failure the count is given back.  The caller replies. */
 static int reply_node(struct ckptfs *fs, Node *n, struct fuse_entry_param *e, double attr_timeout)
 {
     memset(e, 0, sizeof *e);
@@ -516,7 +461,8 @@ static int reply_node(struct ckptfs *fs, Node *n, struct fuse_entry_param *e, do
     return 0;
 }
 
-/* A virtual node with a prebuilt VNode (the job level). */
+/* The virtual node of vkey (made with the prebuilt vn, which is taken;
+ * an existing node gets vn's provenance), nlookup+1, into e (reply_node). */
 static int reply_virtual(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t type,
                          struct fuse_entry_param *e, double attr_timeout)
 {
@@ -870,12 +816,6 @@ int jv_readlink(struct ckptfs *fs, Node *n, VNode *vn, char **target)
     return 0;
 }
 
-static void dent(ViewsDir *d, const char *name, ino_t ino, unsigned char type)
-{
-    VEnt e = {g_strdup(name), ino, type, false, NULL, -1};
-    g_array_append_val(d->ents, e);
-}
-
 /* <J> and <J>/checkpoints list what the job snapshot says: the kernel may
  * keep the listing while the snapshot is the one it listed. */
 static void cache_by_version(VNode *vn, const CkJobInfo *j, ViewsDir *d)
@@ -902,7 +842,7 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
             if (i == 3 && !j->has_latest)
                 continue;
             g_autofree char *vkey = g_strconcat(vn->job, "/", names[i], NULL);
-            dent(d, names[i], views_vino(fs, vkey), types[i]);
+            vent_add(d, names[i], views_vino(fs, vkey), types[i]);
         }
         cache_by_version(vn, j, d);
         return 0;
@@ -913,7 +853,7 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
             char name[32];
             g_snprintf(name, sizeof name, "%" G_GUINT64_FORMAT, (guint64)cn);
             g_autofree char *vkey = g_strconcat(vn->job, "/checkpoints/", name, NULL);
-            dent(d, name, views_vino(fs, vkey), DT_DIR);
+            vent_add(d, name, views_vino(fs, vkey), DT_DIR);
         }
         cache_by_version(vn, j, d);
         return 0;
