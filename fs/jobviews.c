@@ -143,15 +143,10 @@ static void listing_clear(gpointer p)
     g_hash_table_unref(l->idx);
 }
 
-static void listing_release(Listing *l)
+void listing_unref(Listing *l)
 {
     if (l)
         g_atomic_rc_box_release_full(l, listing_clear);
-}
-
-void listing_unref(Listing *l)
-{
-    listing_release(l);
 }
 
 /* ---- nodes' data ---- */
@@ -323,14 +318,14 @@ static Listing *tree_listing(struct ckptfs *fs, VNode *vn, JobView *jv, bool for
             __atomic_store_n(&l->checked_us, now, __ATOMIC_RELAXED);
             return l;
         }
-        listing_release(l);
+        listing_unref(l);
     }
     Listing *fresh = listing_build(fs, jv, vn);
     g_mutex_lock(&vn->lock);
     Listing *old = vn->listing;
     vn->listing = g_atomic_rc_box_acquire(fresh);
     g_mutex_unlock(&vn->lock);
-    listing_release(old);
+    listing_unref(old);
     return fresh;
 }
 
@@ -357,8 +352,6 @@ typedef struct {
     bool used;
 } MakeCtx;
 
-static char *layer_path(const CkLayer *l, const char *sub);
-static const char *below_prefix(const char *rel, const char *prefix);
 static void tree_generation(const VNode *tree, const CkLayer *ly, const char *rel, VNode *out);
 
 static VNode *build_vnode(MakeCtx *m)
@@ -446,7 +439,8 @@ static void set_provenance(VNode *dst, const VNode *src)
 
 /* Fills e (attributes, ino, timeouts) for node n, which the caller got with
  * nlookup+1; on failure the count is given back.  The caller replies. */
-static int reply_node(struct ckptfs *fs, Node *n, struct fuse_entry_param *e, double attr_timeout)
+static int node_to_entry(struct ckptfs *fs, Node *n, struct fuse_entry_param *e,
+                         double attr_timeout)
 {
     memset(e, 0, sizeof *e);
     int err = jv_getattr(fs, n, n->vdata, &e->attr, &e->attr_timeout);
@@ -462,9 +456,9 @@ static int reply_node(struct ckptfs *fs, Node *n, struct fuse_entry_param *e, do
 }
 
 /* The virtual node of vkey (made with the prebuilt vn, which is taken;
- * an existing node gets vn's provenance), nlookup+1, into e (reply_node). */
-static int reply_virtual(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t type,
-                         struct fuse_entry_param *e, double attr_timeout)
+ * an existing node gets vn's provenance), nlookup+1, into e (node_to_entry). */
+static int virtual_to_entry(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t type,
+                            struct fuse_entry_param *e, double attr_timeout)
 {
     MakeCtx m = {.fs = fs,
                  .kind = vn->kind,
@@ -478,7 +472,7 @@ static int reply_virtual(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t 
         set_provenance(n->vdata, vn);
         vnode_free(vn);
     }
-    return reply_node(fs, n, e, attr_timeout);
+    return node_to_entry(fs, n, e, attr_timeout);
 }
 
 static char *tree_vkey(const VNode *vn, const char *rel)
@@ -549,7 +543,7 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
         m.kind = VN_ERROR;
         m.type = S_IFREG;
         m.vino = views_vino(fs, tk);
-        return reply_node(fs, node_get_virtual(fs, tk, make_virtual, &m), e, 0.0);
+        return node_to_entry(fs, node_get_virtual(fs, tk, make_virtual, &m), e, 0.0);
     }
     if (!layers || (guint)ent->layer >= layers->len)
         return -ENOENT;
@@ -566,7 +560,7 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
             set_provenance(n->vdata, now);
             vnode_free(now);
         }
-        return reply_node(fs, n, e, t);
+        return node_to_entry(fs, n, e, t);
     }
 
     struct stat st;
@@ -624,16 +618,16 @@ static int tree_lookup(struct ckptfs *fs, VNode *pv, const char *name, struct fu
     guint idx = GPOINTER_TO_UINT(g_hash_table_lookup(l->idx, name));
     if (!idx) {
         /* not there a moment ago: look again before saying so */
-        listing_release(l);
+        listing_unref(l);
         l = tree_listing(fs, pv, jv, true);
         idx = GPOINTER_TO_UINT(g_hash_table_lookup(l->idx, name));
         if (!idx) {
-            listing_release(l);
+            listing_unref(l);
             return -ENOENT;
         }
     }
     int err = tree_entry(fs, pv, jv, l, idx - 1, NULL, e);
-    listing_release(l);
+    listing_unref(l);
     return err;
 }
 
@@ -675,7 +669,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         VNode *vn = vnode_new(VN_JOB, job);
         vn->source = "own";
         vn->backing = g_strconcat("_jobs/", job, NULL);
-        return stable(fs, reply_virtual(fs, job, vn, S_IFDIR, e, t), e);
+        return stable(fs, virtual_to_entry(fs, job, vn, S_IFDIR, e, t), e);
     }
     case VN_JOB: {
         g_autoptr(JobView) jv = jobview_get(fs, pv->job);
@@ -690,7 +684,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
                 vn->source = "own";
                 vn->backing = g_strconcat("_state/", pv->job, NULL);
             }
-            return stable(fs, reply_virtual(fs, vkey, vn, S_IFDIR, e, t), e);
+            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
         }
         if (strcmp(name, "checkpoints") == 0) {
             VNode *vn = vnode_new(VN_CKPTS, pv->job);
@@ -698,7 +692,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
                 vn->source = "own";
                 vn->backing = g_strconcat("_jobs/", pv->job, NULL);
             }
-            return stable(fs, reply_virtual(fs, vkey, vn, S_IFDIR, e, t), e);
+            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
         }
         if (strcmp(name, "restore") == 0) {
             VNode *vn = vnode_new(VN_RESTORE, pv->job);
@@ -706,11 +700,11 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
                 vn->source = "own";
                 vn->backing = g_strconcat("_jobs/", pv->job, NULL);
             }
-            return stable(fs, reply_virtual(fs, vkey, vn, S_IFREG, e, 0.0), e);
+            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFREG, e, 0.0), e);
         }
         if (strcmp(name, "latest") == 0 && j->has_latest) {
             VNode *vn = vnode_new(VN_LATEST, pv->job);
-            return reply_virtual(fs, vkey, vn, S_IFLNK, e, 0.0);
+            return virtual_to_entry(fs, vkey, vn, S_IFLNK, e, 0.0);
         }
         return -ENOENT;
     }
@@ -735,7 +729,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         vn->gen = r->generation;
         g_autofree char *vkey =
             g_strdup_printf("%s/checkpoints/%" G_GUINT64_FORMAT, pv->job, (guint64)n);
-        return reply_virtual(fs, vkey, vn, S_IFDIR, e, t);
+        return virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t);
     }
     case VN_TREE:
         return tree_lookup(fs, pv, name, e);
