@@ -12,8 +12,8 @@
  *   that job's views (the job's entry when it is gone, latest,
  *   checkpoints), never inside a request and holding no lock.
  *
- * Writes through the mount refresh synchronously in views.c and only queue
- * here. */
+ * Writes through the mount refresh their job synchronously, in the request
+ * (catalog_watch_refresh), and only queue the invalidations. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -77,11 +77,37 @@ void catalog_watch_set_rescan(struct ckptfs *fs, double seconds)
         g_debug("ckptfs: views: wake: %s", g_strerror(errno));
 }
 
-void catalog_watch_changed(struct ckptfs *fs, const char *job)
+/* A job changed (refresh done): queue the kernel invalidations of its views. */
+static void queue_inval(struct ckptfs *fs, const char *job)
 {
     Views *v = views_of(fs);
     if (v->inval && !g_atomic_int_get(&v->stopping))
         g_async_queue_push(v->inval, (gpointer)job);
+}
+
+void catalog_watch_refresh(struct ckptfs *fs, const char *job)
+{
+    Views *v = views_of(fs);
+    g_mutex_lock(&v->lock);
+    if (!v->load_done) {
+        /* the loader re-reads it before publishing: no write waits for a load */
+        if (!v->pending)
+            v->pending = g_hash_table_new(g_direct_hash, g_direct_equal);
+        g_hash_table_add(v->pending, (gpointer)job);
+        g_mutex_unlock(&v->lock);
+        return;
+    }
+    CkCatalog *c = v->cat;
+    g_mutex_unlock(&v->lock);
+    if (!c)
+        return;
+    ck_catalog_refresh_job(c, job);
+    atomic_store(&fs->metrics.catalog_jobs, ck_catalog_n_jobs(c));
+    atomic_store(&fs->metrics.catalog_markers, ck_catalog_n_markers(c));
+    /* queue the invalidations even when the catalog saw no change: another
+     * path (inotify) may have refreshed it first, before the kernel dropped
+     * its entries */
+    queue_inval(fs, job);
 }
 
 /* ---- inotify ---- */
@@ -235,7 +261,7 @@ static void drain_events(Watch *w)
 static void notify_changed(struct ckptfs *fs, GPtrArray *changed)
 {
     for (guint i = 0; i < changed->len; i++)
-        catalog_watch_changed(fs, changed->pdata[i]);
+        queue_inval(fs, changed->pdata[i]);
 }
 
 static void forget_gone(struct ckptfs *fs, CkCatalog *c, GPtrArray *changed)
@@ -478,7 +504,7 @@ static gpointer watcher_main(gpointer p)
     loadctl_unref(ctl);
     if (!c)
         return NULL;
-    catalog_watch_changed(fs, &root_item);
+    queue_inval(fs, &root_item);
 
     Watch w = {fs,
                -1,
@@ -732,8 +758,5 @@ void catalog_watch_stop(struct ckptfs *fs)
         close(v->wake_fd);
     v->wake_fd = -1;
     /* a request still waiting for the catalog must not wait forever */
-    g_mutex_lock(&v->lock);
-    v->load_done = true;
-    g_cond_broadcast(&v->loaded_cond);
-    g_mutex_unlock(&v->lock);
+    viewstate_end_load(v);
 }

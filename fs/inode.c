@@ -105,8 +105,6 @@ static void fdcache_insert(struct ckptfs *fs, Node *n, int fd, NodeFd *out)
     g_mutex_unlock(&c->lock);
 }
 
-static void fdcache_drop(struct ckptfs *fs, Node *n);
-
 /* ---- the node's slot in the state memfd ---- */
 
 static void rec_put_text(NodeRec *r, const char *text)

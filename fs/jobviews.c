@@ -59,87 +59,6 @@ struct Listing {
     GHashTable *idx;   /* name -> index + 1 */
 };
 
-/* ---- job views ---- */
-
-#define JOBVIEWS_MAX 2048
-
-static void layers_unref(gpointer p)
-{
-    if (p)
-        g_ptr_array_unref(p);
-}
-
-static void jobview_clear(gpointer p)
-{
-    JobView *jv = p;
-    ck_job_info_unref(jv->j);
-    g_ptr_array_unref(jv->state_layers);
-    g_ptr_array_unref(jv->ckpt_layers);
-    g_free(jv->restore);
-}
-
-void jobview_unref(JobView *jv)
-{
-    if (jv)
-        g_atomic_rc_box_release_full(jv, jobview_clear);
-}
-
-static JobView *jobview_build(CkJobInfo *j)
-{
-    JobView *jv = g_atomic_rc_box_new0(JobView);
-    jv->j = j;
-    jv->state_layers = ck_job_state_layers(j);
-    jv->ckpt_layers = g_ptr_array_new_full(j->checkpoints->len, layers_unref);
-    for (guint i = 0; i < j->checkpoints->len; i++)
-        g_ptr_array_add(jv->ckpt_layers, ck_job_checkpoint_layers(j, j->checkpoints->pdata[i]));
-    jv->restore = ck_job_restore_text(j);
-    jv->restore_len = strlen(jv->restore);
-    return jv;
-}
-
-JobView *jobview_get(struct ckptfs *fs, const char *job)
-{
-    Views *v = views_of(fs);
-    CkCatalog *c = views_catalog(fs);
-    if (!c)
-        return NULL;
-    CkJobInfo *j = ck_catalog_get_job(c, job);
-    if (!j)
-        return NULL;
-    g_mutex_lock(&v->lock);
-    JobView *jv = g_hash_table_lookup(v->jobviews, j->job);
-    if (jv && jv->j->version == j->version) {
-        g_atomic_rc_box_acquire(jv);
-        g_mutex_unlock(&v->lock);
-        ck_job_info_unref(j);
-        return jv;
-    }
-    g_mutex_unlock(&v->lock);
-    JobView *fresh = jobview_build(j); /* takes j */
-    g_mutex_lock(&v->lock);
-    jv = g_hash_table_lookup(v->jobviews, fresh->j->job);
-    if (!jv || jv->j->version < fresh->j->version) {
-        /* a walk over every job must not keep every job's view: bounded */
-        if (!jv && g_hash_table_size(v->jobviews) >= JOBVIEWS_MAX)
-            g_hash_table_remove_all(v->jobviews);
-        g_hash_table_replace(v->jobviews, (gpointer)fresh->j->job, fresh);
-        jv = fresh;
-    } else {
-        jobview_unref(fresh);
-    }
-    g_atomic_rc_box_acquire(jv);
-    g_mutex_unlock(&v->lock);
-    return jv;
-}
-
-void jobviews_forget(struct ckptfs *fs, const char *job)
-{
-    Views *v = views_of(fs);
-    g_mutex_lock(&v->lock);
-    g_hash_table_remove(v->jobviews, job);
-    g_mutex_unlock(&v->lock);
-}
-
 /* The index of checkpoint n in j->checkpoints (ascending), or -1. */
 static int checkpoint_index(const CkJobInfo *j, guint64 n)
 {
@@ -224,15 +143,34 @@ static void listing_clear(gpointer p)
     g_hash_table_unref(l->idx);
 }
 
-static void listing_release(Listing *l)
+void listing_unref(Listing *l)
 {
     if (l)
         g_atomic_rc_box_release_full(l, listing_clear);
 }
 
-void listing_unref(Listing *l)
+/* ---- nodes' data ---- */
+
+VNode *vnode_new(VnKind kind, const char *job)
 {
-    listing_release(l);
+    VNode *vn = g_new0(VNode, 1);
+    vn->kind = kind;
+    vn->job = job;
+    g_mutex_init(&vn->lock);
+    return vn;
+}
+
+void vnode_free(gpointer p)
+{
+    VNode *vn = p;
+    if (!vn)
+        return;
+    if (vn->listing)
+        listing_unref(vn->listing);
+    g_mutex_clear(&vn->lock);
+    g_free(vn->rel);
+    g_free(vn->backing);
+    g_free(vn);
 }
 
 static void listing_add(Listing *l, const char *name, unsigned char type, int layer,
@@ -380,14 +318,14 @@ static Listing *tree_listing(struct ckptfs *fs, VNode *vn, JobView *jv, bool for
             __atomic_store_n(&l->checked_us, now, __ATOMIC_RELAXED);
             return l;
         }
-        listing_release(l);
+        listing_unref(l);
     }
     Listing *fresh = listing_build(fs, jv, vn);
     g_mutex_lock(&vn->lock);
     Listing *old = vn->listing;
     vn->listing = g_atomic_rc_box_acquire(fresh);
     g_mutex_unlock(&vn->lock);
-    listing_release(old);
+    listing_unref(old);
     return fresh;
 }
 
@@ -414,8 +352,6 @@ typedef struct {
     bool used;
 } MakeCtx;
 
-static char *layer_path(const CkLayer *l, const char *sub);
-static const char *below_prefix(const char *rel, const char *prefix);
 static void tree_generation(const VNode *tree, const CkLayer *ly, const char *rel, VNode *out);
 
 static VNode *build_vnode(MakeCtx *m)
@@ -501,7 +437,10 @@ static void set_provenance(VNode *dst, const VNode *src)
     g_mutex_unlock(&dst->lock);
 }
 
-static int reply_node(struct ckptfs *fs, Node *n, struct fuse_entry_param *e, double attr_timeout)
+/* Fills e (attributes, ino, timeouts) for node n, which the caller got with
+ * nlookup+1; on failure the count is given back.  The caller replies. */
+static int node_to_entry(struct ckptfs *fs, Node *n, struct fuse_entry_param *e,
+                         double attr_timeout)
 {
     memset(e, 0, sizeof *e);
     int err = jv_getattr(fs, n, n->vdata, &e->attr, &e->attr_timeout);
@@ -516,9 +455,10 @@ static int reply_node(struct ckptfs *fs, Node *n, struct fuse_entry_param *e, do
     return 0;
 }
 
-/* A virtual node with a prebuilt VNode (the job level). */
-static int reply_virtual(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t type,
-                         struct fuse_entry_param *e, double attr_timeout)
+/* The virtual node of vkey (made with the prebuilt vn, which is taken;
+ * an existing node gets vn's provenance), nlookup+1, into e (node_to_entry). */
+static int virtual_to_entry(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t type,
+                            struct fuse_entry_param *e, double attr_timeout)
 {
     MakeCtx m = {.fs = fs,
                  .kind = vn->kind,
@@ -532,7 +472,7 @@ static int reply_virtual(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t 
         set_provenance(n->vdata, vn);
         vnode_free(vn);
     }
-    return reply_node(fs, n, e, attr_timeout);
+    return node_to_entry(fs, n, e, attr_timeout);
 }
 
 static char *tree_vkey(const VNode *vn, const char *rel)
@@ -603,7 +543,7 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
         m.kind = VN_ERROR;
         m.type = S_IFREG;
         m.vino = views_vino(fs, tk);
-        return reply_node(fs, node_get_virtual(fs, tk, make_virtual, &m), e, 0.0);
+        return node_to_entry(fs, node_get_virtual(fs, tk, make_virtual, &m), e, 0.0);
     }
     if (!layers || (guint)ent->layer >= layers->len)
         return -ENOENT;
@@ -620,7 +560,7 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
             set_provenance(n->vdata, now);
             vnode_free(now);
         }
-        return reply_node(fs, n, e, t);
+        return node_to_entry(fs, n, e, t);
     }
 
     struct stat st;
@@ -678,16 +618,16 @@ static int tree_lookup(struct ckptfs *fs, VNode *pv, const char *name, struct fu
     guint idx = GPOINTER_TO_UINT(g_hash_table_lookup(l->idx, name));
     if (!idx) {
         /* not there a moment ago: look again before saying so */
-        listing_release(l);
+        listing_unref(l);
         l = tree_listing(fs, pv, jv, true);
         idx = GPOINTER_TO_UINT(g_hash_table_lookup(l->idx, name));
         if (!idx) {
-            listing_release(l);
+            listing_unref(l);
             return -ENOENT;
         }
     }
     int err = tree_entry(fs, pv, jv, l, idx - 1, NULL, e);
-    listing_release(l);
+    listing_unref(l);
     return err;
 }
 
@@ -729,7 +669,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         VNode *vn = vnode_new(VN_JOB, job);
         vn->source = "own";
         vn->backing = g_strconcat("_jobs/", job, NULL);
-        return stable(fs, reply_virtual(fs, job, vn, S_IFDIR, e, t), e);
+        return stable(fs, virtual_to_entry(fs, job, vn, S_IFDIR, e, t), e);
     }
     case VN_JOB: {
         g_autoptr(JobView) jv = jobview_get(fs, pv->job);
@@ -744,7 +684,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
                 vn->source = "own";
                 vn->backing = g_strconcat("_state/", pv->job, NULL);
             }
-            return stable(fs, reply_virtual(fs, vkey, vn, S_IFDIR, e, t), e);
+            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
         }
         if (strcmp(name, "checkpoints") == 0) {
             VNode *vn = vnode_new(VN_CKPTS, pv->job);
@@ -752,7 +692,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
                 vn->source = "own";
                 vn->backing = g_strconcat("_jobs/", pv->job, NULL);
             }
-            return stable(fs, reply_virtual(fs, vkey, vn, S_IFDIR, e, t), e);
+            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
         }
         if (strcmp(name, "restore") == 0) {
             VNode *vn = vnode_new(VN_RESTORE, pv->job);
@@ -760,11 +700,11 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
                 vn->source = "own";
                 vn->backing = g_strconcat("_jobs/", pv->job, NULL);
             }
-            return stable(fs, reply_virtual(fs, vkey, vn, S_IFREG, e, 0.0), e);
+            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFREG, e, 0.0), e);
         }
         if (strcmp(name, "latest") == 0 && j->has_latest) {
             VNode *vn = vnode_new(VN_LATEST, pv->job);
-            return reply_virtual(fs, vkey, vn, S_IFLNK, e, 0.0);
+            return virtual_to_entry(fs, vkey, vn, S_IFLNK, e, 0.0);
         }
         return -ENOENT;
     }
@@ -789,7 +729,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         vn->gen = r->generation;
         g_autofree char *vkey =
             g_strdup_printf("%s/checkpoints/%" G_GUINT64_FORMAT, pv->job, (guint64)n);
-        return reply_virtual(fs, vkey, vn, S_IFDIR, e, t);
+        return virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t);
     }
     case VN_TREE:
         return tree_lookup(fs, pv, name, e);
@@ -870,12 +810,6 @@ int jv_readlink(struct ckptfs *fs, Node *n, VNode *vn, char **target)
     return 0;
 }
 
-static void dent(ViewsDir *d, const char *name, ino_t ino, unsigned char type)
-{
-    VEnt e = {g_strdup(name), ino, type, false, NULL, -1};
-    g_array_append_val(d->ents, e);
-}
-
 /* <J> and <J>/checkpoints list what the job snapshot says: the kernel may
  * keep the listing while the snapshot is the one it listed. */
 static void cache_by_version(VNode *vn, const CkJobInfo *j, ViewsDir *d)
@@ -902,7 +836,7 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
             if (i == 3 && !j->has_latest)
                 continue;
             g_autofree char *vkey = g_strconcat(vn->job, "/", names[i], NULL);
-            dent(d, names[i], views_vino(fs, vkey), types[i]);
+            vent_add(d, names[i], views_vino(fs, vkey), types[i]);
         }
         cache_by_version(vn, j, d);
         return 0;
@@ -913,7 +847,7 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
             char name[32];
             g_snprintf(name, sizeof name, "%" G_GUINT64_FORMAT, (guint64)cn);
             g_autofree char *vkey = g_strconcat(vn->job, "/checkpoints/", name, NULL);
-            dent(d, name, views_vino(fs, vkey), DT_DIR);
+            vent_add(d, name, views_vino(fs, vkey), DT_DIR);
         }
         cache_by_version(vn, j, d);
         return 0;

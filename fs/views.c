@@ -1,7 +1,10 @@
-/* The views dir (SPEC §5): .collisions, .metrics and one directory per job
- * of the catalog; the per-job trees are jobviews.c's, the catalog's upkeep
- * catalog_watch.c's.  This file dispatches the requests ops.c sends, owns
- * the inode numbers of virtual nodes and serves the provenance xattrs. */
+/* The views dir (SPEC §5): .collisions, .metrics, .control and one
+ * directory per job of the catalog; the per-job trees are jobviews.c's, the
+ * catalog's upkeep catalog_watch.c's, the state they share viewstate.c's.
+ * This file dispatches the requests the handlers send (to jobviews.c below
+ * the views dir), hands writes through the mount to catalog_watch.c and
+ * serves the provenance xattrs; jobviews.c and catalog_watch.c never call
+ * back into it. */
 #include "views.h"
 
 #include <dirent.h>
@@ -17,196 +20,15 @@
 #include "resolve.h"
 #include "viewsint.h"
 
-#define VINO_DIR        ((ino_t)((1ull << 63) | 1))
-#define VINO_COLLISIONS ((ino_t)((1ull << 63) | 2))
-#define VINO_METRICS    ((ino_t)((1ull << 63) | 3))
-#define VINO_CONTROL    ((ino_t)((1ull << 63) | 4))
-/* the numbers of all other virtual nodes (views_vino): 62 bits of hash */
-#define VINO_FIRST ((1ull << 63) | (1ull << 62))
-
 #define XATTR_SOURCE     "user.ckptfs.source"
 #define XATTR_BACKING    "user.ckptfs.backing"
 #define XATTR_GENERATION "user.ckptfs.generation"
-
-static gint cmp_str(gconstpointer a, gconstpointer b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-VNode *vnode_new(VnKind kind, const char *job)
-{
-    VNode *vn = g_new0(VNode, 1);
-    vn->kind = kind;
-    vn->job = job;
-    g_mutex_init(&vn->lock);
-    return vn;
-}
-
-void vnode_free(gpointer p)
-{
-    VNode *vn = p;
-    if (!vn)
-        return;
-    if (vn->listing)
-        listing_unref(vn->listing);
-    g_mutex_clear(&vn->lock);
-    g_free(vn->rel);
-    g_free(vn->backing);
-    g_free(vn);
-}
-
-ino_t views_vino(struct ckptfs *fs, const char *vkey)
-{
-    /* A function of the key alone (64-bit FNV-1a): a path keeps its number
-     * after the kernel forgot its node and across daemon restarts, with no
-     * table that grows with every path ever listed.  Two keys share a number
-     * with odds of about n^2 / 2^63 (1e-7 at a million paths). */
-    (void)fs;
-    guint64 h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *)vkey; *p; p++)
-        h = (h ^ *p) * 0x100000001b3ull;
-    return (ino_t)(VINO_FIRST | (h >> 2));
-}
-
-/* ---- job names before the catalog is loaded ---- */
-
-unsigned char views_dirent_type(DIR *d, const struct dirent *de)
-{
-    if (de->d_type != DT_UNKNOWN)
-        return de->d_type;
-    struct stat sb;
-    if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-        return DT_UNKNOWN;
-    return (unsigned char)IFTODT(sb.st_mode & S_IFMT);
-}
-
-/* The valid job directories under _jobs and _state (what the catalog lists). */
-static GPtrArray *scan_job_names(struct ckptfs *fs)
-{
-    g_autoptr(GHashTable) set = g_hash_table_new(g_direct_hash, g_direct_equal);
-    const char *subs[] = {"_jobs", "_state"};
-    for (guint i = 0; i < G_N_ELEMENTS(subs); i++) {
-        int fd = openat(fs->root_fd, subs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-            close(fd);
-            continue;
-        }
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            const char *nm = de->d_name;
-            if (views_dirent_type(d, de) == DT_DIR && ck_is_job_id(nm, strlen(nm)))
-                g_hash_table_add(set, (gpointer)g_intern_string(nm));
-        }
-        closedir(d);
-    }
-    GPtrArray *out = g_ptr_array_sized_new(g_hash_table_size(set));
-    GHashTableIter it;
-    gpointer k;
-    g_hash_table_iter_init(&it, set);
-    while (g_hash_table_iter_next(&it, &k, NULL))
-        g_ptr_array_add(out, k);
-    g_ptr_array_sort(out, cmp_str);
-    return out;
-}
-
-CkCatalog *views_catalog(struct ckptfs *fs)
-{
-    Views *v = views_of(fs);
-    g_mutex_lock(&v->lock);
-    while (!v->load_done)
-        g_cond_wait(&v->loaded_cond, &v->lock);
-    CkCatalog *c = v->cat;
-    g_mutex_unlock(&v->lock);
-    return c;
-}
-
-/* The catalog when it is loaded, else NULL (never waits). */
-static CkCatalog *catalog_if_loaded(struct ckptfs *fs)
-{
-    Views *v = views_of(fs);
-    g_mutex_lock(&v->lock);
-    CkCatalog *c = v->load_done ? v->cat : NULL;
-    bool done = v->load_done;
-    g_mutex_unlock(&v->lock);
-    (void)done;
-    return c;
-}
-
-GPtrArray *views_job_names(struct ckptfs *fs)
-{
-    Views *v = views_of(fs);
-    CkCatalog *c = catalog_if_loaded(fs);
-    if (c)
-        return ck_catalog_job_names(c);
-    g_mutex_lock(&v->lock);
-    GPtrArray *out =
-        v->early_names && !v->load_done ? g_ptr_array_ref(v->early_names) : g_ptr_array_new();
-    g_mutex_unlock(&v->lock);
-    return out;
-}
-
-bool views_has_job(struct ckptfs *fs, const char *job)
-{
-    Views *v = views_of(fs);
-    CkCatalog *c = catalog_if_loaded(fs);
-    if (c) {
-        g_autoptr(CkJobInfo) j = ck_catalog_get_job(c, job);
-        return j != NULL;
-    }
-    bool found = false;
-    g_mutex_lock(&v->lock);
-    if (!v->load_done && v->early_names) {
-        const char *ij = g_intern_string(job);
-        found = g_ptr_array_find(v->early_names, ij, NULL);
-    }
-    g_mutex_unlock(&v->lock);
-    return found;
-}
 
 /* ---- set-up ---- */
 
 int views_init(struct ckptfs *fs)
 {
-    Views *v = g_new0(Views, 1);
-    struct stat st;
-    if (fstat(fs->root_fd, &st) == 0) {
-        v->uid = st.st_uid;
-        v->gid = st.st_gid;
-    }
-    clock_gettime(CLOCK_REALTIME, &v->mounted);
-    /* the kernel may keep view entries as long as a change behind the
-     * mount may take to show anyway (rescan=); catalog changes are
-     * invalidated explicitly, negative entries are never kept */
-    v->timeout = fs->opt.rescan_s > 0 ? fs->opt.rescan_s : 1.0;
-    v->rescan_us = (gint64)(fs->opt.rescan_s * 1e6);
-    v->stable_timeout = MAX(v->timeout, 60.0);
-    g_mutex_init(&v->lock);
-    g_cond_init(&v->loaded_cond);
-    v->jobviews =
-        g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)jobview_unref);
-    v->wake_fd = -1;
-
-    /* what the catalog resolves with: the mount's own options */
-    v->ext_prefixes = g_ptr_array_new_with_free_func(g_free);
-    v->ext_fds = g_array_new(FALSE, FALSE, sizeof(int));
-    if (fs->opt.external_root) {
-        char *p = ck_path_normalize_abs(fs->opt.external_root);
-        int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-            g_warning("ckptfs: external_root=%s: %s (nothing under it is browsable)", p,
-                      g_strerror(errno));
-        g_ptr_array_add(v->ext_prefixes, p);
-        g_array_append_val(v->ext_fds, fd);
-    }
-    v->copts.resolve.legacy_backend = fs->opt.legacy_backend;
-    v->copts.resolve.legacy_backends = fs->opt.job_legacy_backends;
-    v->copts.resolve.external_roots = v->ext_prefixes->len ? v->ext_prefixes : NULL;
-    v->copts.views_name = fs->opt.views_name;
-
-    v->early_names = scan_job_names(fs);
+    Views *v = viewstate_new(fs);
     fs->views = v;
     atomic_store(&fs->metrics.catalog_jobs, v->early_names->len);
     return 0;
@@ -214,15 +36,9 @@ int views_init(struct ckptfs *fs)
 
 int views_start(struct ckptfs *fs)
 {
-    Views *v = views_of(fs);
     int err = catalog_watch_start(fs);
-    if (err) {
-        /* no catalog: requests must not wait for one */
-        g_mutex_lock(&v->lock);
-        v->load_done = true;
-        g_cond_broadcast(&v->loaded_cond);
-        g_mutex_unlock(&v->lock);
-    }
+    if (err)
+        viewstate_end_load(views_of(fs)); /* no catalog: requests must not wait for one */
     return err;
 }
 
@@ -238,25 +54,7 @@ void views_destroy(struct ckptfs *fs)
     if (!v)
         return;
     catalog_watch_stop(fs);
-    if (v->cat)
-        ck_catalog_free(v->cat);
-    g_hash_table_unref(v->jobviews);
-    if (v->early_names)
-        g_ptr_array_unref(v->early_names);
-    if (v->root_names)
-        g_ptr_array_unref(v->root_names);
-    if (v->root_inos)
-        g_array_unref(v->root_inos);
-    if (v->pending)
-        g_hash_table_unref(v->pending);
-    for (guint i = 0; i < v->ext_fds->len; i++)
-        if (g_array_index(v->ext_fds, int, i) >= 0)
-            close(g_array_index(v->ext_fds, int, i));
-    g_array_unref(v->ext_fds);
-    g_ptr_array_unref(v->ext_prefixes);
-    g_mutex_clear(&v->lock);
-    g_cond_clear(&v->loaded_cond);
-    g_free(v);
+    viewstate_free(v);
     fs->views = NULL;
 }
 
@@ -330,20 +128,6 @@ static GBytes *snapshot(struct ckptfs *fs, VnKind k, bool wait)
                           node_table_count(fs), atomic_load(&fs->state.hdr->attaches)};
     GString *s = fs_metrics_render(&fs->metrics, &mnt);
     return g_string_free_to_bytes(s);
-}
-
-void views_dir_attr(struct ckptfs *fs, ino_t ino, struct stat *st)
-{
-    Views *v = views_of(fs);
-    memset(st, 0, sizeof *st);
-    st->st_uid = v->uid;
-    st->st_gid = v->gid;
-    st->st_atim = st->st_mtim = st->st_ctim = v->mounted;
-    st->st_blksize = 4096;
-    st->st_ino = ino;
-    st->st_mode = S_IFDIR | 0555;
-    /* 1 as btrfs does: "subdirectories unknown", so no walker takes a leaf shortcut */
-    st->st_nlink = 1;
 }
 
 static void fill_stat(struct ckptfs *fs, VnKind k, struct stat *st)
@@ -458,12 +242,6 @@ int views_readlink(struct ckptfs *fs, Node *n, char **target)
 
 /* ---- directories ---- */
 
-static void vent_add(ViewsDir *d, const char *name, ino_t ino, unsigned char type)
-{
-    VEnt e = {g_strdup(name), ino, type, false, NULL, -1};
-    g_array_append_val(d->ents, e);
-}
-
 static void viewsdir_free(ViewsDir *d)
 {
     if (!d)
@@ -490,7 +268,7 @@ static void viewsdir_free(ViewsDir *d)
 static void root_listing(struct ckptfs *fs, ViewsDir *d)
 {
     Views *v = views_of(fs);
-    CkCatalog *c = catalog_if_loaded(fs);
+    CkCatalog *c = views_catalog_if_loaded(fs);
     if (!c) {
         g_autoptr(GPtrArray) names = views_job_names(fs);
         for (guint i = 0; i < names->len; i++)
@@ -710,31 +488,6 @@ int views_setxattr(struct ckptfs *fs, fuse_req_t req, Node *n, const char *name,
 
 /* ---- writes through the mount that change the catalog ---- */
 
-static void refresh(struct ckptfs *fs, const char *job)
-{
-    Views *v = views_of(fs);
-    g_mutex_lock(&v->lock);
-    if (!v->load_done) {
-        /* the loader re-reads it before publishing: no write waits for a load */
-        if (!v->pending)
-            v->pending = g_hash_table_new(g_direct_hash, g_direct_equal);
-        g_hash_table_add(v->pending, (gpointer)job);
-        g_mutex_unlock(&v->lock);
-        return;
-    }
-    CkCatalog *c = v->cat;
-    g_mutex_unlock(&v->lock);
-    if (!c)
-        return;
-    ck_catalog_refresh_job(c, job);
-    atomic_store(&fs->metrics.catalog_jobs, ck_catalog_n_jobs(c));
-    atomic_store(&fs->metrics.catalog_markers, ck_catalog_n_markers(c));
-    /* queue the invalidations even when the catalog saw no change: another
-     * path (inotify) may have refreshed it first, before the kernel dropped
-     * its entries */
-    catalog_watch_changed(fs, job);
-}
-
 void views_note_change(struct ckptfs *fs, CkNs pns, const char *name)
 {
     if (!fs->views)
@@ -742,11 +495,11 @@ void views_note_change(struct ckptfs *fs, CkNs pns, const char *name)
     /* a marker, a checkpoint or marker directory, or a job's own root */
     CkNs child = ck_ns_child(pns, name, fs->opt.views_name);
     if (ck_ns_in_catalog(child) || (pns.kind == CK_NS_STRUCT && child.kind == CK_NS_JOB))
-        refresh(fs, child.job);
+        catalog_watch_refresh(fs, child.job);
 }
 
 void views_marker_written(struct ckptfs *fs, const char *job)
 {
     if (fs->views)
-        refresh(fs, job);
+        catalog_watch_refresh(fs, job);
 }

@@ -1,18 +1,19 @@
-/* Private to the views (views.c, jobviews.c, catalog_watch.c): the state
- * behind fs->views and what a views node's vdata holds.
+/* Private to the views (views.c, jobviews.c, catalog_watch.c, and
+ * control.c for rescan=): what a views node's vdata holds, the directory
+ * handles, and the functions each file gives the others.  The state they
+ * share is viewstate.h's.  Calls go one way: views.c -> jobviews.c,
+ * views.c -> catalog_watch.c, and all three -> viewstate.c.
  *
  * Every VIRTUAL or ALIAS node's vdata is a VNode.  Inode numbers of
  * virtual nodes are a hash of their vkey (views_vino), so a path keeps its
  * number after the kernel forgot the node and across daemon restarts.
  * ALIAS nodes' vkeys start with "#<dev>:<ino>#", so a path whose backing
  * object was replaced gets a fresh node.  A node a restarted daemon found
- * in the state memfd has no VNode until views_vnode() rebuilds it from its
- * vkey.
+ * in the state memfd has no VNode until views.c revives it from its vkey.
  *
- * Locks (all leaf level, below NodeTable.lock in ckptfs.h's order; none is
- * held across a reply, a catalog rebuild or a kernel notification):
- * Views.lock (catalog pointer, early names, job views), VNode.lock (its
- * listing). */
+ * Locks: VNode.lock (its listing, provenance and opened_serial) is a leaf,
+ * below NodeTable.lock in ckptfs.h's order, never held across a reply, a
+ * catalog rebuild or a kernel notification; Views.lock: viewstate.h. */
 #pragma once
 #include <dirent.h>
 #include <glib.h>
@@ -22,6 +23,7 @@
 
 #include "catalog.h"
 #include "views.h"
+#include "viewstate.h"
 
 typedef enum {
     VN_ROOT = 1, /* the views dir */
@@ -50,74 +52,10 @@ typedef struct {
     char *backing;
     bool has_gen;
     guint64 gen;
-    GMutex lock;           /* listing, opened_serial */
+    GMutex lock;           /* listing, opened_serial; provenance of nodes that exist */
     Listing *listing;      /* VN_TREE: the merged entries (cached, revalidated) */
     guint64 opened_serial; /* the listing the last opendir gave the kernel */
 } VNode;
-
-/* One job snapshot with what the views derive from it. */
-typedef struct {
-    CkJobInfo *j;
-    GPtrArray *state_layers; /* CkLayer* */
-    GPtrArray *ckpt_layers;  /* GPtrArray* of CkLayer*, parallel to j->checkpoints */
-    char *restore;           /* ck_job_restore_text */
-    gsize restore_len;
-} JobView;
-
-typedef struct {
-    uid_t uid;
-    gid_t gid;
-    struct timespec mounted;
-    double timeout;        /* entry/attr timeout of views entries */
-    double stable_timeout; /* of those invalidated explicitly, and of constant attributes */
-
-    GMutex lock;
-    GCond loaded_cond;
-    CkCatalog *cat;          /* NULL until the loader published it */
-    bool load_done;          /* the loader finished (cat may still be NULL: failed) */
-    GPtrArray *early_names;  /* sorted interned job ids, served until cat is loaded */
-    GHashTable *pending;     /* jobs written through the mount while loading (set) */
-    GHashTable *jobviews;    /* interned job -> JobView* (rc box) */
-    CkCatalogOptions copts;  /* what the catalog was opened with */
-    GPtrArray *ext_prefixes; /* normalised external_root prefixes */
-    GArray *ext_fds;         /* O_PATH descriptors of them (-1: unusable) */
-
-    guint64 next_serial; /* atomic: Listing serials */
-
-    /* the views dir's listing once the catalog is loaded (v->lock) */
-    GPtrArray *root_names; /* sorted interned job ids */
-    GArray *root_inos;     /* ino_t, parallel */
-    guint64 root_version;  /* ck_catalog_names_version they are of */
-    guint64 root_given;    /* root_version + 1 of the listing the kernel got last, 0: none */
-
-    /* catalog_watch.c */
-    GThread *watcher, *notifier;
-    void *loadctl;      /* catalog_watch.c's LoadCtl */
-    GAsyncQueue *inval; /* InvalItem* for the notifier */
-    int wake_fd;        /* eventfd: wakes the watcher (stop, a new rescan period) */
-    gint64 rescan_us;   /* atomic: rescan= (changed live through .control) */
-    gint stopping;
-    gint threads_stopped;
-} Views;
-
-static inline Views *views_of(struct ckptfs *fs)
-{
-    return (Views *)fs->views;
-}
-
-/* views.c */
-/* de's DT_* type, from fstatat in d when the file system leaves it
- * DT_UNKNOWN; DT_UNKNOWN when that fails too (the entry went away). */
-unsigned char views_dirent_type(DIR *d, const struct dirent *de);
-ino_t views_vino(struct ckptfs *fs, const char *vkey);
-void views_dir_attr(struct ckptfs *fs, ino_t ino, struct stat *st);
-VNode *vnode_new(VnKind kind, const char *job);
-void vnode_free(gpointer p);
-/* The catalog, waiting for the loader when it is still running (NULL: it failed). */
-CkCatalog *views_catalog(struct ckptfs *fs);
-/* Job ids for the views dir listing: the catalog's, or the early names. */
-GPtrArray *views_job_names(struct ckptfs *fs);
-bool views_has_job(struct ckptfs *fs, const char *job);
 
 /* A directory handle of the views: entries snapshot at opendir. */
 typedef struct {
@@ -140,11 +78,16 @@ typedef struct {
     bool keep_cache; /* ... and what it has is this listing */
 } ViewsDir;
 
-/* jobviews.c */
-JobView *jobview_get(struct ckptfs *fs, const char *job); /* NULL: no such job */
-void jobview_unref(JobView *jv);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(JobView, jobview_unref)
-void jobviews_forget(struct ckptfs *fs, const char *job);
+/* One entry more in a directory handle (a copy of name). */
+static inline void vent_add(ViewsDir *d, const char *name, ino_t ino, unsigned char type)
+{
+    VEnt e = {g_strdup(name), ino, type, false, NULL, -1};
+    g_array_append_val(d->ents, e);
+}
+
+/* jobviews.c: the per-job trees below the views dir, and the VNodes */
+VNode *vnode_new(VnKind kind, const char *job);
+void vnode_free(gpointer p);
 int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
               struct fuse_entry_param *e);
 int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *timeout);
@@ -158,8 +101,10 @@ void listing_unref(Listing *l);
 /* catalog_watch.c */
 int catalog_watch_start(struct ckptfs *fs);
 void catalog_watch_stop(struct ckptfs *fs);
-/* A job changed (refresh done): queue the kernel invalidations of its views. */
-void catalog_watch_changed(struct ckptfs *fs, const char *job);
+/* A write through the mount changed what the catalog knows of job: re-read
+ * it now (or, while the catalog loads, have the loader re-read it) and
+ * queue the kernel invalidations of its views. */
+void catalog_watch_refresh(struct ckptfs *fs, const char *job);
 /* rescan= in seconds, and its live change (the watcher's next wait uses it). */
 double catalog_watch_rescan(struct ckptfs *fs);
 void catalog_watch_set_rescan(struct ckptfs *fs, double seconds);

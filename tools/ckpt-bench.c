@@ -77,6 +77,8 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "mountrun.h"
+
 #define MiB              (1024u * 1024u)
 #define COMMIT_THREADS   4
 #define COMMIT_SECONDS   5.0
@@ -209,6 +211,7 @@ typedef struct {
     GMutex lock;
     GPid daemon;
     char *daemon_mnt;
+    gboolean daemon_stopping; /* lock: daemon_stop (not a kill) is ending the daemon */
 
     /* what the workloads run through: [0] ckptfs, then the peers */
     System systems[MAX_SYSTEMS];
@@ -490,59 +493,41 @@ static void child_setup(gpointer data)
     pthread_sigmask(SIG_SETMASK, &none, NULL);
 }
 
-static gboolean fusermount(const char *mnt, gboolean lazy, char **err_out)
-{
-    const char *argv[] = {"fusermount3", lazy ? "-uz" : "-u", mnt, NULL};
-    g_autofree char *err = NULL;
-    int status = -1;
-    g_autoptr(GError) error = NULL;
-    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL,
-                      child_setup, NULL, NULL, &err, &status, &error)) {
-        if (err_out)
-            *err_out = g_strdup(error->message);
-        return FALSE;
-    }
-    if (err_out)
-        *err_out = g_strdup(g_strstrip(err));
-    return g_spawn_check_wait_status(status, NULL);
-}
-
-/* Waits up to timeout_ms for pid; returns its wait status or -1 if still running. */
-static int wait_pid(GPid pid, int timeout_ms)
-{
-    double deadline = now_s() + timeout_ms / 1000.0;
-    for (;;) {
-        int status;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            return status;
-        if (r < 0)
-            return 0;
-        if (now_s() > deadline)
-            return -1;
-        g_usleep(5000);
-    }
-}
-
-/* Clears whatever daemon is running: lazy unmount and kill. Caller holds lock. */
+/* Clears whatever daemon is running: unmount (lazily when busy) and kill.
+ * Caller holds lock. */
 static pid_t out_daemon(pid_t sup);
+
+static void bench_busy(void *data, const char *err)
+{
+    Bench *b = data;
+    if (b->daemon_stopping)
+        g_printerr("ckpt-bench: fusermount3 -u %s failed (%s); lazy unmount and kill\n",
+                   b->daemon_mnt, err && *err ? err : "?");
+}
+
+/* Unmounts and reaps the daemon (a ckptfs -o supervise: its daemon child
+ * goes too when it had to be killed).  exit_ms: how long it may take to
+ * exit after the unmount.  Returns whether it exited by itself; *status:
+ * its wait status.  Caller holds lock. */
+static bool daemon_end_locked(Bench *b, int exit_ms, int *status)
+{
+    pid_t child = out_daemon(b->daemon);
+    MountRun run = {b->daemon, b->daemon_mnt, NULL, NULL, b};
+    MountStop how = {.busy_ms = 0, .exit_ms = exit_ms, .term_ms = 2000, .on_busy = bench_busy};
+    bool clean = mountrun_stop(&run, &how, status);
+    if (!clean && child > 0)
+        kill(child, SIGKILL);
+    b->daemon = 0;
+    g_clear_pointer(&b->daemon_mnt, g_free);
+    return clean;
+}
 
 static void daemon_kill_locked(Bench *b)
 {
     if (b->daemon <= 0)
         return;
-    /* a ckptfs -o supervise: its daemon child goes too */
-    pid_t child = out_daemon(b->daemon);
-    fusermount(b->daemon_mnt, TRUE, NULL);
-    kill(b->daemon, SIGTERM);
-    if (wait_pid(b->daemon, 2000) < 0) {
-        kill(b->daemon, SIGKILL);
-        waitpid(b->daemon, NULL, 0);
-    }
-    if (child > 0)
-        kill(child, SIGKILL);
-    b->daemon = 0;
-    g_clear_pointer(&b->daemon_mnt, g_free);
+    int status;
+    daemon_end_locked(b, 0, &status);
 }
 
 static int daemon_stop(Bench *b)
@@ -552,25 +537,16 @@ static int daemon_stop(Bench *b)
         g_mutex_unlock(&b->lock);
         return 0;
     }
-    g_autofree char *err = NULL;
     int ret = 0;
     int status = -1;
-    if (fusermount(b->daemon_mnt, FALSE, &err))
-        status = wait_pid(b->daemon, 10000);
-    else
-        g_printerr("ckpt-bench: fusermount3 -u %s failed (%s); lazy unmount and kill\n",
-                   b->daemon_mnt, err && *err ? err : "?");
-    if (status < 0) {
-        daemon_kill_locked(b);
+    const char *name = b->systems[b->cur].name;
+    b->daemon_stopping = TRUE;
+    if (!daemon_end_locked(b, 10000, &status))
         ret = -EBUSY;
-    } else {
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            g_printerr("ckpt-bench: warning: %s exited with status %d after unmount\n",
-                       b->systems[b->cur].name,
-                       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-        b->daemon = 0;
-        g_clear_pointer(&b->daemon_mnt, g_free);
-    }
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        g_printerr("ckpt-bench: warning: %s exited with status %d after unmount\n", name,
+                   WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    b->daemon_stopping = FALSE;
     g_mutex_unlock(&b->lock);
     return ret;
 }
@@ -631,8 +607,8 @@ static GPtrArray *system_argv(const Bench *b, const System *sys, const char *bac
 }
 
 /* Spawns the current system (`ckptfs -f [-o opts] backing mnt`, or a peer's
- * command line) and waits until mnt is a mount (its st_dev differs from its
- * parent's). *t0 is the time just before the spawn, for the mount-time
+ * command line) and waits until mnt is a live mount (mountrun_wait_up).
+ * *t0 is the time just before the spawn, for the mount-time
  * figure. */
 static int daemon_start(Bench *b, const char *backing, const char *mnt, double *t0)
 {
@@ -662,30 +638,26 @@ static int daemon_start(Bench *b, const char *backing, const char *mnt, double *
     if (t0)
         *t0 = start;
 
-    double deadline = start + MOUNT_TIMEOUT_MS / 1000.0;
-    for (;;) {
-        struct stat st;
-        if (stat(mnt, &st) == 0 && st.st_dev != pst.st_dev)
-            return 0;
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            g_mutex_lock(&b->lock);
-            b->daemon = 0;
-            g_clear_pointer(&b->daemon_mnt, g_free);
-            g_mutex_unlock(&b->lock);
-            g_printerr("ckpt-bench: %s exited (status %d) before %s was mounted\n", sys->exe,
-                       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), mnt);
-            return -ECHILD;
-        }
-        if (now_s() > deadline) {
-            g_printerr("ckpt-bench: %s did not mount %s within %d s\n", sys->exe, mnt,
-                       MOUNT_TIMEOUT_MS / 1000);
-            g_mutex_lock(&b->lock);
-            daemon_kill_locked(b);
-            g_mutex_unlock(&b->lock);
-            return -ETIMEDOUT;
-        }
-        g_usleep(200);
+    MountRun run = {pid, mnt, NULL, NULL, NULL};
+    int status = 0;
+    switch (mountrun_wait_up(&run, MOUNT_TIMEOUT_MS, 200, &status)) {
+    case MOUNTRUN_UP:
+        return 0;
+    case MOUNTRUN_EXITED:
+        g_mutex_lock(&b->lock);
+        b->daemon = 0;
+        g_clear_pointer(&b->daemon_mnt, g_free);
+        g_mutex_unlock(&b->lock);
+        g_printerr("ckpt-bench: %s exited (status %d) before %s was mounted\n", sys->exe,
+                   WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), mnt);
+        return -ECHILD;
+    default:
+        g_printerr("ckpt-bench: %s did not mount %s within %d s\n", sys->exe, mnt,
+                   MOUNT_TIMEOUT_MS / 1000);
+        g_mutex_lock(&b->lock);
+        daemon_kill_locked(b);
+        g_mutex_unlock(&b->lock);
+        return -ETIMEDOUT;
     }
 }
 
@@ -2282,28 +2254,12 @@ static gpointer out_thread(gpointer p)
     return NULL;
 }
 
-/* The supervisor's live (not zombie) child, 0 if none. */
+/* The supervisor's live (not zombie) child, the newest, 0 if none. */
 static pid_t out_daemon(pid_t sup)
 {
-    g_autofree char *path = g_strdup_printf("/proc/%d/task/%d/children", (int)sup, (int)sup);
-    g_autofree char *text = NULL;
-    if (!g_file_get_contents(path, &text, NULL, NULL))
-        return 0;
-    g_auto(GStrv) pids = g_strsplit(g_strstrip(text), " ", -1);
-    pid_t found = 0;
-    for (char **p = pids; *p; p++) {
-        if (!**p)
-            continue;
-        pid_t c = (pid_t)atoi(*p);
-        g_autofree char *sp = g_strdup_printf("/proc/%d/stat", (int)c);
-        g_autofree char *st = NULL;
-        if (!g_file_get_contents(sp, &st, NULL, NULL))
-            continue;
-        const char *paren = strrchr(st, ')');
-        if (paren && paren[1] && paren[2] != 'Z' && paren[2] != 'X')
-            found = c; /* the newest, listed last */
-    }
-    return found;
+    pid_t c[8];
+    int n = mountrun_children(sup, c, 8);
+    return n > 0 ? c[n - 1] : 0;
 }
 
 static pid_t out_supervisor(Bench *b)

@@ -43,6 +43,7 @@
 
 #include "catalog.h"
 #include "collision.h"
+#include "mountrun.h"
 
 #define RUN_EXIT_COLLISIONS 3
 #define MOUNT_TIMEOUT_MS    30000 /* ASan start-up on a loaded machine is slow */
@@ -82,6 +83,7 @@ typedef struct {
     int cmd_status;
     int tty;          /* our controlling terminal when we were in its foreground, else -1 */
     int signals_seen; /* SIGINT/SIGTERM/SIGHUP received while COMMAND ran */
+    int mount_signal; /* the termination signal that stopped the wait for the mount */
 } Run;
 
 static void run_clear(Run *r)
@@ -157,16 +159,6 @@ static void remove_tree(const char *path)
     nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
-static int spawn_quiet(const char *const *argv)
-{
-    int status = -1;
-    if (!g_spawn_sync(NULL, (char **)argv, NULL,
-                      G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
-                      NULL, NULL, NULL, NULL, &status, NULL))
-        return -1;
-    return status;
-}
-
 /* A run killed together with its daemon and the auto_unmount helper (CTest's
  * timeout SIGKILLs the whole process tree) leaves a dead mount at its private
  * mountpoint.  A dead mount answers ENOTCONN, which a live run's never does:
@@ -200,8 +192,7 @@ static void clear_dead_runs(const char *root)
         struct stat st;
         if (stat(mnt, &st) == 0 || errno != ENOTCONN)
             continue;
-        const char *lazy[] = {"fusermount3", "-u", "-z", mnt, NULL};
-        if (spawn_quiet(lazy) != 0)
+        if (!mountrun_fusermount(mnt, true, NULL))
             continue;
         fprintf(stderr, "ckptctl run: cleared %s, the dead mount of a killed run\n", mnt);
         g_autofree char *base = g_path_get_dirname(mnt);
@@ -277,14 +268,10 @@ static int prepare_backing(Run *r)
     return 0;
 }
 
+/* A mount at r->mnt, live or dead (a dead daemon's mount is still a mount). */
 static bool is_mounted(const Run *r)
 {
-    struct stat a, b;
-    if (stat(r->base, &a) != 0)
-        return false;
-    if (stat(r->mnt, &b) != 0)
-        return errno == ENOTCONN; /* a dead daemon's mount is still a mount */
-    return a.st_dev != b.st_dev;
+    return mountrun_state(r->mnt) != MOUNTRUN_NONE;
 }
 
 /* Milliseconds since start (monotonic): loops wait against a deadline, since
@@ -384,26 +371,53 @@ static void print_daemon_log(const Run *r)
             fprintf(stderr, "ckptctl run: ckptfs: %s\n", *l);
 }
 
+/* mountrun's hooks: waits that end early for a signal, and reaps that see
+ * both children. */
+static bool mount_pause(void *data, int ms)
+{
+    Run *r = data;
+    int sig = wait_signal(r, ms);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        r->signals_seen++;
+        r->mount_signal = sig;
+        return false;
+    }
+    return true;
+}
+
+static bool unmount_pause(void *data, int ms)
+{
+    wait_signal(data, ms);
+    return true;
+}
+
+static bool reap_daemon(void *data, int *status)
+{
+    Run *r = data;
+    reap(r);
+    if (r->daemon)
+        return false;
+    *status = r->daemon_status;
+    return true;
+}
+
 /* Returns 0 once mounted; an exit code otherwise (the daemon is then gone). */
 static int wait_mounted(Run *r)
 {
-    for (gint64 t0 = g_get_monotonic_time(); since_ms(t0) < MOUNT_TIMEOUT_MS;) {
-        if (is_mounted(r))
-            return 0;
-        reap(r);
-        if (!r->daemon) {
-            print_daemon_log(r);
-            return run_error(
-                "ckptfs %s %s: the mount could not be set up (ckptfs exited, status %d)",
-                r->backing, r->mnt,
-                WIFEXITED(r->daemon_status) ? WEXITSTATUS(r->daemon_status)
-                                            : 128 + WTERMSIG(r->daemon_status));
-        }
-        int sig = wait_signal(r, 50);
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-            r->signals_seen++;
-            return run_error("interrupted by signal %d while mounting", sig);
-        }
+    MountRun run = {r->daemon, r->mnt, mount_pause, reap_daemon, r};
+    int status;
+    switch (mountrun_wait_up(&run, MOUNT_TIMEOUT_MS, 50000, &status)) {
+    case MOUNTRUN_UP:
+        return 0;
+    case MOUNTRUN_EXITED:
+        print_daemon_log(r);
+        return run_error("ckptfs %s %s: the mount could not be set up (ckptfs exited, status %d)",
+                         r->backing, r->mnt,
+                         WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    case MOUNTRUN_GAVE_UP:
+        return run_error("interrupted by signal %d while mounting", r->mount_signal);
+    case MOUNTRUN_TIMEOUT:
+        break;
     }
     print_daemon_log(r);
     return run_error("ckptfs %s %s: not mounted after %d s", r->backing, r->mnt,
@@ -472,49 +486,31 @@ static void wait_command(Run *r)
     }
 }
 
+static void busy_message(void *data, const char *err)
+{
+    (void)err;
+    Run *r = data;
+    fprintf(stderr, "ckptctl run: %s still busy after %d s: lazy unmount\n", r->mnt,
+            UNMOUNT_GRACE_MS / 1000);
+}
+
 /* Unmounts (waiting out a busy mount for a grace period, then lazily) and
  * reaps the daemon, killing it when it does not exit.  Returns false when
  * a mount is still there. */
 static bool unmount(Run *r)
 {
-    const char *u[] = {"fusermount3", "-u", r->mnt, NULL};
-    const char *lazy[] = {"fusermount3", "-u", "-z", r->mnt, NULL};
-    /* never mounted (a timeout): nothing will make the daemon exit on its own */
-    if (!is_mounted(r) && r->daemon)
-        kill(r->daemon, SIGTERM);
-    for (gint64 t0 = g_get_monotonic_time(); is_mounted(r);) {
-        if (spawn_quiet(u) == 0)
-            break;
-        if (since_ms(t0) >= UNMOUNT_GRACE_MS) {
-            fprintf(stderr, "ckptctl run: %s still busy after %d s: lazy unmount\n", r->mnt,
-                    UNMOUNT_GRACE_MS / 1000);
-            spawn_quiet(lazy);
-            /* detached, but the daemon serves whoever still holds it: stop it */
-            if (r->daemon)
-                kill(r->daemon, SIGTERM);
-            break;
-        }
-        wait_signal(r, 100);
-    }
-    for (gint64 t0 = g_get_monotonic_time(); r->daemon && since_ms(t0) < DAEMON_EXIT_MS;) {
-        reap(r);
-        if (r->daemon)
-            wait_signal(r, 50);
-    }
-    if (r->daemon) {
-        kill(r->daemon, SIGTERM);
-        for (gint64 t0 = g_get_monotonic_time(); r->daemon && since_ms(t0) < 2000;) {
-            wait_signal(r, 50);
-            reap(r);
-        }
-    }
-    if (r->daemon) {
-        kill(r->daemon, SIGKILL);
-        waitpid(r->daemon, &r->daemon_status, 0);
+    MountRun run = {r->daemon, r->mnt, unmount_pause, reap_daemon, r};
+    MountStop how = {.busy_ms = UNMOUNT_GRACE_MS,
+                     .exit_ms = DAEMON_EXIT_MS,
+                     .term_ms = 2000,
+                     .term_unmounted = true, /* never mounted (a timeout) */
+                     .on_busy = busy_message};
+    int status;
+    mountrun_stop(&run, &how, &status);
+    if (r->daemon) { /* killed and reaped */
+        r->daemon_status = status;
         r->daemon = 0;
     }
-    if (is_mounted(r))
-        spawn_quiet(lazy);
     return !is_mounted(r);
 }
 

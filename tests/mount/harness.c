@@ -1,6 +1,7 @@
 #include "harness.h"
 
-#include <ctype.h>
+#include "mountrun.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -12,7 +13,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,21 +65,6 @@ Mount *mount_new(void)
     /* the base must be reachable by the unprivileged users of the permission tests */
     chmod(m->base, 0755);
     return m;
-}
-
-/* A live FUSE mount: statfs always reaches the daemon (stat may be answered
- * from the kernel's cache even for a dead one). */
-static bool is_mounted(Mount *m)
-{
-    struct statfs sfs;
-    return statfs(m->mnt, &sfs) == 0 && sfs.f_type == 0x65735546 /* FUSE_SUPER_MAGIC */;
-}
-
-/* Any mount at all, dead or alive. */
-static bool has_mount(Mount *m)
-{
-    struct statfs sfs;
-    return (statfs(m->mnt, &sfs) == 0 && sfs.f_type == 0x65735546) || errno == ENOTCONN;
 }
 
 void mount_dump_log(Mount *m)
@@ -159,57 +144,23 @@ int mount_start(Mount *m, const char *const *args)
         g_ptr_array_add(live_mounts, m);
 
     /* ASan start-up can take a while on a loaded machine (30 s in all);
-     * polled often at first, since most mounts are up within milliseconds */
-    for (int i = 0; i < 700; i++) {
-        if (is_mounted(m))
-            return 0;
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            m->pid = 0;
-            m->exit_status = status;
-            g_ptr_array_remove(live_mounts, m);
-            mount_dump_log(m);
-            return -1;
-        }
-        sleep_ms(i < 100 ? 5 : 50);
+     * polled often, since most mounts are up within milliseconds */
+    MountRun run = {pid, m->mnt, NULL, NULL, m};
+    int status;
+    switch (mountrun_wait_up(&run, 30000, 5000, &status)) {
+    case MOUNTRUN_UP:
+        return 0;
+    case MOUNTRUN_EXITED:
+        m->pid = 0;
+        m->exit_status = status;
+        g_ptr_array_remove(live_mounts, m);
+        mount_dump_log(m);
+        return -1;
+    default:
+        mount_dump_log(m);
+        mount_stop(m);
+        return -1;
     }
-    mount_dump_log(m);
-    mount_stop(m);
-    return -1;
-}
-
-/* The state letter of /proc/<pid>/stat ('Z' for a zombie), 0 if gone. */
-static char proc_state(pid_t pid)
-{
-    g_autofree char *path = g_strdup_printf("/proc/%d/stat", (int)pid);
-    g_autofree char *text = NULL;
-    if (!g_file_get_contents(path, &text, NULL, NULL))
-        return 0;
-    const char *paren = strrchr(text, ')'); /* comm may hold spaces and parens */
-    if (!paren || !paren[1] || !paren[2])
-        return 0;
-    return paren[2];
-}
-
-/* The supervisor's children that are alive (not zombies), at most `max`. */
-static int live_children(pid_t sup, pid_t *out, int max)
-{
-    g_autofree char *path = g_strdup_printf("/proc/%d/task/%d/children", (int)sup, (int)sup);
-    g_autofree char *text = NULL;
-    if (!g_file_get_contents(path, &text, NULL, NULL))
-        return 0;
-    int n = 0;
-    for (char *p = text; *p && n < max;) {
-        while (*p && !isdigit((unsigned char)*p))
-            p++;
-        if (!*p)
-            break;
-        pid_t c = (pid_t)strtol(p, &p, 10);
-        char st = proc_state(c);
-        if (st && st != 'Z' && st != 'X')
-            out[n++] = c;
-    }
-    return n;
 }
 
 pid_t mount_daemon_pid(Mount *m)
@@ -223,12 +174,12 @@ pid_t mount_daemon_pid(Mount *m)
     pid_t newest = 0;
     for (int i = 0; i < 400; i++) { /* 2 s */
         pid_t c[8];
-        int n = live_children(m->pid, c, 8);
+        int n = mountrun_children(m->pid, c, 8);
         if (n == 1)
             return c[0];
         if (n > 1)
             newest = c[n - 1];
-        else if (proc_state(m->pid) == 0 || proc_state(m->pid) == 'Z')
+        else if (mountrun_proc_state(m->pid) == 0 || mountrun_proc_state(m->pid) == 'Z')
             return 0;
         sleep_ms(5);
     }
@@ -268,6 +219,20 @@ static bool unexpected_warnings(Mount *m)
     return bad;
 }
 
+/* A supervised mount that must be killed: the supervisor first, so that
+ * it starts no new daemon, then its daemons. */
+static void kill_supervised(void *data)
+{
+    Mount *m = data;
+    if (!m->supervised)
+        return;
+    pid_t now[8];
+    int n = mountrun_children(m->pid, now, 8);
+    kill(m->pid, SIGKILL);
+    for (int i = 0; i < n; i++)
+        kill(now[i], SIGKILL);
+}
+
 int mount_stop(Mount *m)
 {
     if (!m->pid)
@@ -275,37 +240,14 @@ int mount_stop(Mount *m)
     /* a supervised mount's daemons, alive now: they must be gone once the
      * supervisor is (it reaps its child before it exits) */
     pid_t daemons[8];
-    int ndaemons = m->supervised ? live_children(m->pid, daemons, 8) : 0;
-    const char *umount[] = {"fusermount3", "-u", m->mnt, NULL};
-    bool done = false;
-    for (int i = 0; i < 20 && !done; i++) {
-        if (!has_mount(m) || run_cmd(umount, NULL) == 0)
-            done = true;
-        else
-            sleep_ms(100); /* busy: a test process may still be closing files */
-    }
-    int status = 0;
-    bool reaped = false;
-    for (int i = 0; done && i < 500; i++) { /* 10 s */
-        if (waitpid(m->pid, &status, WNOHANG) == m->pid) {
-            reaped = true;
-            break;
-        }
-        sleep_ms(i < 100 ? 5 : 25);
-    }
+    int ndaemons = m->supervised ? mountrun_children(m->pid, daemons, 8) : 0;
+    /* busy for 2 s at most (a test process may still be closing files),
+     * then 10 s to exit; else killed at once */
+    MountRun run = {m->pid, m->mnt, NULL, NULL, m};
+    MountStop how = {.busy_ms = 2000, .exit_ms = 10000, .term_ms = 0, .on_kill = kill_supervised};
+    int status;
+    bool reaped = mountrun_stop(&run, &how, &status);
     if (!reaped) {
-        const char *lazy[] = {"fusermount3", "-u", "-z", m->mnt, NULL};
-        run_cmd(lazy, NULL);
-        if (m->supervised) {
-            /* the supervisor first, so that it starts no new daemon */
-            pid_t now[8];
-            int n = live_children(m->pid, now, 8);
-            kill(m->pid, SIGKILL);
-            for (int i = 0; i < n; i++)
-                kill(now[i], SIGKILL);
-        }
-        kill(m->pid, SIGKILL);
-        waitpid(m->pid, &status, 0);
         for (int i = 0; i < ndaemons; i++)
             kill(daemons[i], SIGKILL);
         status = -1;
@@ -314,7 +256,7 @@ int mount_stop(Mount *m)
     for (int i = 0; reaped && i < ndaemons; i++) {
         int j = 0;
         char st;
-        while ((st = proc_state(daemons[i])) && st != 'Z' && j++ < 200) /* 2 s */
+        while ((st = mountrun_proc_state(daemons[i])) && st != 'Z' && j++ < 200) /* 2 s */
             sleep_ms(10);
         if (st && st != 'Z') {
             fprintf(stderr, "daemon %d outlived its supervisor %d: killed\n", (int)daemons[i],
