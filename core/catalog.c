@@ -6,6 +6,7 @@
  * in the table under c->lock; rebuilds (open, refresh, rescan) are
  * serialised by c->scan_lock so two never interleave. */
 #include "catalog.h"
+#include "intern.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -347,7 +348,7 @@ static const char *state_owner(const char *path)
         return NULL;
     memcpy(buf, j, l);
     buf[l] = '\0';
-    return g_intern_string(buf);
+    return ck_intern(buf);
 }
 
 /* A read no other job can share: inside the job's own root, when no other
@@ -836,7 +837,7 @@ static CkCatalog *catalog_new(const char *dir, const CkCatalogOptions *opts, con
     c->checks = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, check_stamp_free);
     c->pending_jobs = g_hash_table_new(g_direct_hash, g_direct_equal);
     c->top.exists = false;
-    c->only_job = only_job ? g_intern_string(only_job) : NULL;
+    c->only_job = only_job ? ck_intern(only_job) : NULL;
     c->progress = opts ? opts->progress : NULL;
     c->report_unreadable = opts && opts->report_unreadable;
     rebuild(c, RB_FULL, NULL, NULL);
@@ -900,7 +901,7 @@ GPtrArray *ck_catalog_job_names(CkCatalog *c)
 
 CkJobInfo *ck_catalog_get_job(CkCatalog *c, const char *job)
 {
-    const char *ij = g_intern_string(job);
+    const char *ij = ck_intern(job);
     g_mutex_lock(&c->lock);
     CkJobInfo *j = ck_job_info_ref(g_hash_table_lookup(c->jobs, ij));
     g_mutex_unlock(&c->lock);
@@ -911,7 +912,7 @@ bool ck_catalog_refresh_job(CkCatalog *c, const char *job)
 {
     if (!ck_is_job_id(job, strlen(job)))
         return false;
-    const char *ij = g_intern_string(job);
+    const char *ij = ck_intern(job);
     if (c->only_job && ij != c->only_job)
         return false;
     g_autoptr(GPtrArray) one = g_ptr_array_new();
@@ -927,7 +928,7 @@ void ck_catalog_refresh_jobs(CkCatalog *c, GPtrArray *jobs, GPtrArray *changed_o
     for (guint i = 0; i < jobs->len; i++) {
         const char *j = jobs->pdata[i];
         if (ck_is_job_id(j, strlen(j)))
-            g_ptr_array_add(valid, (gpointer)g_intern_string(j));
+            g_ptr_array_add(valid, (gpointer)ck_intern(j));
     }
     if (valid->len)
         rebuild(c, RB_JOBS, valid, changed_out);
@@ -945,7 +946,7 @@ void ck_catalog_check_top(CkCatalog *c, GPtrArray *changed_out)
 
 bool ck_catalog_job_check(CkCatalog *c, const char *job)
 {
-    const char *ij = g_intern_string(job);
+    const char *ij = ck_intern(job);
     g_mutex_lock(&c->lock);
     const CheckStamp *cs = g_hash_table_lookup(c->checks, ij);
     DirStamp md = {0}, own = {0};
@@ -1397,7 +1398,7 @@ GPtrArray *ck_catalog_hazards(CkCatalog *c)
         for (guint k = 0; k < who->len; k++) {
             g_autofree char *jn =
                 g_strndup(who->pdata[k], strrchr(who->pdata[k], ':') - (char *)who->pdata[k]);
-            const char *ij = g_intern_string(jn);
+            const char *ij = ck_intern(jn);
             if (!g_ptr_array_find(names, ij, NULL))
                 g_ptr_array_add(names, (gpointer)ij);
         }
@@ -1527,7 +1528,7 @@ GPtrArray *ck_catalog_unused(CkCatalog *c)
                 const char *rd = r->reads->pdata[x];
                 const char *sl = strchr(rd, '/');
                 g_autofree char *first = sl ? g_strndup(rd, (gsize)(sl - rd)) : g_strdup(rd);
-                g_hash_table_add(used_top, (gpointer)g_intern_string(first));
+                g_hash_table_add(used_top, (gpointer)ck_intern(first));
                 if (g_str_has_prefix(rd, "_state/")) {
                     const char *js = rd + 7, *e = strchr(js, '/');
                     g_autofree char *jn = e ? g_strndup(js, (gsize)(e - js)) : g_strdup(js);
@@ -1559,7 +1560,7 @@ GPtrArray *ck_catalog_unused(CkCatalog *c)
             struct stat sb;
             if (fstatat(c->dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode))
                 continue;
-            if (g_hash_table_contains(used_top, g_intern_string(de->d_name)))
+            if (g_hash_table_contains(used_top, ck_intern(de->d_name)))
                 continue;
             CkUnused *u = g_new0(CkUnused, 1);
             u->path = g_strdup(de->d_name);

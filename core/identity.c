@@ -1,4 +1,5 @@
 #include "identity.h"
+#include "intern.h"
 #include "classify.h"
 
 #include <errno.h>
@@ -40,7 +41,7 @@ struct CkIdentity {
 CkIdentity *ck_identity_new(const char *fixed_job, const char *env_var, const char *proc_root)
 {
     CkIdentity *id = g_new0(CkIdentity, 1);
-    id->fixed_job = fixed_job ? g_intern_string(fixed_job) : NULL;
+    id->fixed_job = fixed_job ? ck_intern(fixed_job) : NULL;
     if (env_var && !fixed_job) {
         id->env_prefix = g_strconcat(env_var, "=", NULL);
         id->env_prefix_len = strlen(id->env_prefix);
@@ -211,7 +212,7 @@ static int read_env_job(const CkIdentity *id, pid_t tgid, const char **job)
                 char name[CK_JOB_ID_MAX + 1];
                 memcpy(name, v, vlen);
                 name[vlen] = '\0';
-                *job = g_intern_string(name);
+                *job = ck_intern(name);
             }
             return 0; /* the first VAR= wins, as getenv() sees it */
         }
@@ -244,7 +245,7 @@ const char *ck_identity_of(CkIdentity *id, pid_t tid)
     Stamp st;
     int rs = read_stamp(id, tid, &st);
     if (rs < 0) /* vanished (or not a process): anonymous */
-        return vanished(rs) ? NULL : g_intern_string(CK_IDENTITY_UNKNOWN);
+        return vanished(rs) ? NULL : ck_intern(CK_IDENTITY_UNKNOWN);
 
     g_mutex_lock(&id->lock);
     Entry *e = g_hash_table_lookup(id->cache, GINT_TO_POINTER(tid));
@@ -262,7 +263,7 @@ const char *ck_identity_of(CkIdentity *id, pid_t tid)
         const char *job;
         int rt = read_tgid(id, tid, &tgid);
         if (rt < 0)
-            return vanished(rt) ? NULL : g_intern_string(CK_IDENTITY_UNKNOWN);
+            return vanished(rt) ? NULL : ck_intern(CK_IDENTITY_UNKNOWN);
         int r = read_env_job(id, tgid, &job);
         /* A leader that exited before its threads is a zombie without an
          * environment; the thread's own entry reads the same mm. */
@@ -274,11 +275,11 @@ const char *ck_identity_of(CkIdentity *id, pid_t tid)
          * error (EMFILE: the daemon is out of descriptors) must not let the
          * caller act as anonymous: unknown, not cached */
         if (r < 0 && r != -EACCES)
-            return g_intern_string(CK_IDENTITY_UNKNOWN);
+            return ck_intern(CK_IDENTITY_UNKNOWN);
         Stamp again;
         rs = read_stamp(id, tid, &again);
         if (rs < 0)
-            return vanished(rs) ? NULL : g_intern_string(CK_IDENTITY_UNKNOWN);
+            return vanished(rs) ? NULL : ck_intern(CK_IDENTITY_UNKNOWN);
         if (!stamp_equal(&st, &again)) {
             st = again;
             continue;

@@ -5,7 +5,7 @@
  * /proc/<tgid>/environ, cached per process and keyed so that a reused pid
  * never inherits another process's job (pid + start time).  Callers without
  * VAR, or whose VAR is not a valid job id, are anonymous (NULL).
- * Thread-safe; the returned string is interned (g_intern_string).
+ * Thread-safe; the returned string is interned (ck_intern).
  *
  * Cost and pid-reuse safety: the cache is keyed by tid and each entry holds
  * the thread's stamp from <proc>/<tid>/stat: start time (field 22, parsed

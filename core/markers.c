@@ -1,5 +1,6 @@
 /* A checkpoint directory's jobs and their markers (see markers.h). */
 #include "markers.h"
+#include "intern.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -27,7 +28,7 @@ int ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *not
         }
         if (isdir && ck_is_job_id(nm, strlen(nm))) {
             if (names)
-                g_hash_table_add(names, (gpointer)g_intern_string(nm));
+                g_hash_table_add(names, (gpointer)ck_intern(nm));
         } else if (not_jobs) {
             g_ptr_array_add(not_jobs, g_strconcat(sub, "/", nm, NULL));
         }

@@ -1,4 +1,5 @@
 #include "policy.h"
+#include "intern.h"
 #include "classify.h"
 
 #include <errno.h>
@@ -29,7 +30,7 @@ CkNs ck_ns_child(CkNs parent, const char *name, const char *views_name)
     }
     case CK_NS_STRUCT:
         if (ck_is_job_id(name, strlen(name)))
-            return (CkNs){CK_NS_JOB, g_intern_string(name),
+            return (CkNs){CK_NS_JOB, ck_intern(name),
                           parent.place == CK_PLACE_JOBS ? CK_PLACE_JOB_DIR : CK_PLACE_OTHER};
         return (CkNs){CK_NS_STRAY, NULL, CK_PLACE_OTHER};
     case CK_NS_JOB: {

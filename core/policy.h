@@ -5,7 +5,7 @@
  * checks below are then a comparison of small values: O(1), no path strings,
  * no allocation, safe to call on every request from any thread.
  *
- * Job ids inside CkNs and caller identities are g_intern_string() pointers,
+ * Job ids inside CkNs and caller identities are ck_intern() pointers (core/intern.h),
  * so two jobs are the same job iff the pointers are equal. */
 #pragma once
 #include <stdbool.h>

@@ -7,6 +7,7 @@
  * (allowed by external_root) are opened by their absolute path; remote ones
  * are never touched. */
 #include "resolve.h"
+#include "intern.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -777,7 +778,7 @@ static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
             bool own = strncmp(j, r->job, l) == 0 && r->job[l] == '\0';
             if (!own && ck_is_job_id(j, l)) {
                 g_autofree char *other = g_strndup(j, l);
-                const char *oi = g_intern_string(other);
+                const char *oi = ck_intern(other);
                 if (oi != r->job)
                     r->foreign_job = oi;
             }
@@ -929,9 +930,9 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
     if (!cache)
         cache = own = ck_root_cache_new();
     CkRestore *r = g_new0(CkRestore, 1);
-    /* g_intern_string takes a process-wide lock: once per job, not per marker */
+    /* ck_intern takes a process-wide lock: once per job, not per marker */
     if (!cache->job || strcmp(cache->job, job) != 0)
-        cache->job = g_intern_string(job);
+        cache->job = ck_intern(job);
     r->job = cache->job;
     r->checkpoint = checkpoint;
     r->cls = m->cls;

@@ -1,5 +1,6 @@
 /* SPEC §2: the restore source of a location (see restore_source.h). */
 #include "restore_source.h"
+#include "intern.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -151,12 +152,12 @@ static char *split_jobs_dir(int fd, const char *path, const char **job)
         pbase = g_path_get_basename(parent);
         if (strcmp(pbase, "_jobs") != 0 || !ck_is_job_id(base, strlen(base)))
             return NULL;
-        *job = g_intern_string(base);
+        *job = ck_intern(base);
         return g_path_get_dirname(parent);
     }
     if (strcmp(pbase, "_jobs") != 0 || !ck_is_job_id(base, strlen(base)))
         return NULL;
-    *job = g_intern_string(base);
+    *job = ck_intern(base);
     return g_path_get_dirname(parent);
 }
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "classify.h"
+#include "intern.h"
 #include "viewsint.h"
 
 /* How long a read of .metrics waits for a catalog still loading. */
@@ -212,7 +213,7 @@ static void handle_event(Watch *w, const struct inotify_event *ev)
     case W_JOBS:
     case W_STATE:
         if (ck_is_job_id(name, strlen(name))) {
-            const char *job = g_intern_string(name);
+            const char *job = ck_intern(name);
             g_hash_table_add(w->todo, (gpointer)job);
             if (wi->kind == W_JOBS && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
                 watch_job(w, job);

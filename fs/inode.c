@@ -1,4 +1,5 @@
 #include "inode.h"
+#include "intern.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -392,7 +393,7 @@ static void nodes_revive(struct ckptfs *fs)
         bool text = r->text_len != STATE_TEXT_LOST;
         if (n->kind == NODE_BACKING) {
             if (n->ns.kind == CK_NS_JOB)
-                n->ns.job = n->rec_job = text ? g_intern_string(r->text) : NULL;
+                n->ns.job = n->rec_job = text ? ck_intern(r->text) : NULL;
         } else if (text) {
             n->vkey = g_strdup(r->text);
         }

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "classify.h"
+#include "intern.h"
 #include "resolve.h"
 #include "viewsint.h"
 
@@ -665,7 +666,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
     case VN_ROOT: {
         if (!ck_is_job_id(name, strlen(name)) || !views_has_job(fs, name))
             return -ENOENT;
-        const char *job = g_intern_string(name);
+        const char *job = ck_intern(name);
         VNode *vn = vnode_new(VN_JOB, job);
         vn->source = "own";
         vn->backing = g_strconcat("_jobs/", job, NULL);

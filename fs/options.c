@@ -1,4 +1,5 @@
 #include "options.h"
+#include "intern.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -218,7 +219,7 @@ static int load_config(FsOptions *opt)
         }
         char *path = g_key_file_get_string(kf, g, "legacy_backend", NULL);
         if (path)
-            g_hash_table_replace(opt->job_legacy_backends, (gpointer)g_intern_string(job), path);
+            g_hash_table_replace(opt->job_legacy_backends, (gpointer)ck_intern(job), path);
     }
     return 0;
 }
@@ -293,7 +294,7 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
                     opt->job);
             return 2;
         }
-        opt->job_interned = g_intern_string(opt->job);
+        opt->job_interned = ck_intern(opt->job);
     }
     if (opt->identity) {
         if (!g_str_has_prefix(opt->identity, "env:") || !opt->identity[4] ||
@@ -318,7 +319,7 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
                 views);
         return 2;
     }
-    opt->views_name = g_intern_string(views);
+    opt->views_name = ck_intern(views);
     opt->rescan_s = 2;
     if (opt->rescan && parse_seconds("rescan", opt->rescan, &opt->rescan_s, true))
         return 2;

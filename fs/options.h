@@ -37,7 +37,7 @@ typedef struct {
     bool audit;
     bool legacy_rw;
     bool passthrough_off;
-    const char *job_interned; /* g_intern_string(job) or NULL */
+    const char *job_interned; /* ck_intern(job) or NULL */
     char *identity_env;       /* VAR of identity=env:VAR */
     const char *views_name;   /* interned */
     double rescan_s;

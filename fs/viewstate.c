@@ -1,6 +1,7 @@
 /* The views' shared state (viewstate.h): the catalog and the early job
  * names, the job snapshots, virtual inode numbers and directory attributes. */
 #include "viewstate.h"
+#include "intern.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,7 +75,7 @@ static GPtrArray *scan_job_names(struct ckptfs *fs)
         while ((de = readdir(d)) != NULL) {
             const char *nm = de->d_name;
             if (views_dirent_type(d, de) == DT_DIR && ck_is_job_id(nm, strlen(nm)))
-                g_hash_table_add(set, (gpointer)g_intern_string(nm));
+                g_hash_table_add(set, (gpointer)ck_intern(nm));
         }
         closedir(d);
     }
@@ -134,7 +135,7 @@ bool views_has_job(struct ckptfs *fs, const char *job)
     bool found = false;
     g_mutex_lock(&v->lock);
     if (!v->load_done && v->early_names) {
-        const char *ij = g_intern_string(job);
+        const char *ij = ck_intern(job);
         found = g_ptr_array_find(v->early_names, ij, NULL);
     }
     g_mutex_unlock(&v->lock);

@@ -2,6 +2,7 @@
  * Every answer comes from core/ (catalog, resolve, stateroot, collision),
  * the same code the views use, so ckptctl and a mount cannot disagree. */
 #include "ckptctl.h"
+#include "intern.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -273,7 +274,7 @@ static int common_resolve_options(const char *cmd, Common *c, CkResolveOptions *
                 return ckptctl_fail(cmd, "--config %s: [%s] is not a job id", c->config, *g);
             char *v = g_key_file_get_string(kf, *g, "legacy_backend", NULL);
             if (v)
-                g_hash_table_insert(opts->legacy_backends, (gpointer)g_intern_string(job), v);
+                g_hash_table_insert(opts->legacy_backends, (gpointer)ck_intern(job), v);
         }
     }
     if (c->legacy_backend) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "intern.h"
 #include "policy.h"
 
 #define CHECK(c)                                                                                   \
@@ -121,7 +122,7 @@ static CkNs ns_of(const char *path)
 static void check_symlink(uint8_t pick, uint8_t who, const char *target)
 {
     const char *parent = parents[pick % G_N_ELEMENTS(parents)];
-    const char *callers[] = {NULL, g_intern_string("a"), g_intern_string("b")};
+    const char *callers[] = {NULL, ck_intern("a"), ck_intern("b")};
     const char *caller = callers[who % 3];
     CkPolicy pol = {.legacy_rw = (who & 4) != 0};
     CkNs pns = ns_of(parent), child;

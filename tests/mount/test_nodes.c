@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "ckptfs.h"
+#include "intern.h"
 
 typedef struct {
     struct ckptfs fs;
@@ -29,7 +30,7 @@ static int setup(void **state)
     f->fs.backing_len = strlen(f->dir);
     f->fs.root_fd = open(f->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     f->fs.mount_fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    f->fs.opt.views_name = g_intern_string("_views");
+    f->fs.opt.views_name = ck_intern("_views");
     assert_int_equal(state_open(&f->fs.state, -1), 0);
     assert_int_equal(node_table_init(&f->fs), 0);
     *state = f;

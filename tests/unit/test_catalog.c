@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "intern.h"
 #include "testfs.h"
 
 typedef struct {
@@ -113,7 +114,7 @@ static void jobs_and_snapshots(void **state)
     assert_int_equal(names->len, G_N_ELEMENTS(want));
     for (guint i = 0; i < names->len; i++) {
         assert_string_equal(names->pdata[i], want[i]);
-        assert_ptr_equal(names->pdata[i], g_intern_string(want[i]));
+        assert_ptr_equal(names->pdata[i], ck_intern(want[i]));
     }
     assert_int_equal(ck_catalog_n_jobs(c), 6);
     assert_int_equal(ck_catalog_n_markers(c), 7);
@@ -237,14 +238,14 @@ static void shared_with_per_checkpoint(void **state)
     g_autoptr(CkJobInfo) ins1 = ck_catalog_get_job(c, "ins1");
     const CkCheckpointInfo *i1 = cp_of(ins1, 1);
     assert_int_equal(i1->shared_with->len, 1);
-    assert_ptr_equal(i1->shared_with->pdata[0], g_intern_string("ins2"));
+    assert_ptr_equal(i1->shared_with->pdata[0], ck_intern("ins2"));
     g_autoptr(CkJobInfo) a = ck_catalog_get_job(c, "a");
     assert_int_equal(cp_of(a, 1)->shared_with->len, 1); /* b reads _state/a/v1/0 */
-    assert_ptr_equal(cp_of(a, 1)->shared_with->pdata[0], g_intern_string("b"));
+    assert_ptr_equal(cp_of(a, 1)->shared_with->pdata[0], ck_intern("b"));
     assert_int_equal(cp_of(a, 2)->shared_with->len, 0);
     g_autoptr(CkJobInfo) b = ck_catalog_get_job(c, "b");
-    assert_ptr_equal(cp_of(b, 1)->shared_with->pdata[0], g_intern_string("a"));
-    assert_ptr_equal(cp_of(b, 1)->restore->foreign_job, g_intern_string("a"));
+    assert_ptr_equal(cp_of(b, 1)->shared_with->pdata[0], ck_intern("a"));
+    assert_ptr_equal(cp_of(b, 1)->restore->foreign_job, ck_intern("a"));
 }
 
 static const CkUnused *find_unused(GPtrArray *un, const char *path)
@@ -526,7 +527,7 @@ static void rescan_reparses_only_changes(void **state)
     assert_int_equal(rename(from, to), 0);
     ck_catalog_rescan(c, ch);
     assert_int_equal(ch->len, 1);
-    assert_ptr_equal(ch->pdata[0], g_intern_string("a"));
+    assert_ptr_equal(ch->pdata[0], ck_intern("a"));
     g_autoptr(CkJobInfo) a2 = ck_catalog_get_job(c, "a");
     assert_ptr_not_equal(a2, a0);
     assert_true(a2->version > a0->version);
@@ -606,7 +607,7 @@ static void rescan_sees_new_sharing(void **state)
     g_autoptr(CkJobInfo) x1 = ck_catalog_get_job(c, "x");
     assert_true(x1->version > x0->version);
     assert_int_equal(cp_of(x1, 1)->shared_with->len, 1);
-    assert_ptr_equal(cp_of(x1, 1)->shared_with->pdata[0], g_intern_string("y"));
+    assert_ptr_equal(cp_of(x1, 1)->shared_with->pdata[0], ck_intern("y"));
 }
 
 static void refresh_one_job(void **state)

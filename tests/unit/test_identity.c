@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "identity.h"
+#include "intern.h"
 #include "testfs.h"
 
 static char *proc; /* the fake /proc of every test */
@@ -88,7 +89,7 @@ static void test_fixed_job(void **st)
     char job[] = "fixed-1";
     CkIdentity *id = ck_identity_new(job, "CKPT_JOB", "/nonexistent-proc");
     const char *j = ck_identity_of(id, 12345);
-    assert_ptr_equal(j, g_intern_string("fixed-1"));
+    assert_ptr_equal(j, ck_intern("fixed-1"));
     assert_ptr_equal(ck_identity_of(id, 0), j);
     ck_identity_free(id);
 }
@@ -114,14 +115,14 @@ static void test_env(void **st)
     process(106, "noenv", 506, "");
     process(107, "last", 507, "A=1|CKPT_JOB=tail"); /* no final NUL */
     CkIdentity *id = ck_identity_new(NULL, "CKPT_JOB", proc);
-    assert_ptr_equal(ck_identity_of(id, 100), g_intern_string("job-a"));
+    assert_ptr_equal(ck_identity_of(id, 100), ck_intern("job-a"));
     assert_null(ck_identity_of(id, 101));
     assert_null(ck_identity_of(id, 102));
     assert_null(ck_identity_of(id, 103));
     assert_null(ck_identity_of(id, 104));
-    assert_ptr_equal(ck_identity_of(id, 105), g_intern_string("real"));
+    assert_ptr_equal(ck_identity_of(id, 105), ck_intern("real"));
     assert_null(ck_identity_of(id, 106));
-    assert_ptr_equal(ck_identity_of(id, 107), g_intern_string("tail"));
+    assert_ptr_equal(ck_identity_of(id, 107), ck_intern("tail"));
     assert_null(ck_identity_of(id, 99999)); /* vanished */
     assert_null(ck_identity_of(id, 0));
     assert_null(ck_identity_of(id, -1));
@@ -133,13 +134,13 @@ static void test_comm_with_parens(void **st)
     (void)st;
     process(200, "a) 1 2 (b", 777, "CKPT_JOB=paren");
     CkIdentity *id = ck_identity_new(NULL, "CKPT_JOB", proc);
-    assert_ptr_equal(ck_identity_of(id, 200), g_intern_string("paren"));
+    assert_ptr_equal(ck_identity_of(id, 200), ck_intern("paren"));
     /* the cache is keyed by the start time parsed after the last ')':
      * a new start time is seen as a new process */
     put_environ(200, "CKPT_JOB=paren2");
-    assert_ptr_equal(ck_identity_of(id, 200), g_intern_string("paren"));
+    assert_ptr_equal(ck_identity_of(id, 200), ck_intern("paren"));
     put_stat(200, "a) 1 2 (b", 778, 1000);
-    assert_ptr_equal(ck_identity_of(id, 200), g_intern_string("paren2"));
+    assert_ptr_equal(ck_identity_of(id, 200), ck_intern("paren2"));
     ck_identity_free(id);
 }
 
@@ -151,8 +152,8 @@ static void test_threads_map_to_tgid(void **st)
     put_stat(301, "worker-thr", 905, 1000);
     put_status(301, 300);
     CkIdentity *id = ck_identity_new(NULL, "CKPT_JOB", proc);
-    assert_ptr_equal(ck_identity_of(id, 301), g_intern_string("threaded"));
-    assert_ptr_equal(ck_identity_of(id, 300), g_intern_string("threaded"));
+    assert_ptr_equal(ck_identity_of(id, 301), ck_intern("threaded"));
+    assert_ptr_equal(ck_identity_of(id, 300), ck_intern("threaded"));
     ck_identity_free(id);
 }
 
@@ -167,7 +168,7 @@ static void test_zombie_leader(void **st)
     put_status(801, 800);
     put_environ(801, "CKPT_JOB=orphaned-thread");
     CkIdentity *id = ck_identity_new(NULL, "CKPT_JOB", proc);
-    assert_ptr_equal(ck_identity_of(id, 801), g_intern_string("orphaned-thread"));
+    assert_ptr_equal(ck_identity_of(id, 801), ck_intern("orphaned-thread"));
     assert_null(ck_identity_of(id, 800));
     ck_identity_free(id);
 }
@@ -177,13 +178,13 @@ static void test_cached_then_pid_reuse(void **st)
     (void)st;
     process(400, "w", 1000, "CKPT_JOB=first");
     CkIdentity *id = ck_identity_new(NULL, "CKPT_JOB", proc);
-    assert_ptr_equal(ck_identity_of(id, 400), g_intern_string("first"));
+    assert_ptr_equal(ck_identity_of(id, 400), ck_intern("first"));
     /* same process (same stamp): answered from the cache, environ not re-read */
     put_environ(400, "CKPT_JOB=changed");
-    assert_ptr_equal(ck_identity_of(id, 400), g_intern_string("first"));
+    assert_ptr_equal(ck_identity_of(id, 400), ck_intern("first"));
     /* pid 400 reused by a new process: new start time -> the new answer */
     process(400, "w", 2000, "CKPT_JOB=second");
-    assert_ptr_equal(ck_identity_of(id, 400), g_intern_string("second"));
+    assert_ptr_equal(ck_identity_of(id, 400), ck_intern("second"));
     /* reused again, by a process without VAR */
     process(400, "w", 3000, "PATH=/bin");
     assert_null(ck_identity_of(id, 400));
@@ -199,7 +200,7 @@ static void test_exec_new_environment(void **st)
     /* execve: same pid and start time, environment mapped elsewhere */
     put_stat(500, "worker", 100, 5000);
     put_environ(500, "CKPT_JOB=after-exec");
-    assert_ptr_equal(ck_identity_of(id, 500), g_intern_string("after-exec"));
+    assert_ptr_equal(ck_identity_of(id, 500), ck_intern("after-exec"));
     ck_identity_free(id);
 }
 
@@ -211,7 +212,7 @@ static void test_vanished_not_cached(void **st)
     CkIdentity *id = ck_identity_new(NULL, "CKPT_JOB", proc);
     assert_null(ck_identity_of(id, 600));
     put_environ(600, "CKPT_JOB=late");
-    assert_ptr_equal(ck_identity_of(id, 600), g_intern_string("late"));
+    assert_ptr_equal(ck_identity_of(id, 600), ck_intern("late"));
     ck_identity_free(id);
 }
 
@@ -261,7 +262,7 @@ static void test_real_proc(void **st)
     const char *pj = ck_identity_of(path, child);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
-    assert_ptr_equal(job, g_intern_string("real-child"));
+    assert_ptr_equal(job, ck_intern("real-child"));
     assert_null(pj);
     assert_null(ck_identity_of(id, child)); /* gone */
     ck_identity_free(id);

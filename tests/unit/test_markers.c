@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "markers.h"
+#include "intern.h"
 #include "testfs.h"
 
 typedef struct {
@@ -69,8 +70,8 @@ static void job_dirs(void **state)
     g_autoptr(GPtrArray) not_jobs = g_ptr_array_new_with_free_func(g_free);
     ck_list_job_dirs(fx->dfd, "_jobs", names, not_jobs);
     assert_int_equal(g_hash_table_size(names), 2);
-    assert_true(g_hash_table_contains(names, g_intern_string("a")));
-    assert_true(g_hash_table_contains(names, g_intern_string("b.c-d_e")));
+    assert_true(g_hash_table_contains(names, ck_intern("a")));
+    assert_true(g_hash_table_contains(names, ck_intern("b.c-d_e")));
     g_ptr_array_sort(not_jobs, cmp_str);
     assert_int_equal(not_jobs->len, 5);
     assert_string_equal(not_jobs->pdata[0], "_jobs/.hidden");

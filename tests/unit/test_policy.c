@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "policy.h"
+#include "intern.h"
 
 static const CkPolicy ro = {.legacy_rw = false};
 static const CkPolicy rw = {.legacy_rw = true};
@@ -30,8 +31,8 @@ static const char *A, *B;
 static int setup(void **st)
 {
     (void)st;
-    A = g_intern_string("a");
-    B = g_intern_string("b");
+    A = ck_intern("a");
+    B = ck_intern("b");
     return 0;
 }
 
@@ -344,7 +345,7 @@ static void test_ns_marker_place(void **state)
 static void test_decide_modes(void **state)
 {
     (void)state;
-    const char *A = g_intern_string("a");
+    const char *A = ck_intern("a");
     CkPolicy enforce = {0}, audit = {.audit = true}, rw = {.legacy_rw = true}, off = {.off = true};
     CkNs b = ns_of_path("_state/b/x"), legacy = ns_of_path("v1/0"), view = ns_of_path("_views/a");
 

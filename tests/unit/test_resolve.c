@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "intern.h"
 #include "resolve.h"
 #include "restore_source.h"
 #include "testfs.h"
@@ -92,7 +93,7 @@ static void namespaced_relative_root(void **state)
     assert_false(r->legacy_location);
     assert_null(r->foreign_job);
     assert_string_equal(r->marker, "_jobs/j1/chk-1/COMPLETED");
-    assert_ptr_equal(r->job, g_intern_string("j1"));
+    assert_ptr_equal(r->job, ck_intern("j1"));
     const char *want[] = {"_state/j1/v1/0", "_state/j1/v1/1", NULL};
     assert_reads(r, want);
 }
@@ -132,7 +133,7 @@ static void namespaced_foreign_root(void **state)
     g_autoptr(CkRestore) r =
         restore_of(fx, "j1", 1, "generation=1\nparticipants=0\nstate=_state/j2\n");
     assert_true(r->restorable);
-    assert_ptr_equal(r->foreign_job, g_intern_string("j2"));
+    assert_ptr_equal(r->foreign_job, ck_intern("j2"));
     const char *want[] = {"_state/j2/v1/0", NULL};
     assert_reads(r, want);
     /* its own root is not foreign */
@@ -402,7 +403,7 @@ static void legacy_backend_configured(void **state)
     fx->opts.external_roots = g_ptr_array_new_with_free_func(g_free);
     g_ptr_array_add(fx->opts.external_roots, g_strdup(fx->dir));
     fx->opts.legacy_backends = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
-    g_hash_table_insert(fx->opts.legacy_backends, (gpointer)g_intern_string("j2"), g_strdup(be2));
+    g_hash_table_insert(fx->opts.legacy_backends, (gpointer)ck_intern("j2"), g_strdup(be2));
 
     g_autoptr(CkRestore) r = restore_of(fx, "j1", 1, "participants=0\n");
     assert_true(r->restorable);
@@ -544,7 +545,7 @@ static void two_jobs_one_directory_refused(void **state)
     /* naming one job's marker directory resolves it */
     g_autoptr(CkResolution) one = resolve_at(fx, "_jobs/insert-2", false, 1, &rc);
     assert_int_equal(one->status, CK_RESOLVE_OK);
-    assert_ptr_equal(one->restore->job, g_intern_string("insert-2"));
+    assert_ptr_equal(one->restore->job, ck_intern("insert-2"));
     assert_string_equal(one->dir, fx->dir);
 }
 
@@ -560,7 +561,7 @@ static void one_job_completed_n(void **state)
     g_autoptr(CkResolution) res = resolve_at(fx, NULL, false, 2, &rc);
     assert_int_equal(rc, 0);
     assert_int_equal(res->status, CK_RESOLVE_OK);
-    assert_ptr_equal(res->restore->job, g_intern_string("a"));
+    assert_ptr_equal(res->restore->job, ck_intern("a"));
     assert_int_equal(res->restore->checkpoint, 2);
     assert_string_equal(res->dir, fx->dir);
     /* nobody completed 9: as given */
@@ -646,7 +647,7 @@ static void non_regular_marker_is_malformed(void **state)
     assert_int_equal(two->candidates->len, 2);
     g_autoptr(CkResolution) only_b = resolve_at(fx, NULL, false, 1, &rc);
     assert_int_equal(only_b->status, CK_RESOLVE_OK);
-    assert_ptr_equal(only_b->restore->job, g_intern_string("a"));
+    assert_ptr_equal(only_b->restore->job, ck_intern("a"));
 }
 
 /* A chk-<N> that is a symlink is not followed; it is a malformed checkpoint
@@ -803,7 +804,7 @@ static void latest_refused_whatever_the_markers_hold(void **state)
     /* N that only one job completed is that job's */
     g_autoptr(CkResolution) one = resolve_at(fx, NULL, false, 7, &rc);
     assert_int_equal(one->status, CK_RESOLVE_OK);
-    assert_ptr_equal(one->restore->job, g_intern_string("b"));
+    assert_ptr_equal(one->restore->job, ck_intern("b"));
     assert_int_equal(one->restore->cls, CK_MARKER_MALFORMED);
 }
 
@@ -868,7 +869,7 @@ static void names_are_not_jobs(void **state)
     int rc;
     g_autoptr(CkResolution) res = resolve_at(fx, NULL, false, 1, &rc);
     assert_int_equal(res->status, CK_RESOLVE_OK);
-    assert_ptr_equal(res->restore->job, g_intern_string("a"));
+    assert_ptr_equal(res->restore->job, ck_intern("a"));
 }
 
 int main(void)
