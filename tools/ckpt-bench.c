@@ -2272,29 +2272,6 @@ static pid_t out_supervisor(Bench *b)
 
 /* A process's descriptors, pipes apart (*pipes): libfuse keeps a splice
  * pipe per worker thread for the thread's life. */
-static int out_count_fds(pid_t pid, int *pipes)
-{
-    g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)pid);
-    DIR *d = pid > 0 ? opendir(path) : NULL;
-    if (!d)
-        return -1;
-    int n = 0;
-    *pipes = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        g_autofree char *l = g_build_filename(path, de->d_name, NULL);
-        g_autofree char *t = g_file_read_link(l, NULL);
-        if (t && g_str_has_prefix(t, "pipe:"))
-            (*pipes)++;
-        else
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
 /* One series of _views/.metrics (the mount label is added), -1 if absent. */
 static gint64 out_metric(Bench *b, const char *name)
 {
@@ -2333,7 +2310,7 @@ static void out_settled(Bench *b, gint64 *nodes, int *fds, int *pipes)
         }
         g_usleep(200 * 1000);
         gint64 n = out_metric(b, "ckptfs_nodes");
-        int p = 0, f = out_count_fds(out_daemon(out_supervisor(b)), &p);
+        int p = 0, f = mountrun_count_fds(out_daemon(out_supervisor(b)), &p);
         if (n >= 0 && (*nodes < 0 || n < *nodes))
             *nodes = n;
         if (f >= 0 && (*fds < 0 || f < *fds)) {

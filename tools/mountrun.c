@@ -1,6 +1,8 @@
 /* A FUSE mount served by a child process (mountrun.h). */
 #include "mountrun.h"
 
+#include <dirent.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <glib.h>
@@ -197,4 +199,27 @@ bool mountrun_stop(const MountRun *m, const MountStop *how, int *status)
     if (mountrun_state(m->mnt) != MOUNTRUN_NONE)
         mountrun_fusermount(m->mnt, true, NULL);
     return clean;
+}
+
+int mountrun_count_fds(pid_t pid, int *pipes)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)pid);
+    DIR *d = pid > 0 ? opendir(path) : NULL;
+    *pipes = 0;
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        g_autofree char *l = g_build_filename(path, de->d_name, NULL);
+        g_autofree char *t = g_file_read_link(l, NULL);
+        if (t && g_str_has_prefix(t, "pipe:"))
+            (*pipes)++;
+        else
+            n++;
+    }
+    closedir(d);
+    return n;
 }

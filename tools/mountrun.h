@@ -71,3 +71,7 @@ typedef struct {
  * mount).  Returns true when the daemon exited by itself after a plain
  * unmount (fusermount3 -u): false after a lazy unmount or a signal. */
 bool mountrun_stop(const MountRun *m, const MountStop *how, int *status);
+
+/* Open descriptors of a process, pipes counted apart in *pipes (libfuse
+ * keeps one splice pipe per worker thread); -1 when it is gone. */
+int mountrun_count_fds(pid_t pid, int *pipes);

@@ -36,6 +36,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "mountrun.h"
 
 #define THREADS            4
 #define SLOTS              4 /* final names per thread, renamed over in turn */
@@ -97,29 +98,6 @@ static void abort_connection(Mount *m)
 /* The descriptors of a process, pipes apart: libfuse keeps one splice pipe
  * (two descriptors) per worker thread that spliced, for as long as the
  * thread lives, so their number follows the threads, not the requests. */
-static int count_fds(pid_t pid, int *pipes)
-{
-    g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)pid);
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    int n = 0;
-    *pipes = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        g_autofree char *l = g_build_filename(path, de->d_name, NULL);
-        g_autofree char *t = g_file_read_link(l, NULL);
-        if (t && g_str_has_prefix(t, "pipe:"))
-            (*pipes)++;
-        else
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
 static int thread_count(pid_t pid)
 {
     g_autofree char *path = g_strdup_printf("/proc/%d/status", (int)pid);
@@ -185,7 +163,7 @@ static int settled_fds(Mount *m, int at_most, int *pipes, int *threads)
     int n = -1;
     for (int i = 0; i < 30; i++) {
         pid_t d = mount_daemon_pid(m);
-        int p = 0, v = count_fds(d, &p), t = thread_count(d);
+        int p = 0, v = mountrun_count_fds(d, &p), t = thread_count(d);
         if (v >= 0 && (n < 0 || v < n)) {
             n = v;
             *pipes = p;
