@@ -148,6 +148,10 @@ InflightAdopted *inflight_adopt(InflightRec *base, InflightGiveBack fn, void *ct
         uint64_t unique = atomic_load(&r->unique) & ~INFLIGHT_RESENT;
         if (unique == 0)
             continue;
+        if (r->overflow)
+            g_debug("ckptfs: request %" G_GUINT64_FORMAT " took more than %d references: "
+                    "the rest stay until unmount",
+                    unique, INFLIGHT_ENTRIES);
         /* a kept record of this unique already: a daemon killed between the
          * copy and the clearing below (a live record of a request comes
          * only after its kept one was given back and freed) */

@@ -221,13 +221,12 @@ static ssize_t replay_read(Kio *k, void *buf, size_t len)
  * queues again what the dead daemon read and never answered, then reads go on. */
 static void resend_and_open(Kio *k, int fd)
 {
-    if (atomic_load(&k->kernel_flags) & KIO_HAS_RESEND) {
+    /* without resend (before 6.9) ops.c warned at INIT: nothing comes again */
+    if (kio_can_resend(k)) {
         struct kio_out_header oh = {.len = sizeof oh, .error = KIO_NOTIFY_RESEND, .unique = 0};
         if (write(fd, &oh, sizeof oh) != (ssize_t)sizeof oh)
             g_warning("ckptfs: asking the kernel to resend pending requests: %s",
                       g_strerror(errno));
-    } else {
-        k->resend_missing = true;
     }
     g_mutex_lock(&k->gate_lock);
     atomic_store(&k->gate_open, true);

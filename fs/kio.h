@@ -57,7 +57,6 @@ typedef struct {
     atomic_bool gate_open;    /* the resend notification went out: reads may go on */
     GMutex gate_lock;
     GCond gate_cond;
-    bool resend_missing; /* the kernel cannot resend: in-flight requests were lost */
     /* the in-flight journal (inflight.h), NULL for none */
     InflightRec *journal;
     _Atomic uint32_t journal_threads;
