@@ -75,6 +75,10 @@ struct CkCatalog {
     DirStamp jobs_dir, state_dir; /* _jobs, _state when last listed */
     GHashTable *checks;           /* interned id -> CheckStamp* (lock) */
     GHashTable *pending_jobs;     /* interned ids with a chk-<N> in progress (lock) */
+    /* Owners whose _state/<J> another job's restore reads, as the last
+     * compute_shared found them (scan_lock): what decides whether a rebuild
+     * may skip compute_shared (keeps_to_itself). */
+    GHashTable *hot;
     guint64 next_version;
     guint64 names_version; /* bumps when a job is added or removed (lock) */
     const char *only_job;  /* interned: a catalog of this one job (ck_catalog_open_job) */
@@ -384,7 +388,7 @@ static void ptr_array_unref0(gpointer p)
  * reads of jobs whose root another job reads ("hot") -- so 10,000 jobs that
  * keep to their own roots cost one pass and no hashing. */
 static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *changed,
-                           guint64 *next_version)
+                           guint64 *next_version, GHashTable **hot_out)
 {
     g_autoptr(GHashTable) by_loc =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
@@ -494,6 +498,15 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
         if (changed && !g_ptr_array_find(changed, cl->pub.job, NULL))
             g_ptr_array_add(changed, (gpointer)cl->pub.job);
     }
+    g_hash_table_unref(*hot_out);
+    *hot_out = g_steal_pointer(&hot);
+}
+
+/* A job that reads only inside its own root, shares nothing, and whose root
+ * no other job reads. */
+static bool keeps_to_itself(const CkCatalog *c, const JobPriv *jp)
+{
+    return jp->private_reads && !jp->any_shared && !g_hash_table_contains(c->hot, jp->pub.job);
 }
 
 static GPtrArray *keys_array(GHashTable *t)
@@ -630,6 +643,73 @@ typedef enum {
     RB_JOBS,  /* look at the given jobs only */
 } RbMode;
 
+/* True when the jobs a rebuild changed kept to themselves before and after
+ * (keeps_to_itself): then no other job's shared_with can change and theirs
+ * stay empty, so compute_shared has nothing to do. */
+static bool sharing_unaffected(const CkCatalog *c, GHashTable *cur, const BuildWork *bw,
+                               const GPtrArray *gone)
+{
+    for (guint i = 0; i < gone->len; i++) {
+        const JobPriv *o = g_hash_table_lookup(cur, gone->pdata[i]);
+        if (o && !keeps_to_itself(c, o))
+            return false;
+    }
+    for (guint i = 0; i < bw->todo->len; i++) {
+        if (!bw->results[i])
+            continue;
+        const JobPriv *o = g_hash_table_lookup(cur, bw->todo->pdata[i]);
+        if (!keeps_to_itself(c, bw->results[i]) || (o && !keeps_to_itself(c, o)))
+            return false;
+    }
+    return true;
+}
+
+/* Whether the job list changes (before the changes are applied to t). */
+static bool names_change(GHashTable *t, const BuildWork *bw, const GPtrArray *gone)
+{
+    for (guint i = 0; i < gone->len; i++)
+        if (g_hash_table_contains(t, gone->pdata[i]))
+            return true;
+    for (guint i = 0; i < bw->todo->len; i++)
+        if (bw->results[i] && !g_hash_table_contains(t, bw->todo->pdata[i]))
+            return true;
+    return false;
+}
+
+/* Applies a rebuild's results to t: drops the jobs gone, puts in the new
+ * snapshots with new versions.  Returns the change in markers.  fresh
+ * (optional) gets the ids put in, changed (optional) those and the ids gone. */
+static gint64 apply_changes(CkCatalog *c, GHashTable *t, const BuildWork *bw, const GPtrArray *gone,
+                            GPtrArray *changed, GHashTable *fresh)
+{
+    gint64 delta = 0;
+    for (guint i = 0; i < gone->len; i++) {
+        const JobPriv *o = g_hash_table_lookup(t, gone->pdata[i]);
+        if (o)
+            delta -= o->pub.checkpoints->len;
+        g_hash_table_remove(t, gone->pdata[i]);
+        if (changed)
+            g_ptr_array_add(changed, gone->pdata[i]);
+    }
+    for (guint i = 0; i < bw->todo->len; i++) {
+        JobPriv *jp = bw->results[i];
+        if (!jp)
+            continue;
+        const char *job = bw->todo->pdata[i];
+        const JobPriv *o = g_hash_table_lookup(t, job);
+        if (o)
+            delta -= o->pub.checkpoints->len;
+        delta += jp->pub.checkpoints->len;
+        jp->pub.version = ++c->next_version;
+        g_hash_table_replace(t, (gpointer)job, jp); /* unrefs the old one */
+        if (fresh)
+            g_hash_table_add(fresh, (gpointer)job);
+        if (changed)
+            g_ptr_array_add(changed, (gpointer)job);
+    }
+    return delta;
+}
+
 /* Rebuilds what `mode` says (RB_JOBS: the interned ids in `jobs`).
  * Publishes the result only when something changed; changed (optional)
  * gets the ids whose snapshot changed (added, removed, replaced). */
@@ -727,55 +807,32 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
     bool any = gone->len > 0;
     for (guint i = 0; i < bw.todo->len && !any; i++)
         any = bw.results[i] != NULL;
+    /* The usual change, a job's own marker, is applied in place: a copy of
+     * the table and compute_shared's pass over every job would cost what
+     * the catalog holds (3 ms at 10,000 jobs) for an answer that cannot
+     * change.  Readers see the table only under c->lock (snapshot_table
+     * copies it), so an in-place change under that lock is safe. */
+    bool in_place = any && sharing_unaffected(c, cur, &bw, gone);
     GHashTable *next = NULL;
-    guint nm = 0;
-    if (any) {
+    gint64 delta = 0;
+    if (any && !in_place) {
         /* a new table only when something changed: an idle look copies nothing */
         next = table_copy(cur);
         g_autoptr(GHashTable) fresh = g_hash_table_new(g_direct_hash, g_direct_equal);
-        g_mutex_lock(&c->lock);
-        nm = c->n_markers;
-        g_mutex_unlock(&c->lock);
-        for (guint i = 0; i < gone->len; i++) {
-            JobPriv *o = g_hash_table_lookup(next, gone->pdata[i]);
-            if (o)
-                nm -= o->pub.checkpoints->len;
-            g_hash_table_remove(next, gone->pdata[i]);
-            if (changed)
-                g_ptr_array_add(changed, gone->pdata[i]);
-        }
-        for (guint i = 0; i < bw.todo->len; i++) {
-            JobPriv *jp = bw.results[i];
-            if (!jp)
-                continue;
-            const char *job = bw.todo->pdata[i];
-            JobPriv *o = g_hash_table_lookup(next, job);
-            if (o)
-                nm -= o->pub.checkpoints->len;
-            nm += jp->pub.checkpoints->len;
-            jp->pub.version = ++c->next_version;
-            g_hash_table_replace(next, (gpointer)job, jp);
-            g_hash_table_add(fresh, (gpointer)job);
-            if (changed)
-                g_ptr_array_add(changed, (gpointer)job);
-        }
-        compute_shared(next, fresh, changed, &c->next_version);
+        delta = apply_changes(c, next, &bw, gone, changed, fresh);
+        compute_shared(next, fresh, changed, &c->next_version, &c->hot);
     }
 
     g_mutex_lock(&c->lock);
-    if (any) {
-        if (gone->len || g_hash_table_size(next) != g_hash_table_size(c->jobs))
-            c->names_version++;
-        else
-            for (guint i = 0; i < bw.todo->len; i++)
-                if (bw.results[i] && !g_hash_table_contains(c->jobs, bw.todo->pdata[i])) {
-                    c->names_version++;
-                    break;
-                }
+    if (any && names_change(c->jobs, &bw, gone))
+        c->names_version++;
+    if (in_place) {
+        delta = apply_changes(c, c->jobs, &bw, gone, changed, NULL);
+    } else if (any) {
         g_hash_table_unref(c->jobs);
         c->jobs = next;
-        c->n_markers = nm;
     }
+    c->n_markers = (guint)((gint64)c->n_markers + delta);
     for (guint i = 0; i < gone->len; i++) {
         g_hash_table_remove(c->checks, gone->pdata[i]);
         g_hash_table_remove(c->pending_jobs, gone->pdata[i]);
@@ -836,6 +893,7 @@ static CkCatalog *catalog_new(const char *dir, const CkCatalogOptions *opts, con
     c->not_jobs = g_ptr_array_new_with_free_func(g_free);
     c->checks = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, check_stamp_free);
     c->pending_jobs = g_hash_table_new(g_direct_hash, g_direct_equal);
+    c->hot = g_hash_table_new(g_direct_hash, g_direct_equal);
     c->top.exists = false;
     c->only_job = only_job ? ck_intern(only_job) : NULL;
     c->progress = opts ? opts->progress : NULL;
@@ -867,6 +925,7 @@ void ck_catalog_free(CkCatalog *c)
     g_hash_table_unref(c->jobs);
     g_hash_table_unref(c->checks);
     g_hash_table_unref(c->pending_jobs);
+    g_hash_table_unref(c->hot);
     g_ptr_array_unref(c->not_jobs);
     g_free(c->ropts.legacy_backend);
     if (c->ropts.legacy_backends)
@@ -1006,11 +1065,11 @@ guint ck_catalog_n_markers(CkCatalog *c)
     return n;
 }
 
-/* A consistent view of every job: the table itself (immutable once published). */
+/* A consistent view of every job: a copy of the table, its snapshots shared. */
 static GHashTable *snapshot_table(CkCatalog *c)
 {
     g_mutex_lock(&c->lock);
-    GHashTable *t = g_hash_table_ref(c->jobs);
+    GHashTable *t = table_copy(c->jobs); /* a rebuild may change c->jobs in place */
     g_mutex_unlock(&c->lock);
     return t;
 }

@@ -630,6 +630,82 @@ static void refresh_one_job(void **state)
     assert_false(ck_catalog_refresh_job(c, "not a job"));
 }
 
+/* Every job of c as a fresh open of the same directory has it: markers,
+ * latest and every shared_with (the check of the in-place path of a
+ * refresh, which skips the pass over every job when it cannot matter). */
+static void assert_same_as_open(Fx *fx, CkCatalog *c)
+{
+    g_autoptr(CkCatalog) f = open_cat(fx);
+    assert_int_equal(ck_catalog_n_jobs(c), ck_catalog_n_jobs(f));
+    assert_int_equal(ck_catalog_n_markers(c), ck_catalog_n_markers(f));
+    g_autoptr(GPtrArray) names = ck_catalog_job_names(f);
+    for (guint i = 0; i < names->len; i++) {
+        g_autoptr(CkJobInfo) a = ck_catalog_get_job(c, names->pdata[i]);
+        g_autoptr(CkJobInfo) b = ck_catalog_get_job(f, names->pdata[i]);
+        assert_non_null(a);
+        assert_int_equal(a->checkpoints->len, b->checkpoints->len);
+        assert_int_equal(a->has_latest, b->has_latest);
+        assert_int_equal(a->latest, b->latest);
+        for (guint k = 0; k < a->checkpoints->len; k++) {
+            const CkCheckpointInfo *x = a->checkpoints->pdata[k], *y = b->checkpoints->pdata[k];
+            assert_int_equal(x->n, y->n);
+            assert_int_equal(x->shared_with->len, y->shared_with->len);
+            for (guint s = 0; s < x->shared_with->len; s++)
+                assert_ptr_equal(x->shared_with->pdata[s], y->shared_with->pdata[s]);
+        }
+    }
+}
+
+/* Refreshes that keep to a job's own root change the table in place; those
+ * that start or stop a sharing recompute it.  After each step the catalog
+ * equals a fresh open. */
+static void refresh_in_place_or_shared(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_mkdir(fx->dir, "_state/b/v1/0");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(fx->dir, "b", 1, "generation=1\nparticipants=0\nstate=_state/b\n");
+    g_autoptr(CkCatalog) c = open_cat(fx);
+    guint64 names0 = ck_catalog_names_version(c);
+    /* a's own marker: in place */
+    testfs_marker(fx->dir, "a", 2, "generation=1\nparticipants=0\nstate=_state/a\n");
+    assert_true(ck_catalog_refresh_job(c, "a"));
+    assert_int_equal(ck_catalog_names_version(c), names0);
+    assert_same_as_open(fx, c);
+    /* b restores from a's root: both now share _state/a/v1/0 */
+    testfs_marker(fx->dir, "b", 2, "generation=1\nparticipants=0\nstate=_state/a\n");
+    assert_true(ck_catalog_refresh_job(c, "b"));
+    g_autoptr(CkJobInfo) a2 = ck_catalog_get_job(c, "a");
+    assert_int_equal(cp_of(a2, 2)->shared_with->len, 1);
+    assert_same_as_open(fx, c);
+    /* a, whose root b reads, writes another marker: a's answers stay */
+    testfs_marker(fx->dir, "a", 3, "generation=1\nparticipants=0\nstate=_state/a\n");
+    assert_true(ck_catalog_refresh_job(c, "a"));
+    assert_same_as_open(fx, c);
+    /* b's foreign marker goes: a shares nothing any more */
+    g_autofree char *m = g_build_filename(fx->dir, "_jobs/b/chk-2/COMPLETED", NULL);
+    assert_int_equal(unlink(m), 0);
+    assert_true(ck_catalog_refresh_job(c, "b"));
+    g_autoptr(CkJobInfo) a3 = ck_catalog_get_job(c, "a");
+    assert_int_equal(cp_of(a3, 2)->shared_with->len, 0);
+    assert_same_as_open(fx, c);
+    /* a new job, then a job gone: the names change */
+    testfs_mkdir(fx->dir, "_state/n/v1/0");
+    testfs_marker(fx->dir, "n", 1, "generation=1\nparticipants=0\nstate=_state/n\n");
+    assert_true(ck_catalog_refresh_job(c, "n"));
+    assert_true(ck_catalog_names_version(c) > names0);
+    assert_same_as_open(fx, c);
+    guint64 names1 = ck_catalog_names_version(c);
+    g_autofree char *nj = g_build_filename(fx->dir, "_jobs/n", NULL);
+    g_autofree char *ns = g_build_filename(fx->dir, "_state/n", NULL);
+    assert_true(testfs_remove(nj));
+    assert_true(testfs_remove(ns));
+    assert_true(ck_catalog_refresh_job(c, "n"));
+    assert_true(ck_catalog_names_version(c) > names1);
+    assert_same_as_open(fx, c);
+}
+
 static void cut_short_becomes_restorable(void **state)
 {
     Fx *fx = *state;
@@ -772,6 +848,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(rescan_copies_unchanged_markers, setup, teardown),
         cmocka_unit_test_setup_teardown(rescan_sees_new_sharing, setup, teardown),
         cmocka_unit_test_setup_teardown(refresh_one_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(refresh_in_place_or_shared, setup, teardown),
         cmocka_unit_test_setup_teardown(cut_short_becomes_restorable, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_readers_and_rescans, setup, teardown),
