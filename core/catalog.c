@@ -30,7 +30,7 @@ typedef struct {
     GArray *stamps;    /* CkMarkerStamp, parallel to pub.checkpoints */
     DirStamp own_root; /* _state/<J> */
     bool uses_top;     /* some restore depends on the top-level layout (legacy) */
-    /* For compute_shared, which looks at every job on every rebuild: a
+    /* For compute_shared, and for rebuild's choice to skip it: a
      * private job (every restorable read local and inside _state/<J>) reads
      * nothing another job can read unless another job reads inside its root,
      * and a job with no shared_with has no answer to take back. */
@@ -386,7 +386,8 @@ static void ptr_array_unref0(gpointer p)
  * whose answer changes is replaced by a clone.  Only reads that can be
  * shared are hashed: those outside the reader's own root, and the own-root
  * reads of jobs whose root another job reads ("hot") -- so 10,000 jobs that
- * keep to their own roots cost one pass and no hashing. */
+ * keep to their own roots cost one pass and no hashing.  *hot_out gets
+ * the ids whose root another job reads. */
 static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *changed,
                            guint64 *next_version, GHashTable **hot_out)
 {
@@ -643,6 +644,8 @@ typedef enum {
     RB_JOBS,  /* look at the given jobs only */
 } RbMode;
 
+#define IN_PLACE_MAX 64 /* jobs a rebuild may change in the published table */
+
 /* True when the jobs a rebuild changed kept to themselves before and after
  * (keeps_to_itself): then no other job's shared_with can change and theirs
  * stay empty, so compute_shared has nothing to do. */
@@ -812,7 +815,12 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
      * the catalog holds (3 ms at 10,000 jobs) for an answer that cannot
      * change.  Readers see the table only under c->lock (snapshot_table
      * copies it), so an in-place change under that lock is safe. */
-    bool in_place = any && sharing_unaffected(c, cur, &bw, gone);
+    guint n_results = gone->len;
+    for (guint i = 0; i < bw.todo->len; i++)
+        n_results += bw.results[i] != NULL;
+    /* (a big batch, as a rescan after a burst, is built aside: readers
+     * would wait for its application under c->lock) */
+    bool in_place = any && n_results <= IN_PLACE_MAX && sharing_unaffected(c, cur, &bw, gone);
     GHashTable *next = NULL;
     gint64 delta = 0;
     if (any && !in_place) {
