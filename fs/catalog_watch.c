@@ -78,15 +78,36 @@ void catalog_watch_set_rescan(struct ckptfs *fs, double seconds)
         g_debug("ckptfs: views: wake: %s", g_strerror(errno));
 }
 
-/* A job changed (refresh done): queue the kernel invalidations of its views. */
-static void queue_inval(struct ckptfs *fs, const char *job)
+/* A job changed (refresh done): queue the kernel invalidations of its
+ * views.  Returns the item's number (0: not queued). */
+static guint64 queue_inval(struct ckptfs *fs, const char *job)
 {
     Views *v = views_of(fs);
-    if (v->inval && !g_atomic_int_get(&v->stopping))
-        g_async_queue_push(v->inval, (gpointer)job);
+    if (!v->inval || g_atomic_int_get(&v->stopping))
+        return 0;
+    g_mutex_lock(&v->inval_lock);
+    guint64 ticket = ++v->inval_queued;
+    g_async_queue_push(v->inval, (gpointer)job); /* in ticket order: under the lock */
+    g_mutex_unlock(&v->inval_lock);
+    return ticket;
 }
 
-void catalog_watch_refresh(struct ckptfs *fs, const char *job)
+/* Waits (at most INVAL_WAIT_US) until the notifier sent item `ticket`.
+ * Bounded: the notifier may wait for the kernel, and the kernel for a
+ * request this thread's caller is part of. */
+#define INVAL_WAIT_US (200 * 1000)
+static void wait_inval(struct ckptfs *fs, guint64 ticket)
+{
+    Views *v = views_of(fs);
+    gint64 end = g_get_monotonic_time() + INVAL_WAIT_US;
+    g_mutex_lock(&v->inval_lock);
+    while (ticket && v->inval_sent < ticket && !g_atomic_int_get(&v->stopping))
+        if (!g_cond_wait_until(&v->inval_cond, &v->inval_lock, end))
+            break;
+    g_mutex_unlock(&v->inval_lock);
+}
+
+void catalog_watch_refresh(struct ckptfs *fs, const char *job, bool wait)
 {
     Views *v = views_of(fs);
     g_mutex_lock(&v->lock);
@@ -108,7 +129,11 @@ void catalog_watch_refresh(struct ckptfs *fs, const char *job)
     /* queue the invalidations even when the catalog saw no change: another
      * path (inotify) may have refreshed it first, before the kernel dropped
      * its entries */
-    queue_inval(fs, job);
+    guint64 ticket = queue_inval(fs, job);
+    /* the kernel keeps listings of views directories without asking (no
+     * OPENDIR): a marker's close(2) returns once they are dropped */
+    if (wait)
+        wait_inval(fs, ticket);
 }
 
 /* ---- inotify ---- */
@@ -649,6 +674,7 @@ static void invalidate_job(struct ckptfs *fs, struct fuse_session *se, const cha
     fuse_ino_t jn = node_virtual_ino(fs, job);
     if (!jn)
         return;
+    fuse_lowlevel_notify_inval_inode(se, jn, 0, 0); /* its listing: "latest" comes and goes */
     inval_entry(se, jn, "latest");
     inval_entry(se, jn, "restore");
     g_autofree char *ck = g_strconcat(job, "/checkpoints", NULL);
@@ -675,6 +701,7 @@ static gpointer notifier_main(gpointer p)
         /* collapse what queued up meanwhile */
         g_autoptr(GHashTable) batch = g_hash_table_new(g_direct_hash, g_direct_equal);
         g_hash_table_add(batch, item);
+        guint64 popped = 1;
         bool stop = false;
         gpointer more;
         while ((more = g_async_queue_try_pop(v->inval)) != NULL) {
@@ -682,6 +709,7 @@ static gpointer notifier_main(gpointer p)
                 stop = true;
             else
                 g_hash_table_add(batch, more);
+            popped++;
         }
         struct fuse_session *se = __atomic_load_n(&fs->se, __ATOMIC_ACQUIRE);
         if (se) {
@@ -691,6 +719,10 @@ static gpointer notifier_main(gpointer p)
             while (g_hash_table_iter_next(&it, &job, NULL))
                 invalidate_job(fs, se, job);
         }
+        g_mutex_lock(&v->inval_lock);
+        v->inval_sent += popped;
+        g_cond_broadcast(&v->inval_cond);
+        g_mutex_unlock(&v->inval_lock);
         if (stop)
             break;
     }
@@ -703,6 +735,8 @@ int catalog_watch_start(struct ckptfs *fs)
     v->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (v->wake_fd < 0)
         return -errno;
+    g_mutex_init(&v->inval_lock);
+    g_cond_init(&v->inval_cond);
     v->inval = g_async_queue_new();
     v->notifier = g_thread_new("ckptfs-notify", notifier_main, fs);
     v->loadctl = loadctl_new(fs);

@@ -36,6 +36,18 @@ typedef struct {
     guint64 suppressed;
 } LogLimit;
 
+/* Directories the kernel reads without an OPENDIR (dirs.c): the listing a
+ * READDIR stopped in, kept for the READDIR that goes on from there. */
+#define DIRPARK_SLOTS 16
+typedef struct {
+    GMutex lock; /* leaf */
+    struct {
+        fuse_ino_t ino;
+        void *dir; /* DirHandle, NULL: free */
+    } slot[DIRPARK_SLOTS];
+    unsigned next; /* round robin: the slot given up when none is free */
+} DirPark;
+
 struct ckptfs {
     /* immutable while mounted */
     FsOptions opt;
@@ -55,10 +67,14 @@ struct ckptfs {
     CkCollisionLog *collisions; /* never NULL */
     double entry_timeout;       /* passthrough tree */
     double attr_timeout;
+    /* set at INIT (before any other request): directories are opened by
+     * the kernel alone, READDIR and FSYNCDIR come with fh 0 (dirs.c) */
+    bool no_opendir;
 
     /* mutable, each with its own lock */
     NodeTable nodes;   /* NodeTable.lock */
     FdCache fdcache;   /* FdCache.lock */
+    DirPark dirpark;   /* DirPark.lock */
     FsMetrics metrics; /* atomics only */
     void *views;       /* fs/views.c private state; its own locks, leaf level */
     /* open file and directory handles by fh (handles.c; open_lock, leaf) */

@@ -1,6 +1,14 @@
 /* Directories: opendir (a snapshot for the root and the views; a backing
  * directory's stream opens at the first readdir), readdir and readdirplus,
- * releasedir, fsyncdir. */
+ * releasedir, fsyncdir.
+ *
+ * When the kernel may cache (timeouts above 0), the first OPENDIR is
+ * answered ENOSYS: from then on the kernel opens and closes directories
+ * without asking (no OPENDIR, no RELEASEDIR: two round trips per directory
+ * of a walk) and keeps every listing until the directory's mtime or
+ * version moves.  READDIR and FSYNCDIR then come with fh 0: a READDIR at
+ * offset 0 takes a new listing, and the listing a READDIR stopped in is
+ * parked for the READDIR that goes on from there. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
@@ -166,10 +174,80 @@ static void *dirhandle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec)
 
 const HandleType dir_handle_type = {dirhandle_free, dirhandle_revive};
 
+/* A listing of n for a READDIR without an open directory (fh 0).  Not
+ * counted among n's opens, and freed without touching n: the kernel may
+ * forget n while its listing is parked. */
+static int dirhandle_unopened(struct ckptfs *fs, Node *n, DirHandle **out)
+{
+    DirHandle *d = g_new0(DirHandle, 1);
+    d->node = n;
+    d->sync_fd = -1;
+    int err = 0;
+    if (n->kind != NODE_BACKING) {
+        err = views_opendir(fs, n, &d->views);
+    } else if (n == fs->nodes.root && !(err = dirhandle_stream(fs, d))) {
+        d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
+        err = snapshot_root(fs, d->dp, d->root);
+    }
+    if (err) {
+        dirhandle_free(fs, d);
+        return err;
+    }
+    *out = d;
+    return 0;
+}
+
+/* The parked listing of ino, taken out of the park (NULL: none).  A slot
+ * matches by node id only: ids are never reused, so a match is a node the
+ * kernel holds now. */
+static DirHandle *dirpark_take(struct ckptfs *fs, fuse_ino_t ino)
+{
+    DirPark *p = &fs->dirpark;
+    DirHandle *d = NULL;
+    g_mutex_lock(&p->lock);
+    for (unsigned i = 0; i < DIRPARK_SLOTS && !d; i++)
+        if (p->slot[i].dir && p->slot[i].ino == ino) {
+            d = p->slot[i].dir;
+            p->slot[i].dir = NULL;
+        }
+    g_mutex_unlock(&p->lock);
+    return d;
+}
+
+static void dirpark_put(struct ckptfs *fs, fuse_ino_t ino, DirHandle *d)
+{
+    DirPark *p = &fs->dirpark;
+    DirHandle *out = NULL;
+    g_mutex_lock(&p->lock);
+    unsigned i = 0;
+    while (i < DIRPARK_SLOTS && p->slot[i].dir)
+        i++;
+    if (i == DIRPARK_SLOTS) {
+        i = p->next++ % DIRPARK_SLOTS;
+        out = p->slot[i].dir;
+    }
+    p->slot[i].ino = ino;
+    p->slot[i].dir = d;
+    g_mutex_unlock(&p->lock);
+    if (out)
+        dirhandle_free(fs, out); /* closedir outside the lock */
+}
+
+void dirpark_clear(struct ckptfs *fs)
+{
+    for (unsigned i = 0; i < DIRPARK_SLOTS; i++)
+        if (fs->dirpark.slot[i].dir)
+            dirhandle_free(fs, g_steal_pointer(&fs->dirpark.slot[i].dir));
+}
+
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(&fs->metrics, FS_OP_OPENDIR);
+    if (fs->no_opendir) {
+        reply_err(fs, req, -ENOSYS); /* the kernel opens directories alone from now on */
+        return;
+    }
     int err = do_opendir(fs, N(fs, ino), fi);
     if (err) {
         reply_err(fs, req, err);
@@ -228,15 +306,24 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(&fs->metrics, plus ? FS_OP_READDIRPLUS : FS_OP_READDIR);
-    DirHandle *d = DH(fs, fi);
     Node *dir = N(fs, ino);
-    if (!d) {
-        reply_err(fs, req, -EBADF);
+    bool unopened = fi->fh == 0 && fs->no_opendir;
+    DirHandle *d = unopened ? dirpark_take(fs, ino) : DH(fs, fi);
+    int err = 0;
+    if (unopened && off == 0 && d) {
+        dirhandle_free(fs, d); /* a new listing begins */
+        d = NULL;
+    }
+    if (unopened && !d)
+        err = dirhandle_unopened(fs, dir, &d);
+    else if (!d)
+        err = -EBADF;
+    if (err) {
+        reply_err(fs, req, err);
         return;
     }
     g_autofree char *buf = g_malloc(size);
     size_t used = 0;
-    int err = 0;
     if (dir->kind != NODE_BACKING && !d->views) {
         /* taken over from a previous daemon: the listing is taken again */
         void *vh = NULL;
@@ -293,6 +380,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
     /* An error after some entries went into the buffer cannot be reported
      * without losing their lookup references: send what we have. */
+    if (unopened) {
+        /* an empty answer is the end of the listing: nothing goes on from it */
+        if (used > 0)
+            dirpark_put(fs, ino, d);
+        else
+            dirhandle_free(fs, d);
+    }
     if (err && used == 0)
         reply_err(fs, req, err);
     else
@@ -322,8 +416,20 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
-    (void)ino;
     fs_metric_op(&fs->metrics, FS_OP_FSYNCDIR);
+    if (fi->fh == 0 && fs->no_opendir) {
+        /* no handle (no OPENDIR): a descriptor for this call; views are read-only */
+        Node *n = N(fs, ino);
+        int err = 0;
+        if (n->kind == NODE_BACKING) {
+            int fd = node_open(fs, n, O_RDONLY | O_DIRECTORY);
+            err = fd < 0 ? fd : sync_fd(fd, datasync);
+            if (fd >= 0)
+                close(fd);
+        }
+        reply_err(fs, req, err);
+        return;
+    }
     DirHandle *d = DH(fs, fi);
     int err = d ? 0 : -EBADF;
     if (d && d->counted) {

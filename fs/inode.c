@@ -566,6 +566,28 @@ Node *node_find_backing(struct ckptfs *fs, dev_t dev, ino_t ino)
     return n;
 }
 
+void node_keep_removed_dir(struct ckptfs *fs, int dirfd, const char *name)
+{
+    int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return; /* not a directory, or nothing there */
+    struct stat st;
+    bool kept = false;
+    if (fstat(fd, &st) == 0) {
+        NodeKey k = {st.st_dev, st.st_ino};
+        g_mutex_lock(&fs->nodes.lock);
+        Node *n = g_hash_table_lookup(fs->nodes.backing, &k);
+        if (n && n->pinned_fd < 0) {
+            /* node_fd reads it without the lock: an fd, or -1 and the handle */
+            __atomic_store_n(&n->pinned_fd, fd, __ATOMIC_RELEASE);
+            kept = true;
+        }
+        g_mutex_unlock(&fs->nodes.lock);
+    }
+    if (!kept)
+        close(fd);
+}
+
 void node_ref(struct ckptfs *fs, Node *n, uint64_t count)
 {
     g_mutex_lock(&fs->nodes.lock);

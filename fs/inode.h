@@ -126,6 +126,11 @@ int node_lookup_fd(struct ckptfs *fs, Node *parent, const char *name, int fd, st
                    Node **out);
 /* The node of a backing (dev, ino) if the table has one (no reference). */
 Node *node_find_backing(struct ckptfs *fs, dev_t dev, ino_t ino);
+/* Before dirfd/name, a directory, is removed or renamed over: its node (if
+ * the kernel has one) keeps an O_PATH descriptor of it, so that an fstat of
+ * it open somewhere still answers (st_nlink 0, as ext4 does).  The kernel
+ * opens directories without telling the daemon (dirs.c): any may be open. */
+void node_keep_removed_dir(struct ckptfs *fs, int dirfd, const char *name);
 /* Adds n references to a node (link, create replies). */
 void node_ref(struct ckptfs *fs, Node *n, uint64_t count);
 /* The kernel dropped `count` references. */

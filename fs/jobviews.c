@@ -330,6 +330,20 @@ static Listing *tree_listing(struct ckptfs *fs, VNode *vn, JobView *jv, bool for
     return fresh;
 }
 
+/* The serial of the listing of tree dir vn, revalidated as tree_listing
+ * does.  Taken at the first lookup already: a directory's mtime must not
+ * move when it is first listed (tar: "file changed as we read it"). */
+static guint64 tree_serial(struct ckptfs *fs, VNode *vn)
+{
+    g_autoptr(JobView) jv = jobview_get(fs, vn->job);
+    if (!jv)
+        return 0;
+    Listing *l = tree_listing(fs, vn, jv, false);
+    guint64 serial = l->serial;
+    listing_unref(l);
+    return serial;
+}
+
 /* ---- nodes ---- */
 
 /* What a node about to be made needs; its VNode is built only when the node
@@ -452,7 +466,7 @@ static int node_to_entry(struct ckptfs *fs, Node *n, struct fuse_entry_param *e,
     e->ino = node_ino(&fs->nodes, n);
     e->generation = n->generation;
     e->entry_timeout = views_of(fs)->timeout;
-    e->attr_timeout = attr_timeout;
+    e->attr_timeout = MIN(attr_timeout, e->attr_timeout); /* a tree dir's: half */
     return 0;
 }
 
@@ -760,10 +774,23 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
         views_dir_attr(fs, n->vino, st);
         *timeout = views_of(fs)->stable_timeout; /* never change */
         return 0;
-    case VN_TREE:
+    case VN_TREE: {
+        /* the kernel keeps a directory's listing while its mtime stays (no
+         * OPENDIR to ask): the mtime moves with the listing's serial, checked
+         * as a READDIR would, and is kept half the timeout, so a change
+         * behind the mount shows within it */
         views_dir_attr(fs, n->vino, st);
-        *timeout = t;
+        guint64 serial = tree_serial(fs, vn);
+        st->st_mtim.tv_sec += (time_t)(serial / G_GUINT64_CONSTANT(1000000000));
+        st->st_mtim.tv_nsec += (long)(serial % G_GUINT64_CONSTANT(1000000000));
+        if (st->st_mtim.tv_nsec >= 1000000000L) {
+            st->st_mtim.tv_sec++;
+            st->st_mtim.tv_nsec -= 1000000000L;
+        }
+        st->st_ctim = st->st_mtim;
+        *timeout = t / 2;
         return 0;
+    }
     case VN_ALIAS: {
         int err = node_fstat(fs, n, st);
         if (!err && st->st_nlink == 0)

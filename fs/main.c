@@ -261,6 +261,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint, const SupLink *link)
     if (ckptfs_creds_init(fs) < 0)
         return setup_error(1, "%s%s", "cannot read the daemon's groups", "");
     g_mutex_init(&fs->log_limit.lock);
+    g_mutex_init(&fs->dirpark.lock);
     rc = node_table_init(fs);
     if (rc < 0)
         return setup_error(1, "%s: %s", o->backing_arg, g_strerror(-rc));
@@ -275,6 +276,7 @@ static int setup(struct ckptfs *fs, const char *mountpoint, const SupLink *link)
 
 static void teardown(struct ckptfs *fs)
 {
+    dirpark_clear(fs);
     ckptfs_handles_cleanup(fs);
     g_mutex_clear(&fs->log_limit.lock);
     if (fs->views)

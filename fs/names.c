@@ -14,13 +14,26 @@
 #include "opsint.h"
 #include "views.h"
 
+/* How long the kernel may keep the attributes of a backing object of this
+ * mode.  Without OPENDIR (dirs.c) the kernel keeps a directory's listing
+ * while its mtime stays, and asks for the mtime only once the attributes
+ * expired: a directory's are kept at most DIR_ATTR_TIMEOUT, so a listing
+ * changed behind the mount shows within it (as a name that appeared does:
+ * negative entries are kept as long). */
+#define DIR_ATTR_TIMEOUT 1.0
+static double attr_timeout_of(struct ckptfs *fs, mode_t mode)
+{
+    return fs->no_opendir && S_ISDIR(mode) ? MIN(fs->attr_timeout, DIR_ATTR_TIMEOUT)
+                                           : fs->attr_timeout;
+}
+
 void fill_entry(struct ckptfs *fs, Node *n, const struct stat *st, struct fuse_entry_param *e)
 {
     memset(e, 0, sizeof *e);
     e->ino = node_ino(&fs->nodes, n);
     e->generation = n->generation;
     e->attr = *st;
-    e->attr_timeout = fs->attr_timeout;
+    e->attr_timeout = attr_timeout_of(fs, st->st_mode);
     e->entry_timeout = fs->entry_timeout;
 }
 
@@ -104,11 +117,14 @@ void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
 
 /* stat of a node without an open file: an object that is gone (no names
  * left, nothing open through the mount) is ESTALE, so the kernel looks the
- * name up again instead of reporting a deleted file. */
+ * name up again instead of reporting a deleted file.  Directories are open
+ * without the daemon knowing when the kernel opens them alone (dirs.c): a
+ * removed one is reported as ext4 does for an open one, st_nlink 0. */
 static int node_stat(struct ckptfs *fs, Node *n, struct stat *st)
 {
     int err = node_fstat(fs, n, st);
-    if (!err && st->st_nlink == 0 && n != fs->nodes.root && node_nopen(fs, n) == 0)
+    if (!err && st->st_nlink == 0 && n != fs->nodes.root &&
+        !(fs->no_opendir && S_ISDIR(st->st_mode)) && node_nopen(fs, n) == 0)
         err = node_mark_stale(fs, n, -ESTALE);
     return err;
 }
@@ -122,6 +138,7 @@ static int do_getattr(struct ckptfs *fs, Node *n, struct fuse_file_info *fi, str
         return views_getattr(fs, n, st, timeout);
     if (fi && n->type == S_IFREG && FH(fs, fi)->fd >= 0)
         return fstat(FH(fs, fi)->fd, st) < 0 ? -errno : 0;
+    *timeout = attr_timeout_of(fs, n->type);
     return node_stat(fs, n, st);
 }
 
@@ -225,7 +242,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     if (err)
         reply_err(fs, req, err);
     else
-        fuse_reply_attr(req, &st, fs->attr_timeout);
+        fuse_reply_attr(req, &st, attr_timeout_of(fs, st.st_mode));
 }
 
 /* The target of a symlink (g_free). */
@@ -417,6 +434,8 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     NodeFd pf;
     if ((err = node_fd(fs, p, &pf)))
         return err;
+    if (dir && fs->no_opendir)
+        node_keep_removed_dir(fs, pf.fd, name);
     Creds c;
     creds_enter(fs, req, false, &c);
     if (unlinkat(pf.fd, name, dir ? AT_REMOVEDIR : 0) < 0)
@@ -471,6 +490,8 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         node_fd_put(fs, &pf);
         return err;
     }
+    if (fs->no_opendir && !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
+        node_keep_removed_dir(fs, npf.fd, newname);
     Creds c;
     /* a whiteout is a create (a device node at the old name): made as the
      * caller, who needs CAP_MKNOD as on any file system */

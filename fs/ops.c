@@ -42,6 +42,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->max_readahead = 16u * 1024 * 1024;
     /* creates pass the caller's mode as given; the kernel applied the umask */
     conn->time_gran = 1;
+    /* No OPENDIR/RELEASEDIR when the kernel may cache (dirs.c): a walk then
+     * costs a READDIR per directory it has not listed yet, and nothing for
+     * those it has.  (OPENDIR checked no permission: the kernel does, or
+     * only the mounting user gets in.) */
+    fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) && fs->entry_timeout > 0 &&
+                     fs->attr_timeout > 0;
 }
 
 const HandleType *const ckptfs_handle_types[HANDLE_KINDS] = {

@@ -21,6 +21,8 @@ typedef struct HandleType {
  * never released (the session ended by a signal).  types: by HandleKind. */
 void ckptfs_handles_init(struct ckptfs *fs, const HandleType *const *types);
 void ckptfs_handles_cleanup(struct ckptfs *fs);
+/* Frees the listings parked for READDIRs without OPENDIR (dirs.c). */
+void dirpark_clear(struct ckptfs *fs);
 /* The kinds ckptfs has (ops.c: files.c's and dirs.c's). */
 extern const HandleType *const ckptfs_handle_types[HANDLE_KINDS];
 

@@ -495,11 +495,11 @@ void views_note_change(struct ckptfs *fs, CkNs pns, const char *name)
     /* a marker, a checkpoint or marker directory, or a job's own root */
     CkNs child = ck_ns_child(pns, name, fs->opt.views_name);
     if (ck_ns_in_catalog(child) || (pns.kind == CK_NS_STRUCT && child.kind == CK_NS_JOB))
-        catalog_watch_refresh(fs, child.job);
+        catalog_watch_refresh(fs, child.job, false);
 }
 
 void views_marker_written(struct ckptfs *fs, const char *job)
 {
     if (fs->views)
-        catalog_watch_refresh(fs, job);
+        catalog_watch_refresh(fs, job, true);
 }

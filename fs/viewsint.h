@@ -104,7 +104,7 @@ void catalog_watch_stop(struct ckptfs *fs);
 /* A write through the mount changed what the catalog knows of job: re-read
  * it now (or, while the catalog loads, have the loader re-read it) and
  * queue the kernel invalidations of its views. */
-void catalog_watch_refresh(struct ckptfs *fs, const char *job);
+void catalog_watch_refresh(struct ckptfs *fs, const char *job, bool wait);
 /* rescan= in seconds, and its live change (the watcher's next wait uses it). */
 double catalog_watch_rescan(struct ckptfs *fs);
 void catalog_watch_set_rescan(struct ckptfs *fs, double seconds);

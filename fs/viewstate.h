@@ -64,9 +64,14 @@ typedef struct {
     GThread *watcher, *notifier;
     void *loadctl;      /* (lock) catalog_watch.c's LoadCtl */
     GAsyncQueue *inval; /* InvalItem* for the notifier */
-    int wake_fd;        /* eventfd: wakes the watcher (stop, a new rescan period) */
-    gint64 rescan_us;   /* atomic: rescan= (changed live through .control) */
-    gint stopping;      /* atomic */
+    /* how many items were queued and how many the notifier has sent
+     * (inval_lock), for a write that waits for its own (catalog_watch.c) */
+    GMutex inval_lock;
+    GCond inval_cond;
+    guint64 inval_queued, inval_sent;
+    int wake_fd;      /* eventfd: wakes the watcher (stop, a new rescan period) */
+    gint64 rescan_us; /* atomic: rescan= (changed live through .control) */
+    gint stopping;    /* atomic */
     gint threads_stopped;
 } Views;
 
