@@ -273,8 +273,13 @@ static size_t add_entry(struct ckptfs *fs, fuse_req_t req, Node *dir, char *buf,
     }
     struct fuse_entry_param e;
     bool looked_up = false;
-    if (is_dot_or_dotdot(name)) {
-        /* the kernel ignores these and takes no reference */
+    if (is_dot_or_dotdot(name) ||
+        (dir->kind == NODE_BACKING && node_find_backing(fs, dir->key.dev, ino))) {
+        /* The kernel ignores "." and "..".  An object the kernel has already
+         * (created or looked up through the mount) goes without attributes
+         * (nodeid 0): no lookup here, no inode work in the kernel, and a
+         * stat of it revalidates as it would anyway.  A walk right after
+         * the files were made costs the names alone. */
         memset(&e, 0, sizeof e);
         e.attr.st_ino = ino;
         e.attr.st_mode = (mode_t)DTTOIF(type);
