@@ -100,7 +100,12 @@ static int dirhandle_stream(struct ckptfs *fs, DirHandle *d)
     return 0;
 }
 
-static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
+/* A handle of directory n with the listing taken at open where there is
+ * one (a views directory, the root's snapshot); a backing directory's
+ * stream opens at the first readdir.  Not counted among n's opens: an
+ * OPENDIR counts it, a READDIR without one (fh 0) parks it, and the kernel
+ * may forget n meanwhile. */
+static int dirhandle_new(struct ckptfs *fs, Node *n, DirHandle **out)
 {
     DirHandle *d = g_new0(DirHandle, 1);
     d->node = n;
@@ -108,27 +113,34 @@ static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
     int err = 0;
     if (n->kind != NODE_BACKING) {
         err = views_opendir(fs, n, &d->views);
-        if (!err) {
-            bool keep = false;
-            fi->cache_readdir = views_dir_cacheable(d->views, &keep);
-            fi->keep_cache = keep;
-        }
+    } else if (n == fs->nodes.root && !(err = dirhandle_stream(fs, d))) {
+        d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
+        err = snapshot_root(fs, d->dp, d->root);
+    }
+    if (err) {
+        dirhandle_free(fs, d);
+        return err;
+    }
+    *out = d;
+    return 0;
+}
+
+static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
+{
+    DirHandle *d;
+    int err = dirhandle_new(fs, n, &d);
+    if (err)
+        return err;
+    if (d->views) {
+        bool keep = false;
+        fi->cache_readdir = views_dir_cacheable(d->views, &keep);
+        fi->keep_cache = keep;
     } else {
-        /* The directory stream is opened at the first readdir: a cached
-         * listing (below) or an fsync of the directory needs none, and an
-         * OPENDIR is one of the two round trips per directory of a walk. */
         struct stat st;
         err = node_fstat(fs, n, &st);
         if (!err) {
             node_open_count(fs, n, 1);
             d->counted = true;
-        }
-        if (!err && n == fs->nodes.root) {
-            err = dirhandle_stream(fs, d);
-            if (!err) {
-                d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
-                err = snapshot_root(fs, d->dp, d->root);
-            }
         }
         if (!err && fs->entry_timeout > 0) {
             /* The kernel may keep this directory's listing across opens while
@@ -173,29 +185,6 @@ static void *dirhandle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec)
 }
 
 const HandleType dir_handle_type = {dirhandle_free, dirhandle_revive};
-
-/* A listing of n for a READDIR without an open directory (fh 0).  Not
- * counted among n's opens, and freed without touching n: the kernel may
- * forget n while its listing is parked. */
-static int dirhandle_unopened(struct ckptfs *fs, Node *n, DirHandle **out)
-{
-    DirHandle *d = g_new0(DirHandle, 1);
-    d->node = n;
-    d->sync_fd = -1;
-    int err = 0;
-    if (n->kind != NODE_BACKING) {
-        err = views_opendir(fs, n, &d->views);
-    } else if (n == fs->nodes.root && !(err = dirhandle_stream(fs, d))) {
-        d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
-        err = snapshot_root(fs, d->dp, d->root);
-    }
-    if (err) {
-        dirhandle_free(fs, d);
-        return err;
-    }
-    *out = d;
-    return 0;
-}
 
 /* The parked listing of ino, taken out of the park (NULL: none).  A slot
  * matches by node id only: ids are never reused, so a match is a node the
@@ -320,7 +309,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         d = NULL;
     }
     if (unopened && !d)
-        err = dirhandle_unopened(fs, dir, &d);
+        err = dirhandle_new(fs, dir, &d);
     else if (!d)
         err = -EBADF;
     if (err) {
