@@ -30,6 +30,13 @@
 /* How long a read of .metrics waits for a catalog still loading. */
 #define LOAD_GAUGE_WAIT_US (500 * G_TIME_SPAN_MILLISECOND)
 
+/* What core calls `name` in a directory of job's namespace at `place`
+ * (a checkpoint directory, a marker): one answer, core's. */
+static CkPlace place_of(struct ckptfs *fs, const char *job, CkPlace place, const char *name)
+{
+    return ck_ns_child((CkNs){CK_NS_JOB, job, place}, name, fs->opt.views_name).place;
+}
+
 static char stop_item;
 static char root_item; /* the views dir's listing changed as a whole */
 
@@ -249,14 +256,14 @@ static void handle_event(Watch *w, const struct inotify_event *ev)
             break;
         g_hash_table_add(w->todo, (gpointer)wi->job);
         if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && (ev->mask & IN_ISDIR) &&
-            g_str_has_prefix(name, "chk-")) {
+            place_of(w->fs, wi->job, CK_PLACE_JOB_DIR, name) == CK_PLACE_CHK_DIR) {
             /* a checkpoint in progress: its COMPLETED comes later */
             g_autofree char *rel = g_strconcat("_jobs/", wi->job, "/", name, NULL);
             add_watch(w, rel, DIR_EVENTS | IN_CLOSE_WRITE, W_CHKDIR, wi->job);
         }
         break;
     case W_CHKDIR:
-        if (strcmp(name, "COMPLETED") == 0) {
+        if (place_of(w->fs, wi->job, CK_PLACE_CHK_DIR, name) == CK_PLACE_MARKER) {
             g_hash_table_add(w->todo, (gpointer)wi->job);
             /* complete: later changes are rare, and a watch per checkpoint
              * ever made would exhaust max_user_watches (rescans see them) */
