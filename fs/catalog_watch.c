@@ -399,7 +399,7 @@ static bool remote_fs(const char *dir)
  * cluster file system, no inotify, a watch limit reached), else
  * SWEEP_LOCAL_S, or longer where a sweep takes more than SWEEP_LOCAL_SHARE
  * of a core over that (it only backs inotify up: at 100,000 jobs a sweep is
- * 200,000 fstatat, 0.6 to 1 s here, where the dentry hash is small). */
+ * 200,000 fstatat, 1.9 s here, where the dentry hash is small). */
 #define TICKS_PER_PERIOD  20
 #define SWEEP_LOCAL_S     60.0
 #define SWEEP_LOCAL_SHARE 0.002

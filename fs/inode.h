@@ -129,7 +129,10 @@ Node *node_find_backing(struct ckptfs *fs, dev_t dev, ino_t ino);
 /* Before dirfd/name, a directory, is removed or renamed over: its node (if
  * the kernel has one) keeps an O_PATH descriptor of it, so that an fstat of
  * it open somewhere still answers (st_nlink 0, as ext4 does).  The kernel
- * opens directories without telling the daemon (dirs.c): any may be open. */
+ * opens directories without telling the daemon (dirs.c): any may be open.
+ * Kept for the node's life even when the removal then fails (ENOTEMPTY):
+ * node_fd hands the descriptor out without a reference, so it is never
+ * taken back while the node lives; it still names the live directory. */
 void node_keep_removed_dir(struct ckptfs *fs, int dirfd, const char *name);
 /* Adds n references to a node (link, create replies). */
 void node_ref(struct ckptfs *fs, Node *n, uint64_t count);
