@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <syslog.h>
+#define SD_JOURNAL_SUPPRESS_LOCATION /* CODE_FILE and friends are the record's, not ours */
 #include <systemd/sd-journal.h>
 #include <unistd.h>
 
