@@ -13,7 +13,8 @@ for opt in policy=enforce policy=enforce\|audit job=ID identity=env:VAR legacy=r
            external_root=PREFIX views=NAME rescan=SECONDS config=FILE collision_log=FILE \
            entry_timeout= attr_timeout= writeback no_default_permissions allow_other \
            default_permissions max_threads auto_unmount _netdev -f -d -s SIGTERM fusermount3 \
-           .collisions .metrics fstab ckptfs@ tag_env=VAR max_read= no_handles Type=notify; do
+           .collisions .metrics fstab ckptfs@ tag_env=VAR max_read= no_handles Type=notify \
+           log=journal log_level=error CKPTFS_KIND MESSAGE_ID journalctl; do
     case $text in *"$opt"*) ;; *) echo "ckptfs.8 does not mention $opt"; fail=1 ;; esac
 done
 text=$(MANWIDTH=200 man -l "$dir/ckptctl.1" 2>/dev/null | col -b)

@@ -1,4 +1,5 @@
 #include "enforce.h"
+#include "log.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -59,8 +60,8 @@ static char *caller_comm(pid_t pid)
     return text;
 }
 
-/* Collisions reach the log (the journal under systemd: a warning when
- * refused, a notice when allowed), at most REFUSAL_LOG_BURST per
+/* Collisions reach the log (log.h: a warning when refused, info when
+ * allowed, with their fields in the journal), at most REFUSAL_LOG_BURST per
  * REFUSAL_LOG_WINDOW_US so that a test suite crossing in a loop cannot
  * flood it; the ones left out are counted and the count is logged with
  * the first collision of a later window.  .collisions has every one. */
@@ -86,24 +87,13 @@ static void log_collision(struct ckptfs *fs, const CkCollision *c)
         l->suppressed++;
     g_mutex_unlock(&l->lock);
     if (said_later)
-        g_warning("ckptfs: %" G_GUINT64_FORMAT " more collision(s) not logged (at most %d per %d "
-                  "s; every one is in %s)",
+        log_event(G_LOG_LEVEL_WARNING, LOG_ID_COLLISION,
+                  "%" G_GUINT64_FORMAT " more collision(s) not logged (at most %d per %d s; "
+                  "every one is in %s)",
                   said_later, REFUSAL_LOG_BURST, (int)(REFUSAL_LOG_WINDOW_US / G_USEC_PER_SEC),
                   ".collisions");
-    if (!logged)
-        return;
-    g_autofree char *where =
-        c->path2 ? g_strdup_printf("%s -> %s", c->path, c->path2) : g_strdup(c->path);
-    if (c->denied)
-        g_warning("ckptfs: collision refused: %s %s %s by job %s (pid %d, %s%s%s), owner %s",
-                  c->kind, c->op, where, c->caller_job ? c->caller_job : "(anonymous)", (int)c->pid,
-                  c->comm ? c->comm : "?", c->tag ? ", tag " : "", c->tag ? c->tag : "",
-                  c->owner_job ? c->owner_job : "-");
-    else
-        g_message("ckptfs: collision allowed: %s %s %s by job %s (pid %d, %s%s%s), owner %s",
-                  c->kind, c->op, where, c->caller_job ? c->caller_job : "(anonymous)", (int)c->pid,
-                  c->comm ? c->comm : "?", c->tag ? ", tag " : "", c->tag ? c->tag : "",
-                  c->owner_job ? c->owner_job : "-");
+    if (logged)
+        log_collision_record(c);
 }
 
 /* Carries out a decision: records it when core says so (the paths are

@@ -21,31 +21,11 @@
 #include "ckptfs.h"
 #include "inflight.h"
 #include "kio.h"
+#include "log.h"
 #include "ops.h"
 #include "opsint.h"
 #include "supervisor.h"
 #include "views.h"
-
-/* Log records: glib's default writer (stderr, or the journal when stderr is
- * a journal stream, as under systemd); once daemonized stderr is /dev/null,
- * so records go to the journal when there is one.  user_data: a bool, true
- * after fuse_daemonize detached from the terminal. */
-static GLogWriterOutput log_writer(GLogLevelFlags level, const GLogField *fields, gsize n,
-                                   gpointer user_data)
-{
-    const bool *daemonized = user_data;
-    if (*daemonized) {
-        const char *domain = NULL;
-        for (gsize i = 0; i < n; i++)
-            if (strcmp(fields[i].key, "GLIB_DOMAIN") == 0)
-                domain = fields[i].value;
-        if (g_log_writer_default_would_drop(level, domain))
-            return G_LOG_WRITER_HANDLED;
-        if (g_log_writer_journald(level, fields, n, NULL) == G_LOG_WRITER_HANDLED)
-            return G_LOG_WRITER_HANDLED;
-    }
-    return g_log_writer_default(level, fields, n, NULL);
-}
 
 static int setup_error(int code, const char *fmt, const char *a, const char *b)
 {
@@ -99,23 +79,10 @@ static char *live_ckptfs_at(const char *mnt)
  * writes there on its own.  Returns the absolute path to use. */
 static int check_collision_log(struct ckptfs *fs, char **abs_out)
 {
-    const char *arg = fs->opt.collision_log;
-    g_autofree char *abs = g_canonicalize_filename(arg, NULL);
-    g_autofree char *dir = g_path_get_dirname(abs);
-    g_autofree char *base = g_path_get_basename(abs);
-    char *real_dir = realpath(dir, NULL);
-    if (!real_dir)
-        return setup_error(2, "collision_log=%s: %s", arg, g_strerror(errno));
-    g_autofree char *full = g_build_filename(real_dir, base, NULL);
-    bool inside =
-        ck_path_is_under(real_dir, fs->backing) || ck_path_is_under(real_dir, fs->mountpoint);
-    free(real_dir);
-    if (inside)
-        return setup_error(
-            2, "collision_log=%s: %s", arg,
-            "is inside the backing directory or the mount (ckptfs never writes there)");
-    *abs_out = g_steal_pointer(&full);
-    return 0;
+    g_autoptr(GError) err = NULL;
+    *abs_out = log_file_path(fs->opt.collision_log, fs->backing, fs->mountpoint, &err);
+    return *abs_out ? 0
+                    : setup_error(2, "collision_log=%s: %s", fs->opt.collision_log, err->message);
 }
 
 /* The kernel gives a FUSE mount the default 128 KiB read-ahead: cold
@@ -370,6 +337,7 @@ static void drop_forgotten(struct ckptfs *fs)
 
 int main(int argc, char *argv[])
 {
+    log_init();
     if (argc == 3 && strcmp(argv[1], "--takeover") == 0)
         return supervisor_takeover(argv[2]);
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -387,9 +355,6 @@ int main(int argc, char *argv[])
     }
     bool daemonized = false;
     g_set_prgname("ckptfs"); /* log records say "ckptfs", not "process" */
-    g_log_set_writer_func(log_writer, &daemonized, NULL);
-    if (c.debug)
-        g_log_set_debug_enabled(TRUE); /* -d: g_debug() too, as G_MESSAGES_DEBUG=all */
     if (c.show_help) {
         fs_options_help();
         fuse_cmdline_help();
@@ -404,6 +369,10 @@ int main(int argc, char *argv[])
         rc = 0;
         goto out;
     }
+    /* before the supervisor: it logs there too */
+    rc = log_open(fs.opt.log, fs.opt.log_level, c.debug, fs.opt.backing_arg, c.mountpoint);
+    if (rc)
+        goto out;
     /* -o supervise: on by default under systemd and in the background */
     bool supervise =
         fs.opt.supervise >= 0 ? fs.opt.supervise : (!c.foreground || g_getenv("INVOCATION_ID"));
@@ -499,6 +468,7 @@ int main(int argc, char *argv[])
         rc = fuse_session_loop_mt(fs.se, cfg);
         fuse_loop_cfg_destroy(cfg);
     }
+    log_stop(fs.mountpoint, rc, atomic_load(&fs.handover));
     if (atomic_load(&fs.handover)) {
         /* in-flight requests were answered; those read after the loop ended
          * the next daemon asks the kernel to resend.  The state stays as it

@@ -3,12 +3,22 @@
 #include "ops.h"
 
 #include "kio.h"
+#include "log.h"
 #include "opsint.h"
 #include "passthrough.h"
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     struct ckptfs *fs = userdata;
+    log_start(&(LogStart){
+        .backing = fs->backing,
+        .mount = fs->mountpoint,
+        .passthrough_why = kio_why_not(&fs->kio),
+        .supervised = fs->supervised,
+        .job = fs->opt.job_interned,
+        .identity_env = fs->opt.identity_env,
+        .attaches = atomic_load(&fs->state.hdr->attaches),
+    });
     pt_log_state(fs);
     if (fs->supervised && !kio_can_resend(&fs->kio))
         g_warning("ckptfs: the kernel cannot resend requests (FUSE_NOTIFY_RESEND, Linux 6.9): "

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "log.h"
 
 enum {
     KEY_ALLOW_OTHER,
@@ -46,6 +47,8 @@ static const struct fuse_opt fs_opt_spec[] = {
     OPT("attr_timeout=%s", attr_timeout),
     OPT("tag_env=%s", tag_env),
     OPT("passthrough=%s", passthrough),
+    OPT("log=%s", log),
+    OPT("log_level=%s", log_level),
     {"no_policy", offsetof(FsOptions, no_policy), 1},
     {"no_default_permissions", offsetof(FsOptions, no_default_permissions), 1},
     {"writeback", offsetof(FsOptions, writeback), 1},
@@ -119,6 +122,9 @@ void fs_options_help(void)
            "    -o entry_timeout=SECONDS  kernel name cache of the passthrough tree (60)\n"
            "    -o attr_timeout=SECONDS   kernel attribute cache of the passthrough tree (60)\n"
            "    -o passthrough=auto|off   bind open files to backing files in the kernel (auto)\n"
+           "    -o log=TARGET             journal, syslog, stderr or FILE (default: the\n"
+           "                              journal if there is one, else syslog, else stderr)\n"
+           "    -o log_level=LEVEL        error, warning, info or debug (info; -d: debug)\n"
            "    -o writeback              use the kernel's writeback cache (no passthrough)\n"
            "    -o supervise|nosupervise  keep the /dev/fuse descriptor in a supervisor that\n"
            "                              replaces a dead daemon (default: on under systemd\n"
@@ -176,6 +182,8 @@ static int load_config(FsOptions *opt)
         {"attr_timeout", offsetof(FsOptions, attr_timeout)},
         {"tag_env", offsetof(FsOptions, tag_env)},
         {"passthrough", offsetof(FsOptions, passthrough)},
+        {"log", offsetof(FsOptions, log)},
+        {"log_level", offsetof(FsOptions, log_level)},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
         int rc = from_keyfile(kf, keys[i].key, (char **)((char *)opt + keys[i].off));
@@ -286,6 +294,15 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
         fprintf(stderr, "ckptfs: passthrough=%s: expected auto or off\n", pt);
         return 2;
     }
+    if (opt->log_level && !log_level_known(opt->log_level)) {
+        fprintf(stderr, "ckptfs: log_level=%s: expected error, warning, info or debug\n",
+                opt->log_level);
+        return 2;
+    }
+    if (opt->log && !*opt->log) {
+        fprintf(stderr, "ckptfs: log=: expected journal, syslog, stderr or a file\n");
+        return 2;
+    }
     if (opt->job) {
         if (!ck_is_job_id(opt->job, strlen(opt->job))) {
             fprintf(stderr,
@@ -391,6 +408,8 @@ void fs_options_clear(FsOptions *opt)
     free(opt->attr_timeout);
     free(opt->tag_env);
     free(opt->passthrough);
+    free(opt->log);
+    free(opt->log_level);
     g_free(opt->identity_env);
     g_free(opt->backing_arg);
     g_free(opt->mountpoint_arg);

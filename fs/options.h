@@ -27,6 +27,8 @@ typedef struct {
     char *attr_timeout;
     char *tag_env;     /* tag_env=VAR: each collision record's "tag" */
     char *passthrough; /* "auto" | "off" */
+    char *log;         /* "journal" | "syslog" | "stderr" | FILE (log.h) */
+    char *log_level;   /* "error" | "warning" | "info" | "debug" */
     int no_policy;     /* benchmarking: skip every check */
     int no_default_permissions;
     int writeback;  /* -o writeback: the kernel writeback cache */

@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "kio.h"
+#include "log.h"
 
 static void count_fallback(struct ckptfs *fs, FsPtWhy why)
 {
@@ -23,7 +24,8 @@ void pt_log_state(struct ckptfs *fs)
 {
     const char *why = kio_why_not(&fs->kio);
     if (why)
-        g_message("ckptfs: FUSE passthrough off (%s): reads and writes go through the daemon "
+        log_event(G_LOG_LEVEL_MESSAGE, LOG_ID_PT_FALLBACK,
+                  "FUSE passthrough off (%s): reads and writes go through the daemon "
                   "(splice, page cache, 512 KiB requests)",
                   why);
     else
@@ -81,8 +83,9 @@ int pt_bind(struct ckptfs *fs, Node *n, int fd)
      * open of the node may have raced us; its choice wins). */
     int fresh = kio_backing_open(&fs->kio, fd);
     if (fresh < 0 && !atomic_exchange(&fs->pt_register_logged, true))
-        g_warning("ckptfs: FUSE passthrough: cannot register a backing file (%s); such opens "
-                  "go through the daemon",
+        log_event(G_LOG_LEVEL_WARNING, LOG_ID_PT_FALLBACK,
+                  "FUSE passthrough: cannot register a backing file (%s); such opens go through "
+                  "the daemon",
                   g_strerror(-fresh));
     g_mutex_lock(&t->lock);
     id = decide_locked(n, fresh);

@@ -17,6 +17,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "state.h"
 
 #define ENV_DAEMON            "CKPTFS_SUPERVISED"     /* sock,state,fuse,daemonized */
@@ -331,7 +332,8 @@ static void on_daemon_exit(GPid pid, gint status, gpointer p)
         reply_client(s, "error: the daemon died during the handover");
         s->handing_over = false;
     }
-    g_warning("ckptfs: supervisor: the daemon (pid %d) %s %d; a new one takes the connection over",
+    log_event(G_LOG_LEVEL_WARNING, LOG_ID_RESTART,
+              "supervisor: the daemon (pid %d) %s %d; a new one takes the connection over",
               (int)pid, exited ? "exited with" : "was killed by signal",
               exited ? code : WTERMSIG(status));
     /* a daemon that fails before it serves, again and again (it cannot

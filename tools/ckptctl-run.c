@@ -329,6 +329,8 @@ static int start_daemon(Run *r)
     g_string_append_printf(o, ",tag_env=%s", r->tag_env);
     /* the kernel connection's end unmounts even when the daemon is SIGKILLed */
     g_string_append(o, ",auto_unmount");
+    /* its log is ckptfs.log (printed when the run fails), not the journal */
+    g_string_append(o, ",log=stderr");
     for (char **p = r->opts; p && *p; p++)
         g_string_append_printf(o, ",%s", *p);
     const char *argv[] = {r->bin, "-f", "-o", o->str, r->backing, r->mnt, NULL};

@@ -47,7 +47,8 @@ pid_t mount_daemon_pid(Mount *m);
  * critical message that the test did not announce (as libfuse's own test
  * harness does: a daemon that complains is a failure). */
 int mount_stop(Mount *m);
-/* The test expects the daemon to log a warning containing `text`. */
+/* The test expects the daemon to log a warning containing `text` (the
+ * text of a line, "ckptfs[PID]: warning: text"). */
 void mount_expect_log(Mount *m, const char *text);
 /* mount_stop if needed, then removes the temp dir. */
 void mount_free(Mount *m);

@@ -204,7 +204,7 @@ static pid_t event(Mount *m, EventKind kind, GString *err)
     }
     if (kind == EV_KILL) {
         /* the supervisor reports a daemon that died, as it should */
-        mount_expect_log(m, "ckptfs: supervisor: the daemon (pid");
+        mount_expect_log(m, "supervisor: the daemon (pid");
         if (kill(d, SIGKILL) != 0) {
             g_string_append_printf(err, "kill %d: %s\n", (int)d, g_strerror(errno));
             return 0;

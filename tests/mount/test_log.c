@@ -1,0 +1,318 @@
+/* The daemon's log: -o log=FILE gets the start line, the refusals and the
+ * stop line, also from a background mount once it has detached from the
+ * terminal; log_level= drops what is less urgent; lines on stderr are plain
+ * ("ckptfs[PID]: LEVEL: text"); a FILE in the backing directory or the
+ * mount is refused.  (No journal runs where the suites run: the journal's
+ * fields are checked as built, in unit/log.) */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "mountrun.h"
+
+/* A write into job b's namespace by job a: refused (EACCES) and logged. */
+static void refused_write(const char *mnt)
+{
+    g_autofree char *p = g_build_filename(mnt, "_state", "b", "x", NULL);
+    errno = 0;
+    int fd = open(p, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0)
+        close(fd);
+    assert_int_equal(fd, -1);
+    assert_int_equal(errno, EACCES);
+}
+
+static Mount *new_mount_with_b(void)
+{
+    Mount *m = mount_new();
+    g_autofree char *b = g_build_filename(m->backing, "_state", "b", NULL);
+    assert_int_equal(g_mkdir_with_parents(b, 0755), 0);
+    return m;
+}
+
+static char *read_or_empty(const char *path)
+{
+    char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return g_strdup("");
+    return text;
+}
+
+static int count_lines(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Every line of a log= file: "TIME ckptfs[PID]: LEVEL: text", the text
+ * without a second "ckptfs: ". */
+static void assert_file_lines(const char *text)
+{
+    g_autoptr(GRegex) re = g_regex_new("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+                                       "\\.[0-9]{3}Z ckptfs\\[[0-9]+\\]: (error|warning|info|"
+                                       "debug): (?!ckptfs: ).",
+                                       0, 0, NULL);
+    assert_non_null(re);
+    assert_true(g_str_has_suffix(text, "\n"));
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    for (char **l = lines; *l && l[1]; l++) /* the last is the empty tail */
+        if (!g_regex_match(re, *l, 0, NULL))
+            fail_msg("not a log line: \"%s\"", *l);
+}
+
+static void test_log_file_gets_start_refusal_and_stop(void **state)
+{
+    (void)state;
+    Mount *m = new_mount_with_b();
+    g_autofree char *file = g_build_filename(m->base, "ckptfs.log", NULL);
+    g_autofree char *opt = g_strdup_printf("job=a,log=%s", file);
+    const char *args[] = {"-o", opt, NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    refused_write(m->mnt);
+    assert_int_equal(mount_stop(m), 0);
+
+    g_autofree char *text = get_file(file);
+    char *real_mnt = realpath(m->mnt, NULL), *real_backing = realpath(m->backing, NULL);
+    g_autofree char *start =
+        g_strdup_printf(", backing %s, mount %s, FUSE passthrough ", real_backing, real_mnt);
+    g_autofree char *stop = g_strdup_printf("]: info: stop: %s: unmounted\n", real_mnt);
+    free(real_mnt);
+    free(real_backing);
+    if (!strstr(text, start) || !strstr(text, stop))
+        fprintf(stderr, "log file:\n%s", text);
+    assert_int_equal(count_lines(text, "]: info: start: ckptfs "), 1);
+    assert_int_equal(count_lines(text, start), 1);
+    g_autofree char *target = g_strdup_printf(", identity job=a, log %s at info\n", file);
+    assert_non_null(strstr(text, target));
+    assert_int_equal(count_lines(text, "]: warning: collision refused: foreign-write create "
+                                       "_state/b/x by job a (pid "),
+                     1);
+    assert_int_equal(count_lines(text, stop), 1);
+    assert_true(strstr(text, "start: ") < strstr(text, "collision refused"));
+    assert_true(strstr(text, "collision refused") < strstr(text, "stop: "));
+    assert_file_lines(text);
+    /* nothing of it on stderr */
+    g_autofree char *err = get_file(m->log);
+    assert_null(strstr(err, "start: "));
+    assert_null(strstr(err, "collision refused"));
+    /* the file is the daemon's: not world-readable */
+    struct stat st;
+    assert_int_equal(stat(file, &st), 0);
+    assert_int_equal(st.st_mode & 0007, 0);
+    mount_free(m);
+}
+
+/* log_level=warning keeps the refusal and drops the info lines;
+ * log_level=error drops both.  The levels come from a config= file's
+ * [ckptfs] group here. */
+static void test_log_level_drops_less_urgent_records(void **state)
+{
+    (void)state;
+    const char *levels[] = {"warning", "error"};
+    for (size_t i = 0; i < G_N_ELEMENTS(levels); i++) {
+        Mount *m = new_mount_with_b();
+        g_autofree char *file = g_build_filename(m->base, "ckptfs.log", NULL);
+        g_autofree char *cfg = g_build_filename(m->base, "ckptfs.conf", NULL);
+        g_autofree char *cfg_text =
+            g_strdup_printf("[ckptfs]\njob=a\nlog=%s\nlog_level=%s\n", file, levels[i]);
+        put_file(cfg, cfg_text);
+        g_autofree char *opt = g_strdup_printf("config=%s", cfg);
+        const char *args[] = {"-o", opt, NULL};
+        assert_int_equal(mount_start(m, args), 0);
+        refused_write(m->mnt);
+        assert_int_equal(mount_stop(m), 0);
+        g_autofree char *text = get_file(file); /* created at start, even if empty */
+        assert_null(strstr(text, "]: info: "));
+        assert_null(strstr(text, "start: "));
+        assert_null(strstr(text, "stop: "));
+        if (strcmp(levels[i], "warning") == 0)
+            assert_non_null(strstr(text, "]: warning: collision refused: foreign-write"));
+        else
+            assert_string_equal(text, "");
+        mount_free(m);
+    }
+}
+
+/* On stderr: one plain line per record, no glib decoration ("** (ckptfs:N):
+ * WARNING **: time: ckptfs: ..." and a blank line). */
+static void test_stderr_lines_are_plain(void **state)
+{
+    (void)state;
+    Mount *m = new_mount_with_b();
+    const char *args[] = {"-o", "job=a", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    refused_write(m->mnt);
+    assert_int_equal(mount_stop(m), 0);
+    g_autofree char *text = get_file(m->log);
+    assert_non_null(strstr(text, "]: info: start: ckptfs "));
+    assert_non_null(strstr(text, "]: warning: collision refused: foreign-write"));
+    assert_non_null(strstr(text, "]: info: stop: "));
+    assert_null(strstr(text, "**"));
+    assert_null(strstr(text, "\n\n"));
+    g_autoptr(GRegex) re = g_regex_new(
+        "^ckptfs\\[[0-9]+\\]: (error|warning|info|debug): (?!ckptfs: )[^ ]", 0, 0, NULL);
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    for (char **l = lines; *l && l[1]; l++)
+        if (!g_regex_match(re, *l, 0, NULL))
+            fail_msg("not a plain log line: \"%s\"", *l);
+    mount_free(m);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits (30 s at most: a loaded machine under ASan) for needle in path. */
+static bool wait_for_text(const char *path, const char *needle)
+{
+    for (int i = 0; i < 3000; i++) {
+        g_autofree char *text = read_or_empty(path);
+        if (strstr(text, needle))
+            return true;
+        sleep_ms(10);
+    }
+    return false;
+}
+
+/* Without -f: ckptfs returns once the mount is up and its daemon (and
+ * supervisor) go on detached, stderr on /dev/null.  A refusal made after
+ * that, and the stop, still reach log=FILE.  Checked for the default
+ * (supervised) background mount and for -o nosupervise. */
+static void test_background_mount_logs_after_detaching(void **state)
+{
+    (void)state;
+    const char *modes[] = {"", ",nosupervise"};
+    for (size_t i = 0; i < G_N_ELEMENTS(modes); i++) {
+        Mount *m = new_mount_with_b();
+        g_autofree char *file = g_build_filename(m->base, "ckptfs.log", NULL);
+        const char *variant = g_getenv("CKPTFS_TEST_OPTS");
+        g_autofree char *opt =
+            g_strdup_printf("job=a,log=%s%s%s%s", file, modes[i], variant && *variant ? "," : "",
+                            variant ? variant : "");
+        const char *argv[] = {g_getenv("CKPTFS_BIN"), "-o", opt, m->backing, m->mnt, NULL};
+        int status = run_cmd(argv, NULL);
+        bool up = mountrun_state(m->mnt) == MOUNTRUN_LIVE;
+        /* nothing asserted while mounted: a failed assertion would leave it */
+        bool refused = false, logged = false;
+        if (up) {
+            g_autofree char *p = g_build_filename(m->mnt, "_state", "b", "x", NULL);
+            errno = 0;
+            int fd = open(p, O_WRONLY | O_CREAT, 0644);
+            refused = fd < 0 && errno == EACCES;
+            if (fd >= 0)
+                close(fd);
+            logged = wait_for_text(file, "]: warning: collision refused: foreign-write create "
+                                         "_state/b/x by job a");
+        }
+        bool unmounted = !up || mountrun_fusermount(m->mnt, false, NULL) ||
+                         mountrun_fusermount(m->mnt, true, NULL);
+        bool stopped = up && wait_for_text(file, "]: info: stop: ");
+        g_autofree char *text = read_or_empty(file);
+        if (!(up && refused && logged && stopped))
+            fprintf(stderr, "background%s: exit status %d, up %d, log:\n%s", modes[i], status, up,
+                    text);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        assert_true(up);
+        assert_true(unmounted);
+        assert_true(refused);
+        assert_true(logged);
+        assert_true(stopped);
+        assert_non_null(strstr(text, "]: info: start: ckptfs "));
+        assert_non_null(strstr(text, modes[i][0] ? ", not supervised, " : ", supervised, "));
+        assert_file_lines(text);
+        mount_free(m);
+    }
+}
+
+/* ckptfs run with args, its exit code and stderr. */
+static int run_ckptfs(const char *const *args, char **err_out)
+{
+    GPtrArray *argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)g_getenv("CKPTFS_BIN"));
+    for (size_t i = 0; args[i]; i++)
+        g_ptr_array_add(argv, (gpointer)args[i]);
+    g_ptr_array_add(argv, NULL);
+    int status = -1;
+    gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL,
+                               NULL, NULL, err_out, &status, NULL);
+    g_ptr_array_free(argv, TRUE);
+    assert_true(ok);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static void expect_refusal(Mount *m, const char *opt, const char *needle)
+{
+    const char *args[] = {"-f", "-o", opt, m->backing, m->mnt, NULL};
+    g_autofree char *err = NULL;
+    int rc = run_ckptfs(args, &err);
+    if (rc != 2 || !strstr(err, needle))
+        fprintf(stderr, "-o %s: exit %d, stderr: %s\n", opt, rc, err);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, needle));
+    const char *nl = strchr(err, '\n');
+    assert_non_null(nl);
+    assert_int_equal(nl[1], '\0'); /* exactly one line */
+    assert_true(mountrun_state(m->mnt) == MOUNTRUN_NONE);
+}
+
+/* A log file in the backing directory or the mount (the daemon never
+ * writes there), in no directory, or a level that is none: exit 2 with one
+ * line, nothing mounted, nothing created. */
+static void test_bad_log_options_refused(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *in_backing = g_build_filename(m->backing, "ckptfs.log", NULL);
+    g_autofree char *in_mnt = g_build_filename(m->mnt, "ckptfs.log", NULL);
+    g_autofree char *o1 = g_strdup_printf("log=%s", in_backing);
+    expect_refusal(m, o1, "is inside the backing directory or the mount");
+    g_autofree char *o2 = g_strdup_printf("log=%s", in_mnt);
+    expect_refusal(m, o2, "is inside the backing directory or the mount");
+    /* relative: canonicalised against the cwd, here the backing directory */
+    g_autofree char *cwd = g_get_current_dir();
+    assert_int_equal(chdir(m->backing), 0);
+    expect_refusal(m, "log=rel.log", "is inside the backing directory or the mount");
+    assert_int_equal(chdir(cwd), 0);
+    expect_refusal(m, "log=/nonexistent/dir/ckptfs.log", "No such file or directory");
+    expect_refusal(m, "log_level=loud", "log_level=loud");
+    expect_refusal(m, "log=", "log=");
+    struct stat st;
+    if (stat("/run/systemd/journal/socket", &st) != 0)
+        expect_refusal(m, "log=journal", "no journal here");
+    if (stat("/dev/log", &st) != 0)
+        expect_refusal(m, "log=syslog", "no syslog here");
+    assert_int_equal(access(in_backing, F_OK), -1);
+    assert_int_equal(access(in_mnt, F_OK), -1);
+    g_autofree char *rel = g_build_filename(m->backing, "rel.log", NULL);
+    assert_int_equal(access(rel, F_OK), -1);
+    mount_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_log_file_gets_start_refusal_and_stop),
+        cmocka_unit_test(test_log_level_drops_less_urgent_records),
+        cmocka_unit_test(test_stderr_lines_are_plain),
+        cmocka_unit_test(test_background_mount_logs_after_detaching),
+        cmocka_unit_test(test_bad_log_options_refused),
+    };
+    return cmocka_run_group_tests_name("mount/log", tests, NULL, NULL);
+}
