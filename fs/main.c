@@ -76,7 +76,7 @@ static void clear_stale_mount(const char *mnt)
     if (statfs(mnt, &sfs) == 0 || errno != ENOTCONN)
         return;
     g_message("ckptfs: %s: clearing a stale mount left by a dead daemon", mnt);
-    if (!unmount_lazily(mnt))
+    if (!unmount_lazily(mnt, 0))
         g_warning("ckptfs: %s: fusermount3 -u -z failed", mnt);
 }
 
@@ -135,15 +135,9 @@ static int check_collision_log(struct ckptfs *fs, char **abs_out)
  * mountinfo: a stat of our own mount would wait for the loop we have not
  * started).  Not root, or no sysfs: the default stays. */
 #define CKPTFS_READAHEAD_KB 4096 /* ckpt-bench cold read: 2048 0.75-0.85, 4096 0.82-0.91 */
-static void raise_readahead(const char *mnt)
+static void raise_readahead(dev_t dev)
 {
-    if (geteuid() != 0)
-        return;
-    struct libmnt_table *tb = NULL;
-    struct libmnt_fs *top = top_mount_at(mnt, &tb); /* ours: the one just mounted */
-    dev_t dev = top ? mnt_fs_get_devno(top) : 0;
-    mnt_unref_table(tb);
-    if (!dev)
+    if (geteuid() != 0 || !dev)
         return;
     g_autofree char *path =
         g_strdup_printf("/sys/class/bdi/%u:%u/read_ahead_kb", major(dev), minor(dev));
@@ -557,7 +551,7 @@ int main(int argc, char *argv[])
     fs.root_fd = fs.mount_fd = -1;
     struct fuse_cmdline_opts c;
     memset(&c, 0, sizeof c);
-    SupLink link = {.sock = -1, .state_fd = -1, .fuse_fd = -1};
+    SupLink link = {.sock = -1, .state_fd = -1, .fuse_fd = -1, .conn_fd = -1};
     fs.link = &link;
     g_autofree char *note = NULL; /* what a takeover's requester is told (before any goto) */
     int rc = fs_options_parse(&args, &fs.opt);
@@ -659,7 +653,10 @@ int main(int argc, char *argv[])
         goto out_unmount;
     }
     if (!attach) {
-        raise_readahead(fs.mountpoint);
+        /* ours: the one just mounted (a stat of it would wait for the loop
+         * not started yet) */
+        fs.state.hdr->mount_dev = mount_dev_at(fs.mountpoint);
+        raise_readahead((dev_t)fs.state.hdr->mount_dev);
         suplink_mounted(&link, fuse_session_fd(fs.se));
     }
     if (link.sock < 0) {
@@ -669,8 +666,8 @@ int main(int argc, char *argv[])
     if (views_start(&fs) != 0) /* threads: after the fork of fuse_daemonize */
         g_warning("ckptfs: views: cannot start the catalog threads");
     if (link.sock < 0)
-        sd_notify(0, "READY=1"); /* systemd Type=notify: the mount is up */
-    suplink_ready(&link, note);  /* the supervisor tells systemd */
+        sd_notify(0, "READY=1");               /* systemd Type=notify: the mount is up */
+    suplink_ready(&link, fs.mountpoint, note); /* the supervisor tells systemd */
     if (daemonized && link.sock >= 0) {
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null >= 0) {
@@ -703,8 +700,10 @@ int main(int argc, char *argv[])
     if (link.sock < 0)
         sd_notify(0, "STOPPING=1");
     views_stop(&fs); /* its notifier writes to the session: stop it first */
-    if (attach)
-        unmount_lazily(fs.mountpoint); /* libfuse has no mount of its own to unmount */
+    /* libfuse has no mount of its own to unmount; a connection that is gone
+     * was unmounted already, and the mount point may be another's now */
+    if (attach && connection_alive(link.fuse_fd))
+        unmount_lazily(fs.mountpoint, (unsigned long)fs.state.hdr->mount_dev);
 out_unmount:
     fuse_session_unmount(fs.se);
 out_signals:

@@ -103,6 +103,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 void fs_options_help(void)
 {
     printf("usage: ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT\n"
+           "       ckptfs --takeover MOUNTPOINT [-o opt[,opt...]]\n"
+           "\n"
+           "    --takeover MOUNTPOINT     replace the daemon of a supervised mount with this\n"
+           "                              binary, no request failing; -o replaces the mount's\n"
+           "                              options (those the kernel fixed need a remount)\n"
+           "    -V, --version             print the versions of ckptfs, libfuse and the protocol\n"
            "\n"
            "ckptfs options:\n"
            "    -o policy=enforce|audit   refuse and record, or allow and record (enforce)\n"
@@ -125,7 +131,6 @@ void fs_options_help(void)
            "                              and when not in the foreground)\n"
            "    -o max_read=N             largest read request (524288)\n"
            "    -o fsname=NAME            source shown by mount and df (the backing dir)\n"
-           "    -o no_default_permissions with allow_other: the daemon checks permissions\n"
            "    -o no_policy              for measuring only: skip every policy check\n"
            "    -o no_handles             for testing only: O_PATH descriptors, no file handles\n"
            "\n"

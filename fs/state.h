@@ -80,6 +80,7 @@ typedef struct {
     /* key=value lines of what the mount fixes for its life (main.c
      * fixed_settings), written by the daemon that mounted */
     char fixed[1024];
+    uint64_t mount_dev; /* the mount's device number, written once mounted */
 } StateHeader;
 
 typedef struct {

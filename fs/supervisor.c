@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/pidfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -35,25 +36,32 @@ extern char **environ;
 
 /* ---- messages: a word and a payload, maybe one descriptor ---- */
 
-static int send_msg(int sock, const void *data, size_t len, int fd)
+#define MSG_FDS 2 /* descriptors a message carries at most */
+
+static int send_fds(int sock, const void *data, size_t len, const int *fds, int nfds)
 {
     struct iovec iov = {(void *)data, len};
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(MSG_FDS * sizeof(int))];
     } c;
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
+    if (nfds > 0) {
         memset(&c, 0, sizeof c);
         m.msg_control = c.buf;
-        m.msg_controllen = sizeof c.buf;
+        m.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
         struct cmsghdr *h = CMSG_FIRSTHDR(&m);
         h->cmsg_level = SOL_SOCKET;
         h->cmsg_type = SCM_RIGHTS;
-        h->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(h), &fd, sizeof fd);
+        h->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(h), fds, (size_t)nfds * sizeof(int));
     }
     return sendmsg(sock, &m, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+static int send_msg(int sock, const void *data, size_t len, int fd)
+{
+    return send_fds(sock, data, len, &fd, fd >= 0 ? 1 : 0);
 }
 
 static int send_text(int sock, const char *text)
@@ -62,34 +70,44 @@ static int send_text(int sock, const char *text)
 }
 
 /* Returns the length read (0 at the end), or -errno; the payload is
- * NUL-terminated in buf (len - 1 bytes at most); *fd gets a passed
- * descriptor (CLOEXEC) or -1. */
-static ssize_t recv_msg(int sock, char *buf, size_t len, int *fd)
+ * NUL-terminated in buf (len - 1 bytes at most); fds[0..nfds) get the
+ * descriptors passed (CLOEXEC) or -1; any more are closed. */
+static ssize_t recv_fds(int sock, char *buf, size_t len, int *fds, int nfds)
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(MSG_FDS * sizeof(int))];
     } c;
     struct iovec iov = {buf, len - 1};
     struct msghdr m = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf};
-    if (fd)
-        *fd = -1;
+    for (int i = 0; i < nfds; i++)
+        fds[i] = -1;
     ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
     if (r < 0)
         return -errno;
     buf[r] = '\0';
+    int have = 0;
     for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
-        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
             int got;
-            memcpy(&got, CMSG_DATA(h), sizeof got);
-            if (fd && *fd < 0)
-                *fd = got;
+            memcpy(&got, CMSG_DATA(h) + i * sizeof(int), sizeof got);
+            if (have < nfds)
+                fds[have++] = got;
             else
                 close(got);
         }
     }
     return r;
+}
+
+static ssize_t recv_msg(int sock, char *buf, size_t len, int *fd)
+{
+    int none;
+    return recv_fds(sock, buf, len, fd ? fd : &none, fd ? 1 : 0);
 }
 
 /* NUL-separated strings of a payload, as a vector (g_strfreev). */
@@ -145,6 +163,66 @@ static bool parse_ints(const char *env, long long *out, int n)
 
 /* ---- the daemon's end ---- */
 
+static bool peer_may_take_over(int c)
+{
+    struct ucred cr;
+    socklen_t crlen = sizeof cr;
+    return getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0 &&
+           (cr.uid == 0 || cr.uid == geteuid());
+}
+
+/* A daemon whose supervisor died: one takeover may adopt it.  It is given
+ * the connection, the state and the command line; when its own daemon is
+ * ready to attach it says "handover", and this daemon hands over as it
+ * would to its supervisor. */
+static void serve_adoption(SupLink *l, int c)
+{
+    char buf[64];
+    if (!peer_may_take_over(c)) {
+        send_text(c, "error: only root or the mount's owner may take it over");
+        return;
+    }
+    if (recv_msg(c, buf, sizeof buf, NULL) <= 0 || strcmp(buf, "adopt") != 0) {
+        send_text(c, "error: not a takeover request");
+        return;
+    }
+    g_autoptr(GByteArray) b = g_byte_array_new();
+    g_byte_array_append(b, (const guint8 *)"adopt", 6);
+    append_nul(b, l->argv);
+    int fds[2] = {l->conn_fd, l->state_fd};
+    if (send_fds(c, b->data, b->len, fds, 2) < 0)
+        return;
+    ssize_t r = recv_msg(c, buf, sizeof buf, NULL);
+    if (r > 0 && strcmp(buf, "handover") == 0 && l->handover) {
+        l->handover(l->ctx);
+        pause(); /* the daemon exits from its main thread */
+    }
+}
+
+static void listen_as_orphan(SupLink *l)
+{
+    struct sockaddr_un a;
+    socklen_t len = sock_addr(l->mnt, "daemon", &a);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, len) < 0 || listen(fd, 4) < 0) {
+        g_warning("ckptfs: no socket for a takeover to adopt this daemon: %s", g_strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    for (;;) {
+        int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            break;
+        }
+        serve_adoption(l, c);
+        close(c);
+    }
+    close(fd);
+}
+
 static gpointer link_thread(gpointer p)
 {
     SupLink *l = p;
@@ -155,7 +233,9 @@ static gpointer link_thread(gpointer p)
             continue;
         if (r <= 0) {
             g_warning("ckptfs: the supervisor is gone: a crash of this daemon now ends the "
-                      "mount (ENOTCONN); `ckptfs --takeover` gives it a supervisor again");
+                      "mount (ENOTCONN); `ckptfs --takeover %s` gives it a supervisor again",
+                      l->mnt);
+            listen_as_orphan(l);
             return NULL;
         }
         if (strcmp(buf, "ping") == 0) {
@@ -195,11 +275,15 @@ int suplink_standby(SupLink *l)
 
 int suplink_mounted(SupLink *l, int fuse_fd)
 {
+    l->conn_fd = fuse_fd;
     return l->sock < 0 ? 0 : send_msg(l->sock, "mounted", strlen("mounted"), fuse_fd);
 }
 
-void suplink_ready(SupLink *l, const char *note)
+void suplink_ready(SupLink *l, const char *mnt, const char *note)
 {
+    l->mnt = mnt;
+    if (l->conn_fd < 0)
+        l->conn_fd = l->fuse_fd;
     if (l->sock < 0)
         return;
     g_autofree char *m = g_strconcat("ready", note ? " " : "", note ? note : "", NULL);
@@ -217,6 +301,8 @@ typedef struct {
     GPid pid; /* 0: none */
     int sock; /* -1: none */
     guint sock_src;
+    int pidfd; /* a daemon adopted from a dead supervisor: not a child, watched by pidfd */
+    guint pidfd_src;
     int exe;     /* its binary (O_PATH), owned */
     char **argv; /* its command line, owned */
     bool ready, standby, attaching;
@@ -236,6 +322,9 @@ struct Sup {
     int client_fd; /* the takeover's requester, waiting for its answer */
     guint client_src;
     char *fallback_why; /* a takeover's daemon failed after the handover */
+    bool adopting;      /* a takeover's requester adopting a daemon whose supervisor died */
+    int adopt_exe;      /* ... and the daemon it starts: its binary and command line */
+    char **adopt_argv;
     guint failed_starts;
     guint64 restarts;
     void *fail_buf;
@@ -253,6 +342,7 @@ static void daemon_init(Daemon *d, Sup *s)
     d->s = s;
     d->sock = -1;
     d->exe = -1;
+    d->pidfd = -1;
 }
 
 /* Lets go of everything the record holds but its process. */
@@ -262,6 +352,10 @@ static void daemon_drop(Daemon *d)
         g_source_remove(d->sock_src);
     if (d->sock >= 0)
         close(d->sock);
+    if (d->pidfd_src)
+        g_source_remove(d->pidfd_src);
+    if (d->pidfd >= 0)
+        close(d->pidfd);
     if (d->exe >= 0)
         close(d->exe);
     g_strfreev(d->argv);
@@ -270,16 +364,12 @@ static void daemon_drop(Daemon *d)
     daemon_init(d, d->s);
 }
 
+static void tell_terminal(Sup *s, unsigned char status);
+
 static void finish(Sup *s, int status)
 {
     s->status = status;
-    if (s->ready_pipe >= 0) {
-        unsigned char b = (unsigned char)status;
-        if (write(s->ready_pipe, &b, 1) < 0) {
-        }
-        close(s->ready_pipe);
-        s->ready_pipe = -1;
-    }
+    tell_terminal(s, (unsigned char)(status ? status : 1));
     g_main_loop_quit(s->loop);
 }
 
@@ -306,6 +396,20 @@ static void detach_stdio(void)
     close(fd);
 }
 
+/* The process on the terminal (a background start's first process) exits
+ * with status once the mount serves, or did not come up. */
+static void tell_terminal(Sup *s, unsigned char status)
+{
+    if (s->ready_pipe < 0)
+        return;
+    if (write(s->ready_pipe, &status, 1) < 0) {
+    }
+    close(s->ready_pipe);
+    s->ready_pipe = -1;
+    if (status == 0)
+        detach_stdio();
+}
+
 /* The mount point the daemon wrote into the state header. */
 static void read_mountpoint(Sup *s)
 {
@@ -317,6 +421,15 @@ static void read_mountpoint(Sup *s)
 }
 
 static gboolean on_accept(gint fd, GIOCondition cond, gpointer p);
+
+/* The device of the mount, as the daemon that mounted it wrote it. */
+static unsigned long mount_dev(Sup *s)
+{
+    uint64_t dev = 0;
+    if (pread(s->state_fd, &dev, sizeof dev, offsetof(StateHeader, mount_dev)) != sizeof dev)
+        return 0;
+    return (unsigned long)dev;
+}
 
 static void close_listener(Sup *s)
 {
@@ -382,7 +495,7 @@ static void have_connection(Sup *s)
 
 /* An unmounted (aborted) connection polls as an error: a daemon that died
  * after it, or on its way out, is not replaced. */
-static bool connection_alive(int fd)
+bool connection_alive(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     return fd >= 0 && poll(&p, 1, 0) >= 0 && !(p.revents & (POLLERR | POLLNVAL));
@@ -447,20 +560,21 @@ static void on_ready(Sup *s, Daemon *d, const char *note)
         g_autofree char *msg = g_strconcat("ok", note && *note ? " " : "", note ? note : "", NULL);
         reply_client(s, msg);
         sd_notify(0, "READY=1\nSTATUS=serving");
+        if (s->adopting) {
+            /* this process is the new binary already */
+            s->adopting = false;
+            if (note && *note)
+                fprintf(stderr, "ckptfs: --takeover %s: done; %s\n", s->mnt, note);
+            tell_terminal(s, 0);
+            return;
+        }
         /* the supervisor becomes the new binary too */
         exec_self(s);
         return;
     }
     if (!s->ready_once) {
         s->ready_once = true;
-        if (s->ready_pipe >= 0) {
-            unsigned char ok = 0;
-            if (write(s->ready_pipe, &ok, 1) < 0) {
-            }
-            close(s->ready_pipe);
-            s->ready_pipe = -1;
-            detach_stdio();
-        }
+        tell_terminal(s, 0);
     }
     if (s->fallback_why) {
         /* a takeover that failed after the handover: the old binary is back */
@@ -557,6 +671,12 @@ static void next_exited(Sup *s, int status)
     g_autofree char *msg = g_strdup_printf(
         "error: the new daemon could not start (%s); the running daemon goes on serving", why);
     reply_client(s, msg);
+    if (s->adopting) {
+        /* the adopted daemon goes on as it was, without a supervisor */
+        fprintf(stderr, "ckptfs: --takeover %s: %s\n", s->mnt, msg + strlen("error: "));
+        finish(s, 1);
+        return;
+    }
     if (!s->cur.pid && !s->stopping && !s->given_up)
         spawn_daemon(s, &s->cur, s->cur.exe, s->cur.argv, LINK_ATTACH);
 }
@@ -801,16 +921,28 @@ static gboolean on_signal(gpointer p)
     if (s->cur.pid) {
         kill(s->cur.pid, a->sig);
     } else {
-        unmount_lazily(s->mnt);
+        if (connection_alive(s->fuse_fd)) /* else it is unmounted already */
+            unmount_lazily(s->mnt, mount_dev(s));
         finish(s, s->given_up ? 1 : 0);
     }
     return G_SOURCE_CONTINUE;
 }
 
-bool unmount_lazily(const char *mnt)
+unsigned long mount_dev_at(const char *mnt)
+{
+    struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+    struct libmnt_fs *fs = tb ? mnt_table_find_target(tb, mnt, MNT_ITER_BACKWARD) : NULL;
+    unsigned long dev = fs ? (unsigned long)mnt_fs_get_devno(fs) : 0;
+    mnt_unref_table(tb);
+    return dev;
+}
+
+bool unmount_lazily(const char *mnt, unsigned long dev)
 {
     if (!mnt[0])
         return true;
+    if (dev && mount_dev_at(mnt) != dev)
+        return true; /* ours went already; what is there now is another's */
     if (geteuid() == 0 && umount2(mnt, MNT_DETACH) == 0)
         return true;
     const char *argv[] = {"fusermount3", "-u", "-z", mnt, NULL};
@@ -833,7 +965,11 @@ static int run(Sup *s)
     proctitle_set("ckptfs: supervisor");
     if (s->fuse_fd >= 0)
         have_connection(s);
-    if (!s->cur.pid)
+    if (s->adopting) {
+        spawn_daemon(s, &s->next, s->adopt_exe, s->adopt_argv, LINK_STANDBY); /* it owns them */
+        s->adopt_exe = -1;
+        s->adopt_argv = NULL;
+    } else if (!s->cur.pid)
         spawn_daemon(s, &s->cur, s->cur.exe, s->cur.argv, LINK_MOUNT);
     g_main_loop_run(s->loop);
     g_main_loop_unref(s->loop);
@@ -841,6 +977,9 @@ static int run(Sup *s)
     if (s->fuse_fd >= 0)
         close(s->fuse_fd);
     close(s->state_fd);
+    if (s->adopt_exe >= 0)
+        close(s->adopt_exe);
+    g_strfreev(s->adopt_argv);
     g_free(s->fail_buf);
     g_free(s->fallback_why);
     daemon_drop(&s->cur);
@@ -851,7 +990,7 @@ static int run(Sup *s)
 static void sup_init(Sup *s)
 {
     memset(s, 0, sizeof *s);
-    s->state_fd = s->fuse_fd = s->listen_fd = s->client_fd = s->ready_pipe = -1;
+    s->state_fd = s->fuse_fd = s->listen_fd = s->client_fd = s->ready_pipe = s->adopt_exe = -1;
     daemon_init(&s->cur, s);
     daemon_init(&s->next, s);
 }
@@ -896,7 +1035,8 @@ int supervisor_resume(char **argv)
 int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link)
 {
     memset(link, 0, sizeof *link);
-    link->sock = link->state_fd = link->fuse_fd = -1;
+    link->sock = link->state_fd = link->fuse_fd = link->conn_fd = -1;
+    link->argv = argv;
     link->main_thread = pthread_self();
     const char *denv = g_getenv(ENV_DAEMON);
     if (denv) {
@@ -995,6 +1135,106 @@ static int connect_to(const char *mnt, const char *who)
     return -1;
 }
 
+/* An adopted daemon is not this process's child: its end is seen on a
+ * pidfd, and handled as a child's exit would be. */
+static gboolean on_adopted_exit(gint fd, GIOCondition cond, gpointer p)
+{
+    Sup *s = p;
+    (void)fd;
+    (void)cond;
+    s->cur.pidfd_src = 0;
+    on_daemon_exit(s->cur.pid, s->handing_over ? SUPERVISOR_EXIT_HANDOVER << 8 : SIGKILL, s);
+    return G_SOURCE_REMOVE;
+}
+
+/* The new command line of a takeover: the old one with its -o options
+ * replaced by opts (when given), checked by this binary. */
+static char **takeover_argv(char **old, const char *opts, TakeoverCheck check, const char *mnt)
+{
+    g_auto(GStrv) given = opts ? fs_argv_with_options(old, opts) : g_strdupv(old);
+    char **argv = fs_argv_absolute(given);
+    /* checked here, by the binary that will serve: a bad option or config
+     * file stops the takeover before anything changes */
+    if (check(argv) != 0) {
+        fprintf(stderr, "ckptfs: --takeover %s: refused; the running daemon goes on serving\n",
+                mnt);
+        g_strfreev(argv);
+        return NULL;
+    }
+    return argv;
+}
+
+/* `--takeover` of a daemon whose supervisor died: this process becomes its
+ * supervisor (in the background, as a mount's first process does), starts
+ * its own daemon as a standby, and has the adopted one hand over. */
+static int adopt(const char *mnt, int c, const char *opts, TakeoverCheck check)
+{
+    struct ucred cr;
+    socklen_t crlen = sizeof cr;
+    g_autofree char *buf = g_malloc(MSG_MAX);
+    int fds[2];
+    ssize_t r =
+        getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0 && send_text(c, "adopt") == 0
+            ? recv_fds(c, buf, MSG_MAX, fds, 2)
+            : -EIO;
+    if (r <= 6 || strcmp(buf, "adopt") != 0 || fds[0] < 0 || fds[1] < 0) {
+        fprintf(stderr, "ckptfs: --takeover %s: %s\n", mnt,
+                r > 0 ? buf : "the daemon closed the connection");
+        close(c);
+        return 1;
+    }
+    g_auto(GStrv) old = split_nul(buf + 6, (size_t)r - 6);
+    char **argv = takeover_argv(old, opts, check, mnt);
+    if (!argv) {
+        close(fds[0]);
+        close(fds[1]);
+        close(c);
+        return 2;
+    }
+    Sup s;
+    sup_init(&s);
+    s.fuse_fd = fds[0];
+    s.state_fd = fds[1];
+    s.cur.pid = cr.pid;
+    s.cur.sock = c;
+    s.cur.ready = s.ready_once = true;
+    s.cur.argv = g_steal_pointer(&old);
+    g_autofree char *exe_path = g_strdup_printf("/proc/%d/exe", (int)cr.pid);
+    s.cur.exe = open(exe_path, O_PATH | O_CLOEXEC); /* to fall back on */
+    s.cur.pidfd = pidfd_open(cr.pid, 0);
+    s.adopting = true;
+    s.adopt_exe = open("/proc/self/exe", O_PATH | O_CLOEXEC);
+    s.adopt_argv = argv;
+    if (s.cur.exe < 0 || s.cur.pidfd < 0 || s.adopt_exe < 0) {
+        fprintf(stderr, "ckptfs: --takeover %s: the daemon (pid %d): %s\n", mnt, (int)cr.pid,
+                g_strerror(errno));
+        return 1;
+    }
+    g_strlcpy(s.mnt, mnt, sizeof s.mnt);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return 1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid > 0) {
+        close(p[1]);
+        unsigned char b = 1;
+        if (read(p[0], &b, 1) != 1 || b != 0)
+            waitpid(pid, NULL, 0);
+        _exit(b);
+    }
+    close(p[0]);
+    setsid();
+    if (chdir("/") < 0) {
+    }
+    s.ready_pipe = p[1];
+    s.daemonized = true;
+    s.cur.sock_src = g_unix_fd_add(c, G_IO_IN | G_IO_HUP, on_daemon_msg, &s.cur);
+    s.cur.pidfd_src = g_unix_fd_add(s.cur.pidfd, G_IO_IN, on_adopted_exit, &s);
+    exit(run(&s));
+}
+
 int supervisor_takeover(const char *mountpoint, const char *opts, TakeoverCheck check)
 {
     g_autofree char *real = real_mountpoint(mountpoint);
@@ -1002,11 +1242,16 @@ int supervisor_takeover(const char *mountpoint, const char *opts, TakeoverCheck 
         fprintf(stderr, "ckptfs: --takeover %s: %s\n", mountpoint, g_strerror(errno));
         return 1;
     }
-    int fd = connect_to(real, "supervisor");
     /* a mount just made may not have bound its socket yet */
-    for (int i = 0; fd < 0 && i < 100 && ckptfs_mounted_at(real); i++) {
+    int fd = -1;
+    for (int i = 0; i < 100; i++) {
+        if ((fd = connect_to(real, "supervisor")) >= 0)
+            break;
+        if ((fd = connect_to(real, "daemon")) >= 0)
+            return adopt(real, fd, opts, check);
+        if (!ckptfs_mounted_at(real))
+            break;
         g_usleep(20000);
-        fd = connect_to(real, "supervisor");
     }
     if (fd < 0) {
         fprintf(stderr,
@@ -1028,14 +1273,8 @@ int supervisor_takeover(const char *mountpoint, const char *opts, TakeoverCheck 
         return 1;
     }
     g_auto(GStrv) old = split_nul(buf + 5, (size_t)r - 5);
-    g_auto(GStrv) given = opts ? fs_argv_with_options(old, opts) : g_strdupv(old);
-    g_auto(GStrv) argv = fs_argv_absolute(given);
-    /* checked here, by the binary that will serve: a bad option or config
-     * file stops the takeover before anything changes */
-    int rc = check(argv);
-    if (rc) {
-        fprintf(stderr, "ckptfs: --takeover %s: refused; the running daemon goes on serving\n",
-                real);
+    g_auto(GStrv) argv = takeover_argv(old, opts, check, real);
+    if (!argv) {
         close(fd);
         return 2;
     }

@@ -45,6 +45,9 @@ typedef struct {
     int state_fd;    /* the state memfd the supervisor made; -1: make one */
     int fuse_fd;     /* the live connection to attach to; -1: mount */
     bool daemonized; /* the supervisor detached from the terminal */
+    char **argv;     /* the daemon's command line (absolute), borrowed */
+    const char *mnt; /* the mount point (suplink_ready), borrowed */
+    int conn_fd;     /* the connection the daemon serves (suplink_mounted, or fuse_fd) */
     pthread_t main_thread;
     void (*handover)(void *ctx); /* called (in a thread) when told to hand over */
     void *ctx;
@@ -71,13 +74,19 @@ void suplink_error(SupLink *l, const char *msg);
 int suplink_standby(SupLink *l);
 /* The daemon mounted: the supervisor keeps a duplicate of fuse_fd. */
 int suplink_mounted(SupLink *l, int fuse_fd);
-/* The daemon serves; from now on it listens for "hand over" (a thread).
- * note: what the takeover's requester is told besides "done", or NULL. */
-void suplink_ready(SupLink *l, const char *note);
+/* The daemon serves mnt; from now on it listens for "hand over" (a thread),
+ * and, should its supervisor die, for a takeover that adopts it.  note:
+ * what the takeover's requester is told besides "done", or NULL. */
+void suplink_ready(SupLink *l, const char *mnt, const char *note);
 /* Detaches the mount at mnt (umount2 MNT_DETACH as root, else
- * fusermount3 -u -z): a dead one, or an attached daemon's at its end.
- * True when it went. */
-bool unmount_lazily(const char *mnt);
+ * fusermount3 -u -z): a dead one (dev 0), or an attached daemon's at its
+ * end: then only when the mount there is still the one of device dev (a
+ * new mount may have taken the mount point since).  True when it went. */
+bool unmount_lazily(const char *mnt, unsigned long dev);
+/* Whether the FUSE connection on fd is still up (not unmounted, aborted). */
+bool connection_alive(int fd);
+/* The device number of the top mount at mnt (mountinfo), 0 for none. */
+unsigned long mount_dev_at(const char *mnt);
 
 /* Checks a daemon command line as a daemon would, without mounting:
  * 0, or the exit status after a line on stderr. */
