@@ -27,6 +27,7 @@
 #include "kio.h"
 #include "metrics.h"
 #include "options.h"
+#include "supervisor.h"
 
 /* The journal's share of collisions (enforce.c): at most a burst per window. */
 typedef struct {
@@ -90,5 +91,6 @@ struct ckptfs {
     atomic_bool pt_register_logged; /* a failed passthrough registration was logged */
     atomic_bool handover;           /* the supervisor asked for the connection (main.c) */
     bool supervised;                /* a supervisor keeps the connection (supervisor.h) */
+    SupLink *link;                  /* to the supervisor (its sock is -1 when there is none) */
     pthread_t main_thread;
 };

@@ -219,14 +219,37 @@ static ssize_t replay_read(Kio *k, void *buf, size_t len)
 
 /* After libfuse answered the kept INIT (the answer is dropped): the kernel
  * queues again what the dead daemon read and never answered, then reads go on. */
+int kio_ask_resend(int fd)
+{
+    struct kio_out_header oh = {.len = sizeof oh, .error = KIO_NOTIFY_RESEND, .unique = 0};
+    return write(fd, &oh, sizeof oh) == (ssize_t)sizeof oh ? 0 : -errno;
+}
+
+int kio_fail_one(int fd, void *buf, size_t len, int err)
+{
+    ssize_t r = read(fd, buf, len);
+    if (r < 0)
+        return errno == EINTR || errno == EAGAIN || errno == ENOENT ? 0 : -errno;
+    if (r < (ssize_t)sizeof(struct kio_in_header))
+        return 0;
+    struct kio_in_header h;
+    memcpy(&h, buf, sizeof h);
+    if (h.opcode == KIO_OP_FORGET || h.opcode == KIO_OP_BATCH_FORGET ||
+        h.opcode == KIO_OP_INTERRUPT)
+        return 0;
+    struct kio_out_header oh = {.len = sizeof oh, .error = -err, .unique = h.unique};
+    if (write(fd, &oh, sizeof oh) < 0 && errno == ENODEV)
+        return -ENODEV;
+    return 0;
+}
+
 static void resend_and_open(Kio *k, int fd)
 {
     /* without resend (before 6.9) ops.c warned at INIT: nothing comes again */
     if (kio_can_resend(k)) {
-        struct kio_out_header oh = {.len = sizeof oh, .error = KIO_NOTIFY_RESEND, .unique = 0};
-        if (write(fd, &oh, sizeof oh) != (ssize_t)sizeof oh)
-            g_warning("ckptfs: asking the kernel to resend pending requests: %s",
-                      g_strerror(errno));
+        int rc = kio_ask_resend(fd);
+        if (rc < 0)
+            g_warning("ckptfs: asking the kernel to resend pending requests: %s", g_strerror(-rc));
     }
     g_mutex_lock(&k->gate_lock);
     atomic_store(&k->gate_open, true);

@@ -34,6 +34,9 @@
 
 #include "inflight.h"
 
+/* The protocol minor whose structures kio declares (7.40). */
+#define KIO_PROTOCOL_MINOR 40
+
 /* The name a FUSE_TMPFILE request reaches the create handler with. */
 #define KIO_TMPFILE_NAME "/"
 
@@ -87,6 +90,14 @@ bool kio_resent(void);
  * ENOENT for a node it does not have.  A daemon that attaches uses it to
  * find the nodes whose FORGET its predecessor read and died with. */
 int kio_node_known(Kio *k, uint64_t nodeid);
+/* Asks the kernel to queue again every request a daemon read and never
+ * answered (FUSE_NOTIFY_RESEND, Linux 6.9 and later): 0 or -errno. */
+int kio_ask_resend(int fd);
+/* With no daemon to serve fd: reads one request and answers it with -err
+ * (requests that take no answer, FORGET and INTERRUPT, are dropped).
+ * buf: KIO_FAIL_BUF bytes.  0, or -errno (-ENODEV: the mount is gone). */
+#define KIO_FAIL_BUF (2u << 20)
+int kio_fail_one(int fd, void *buf, size_t len, int err);
 /* The kernel offered FUSE_HAS_RESEND at INIT (Linux 6.9 and later). */
 bool kio_can_resend(const Kio *k);
 /* Routes the session's requests and replies on fd (the session's own after

@@ -1,6 +1,7 @@
 /* ckptfs: the daemon (SPEC §4).  Parses and validates the options, clears a
  * stale mount, sets up the one struct ckptfs and runs the FUSE session. */
 #include <errno.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <libmount.h>
@@ -16,6 +17,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "intern.h"
 #include "resolve.h"
 #include "ckptfs-config.h"
 #include "ckptfs.h"
@@ -25,13 +27,22 @@
 #include "ops.h"
 #include "opsint.h"
 #include "supervisor.h"
+#include "proctitle.h"
 #include "views.h"
 
-static int setup_error(int code, const char *fmt, const char *a, const char *b)
+/* One line on stderr; and, from a daemon a takeover started, the same line
+ * for the supervisor to pass on to whoever asked. */
+static int setup_error(struct ckptfs *fs, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int setup_error(struct ckptfs *fs, int code, const char *fmt, ...)
 {
-    fprintf(stderr, "ckptfs: ");
-    fprintf(stderr, fmt, a, b);
-    fputc('\n', stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ckptfs: %s\n", msg);
+    if (fs)
+        suplink_error(fs->link, msg);
     return code;
 }
 
@@ -45,7 +56,7 @@ static void clear_stale_mount(const char *mnt)
     if (statfs(mnt, &sfs) == 0 || errno != ENOTCONN)
         return;
     g_message("ckptfs: %s: clearing a stale mount left by a dead daemon", mnt);
-    if (!unmount_lazily(mnt))
+    if (!unmount_lazily(mnt, 0))
         g_warning("ckptfs: %s: fusermount3 -u -z failed", mnt);
 }
 
@@ -81,8 +92,9 @@ static int check_collision_log(struct ckptfs *fs, char **abs_out)
 {
     g_autoptr(GError) err = NULL;
     *abs_out = log_file_path(fs->opt.collision_log, fs->backing, fs->mountpoint, &err);
-    return *abs_out ? 0
-                    : setup_error(2, "collision_log=%s: %s", fs->opt.collision_log, err->message);
+    return *abs_out
+               ? 0
+               : setup_error(fs, 2, "collision_log=%s: %s", fs->opt.collision_log, err->message);
 }
 
 /* The kernel gives a FUSE mount the default 128 KiB read-ahead: cold
@@ -91,15 +103,9 @@ static int check_collision_log(struct ckptfs *fs, char **abs_out)
  * mountinfo: a stat of our own mount would wait for the loop we have not
  * started).  Not root, or no sysfs: the default stays. */
 #define CKPTFS_READAHEAD_KB 4096 /* ckpt-bench cold read: 2048 0.75-0.85, 4096 0.82-0.91 */
-static void raise_readahead(const char *mnt)
+static void raise_readahead(dev_t dev)
 {
-    if (geteuid() != 0)
-        return;
-    struct libmnt_table *tb = NULL;
-    struct libmnt_fs *top = top_mount_at(mnt, &tb); /* ours: the one just mounted */
-    dev_t dev = top ? mnt_fs_get_devno(top) : 0;
-    mnt_unref_table(tb);
-    if (!dev)
+    if (geteuid() != 0 || !dev)
         return;
     g_autofree char *path =
         g_strdup_printf("/sys/class/bdi/%u:%u/read_ahead_kb", major(dev), minor(dev));
@@ -132,88 +138,179 @@ static void passthrough_setup(struct ckptfs *fs)
     kio_init(&fs->kio, why == NULL, why, depth);
 }
 
-/* A daemon that attaches to a live connection (supervisor.h) must not look
- * at its own mount point: no daemon serves it until this one does. */
-static int setup(struct ckptfs *fs, const char *mountpoint, const SupLink *link)
+/* The backing directory and the files the options name, as a daemon will
+ * find them: what a takeover checks before the running daemon hands over,
+ * and the first thing a daemon checks.  fs->backing is set. */
+static int check_paths(struct ckptfs *fs, char **collision_log)
 {
     FsOptions *o = &fs->opt;
-    if (!o->backing_arg || !mountpoint)
-        return setup_error(
-            2, "usage: ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT%s%s", "", "");
-    int rc = state_open(&fs->state, link->state_fd);
-    if (rc < 0)
-        return setup_error(1, "%s: %s", "the state memfd", g_strerror(-rc));
-    bool attach = link->fuse_fd >= 0;
-    if (attach != fs->state.attached || (attach && !fs->state.hdr->init_len))
-        return setup_error(1, "%s%s", "the supervisor's state does not match its connection", "");
-
-    if (!attach)
-        clear_stale_mount(mountpoint);
     struct stat st;
     char *real = realpath(o->backing_arg, NULL);
     if (!real)
-        return setup_error(2, "backing directory %s: %s", o->backing_arg, g_strerror(errno));
+        return setup_error(fs, 2, "backing directory %s: %s", o->backing_arg, g_strerror(errno));
+    free(fs->backing);
     fs->backing = real;
     fs->backing_len = strlen(real);
     if (fs->backing_len == 1)
         fs->backing_len = 0; /* "/": every path is below it */
     if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
-        return setup_error(2, "%s: %s", o->backing_arg, "not a directory");
+        return setup_error(fs, 2, "%s: not a directory", o->backing_arg);
+    g_autofree char *views = g_build_filename(real, o->views_name, NULL);
+    if (lstat(views, &st) == 0)
+        return setup_error(fs, 2,
+                           "%s: the backing directory already has an entry named %s; choose "
+                           "another name for the views with -o views=NAME",
+                           o->backing_arg, o->views_name);
+    if (o->collision_log)
+        return check_collision_log(fs, collision_log);
+    return 0;
+}
+
+/* What a mount fixes for its life: the kernel holds it (mount options, the
+ * answer to INIT, the names it looked up).  The first daemon writes it into
+ * the state; a daemon that attaches keeps it, whatever its own options say,
+ * and names what it could not change (a remount would). */
+static char *fixed_settings(const struct ckptfs *fs)
+{
+    const FsOptions *o = &fs->opt;
+    return g_strdup_printf("backing=%s\nviews=%s\npassthrough=%s\nwriteback=%d\n"
+                           "allow_other=%d\ndefault_permissions=%d\nmax_read=%u\n",
+                           fs->backing, o->views_name, o->passthrough_off ? "off" : "auto",
+                           o->writeback, o->allow_other, o->default_permissions, o->max_read);
+}
+
+static char *keep_fixed_settings(struct ckptfs *fs)
+{
+    const char *kept = fs->state.hdr->fixed;
+    g_autofree char *mine = fixed_settings(fs);
+    if (!kept[0] || strcmp(kept, mine) == 0)
+        return NULL;
+    g_auto(GStrv) old = g_strsplit(kept, "\n", -1);
+    g_auto(GStrv) now = g_strsplit(mine, "\n", -1);
+    GString *changed = g_string_new(NULL);
+    FsOptions *o = &fs->opt;
+    for (int i = 0; old[i] && now[i]; i++) {
+        if (strcmp(old[i], now[i]) == 0)
+            continue;
+        const char *v = strchr(old[i], '=');
+        if (!v)
+            continue;
+        g_autofree char *key = g_strndup(old[i], (gsize)(v - old[i]));
+        v++;
+        if (strcmp(key, "backing") == 0) {
+            free(fs->backing);
+            fs->backing = strdup(v);
+            fs->backing_len = strlen(v) == 1 ? 0 : strlen(v);
+        } else if (strcmp(key, "views") == 0) {
+            o->views_name = ck_intern(v);
+        } else if (strcmp(key, "passthrough") == 0) {
+            o->passthrough_off = strcmp(v, "off") == 0;
+        } else if (strcmp(key, "writeback") == 0) {
+            o->writeback = atoi(v);
+        } else if (strcmp(key, "allow_other") == 0) {
+            o->allow_other = atoi(v);
+        } else if (strcmp(key, "default_permissions") == 0) {
+            o->default_permissions = atoi(v);
+        } else if (strcmp(key, "max_read") == 0) {
+            o->max_read = (unsigned)atoi(v);
+        }
+        g_string_append_printf(changed, "%s%s", changed->len ? ", " : "", key);
+    }
+    if (!changed->len) {
+        g_string_free(changed, TRUE);
+        return NULL;
+    }
+    g_warning("ckptfs: %s: these settings change only with a remount, and keep the values the "
+              "mount has: %s",
+              fs->mountpoint, changed->str);
+    g_autofree char *list = g_string_free(changed, FALSE);
+    return g_strdup_printf("these options need a remount to change: %s", list);
+}
+
+/* The first half of a daemon's set-up: what it can check without the state
+ * a running daemon still uses (a takeover's standby daemon stops here until
+ * the running one handed over).  A daemon that attaches to a live
+ * connection (supervisor.h) must not look at its own mount point: no daemon
+ * serves it until this one does. */
+static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink *link, char **note)
+{
+    FsOptions *o = &fs->opt;
+    if (!o->backing_arg || !mountpoint)
+        return setup_error(fs, 2,
+                           "usage: ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT");
+    int rc = state_open(&fs->state, link->state_fd);
+    if (rc < 0)
+        return setup_error(fs, 1, "the state memfd: %s",
+                           rc == -EPROTO ? "kept in another layout by another build"
+                                         : g_strerror(-rc));
+    bool attach = link->fuse_fd >= 0;
+    if (attach != fs->state.attached || (attach && !fs->state.hdr->init_len))
+        return setup_error(fs, 1, "the supervisor's state does not match its connection");
+
+    if (!attach)
+        clear_stale_mount(mountpoint);
+    struct stat st;
     if (attach) {
         fs->mountpoint = strdup(fs->state.hdr->mountpoint);
     } else {
-        real = realpath(mountpoint, NULL);
+        char *real = realpath(mountpoint, NULL);
         if (!real)
-            return setup_error(2, "mount point %s: %s", mountpoint, g_strerror(errno));
+            return setup_error(fs, 2, "mount point %s: %s", mountpoint, g_strerror(errno));
         fs->mountpoint = real;
         if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
-            return setup_error(2, "%s: %s", mountpoint, "not a directory");
+            return setup_error(fs, 2, "%s: not a directory", mountpoint);
         g_autofree char *serving = live_ckptfs_at(real);
         if (serving)
-            return setup_error(2,
+            return setup_error(fs, 2,
                                "%s: a live ckptfs (of %s) already serves this mount point; "
                                "unmount it first (fusermount3 -u)",
                                real, serving);
         if (strlen(real) >= sizeof fs->state.hdr->mountpoint)
-            return setup_error(2, "%s: %s", mountpoint, "path too long");
-        g_strlcpy(fs->state.hdr->mountpoint, real, sizeof fs->state.hdr->mountpoint);
+            return setup_error(fs, 2, "%s: path too long", mountpoint);
     }
+    g_autofree char *log_path = NULL;
+    rc = check_paths(fs, &log_path);
+    if (rc)
+        return rc;
+    if (attach)
+        *note = keep_fixed_settings(fs);
     /* the catalog and inotify read the backing dir by path, and lookups pass
      * through: a mount on the backing dir, inside it or above it would read
      * itself (and its own descriptors would keep it from being unmounted) */
     if (fs->backing_len == 0 || ck_path_is_under(fs->mountpoint, fs->backing) ||
         ck_path_is_under(fs->backing, fs->mountpoint))
-        return setup_error(2, "%s: %s", mountpoint,
-                           "is the backing directory, inside it or above it: the mount would read "
-                           "itself; choose a mount point outside the backing directory");
+        return setup_error(fs, 2,
+                           "%s: is the backing directory, inside it or above it: the mount would "
+                           "read itself; choose a mount point outside the backing directory",
+                           mountpoint);
 
     fs->root_fd = open(fs->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fs->root_fd < 0)
-        return setup_error(2, "%s: %s", o->backing_arg, g_strerror(errno));
+        return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
     fs->mount_fd = open(fs->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fs->mount_fd < 0)
-        return setup_error(2, "%s: %s", o->backing_arg, g_strerror(errno));
-    if (fstatat(fs->root_fd, o->views_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        g_autofree char *msg = g_strdup_printf(
-            "the backing directory already has an entry named %s; choose another name for "
-            "the views with -o views=NAME",
-            o->views_name);
-        return setup_error(2, "%s: %s", o->backing_arg, msg);
-    }
-
-    g_autofree char *log_path = NULL;
-    if (o->collision_log) {
-        int rc = check_collision_log(fs, &log_path);
-        if (rc)
-            return rc;
-    }
+        return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
     g_autoptr(GError) err = NULL;
     fs->collisions = ck_collision_log_new(CK_COLLISION_LOG_KEEP, log_path, &err);
     if (!fs->collisions)
-        return setup_error(2, "collision_log=%s: %s", o->collision_log, err ? err->message : "?");
+        return setup_error(fs, 2, "collision_log=%s: %s", o->collision_log,
+                           err ? err->message : "?");
     if (o->job_interned || o->identity_env)
         fs->identity = ck_identity_new(o->job_interned, o->identity_env, "/proc");
+    return 0;
+}
 
+/* The second half: the state (node table, handles, live settings) is this
+ * daemon's from here on. */
+static int setup_state(struct ckptfs *fs, const SupLink *link)
+{
+    FsOptions *o = &fs->opt;
+    bool attach = link->fuse_fd >= 0;
+    if (!attach) {
+        g_strlcpy(fs->state.hdr->mountpoint, fs->mountpoint, sizeof fs->state.hdr->mountpoint);
+        g_autofree char *fixed = fixed_settings(fs);
+        g_strlcpy(fs->state.hdr->fixed, fixed, sizeof fs->state.hdr->fixed);
+    }
     /* a mode changed through .control while mounted outlives the daemon */
     int mode_audit = atomic_load(&fs->state.hdr->mode_audit);
     int mode_rw = atomic_load(&fs->state.hdr->mode_legacy_rw);
@@ -226,15 +323,15 @@ static int setup(struct ckptfs *fs, const char *mountpoint, const SupLink *link)
     fs->attr_timeout = o->attr_timeout_s;
     passthrough_setup(fs);
     if (ckptfs_creds_init(fs) < 0)
-        return setup_error(1, "%s%s", "cannot read the daemon's groups", "");
+        return setup_error(fs, 1, "cannot read the daemon's groups");
     g_mutex_init(&fs->log_limit.lock);
     g_mutex_init(&fs->dirpark.lock);
-    rc = node_table_init(fs);
+    int rc = node_table_init(fs);
     if (rc < 0)
-        return setup_error(1, "%s: %s", o->backing_arg, g_strerror(-rc));
+        return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
     rc = views_init(fs);
     if (rc < 0)
-        return setup_error(1, "%s: %s", "views", g_strerror(-rc));
+        return setup_error(fs, 1, "views: %s", g_strerror(-rc));
     ckptfs_handles_init(fs, ckptfs_handle_types); /* after the nodes: it opens theirs */
     if (attach)
         atomic_fetch_add(&fs->state.hdr->attaches, 1);
@@ -335,17 +432,97 @@ static void drop_forgotten(struct ckptfs *fs)
         g_debug("ckptfs: %u nodes the kernel had forgotten, dropped", dropped);
 }
 
+/* `ckptfs --takeover MNT [-o OPTIONS]` (or --takeover=MNT): 1 with *mnt
+ * and *opts set, 0 when argv asks for something else, -1 after a usage
+ * line. */
+static int takeover_args(char **argv, const char **mnt, const char **opts)
+{
+    int at = -1;
+    for (int i = 1; argv[i]; i++)
+        if (strcmp(argv[i], "--takeover") == 0 || g_str_has_prefix(argv[i], "--takeover="))
+            at = i;
+    if (at < 0)
+        return 0;
+    *mnt = *opts = NULL;
+    for (int i = 1; argv[i]; i++) {
+        const char *a = argv[i];
+        if (i == at && a[strlen("--takeover")] == '=')
+            *mnt = a + strlen("--takeover=");
+        else if (i == at)
+            continue;
+        else if (strcmp(a, "-o") == 0 && argv[i + 1] && !*opts)
+            *opts = argv[++i];
+        else if (g_str_has_prefix(a, "-o") && a[2] && !*opts)
+            *opts = a + 2;
+        else if (a[0] != '-' && !*mnt)
+            *mnt = a;
+        else
+            *mnt = NULL, at = -2;
+        if (at == -2)
+            break;
+    }
+    if (at == -2 || !*mnt || !**mnt) {
+        fprintf(stderr, "usage: ckptfs --takeover MOUNTPOINT [-o OPTIONS]\n");
+        return -1;
+    }
+    return 1;
+}
+
+/* A takeover's command line, checked by the binary that will run it, in
+ * the process that asked: options, config file, and the files and
+ * directories they name. */
+static int check_command_line(char **argv)
+{
+    struct fuse_args args = FUSE_ARGS_INIT((int)g_strv_length(argv), argv);
+    struct ckptfs fs;
+    memset(&fs, 0, sizeof fs);
+    struct fuse_cmdline_opts c;
+    memset(&c, 0, sizeof c);
+    int rc = fs_options_parse(&args, &fs.opt);
+    if (!rc && fuse_parse_cmdline(&args, &c) != 0)
+        rc = 2;
+    if (!rc && (!fs.opt.backing_arg || !c.mountpoint))
+        rc = setup_error(NULL, 2, "the command line names no backing directory or mount point");
+    if (!rc) {
+        fs.mountpoint = g_canonicalize_filename(c.mountpoint, NULL);
+        g_autofree char *log_path = NULL;
+        rc = check_paths(&fs, &log_path);
+        g_free(fs.mountpoint);
+        fs.mountpoint = NULL;
+    }
+    free(c.mountpoint);
+    fuse_opt_free_args(&args);
+    free(fs.backing);
+    fs_options_clear(&fs.opt);
+    return rc;
+}
+
 int main(int argc, char *argv[])
 {
     log_init();
-    if (argc == 3 && strcmp(argv[1], "--takeover") == 0)
-        return supervisor_takeover(argv[2]);
-    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    /* the title overwrites the strings argv points at */
+    g_auto(GStrv) args0 = g_strdupv(argv);
+    proctitle_init(argc, argv);
+    g_set_prgname("ckptfs"); /* log records say "ckptfs", not "process" */
+    /* a supervisor re-executed by a takeover parses nothing: a config file
+     * broken meanwhile must not stop the mount's keeper */
+    if (supervisor_resuming())
+        return supervisor_resume(args0);
+    const char *tk_mnt, *tk_opts;
+    int tk = takeover_args(args0, &tk_mnt, &tk_opts);
+    if (tk)
+        return tk < 0 ? 2 : supervisor_takeover(tk_mnt, tk_opts, check_command_line);
+    /* paths absolute before anything: a supervisor runs its daemons from / */
+    g_auto(GStrv) cmd = fs_argv_absolute(args0);
+    struct fuse_args args = FUSE_ARGS_INIT(argc, cmd);
     struct ckptfs fs;
     memset(&fs, 0, sizeof fs);
     fs.root_fd = fs.mount_fd = -1;
     struct fuse_cmdline_opts c;
     memset(&c, 0, sizeof c);
+    SupLink link = {.sock = -1, .state_fd = -1, .fuse_fd = -1, .conn_fd = -1};
+    fs.link = &link;
+    g_autofree char *note = NULL; /* what a takeover's requester is told (before any goto) */
     int rc = fs_options_parse(&args, &fs.opt);
     if (rc)
         goto out;
@@ -354,7 +531,6 @@ int main(int argc, char *argv[])
         goto out;
     }
     bool daemonized = false;
-    g_set_prgname("ckptfs"); /* log records say "ckptfs", not "process" */
     if (c.show_help) {
         fs_options_help();
         fuse_cmdline_help();
@@ -363,9 +539,9 @@ int main(int argc, char *argv[])
         goto out;
     }
     if (c.show_version) {
-        printf("ckptfs %s\nlibfuse %s\n", CKPTFS_VERSION, fuse_pkgversion());
-        fflush(stdout); /* before fusermount3 --version writes its line */
-        fuse_lowlevel_version();
+        printf("ckptfs %s\nlibfuse %s\nFUSE kernel protocol 7.%d (what libfuse lacks of it, "
+               "passthrough and resend, ckptfs speaks itself)\n",
+               CKPTFS_VERSION, fuse_pkgversion(), KIO_PROTOCOL_MINOR);
         rc = 0;
         goto out;
     }
@@ -377,14 +553,12 @@ int main(int argc, char *argv[])
     bool supervise =
         fs.opt.supervise >= 0 ? fs.opt.supervise : (!c.foreground || g_getenv("INVOCATION_ID"));
     if (supervise && has_mount_option(&args, "auto_unmount")) {
-        rc = setup_error(2, "%s%s",
+        rc = setup_error(&fs, 2,
                          "-o auto_unmount unmounts when the first daemon dies, which -o supervise "
-                         "is there to outlive; give one of them (or -o nosupervise)",
-                         "");
+                         "is there to outlive; give one of them (or -o nosupervise)");
         goto out;
     }
-    SupLink link;
-    rc = supervisor_start(argv, supervise, c.foreground, &link);
+    rc = supervisor_start(cmd, supervise, c.foreground, &link);
     if (rc || (supervise && link.sock < 0))
         goto out; /* the supervisor's own exit status */
     link.handover = on_handover;
@@ -396,9 +570,22 @@ int main(int argc, char *argv[])
         c.foreground = 1; /* the supervisor detached already, or stays in the foreground */
         daemonized = link.daemonized;
     }
-    rc = setup(&fs, c.mountpoint, &link);
+    rc = setup_check(&fs, c.mountpoint, &link, &note);
     if (rc)
         goto out;
+    if (link.mode == LINK_STANDBY) {
+        /* a takeover's: the running daemon hands over once this one knows
+         * it can serve */
+        proctitle_set("ckptfs: standby %s", fs.mountpoint);
+        if (suplink_standby(&link) < 0) {
+            rc = 1;
+            goto out;
+        }
+    }
+    rc = setup_state(&fs, &link);
+    if (rc)
+        goto out;
+    proctitle_set("ckptfs: serving %s", fs.mountpoint);
 
     /* creates pass the caller's mode through as the kernel computed it */
     umask(0);
@@ -431,12 +618,15 @@ int main(int argc, char *argv[])
         rc = kio_attach(&fs.kio, fs.se, fuse_session_fd(fs.se));
     }
     if (rc != 0) {
-        fprintf(stderr, "ckptfs: custom I/O: %s\n", g_strerror(-rc));
+        setup_error(&fs, 1, "custom I/O: %s", g_strerror(-rc));
         rc = 1;
         goto out_unmount;
     }
     if (!attach) {
-        raise_readahead(fs.mountpoint);
+        /* ours: the one just mounted (a stat of it would wait for the loop
+         * not started yet) */
+        fs.state.hdr->mount_dev = mount_dev_at(fs.mountpoint);
+        raise_readahead((dev_t)fs.state.hdr->mount_dev);
         suplink_mounted(&link, fuse_session_fd(fs.se));
     }
     if (link.sock < 0) {
@@ -446,8 +636,8 @@ int main(int argc, char *argv[])
     if (views_start(&fs) != 0) /* threads: after the fork of fuse_daemonize */
         g_warning("ckptfs: views: cannot start the catalog threads");
     if (link.sock < 0)
-        sd_notify(0, "READY=1"); /* systemd Type=notify: the mount is up */
-    suplink_ready(&link);        /* the supervisor tells systemd */
+        sd_notify(0, "READY=1");               /* systemd Type=notify: the mount is up */
+    suplink_ready(&link, fs.mountpoint, note); /* the supervisor tells systemd */
     if (daemonized && link.sock >= 0) {
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null >= 0) {
@@ -481,8 +671,10 @@ int main(int argc, char *argv[])
     if (link.sock < 0)
         sd_notify(0, "STOPPING=1");
     views_stop(&fs); /* its notifier writes to the session: stop it first */
-    if (attach)
-        unmount_lazily(fs.mountpoint); /* libfuse has no mount of its own to unmount */
+    /* libfuse has no mount of its own to unmount; a connection that is gone
+     * was unmounted already, and the mount point may be another's now */
+    if (attach && connection_alive(link.fuse_fd))
+        unmount_lazily(fs.mountpoint, (unsigned long)fs.state.hdr->mount_dev);
 out_unmount:
     fuse_session_unmount(fs.se);
 out_signals:

@@ -106,6 +106,11 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 void fs_options_help(void)
 {
     printf("usage: ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT\n"
+           "       ckptfs --takeover MOUNTPOINT [-o opt[,opt...]]\n"
+           "\n"
+           "    --takeover MOUNTPOINT     replace the daemon of a supervised mount with this\n"
+           "                              binary, no request failing; -o replaces the mount's\n"
+           "                              options (those the kernel fixed need a remount)\n"
            "\n"
            "ckptfs options:\n"
            "    -o policy=enforce|audit   refuse and record, or allow and record (enforce)\n"
@@ -131,7 +136,7 @@ void fs_options_help(void)
            "                              and when not in the foreground)\n"
            "    -o max_read=N             largest read request (524288)\n"
            "    -o fsname=NAME            source shown by mount and df (the backing dir)\n"
-           "    -o no_default_permissions with allow_other: the daemon checks permissions\n"
+           "    -o default_permissions    the kernel checks permissions (on with allow_other)\n"
            "    -o no_policy              for measuring only: skip every policy check\n"
            "    -o no_handles             for testing only: O_PATH descriptors, no file handles\n"
            "\n"
@@ -416,4 +421,119 @@ void fs_options_clear(FsOptions *opt)
     if (opt->job_legacy_backends)
         g_hash_table_unref(opt->job_legacy_backends);
     memset(opt, 0, sizeof *opt);
+}
+
+/* ---- command lines a supervisor keeps ---- */
+
+/* fuse_opt splits an -o string at commas not escaped by a backslash. */
+static GPtrArray *split_opts(const char *s)
+{
+    GPtrArray *items = g_ptr_array_new_with_free_func(g_free);
+    GString *cur = g_string_new(NULL);
+    for (const char *c = s;; c++) {
+        if (*c == '\\' && c[1]) {
+            g_string_append_c(cur, *++c);
+        } else if (*c == ',' || !*c) {
+            g_ptr_array_add(items, g_string_free(cur, FALSE));
+            if (!*c)
+                break;
+            cur = g_string_new(NULL);
+        } else {
+            g_string_append_c(cur, *c);
+        }
+    }
+    return items;
+}
+
+static void append_escaped(GString *out, const char *item)
+{
+    for (const char *c = item; *c; c++) {
+        if (*c == ',' || *c == '\\')
+            g_string_append_c(out, '\\');
+        g_string_append_c(out, *c);
+    }
+}
+
+/* The options whose value is a file, and the values of `log` that are not. */
+static bool names_a_file(const char *key, const char *value)
+{
+    if (strcmp(key, "log") == 0)
+        return strcmp(value, "journal") != 0 && strcmp(value, "syslog") != 0 &&
+               strcmp(value, "stderr") != 0;
+    return strcmp(key, "config") == 0 || strcmp(key, "collision_log") == 0 ||
+           strcmp(key, "identity_map") == 0;
+}
+
+static char *absolute_opts(const char *opts)
+{
+    g_autoptr(GPtrArray) items = split_opts(opts);
+    GString *out = g_string_new(NULL);
+    for (guint i = 0; i < items->len; i++) {
+        const char *item = items->pdata[i];
+        const char *eq = strchr(item, '=');
+        g_autofree char *key = eq ? g_strndup(item, (gsize)(eq - item)) : NULL;
+        g_autofree char *abs = NULL;
+        if (key && eq[1] && names_a_file(key, eq + 1)) {
+            g_autofree char *path = g_canonicalize_filename(eq + 1, NULL);
+            abs = g_strconcat(key, "=", path, NULL);
+        }
+        if (i)
+            g_string_append_c(out, ',');
+        append_escaped(out, abs ? abs : item);
+    }
+    return g_string_free(out, FALSE);
+}
+
+char **fs_argv_absolute(char *const *argv)
+{
+    GPtrArray *out = g_ptr_array_new();
+    for (int i = 0; argv[i]; i++) {
+        const char *a = argv[i];
+        if (i > 0 && strcmp(a, "-o") == 0 && argv[i + 1]) {
+            g_ptr_array_add(out, g_strdup(a));
+            g_ptr_array_add(out, absolute_opts(argv[++i]));
+        } else if (i > 0 && g_str_has_prefix(a, "-o")) {
+            g_autofree char *opts = absolute_opts(a + 2);
+            g_ptr_array_add(out, g_strconcat("-o", opts, NULL));
+        } else if (i > 0 && a[0] != '-' && *a) {
+            g_ptr_array_add(out, g_canonicalize_filename(a, NULL));
+        } else {
+            g_ptr_array_add(out, g_strdup(a));
+        }
+    }
+    g_ptr_array_add(out, NULL);
+    return (char **)g_ptr_array_free(out, FALSE);
+}
+
+char *fs_argv_options(char *const *argv)
+{
+    GString *out = g_string_new(NULL);
+    for (int i = 1; argv[i]; i++) {
+        const char *o = NULL;
+        if (strcmp(argv[i], "-o") == 0 && argv[i + 1])
+            o = argv[++i];
+        else if (g_str_has_prefix(argv[i], "-o"))
+            o = argv[i] + 2;
+        if (o && *o)
+            g_string_append_printf(out, "%s%s", out->len ? "," : "", o);
+    }
+    return g_string_free(out, FALSE);
+}
+
+char **fs_argv_with_options(char *const *argv, const char *opts)
+{
+    GPtrArray *out = g_ptr_array_new();
+    g_ptr_array_add(out, g_strdup(argv[0]));
+    if (opts && *opts) {
+        g_ptr_array_add(out, g_strdup("-o"));
+        g_ptr_array_add(out, g_strdup(opts));
+    }
+    for (int i = 1; argv[i]; i++) {
+        if (strcmp(argv[i], "-o") == 0 && argv[i + 1])
+            i++;
+        else if (!g_str_has_prefix(argv[i], "-o"))
+            g_ptr_array_add(out, g_strdup(argv[i]));
+    }
+    g_ptr_array_add(out, NULL);
+    return (char **)g_ptr_array_free(out, FALSE);
 }

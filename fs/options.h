@@ -66,3 +66,12 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt);
 void fs_options_clear(FsOptions *opt);
 /* The usage text of our own options. */
 void fs_options_help(void);
+/* argv with every path in it absolute, against the current directory: the
+ * two positional directories and the values of the -o options that name
+ * files (config, collision_log, log).  A supervisor runs its daemons from
+ * "/" (it must not keep a directory busy), with this vector. */
+char **fs_argv_absolute(char *const *argv);
+/* The -o option strings of argv ("-o a,b" and "-oa,b"), in order; and argv
+ * with them replaced by one "-o opts" (opts NULL: removed). */
+char *fs_argv_options(char *const *argv);
+char **fs_argv_with_options(char *const *argv, const char *opts);

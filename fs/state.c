@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #define STATE_MAGIC   0x746174737470636bull /* "ckptstat" */
-#define STATE_VERSION 3
+#define STATE_VERSION 4
 #define STATE_PAGE    4096
 
 _Static_assert(sizeof(NodeRec) == 256, "NodeRec: a layout change needs STATE_VERSION + 1");

@@ -77,6 +77,10 @@ typedef struct {
     _Atomic uint64_t attaches;                  /* daemons that attached to the live connection */
     _Atomic int32_t mode_audit, mode_legacy_rw; /* -1: as the options say */
     char mountpoint[2048]; /* realpath: an attaching daemon must not resolve it (it waits) */
+    /* key=value lines of what the mount fixes for its life (main.c
+     * fixed_settings), written by the daemon that mounted */
+    char fixed[1024];
+    uint64_t mount_dev; /* the mount's device number, written once mounted */
 } StateHeader;
 
 typedef struct {

@@ -1,24 +1,53 @@
-/* -o supervise (issue 14, SPEC §7): the mount outlives its daemon.
+/* -o supervise: the mount outlives its daemon (docs/DESIGN.md, "Outliving
+ * the daemon").
  *
  * The process the user (or systemd, or mount(8)) started becomes a small
  * supervisor.  It makes the state memfd (state.h), runs the daemon as a
- * child (the same binary, exec'd), keeps a duplicate of the /dev/fuse
- * descriptor the daemon mounted with, and when the daemon dies starts a
- * new one that attaches to the same connection (kio replays INIT and asks
- * the kernel to resend).  `ckptfs --takeover MNT` asks it, over an abstract
- * Unix socket named for MNT, to stop its daemon and re-exec itself from
- * the binary that asked: both are upgraded, the connection and the state
- * stay.  Messages are SOCK_SEQPACKET datagrams of one word. */
+ * child (the same binary, from a descriptor of it), keeps a duplicate of
+ * the /dev/fuse descriptor the daemon mounted with, and when the daemon
+ * dies starts a new one that attaches to the same connection (kio replays
+ * INIT and asks the kernel to resend).  After START_TRIES daemons in a row
+ * died before serving it gives up: it answers every request with EIO until
+ * a takeover brings a daemon that starts, or the mount goes.
+ *
+ * `ckptfs --takeover MNT [-o OPTIONS]` replaces the daemon with the
+ * requesting binary, without failing a request:
+ *   1. the requester asks the supervisor (an abstract Unix socket named for
+ *      MNT) for the daemon's command line, replaces its -o options by
+ *      OPTIONS when given, and checks the result with its own option
+ *      parser: a bad option or config file is refused there, exit 2, the
+ *      running daemon untouched;
+ *   2. the supervisor starts the new binary as a standby daemon, which
+ *      checks what it can without the state (directories, files) and says
+ *      so; only then is the running daemon told to hand over;
+ *   3. the standby daemon attaches; once it serves, the supervisor execs
+ *      the new binary itself.  A standby that fails leaves the old daemon
+ *      serving; one that fails after the handover is replaced by the old
+ *      binary (kept open by descriptor) with the old command line.
+ * A daemon whose supervisor died listens on a socket of its own, so that a
+ * takeover can adopt its connection and supervise it again.  Messages are
+ * SOCK_SEQPACKET datagrams: a word, maybe a payload, maybe a descriptor. */
 #pragma once
 #include <pthread.h>
 #include <stdbool.h>
 
+typedef enum {
+    LINK_NONE,    /* not supervised */
+    LINK_MOUNT,   /* the first daemon: mounts, then hands the descriptor up */
+    LINK_ATTACH,  /* a replacement: attaches to the live connection at once */
+    LINK_STANDBY, /* a takeover's: checks, says so, attaches when told */
+} LinkMode;
+
 /* The daemon's end. */
 typedef struct {
+    LinkMode mode;
     int sock;        /* to the supervisor; -1 when not supervised */
     int state_fd;    /* the state memfd the supervisor made; -1: make one */
     int fuse_fd;     /* the live connection to attach to; -1: mount */
     bool daemonized; /* the supervisor detached from the terminal */
+    char **argv;     /* the daemon's command line (absolute), borrowed */
+    const char *mnt; /* the mount point (suplink_ready), borrowed */
+    int conn_fd;     /* the connection the daemon serves (suplink_mounted, or fuse_fd) */
     pthread_t main_thread;
     void (*handover)(void *ctx); /* called (in a thread) when told to hand over */
     void *ctx;
@@ -27,18 +56,41 @@ typedef struct {
 /* The exit status of a daemon that handed its connection over. */
 #define SUPERVISOR_EXIT_HANDOVER 75
 
-/* In main, options parsed.  In a daemon the supervisor started: fills link
- * and returns 0.  Not supervising: link->sock = -1, returns 0.  Otherwise
- * this process becomes the supervisor and returns only its exit status
- * (> 0, or 0 after a clean unmount) for main to exit with. */
+/* A supervisor re-executed by a takeover: it resumes with what it had, and
+ * parses nothing (so a config file broken meanwhile cannot stop it). */
+bool supervisor_resuming(void);
+/* Runs the resumed supervisor; returns its exit status. */
+int supervisor_resume(char **argv);
+/* In main, options parsed, argv absolute (fs_argv_absolute).  In a daemon
+ * the supervisor started: fills link and returns 0.  Not supervising:
+ * link->sock = -1, returns 0.  Otherwise this process becomes the
+ * supervisor and returns only its exit status (> 0, or 0 after a clean
+ * unmount) for main to exit with. */
 int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link);
+/* A standby or starting daemon's reason to fail, for the takeover's reply. */
+void suplink_error(SupLink *l, const char *msg);
+/* A standby daemon checked what it could: waits until the running daemon
+ * handed over.  0: attach now; -1: the supervisor went away. */
+int suplink_standby(SupLink *l);
 /* The daemon mounted: the supervisor keeps a duplicate of fuse_fd. */
 int suplink_mounted(SupLink *l, int fuse_fd);
-/* The daemon serves; from now on it listens for "hand over" (a thread). */
-void suplink_ready(SupLink *l);
+/* The daemon serves mnt; from now on it listens for "hand over" (a thread),
+ * and, should its supervisor die, for a takeover that adopts it.  note:
+ * what the takeover's requester is told besides "done", or NULL. */
+void suplink_ready(SupLink *l, const char *mnt, const char *note);
 /* Detaches the mount at mnt (umount2 MNT_DETACH as root, else
- * fusermount3 -u -z): a dead one, or an attached daemon's at its end.
- * True when it went. */
-bool unmount_lazily(const char *mnt);
-/* `ckptfs --takeover MNT`: exit status (0 done, 1 with a line on stderr). */
-int supervisor_takeover(const char *mountpoint);
+ * fusermount3 -u -z): a dead one (dev 0), or an attached daemon's at its
+ * end: then only when the mount there is still the one of device dev (a
+ * new mount may have taken the mount point since).  True when it went. */
+bool unmount_lazily(const char *mnt, unsigned long dev);
+/* Whether the FUSE connection on fd is still up (not unmounted, aborted). */
+bool connection_alive(int fd);
+/* The device number of the top mount at mnt (mountinfo), 0 for none. */
+unsigned long mount_dev_at(const char *mnt);
+
+/* Checks a daemon command line as a daemon would, without mounting:
+ * 0, or the exit status after a line on stderr. */
+typedef int (*TakeoverCheck)(char **argv);
+/* `ckptfs --takeover MNT [-o opts]`: exit status (0 done; 2 the new command
+ * line is refused; 1 anything else, with a line on stderr). */
+int supervisor_takeover(const char *mountpoint, const char *opts, TakeoverCheck check);

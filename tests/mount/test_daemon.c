@@ -310,12 +310,18 @@ static void test_help_and_version(void **state)
     for (gsize i = 0; i < G_N_ELEMENTS(opts); i++)
         if (!strstr(out, opts[i]))
             fail_msg("ckptfs --help does not list %s", opts[i]);
+    /* it offers what works: --takeover, and no option that is refused */
+    assert_non_null(strstr(out, "--takeover MOUNTPOINT"));
+    assert_null(strstr(out, "no_default_permissions"));
     const char *version[] = {bin, "--version", NULL};
     g_autofree char *vout = NULL;
     assert_true(g_spawn_sync(NULL, (char **)version, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
                              &vout, NULL, &status, NULL));
     assert_true(g_str_has_prefix(vout, "ckptfs "));
     assert_non_null(strstr(vout, "\nlibfuse 3."));
+    /* the protocol the daemon speaks, not libfuse's header's */
+    assert_non_null(strstr(vout, "protocol 7.40"));
+    assert_null(strstr(vout, "7.31"));
 }
 
 /* The next datagram on fd within 10 s, as a string (g_free), or NULL. */

@@ -84,24 +84,24 @@ static char *mountinfo_line(const char *mnt)
     return NULL;
 }
 
-/* The pid of the daemon serving mnt (its command line names mnt), or 0. */
+/* The pid of the daemon serving mnt, or 0: its name (comm) is ckptfs and
+ * its title "ckptfs: serving MNT", as ps and pgrep show it; a supervised
+ * mount has a supervisor beside it ("ckptfs: supervisor MNT"). */
 static pid_t daemon_of(const char *mnt)
 {
     GDir *d = g_dir_open("/proc", 0, NULL);
     pid_t found = 0;
+    g_autofree char *title = g_strdup_printf("ckptfs: serving %s", mnt);
     for (const char *e; d && !found && (e = g_dir_read_name(d));) {
         if (!g_ascii_isdigit(*e))
             continue;
+        g_autofree char *cp = g_build_filename("/proc", e, "comm", NULL);
+        g_autofree char *comm = NULL;
+        if (!g_file_get_contents(cp, &comm, NULL, NULL) || strcmp(g_strchomp(comm), "ckptfs"))
+            continue;
         g_autofree char *p = g_build_filename("/proc", e, "cmdline", NULL);
         g_autofree char *cmd = NULL;
-        gsize len = 0;
-        if (!g_file_get_contents(p, &cmd, &len, NULL) || !len)
-            continue;
-        g_autofree char *base = g_path_get_basename(cmd);
-        bool names_mnt = false;
-        for (gsize i = 0; i < len; i += strlen(cmd + i) + 1)
-            names_mnt |= strcmp(cmd + i, mnt) == 0;
-        if (strcmp(base, "ckptfs") == 0 && names_mnt)
+        if (g_file_get_contents(p, &cmd, NULL, NULL) && strcmp(cmd, title) == 0)
             found = (pid_t)atoi(e);
     }
     if (d)
