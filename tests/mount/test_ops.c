@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -408,6 +409,77 @@ static void test_systemd_unit_commands(void **state)
     mount_free(m);
 }
 
+/* Under systemd (INVOCATION_ID set) the daemon supervises itself: the
+ * unit's ExecStartPre makes a missing mount point, ExecReload applies the
+ * options edited in the env file (systemd reads it again for the reload),
+ * and refuses a bad one with the mount going on as it was. */
+static void test_systemd_unit_reload(void **state)
+{
+    (void)state;
+    Mount *m = two_jobs();
+    g_autofree char *inst = escape_path(m->mnt);
+    if (!inst) {
+        mount_free(m);
+        skip();
+    }
+    assert_int_equal(rmdir(m->mnt), 0);
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    g_autofree char *src = unit_path();
+    assert_true(g_key_file_load_from_file(kf, src, G_KEY_FILE_NONE, NULL));
+    g_autofree char *pre = g_key_file_get_value(kf, "Service", "ExecStartPre", NULL);
+    g_autofree char *start = g_key_file_get_value(kf, "Service", "ExecStart", NULL);
+    g_autofree char *reload = g_key_file_get_value(kf, "Service", "ExecReload", NULL);
+    g_autofree char *stop = g_key_file_get_value(kf, "Service", "ExecStop", NULL);
+    assert_non_null(pre);
+    assert_non_null(reload);
+    assert_true(pre[0] == '-'); /* a failure to make it (it exists, dead) is no failure */
+    g_autoptr(GHashTable) env = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    g_autofree char *envtext = g_strdup_printf(
+        "CKPTFS_BACKING=%s\nCKPTFS_OPTIONS=identity=env:CLINK_JOB_ID,policy=enforce\n", m->backing);
+    load_env(env, envtext);
+    g_auto(GStrv) preargv = expand_exec(pre + 1, env, inst, m->mnt);
+    assert_int_equal(run_env((const char *const *)preargv, NULL, NULL, NULL), 0);
+    assert_true(g_file_test(m->mnt, G_FILE_TEST_IS_DIR));
+    g_auto(GStrv) sargv = expand_exec(start, env, inst, m->mnt);
+    g_autofree char *log = g_build_filename(m->base, "unit.log", NULL);
+    g_setenv("INVOCATION_ID", "0123456789abcdef0123456789abcdef", TRUE);
+    pid_t pid = exec_start(sargv, log, m->mnt);
+    g_unsetenv("INVOCATION_ID");
+    g_autofree char *control = g_build_filename(m->mnt, "_views", ".control", NULL);
+    char v[64] = "";
+    assert_true(getxattr(control, "user.ckptfs.policy", v, sizeof v - 1) > 0);
+    assert_string_equal(v, "enforce");
+    /* the operator edits the env file, then systemctl reload */
+    load_env(env, "CKPTFS_OPTIONS=identity=env:CLINK_JOB_ID,policy=audit\n");
+    g_auto(GStrv) rargv = expand_exec(reload, env, inst, m->mnt);
+    g_autofree char *rerr = NULL;
+    int status = run_env((const char *const *)rargv, NULL, NULL, &rerr);
+    if (status != 0)
+        fprintf(stderr, "ExecReload: %s\n", rerr);
+    assert_int_equal(status, 0);
+    memset(v, 0, sizeof v);
+    assert_true(getxattr(control, "user.ckptfs.policy", v, sizeof v - 1) > 0);
+    assert_string_equal(v, "audit");
+    /* a bad option: refused, the mount as it was */
+    load_env(env, "CKPTFS_OPTIONS=identity=env:CLINK_JOB_ID,policy=bogus\n");
+    g_auto(GStrv) bargv = expand_exec(reload, env, inst, m->mnt);
+    g_free(rerr);
+    rerr = NULL;
+    status = run_env((const char *const *)bargv, NULL, NULL, &rerr);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 2);
+    assert_non_null(strstr(rerr, "policy=bogus"));
+    g_autofree char *own = g_build_filename(m->mnt, "_state", "j1", "own", NULL);
+    assert_int_equal(write_as("j1", own), 0);
+    g_auto(GStrv) eargv = expand_exec(stop, env, inst, m->mnt);
+    assert_int_equal(run_env((const char *const *)eargv, NULL, NULL, NULL), 0);
+    int dstatus;
+    assert_int_equal(waitpid(pid, &dstatus, 0), pid);
+    assert_true(WIFEXITED(dstatus));
+    assert_int_equal(WEXITSTATUS(dstatus), 0);
+    mount_free(m);
+}
+
 /* -d: libfuse's request trace and glib's records (a g_message on clearing a
  * stale mount) on stderr, which under systemd is the journal. */
 static void test_debug_output_and_log_records(void **state)
@@ -439,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_mount_t_fuse_ckptfs),
         cmocka_unit_test(test_systemd_unit_verifies),
         cmocka_unit_test(test_systemd_unit_commands),
+        cmocka_unit_test(test_systemd_unit_reload),
         cmocka_unit_test(test_debug_output_and_log_records),
     };
     return cmocka_run_group_tests_name("mount/ops", tests, group_setup, NULL);
