@@ -1806,10 +1806,12 @@ GPtrArray *ck_catalog_unused(CkCatalog *c)
     return out;
 }
 
-const char *ck_catalog_unused_reason(CkCatalog *c, const char *path, char **why)
+const char *ck_catalog_unused_reason(CkCatalog *c, const char *path, int *err, char **why)
 {
     if (why)
         *why = NULL;
+    if (err)
+        *err = 0;
     const char *job = NULL;
     guint64 g;
     UnusedShape shape = unused_shape(path, &job, &g);
@@ -1821,25 +1823,30 @@ const char *ck_catalog_unused_reason(CkCatalog *c, const char *path, char **why)
     int pfd =
         ck_open_beneath(c->dfd, strcmp(parent, ".") ? parent : "", O_RDONLY | O_DIRECTORY, NULL);
     struct stat sb;
-    int e = pfd < 0 ? -pfd : fstatat(pfd, base, &sb, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : errno;
+    int e = pfd < 0                                             ? -pfd
+            : fstatat(pfd, base, &sb, AT_SYMLINK_NOFOLLOW) != 0 ? errno
+            : S_ISLNK(sb.st_mode)                               ? ELOOP
+            : !S_ISDIR(sb.st_mode)                              ? ENOTDIR
+                                                                : 0;
     if (pfd >= 0)
         close(pfd);
-    if (e || !S_ISDIR(sb.st_mode)) {
+    if (e) {
+        if (err)
+            *err = -e;
         if (why)
-            *why = e ? g_strdup(g_strerror(e)) : g_strdup("not a directory");
+            *why = g_strdup(e == ELOOP ? "a symlink (not followed)" : g_strerror(e));
         return NULL;
     }
     g_autoptr(GHashTable) t = snapshot_table(c);
-    g_autoptr(GPtrArray) jobs = g_ptr_array_new();
     if (shape == UP_GENERATION) {
-        /* the owner's snapshot says whether it has its own root */
         const CkJobInfo *owner = g_hash_table_lookup(t, job);
         if (!owner || !owner->has_own_root) {
             if (why)
-                *why = g_strdup_printf("the catalog has no own root _state/%s", job);
+                *why = g_strdup_printf("_state/%s is not the own root of a job", job);
             return NULL;
         }
     }
+    g_autoptr(GPtrArray) jobs = g_ptr_array_sized_new(g_hash_table_size(t));
     GHashTableIter it;
     gpointer k, v;
     g_hash_table_iter_init(&it, t);

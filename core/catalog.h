@@ -198,8 +198,10 @@ typedef struct {
 GPtrArray *ck_catalog_unused(CkCatalog *c);
 /* The same rule for one path, by the catalog's current snapshots: the
  * reason ck_catalog_unused would list `path` with ("v1", "3",
- * "_state/j1/v2", relative to the dir), or NULL when it would not (it is
- * read, not older than every restorable marker of its job, gone, not a
- * directory, reached through a symlink, or not of those shapes), with *why
- * (optional, g_free) saying which: "read by _jobs/b/chk-1/COMPLETED", ... */
-const char *ck_catalog_unused_reason(CkCatalog *c, const char *path, char **why);
+ * "_state/j1/v2", relative to the dir), or NULL when it would not, with
+ * *why (optional, g_free) saying why not: "read by
+ * _jobs/b/chk-1/COMPLETED", "not older than generation 3 of ...".  *err
+ * (optional): 0 when the markers decided, else -errno of looking at the
+ * path, reached through no symlink: -ENOENT (gone), -ENOTDIR (not a
+ * directory), -ELOOP (a symlink, itself or on the way), -EACCES, ... */
+const char *ck_catalog_unused_reason(CkCatalog *c, const char *path, int *err, char **why);
