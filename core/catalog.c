@@ -1837,21 +1837,30 @@ const char *ck_catalog_unused_reason(CkCatalog *c, const char *path, int *err, c
             *why = g_strdup(e == ELOOP ? "a symlink (not followed)" : g_strerror(e));
         return NULL;
     }
-    g_autoptr(GHashTable) t = snapshot_table(c);
-    if (shape == UP_GENERATION) {
-        const CkJobInfo *owner = g_hash_table_lookup(t, job);
-        if (!owner || !owner->has_own_root) {
-            if (why)
-                *why = g_strdup_printf("_state/%s is not the own root of a job", job);
-            return NULL;
-        }
-    }
-    g_autoptr(GPtrArray) jobs = g_ptr_array_sized_new(g_hash_table_size(t));
+    /* The jobs that can read the path: its owner, and those with a read
+     * outside their own root (a job whose every read is inside its own
+     * root reads neither the top level nor another job's root), so a
+     * judgement costs what those jobs hold, not what the catalog holds. */
+    g_autoptr(GPtrArray) jobs = g_ptr_array_new_with_free_func((GDestroyNotify)ck_job_info_unref);
+    const CkJobInfo *owner = NULL;
+    g_mutex_lock(&c->lock);
     GHashTableIter it;
     gpointer k, v;
-    g_hash_table_iter_init(&it, t);
-    while (g_hash_table_iter_next(&it, &k, &v))
-        g_ptr_array_add(jobs, v);
+    g_hash_table_iter_init(&it, c->jobs);
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+        JobPriv *jp = v;
+        if (k == job)
+            owner = &jp->pub;
+        if (k == job || !jp->private_reads)
+            g_ptr_array_add(jobs, ck_job_info_ref(&jp->pub));
+    }
+    bool own_root = owner && owner->has_own_root;
+    g_mutex_unlock(&c->lock);
+    if (shape == UP_GENERATION && !own_root) {
+        if (why)
+            *why = g_strdup_printf("_state/%s is not the own root of a job", job);
+        return NULL;
+    }
     UnusedIndex ix;
     unused_index_init(&ix, jobs, path);
     const char *reason = unused_judge(&ix, path, why);
