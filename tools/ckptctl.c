@@ -48,8 +48,8 @@ static const char synopsis[] =
     "\n"
     "Every command takes --json (one JSON document on stdout) and --help.\n"
     "Exit status: 0 success, 1 found what it looks for (collisions, hazards, a refusal,\n"
-    "a checkpoint that is not restorable, unused state, collision records), 2 usage or\n"
-    "I/O error (one line on stderr).\n";
+    "a checkpoint that is not restorable, unused state, collision records, an entry prune\n"
+    "did not remove), 2 usage or I/O error (one line on stderr).\n";
 
 int ckptctl_fail(const char *cmd, const char *fmt, ...)
 {
@@ -1099,6 +1099,12 @@ static int cmd_prune(int argc, char **argv)
     ckptctl_progress_phase(c.progress, "watching for new markers", NULL, NULL, NULL);
     /* watching before the list is made: a marker written after it is seen */
     g_autoptr(CkCatalogFollow) f = del ? ck_catalog_follow_new(cat, 0) : NULL;
+    if (f && ck_catalog_follow_polls(f)) {
+        ckptctl_progress_free(g_steal_pointer(&c.progress)); /* the note on a line of its own */
+        fprintf(stderr,
+                "ckptctl prune: %s: every job is looked at again before each entry (slower)\n",
+                ck_catalog_follow_polls(f));
+    }
     ckptctl_progress_phase(c.progress, "sizing what is unused", NULL, NULL, NULL);
     g_autoptr(GPtrArray) un = ck_catalog_unused(cat);
     g_autoptr(GArray) res = g_array_new(FALSE, TRUE, sizeof(Pruned));
@@ -1114,15 +1120,18 @@ static int cmd_prune(int argc, char **argv)
     }
     ckptctl_progress_free(g_steal_pointer(&c.progress)); /* before the table goes out */
     guint64 freed = 0;
-    guint removed = 0, kept = 0, gone = 0;
+    guint removed = 0, kept = 0, gone = 0, needed = 0, not_dir = 0, failed = 0;
     for (guint i = 0; i < res->len; i++) {
         const Pruned *p = &g_array_index(res, Pruned, i);
         freed += p->bytes;
         bool ok = strcmp(p->result, "removed") == 0 || strcmp(p->result, "would-remove") == 0;
         removed += ok;
         gone += strcmp(p->result, "gone") == 0;
-        kept += !ok && strcmp(p->result, "gone") != 0;
+        needed += strcmp(p->result, "needed") == 0;
+        not_dir += strcmp(p->result, "not-a-directory") == 0;
+        failed += strcmp(p->result, "error") == 0;
     }
+    kept = needed + not_dir + failed;
     if (c.json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
@@ -1172,8 +1181,10 @@ static int cmd_prune(int argc, char **argv)
                    removed, freed);
     }
     if (kept)
-        fprintf(stderr, "ckptctl prune: %u of %u not removed (see RESULT and DETAIL)\n", kept,
-                res->len);
+        fprintf(stderr,
+                "ckptctl prune: %u of %u entries not removed: %u became needed, %u no longer a "
+                "directory, %u could not be removed\n",
+                kept, res->len, needed, not_dir, failed);
     common_clear(&c);
     return kept ? CKPTCTL_FOUND : CKPTCTL_OK;
 }
