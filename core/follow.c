@@ -348,10 +348,12 @@ CkRecheck ck_catalog_unused_recheck(CkCatalogFollow *f, const char *path, const 
     *reason = NULL;
     if (why)
         *why = NULL;
-    ck_catalog_follow_sync(f, NULL);
+    /* the owner re-read in full by the sync, so a checkpoint it began
+     * meanwhile is watched as any other job's */
     const char *owner = generation_owner(path);
     if (owner)
-        ck_catalog_refresh_job(f->c, owner);
+        g_hash_table_add(f->todo, (gpointer)owner);
+    ck_catalog_follow_sync(f, NULL);
     int err = 0;
     *reason = ck_catalog_unused_reason(f->c, path, &err, why);
     if (*reason)
