@@ -254,9 +254,9 @@ void ck_catalog_follow_sync(CkCatalogFollow *f, GPtrArray *changed_out)
     /* Re-read what changed; watch what is new (a job, a checkpoint in
      * progress), then look at it once more: a change made before its
      * watch was added shows in the cheap check, one made after in the next
-     * drain.  A few rounds settle anything but a directory changing all
+     * drain.  A few passes settle anything but a directory changing all
      * the time, which the next sync sees again. */
-    for (int round = 0; round < 4; round++) {
+    for (int pass = 0; pass < 4; pass++) {
         if (g_hash_table_size(f->todo)) {
             g_autoptr(GPtrArray) jobs = take_todo(f);
             ck_catalog_refresh_jobs(f->c, jobs, changed);
