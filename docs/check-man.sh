@@ -19,6 +19,7 @@ for opt in policy=enforce policy=enforce\|audit job=ID identity=env:VAR legacy=r
 done
 text=$(MANWIDTH=200 man -l "$dir/ckptctl.1" 2>/dev/null | col -b)
 for cmd in "ckptctl jobs" "ckptctl resolve" "ckptctl check" "ckptctl state-root" "ckptctl unused" \
+           "ckptctl prune" --delete --print0 \
            "ckptctl collisions" "ckptctl fixture" "ckptctl run" --json --dir --policy --identity \
            --job --report --keep --legacy-backend --external-root --config --views --seed \
            --tag-env --collision-exit --file bash-completion \
