@@ -313,7 +313,7 @@ static void test_store_writer_killed(void **st)
     void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     assert_true(mem != MAP_FAILED);
     guint64 seen = 0;
-    for (int round = 0; round < 40; round++) {
+    for (int round = 0; round < 200; round++) {
         int ready[2];
         assert_int_equal(pipe(ready), 0);
         pid_t pid = fork();
@@ -337,7 +337,7 @@ static void test_store_writer_killed(void **st)
         char b;
         assert_int_equal(read(ready[0], &b, 1), 1);
         close(ready[0]);
-        usleep((useconds_t)(200 + (round * 7919) % 3000));
+        usleep((useconds_t)(100 + (round * 7919) % 1000));
         kill(pid, SIGKILL);
         int status;
         assert_int_equal(waitpid(pid, &status, 0), pid);
