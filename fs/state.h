@@ -2,7 +2,9 @@
  * that a new daemon can interpret"): one memfd, kept by the supervisor
  * beside the /dev/fuse descriptor, holding
  *  - a header: the kernel's INIT request (a new daemon replays it to
- *    libfuse), the generation counter, the live policy mode, counters;
+ *    libfuse), the generation counter, the settings changed live;
+ *  - the counters of .metrics (metrics.h) and the newest .collisions
+ *    records (core/collision.h keeps them in the memory it is handed);
  *  - a slot per node the kernel holds (node id = slot), with what a new
  *    daemon needs to serve that id again: the backing (dev, ino) and file
  *    handle, or the views' key; the lookup count; the namespace; the
@@ -77,6 +79,12 @@ typedef struct {
     _Atomic uint64_t attaches;                  /* daemons that attached to the live connection */
     _Atomic int32_t mode_audit, mode_legacy_rw; /* -1: as the options say */
     char mountpoint[2048]; /* realpath: an attaching daemon must not resolve it (it waits) */
+    /* the other settings changed live (control.c), applied again by a new
+     * daemon over its options; policy and legacy are mode_audit and
+     * mode_legacy_rw above */
+    _Atomic int64_t live_rescan_us; /* 0: as the options say */
+    _Atomic int32_t live_tag_env;   /* 0: as the options say; 1 + i: live_tag_env_text[i] */
+    char live_tag_env_text[2][256]; /* "" for none; the one not in use is written, then named */
 } StateHeader;
 
 typedef struct {
@@ -85,6 +93,9 @@ typedef struct {
     InflightRec *inflight; /* [INFLIGHT_RECORDS] */
     NodeRec *nodes;        /* [STATE_NODE_SLOTS] */
     HandleRec *handles;    /* [STATE_HANDLE_SLOTS] */
+    void *metrics;         /* FsMetrics (metrics.h) */
+    void *collisions;      /* the collision log's store (ck_collision_log_new_in) */
+    size_t collisions_size;
     size_t size;
     bool attached; /* opened from a descriptor a previous daemon filled */
 } State;

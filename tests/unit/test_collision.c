@@ -406,12 +406,18 @@ static void test_reopen(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spec_example), cmocka_unit_test(test_nulls_and_audit),
-        cmocka_unit_test(test_escaping),     cmocka_unit_test(test_ring_keeps_newest),
-        cmocka_unit_test(test_keep_zero),    cmocka_unit_test(test_file_append),
-        cmocka_unit_test(test_file_error),   cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_parse_lines),  cmocka_unit_test(test_tag),
-        cmocka_unit_test(test_store_outlives_log), cmocka_unit_test(test_store_writer_killed),
+        cmocka_unit_test(test_spec_example),
+        cmocka_unit_test(test_nulls_and_audit),
+        cmocka_unit_test(test_escaping),
+        cmocka_unit_test(test_ring_keeps_newest),
+        cmocka_unit_test(test_keep_zero),
+        cmocka_unit_test(test_file_append),
+        cmocka_unit_test(test_file_error),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_parse_lines),
+        cmocka_unit_test(test_tag),
+        cmocka_unit_test(test_store_outlives_log),
+        cmocka_unit_test(test_store_writer_killed),
         cmocka_unit_test(test_reopen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
