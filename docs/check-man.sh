@@ -1,6 +1,6 @@
 #!/bin/sh
 # The manual pages render without a groff warning and name every option of
-# SPEC §4, every metric series the daemon exports and every ckptctl
+# the daemon, every metric series it exports and every ckptctl
 # subcommand.  Usage: check-man.sh DOCS_DIR
 set -eu
 dir=$1

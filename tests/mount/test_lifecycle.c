@@ -296,19 +296,19 @@ static void test_live_settings_survive_kill_9_and_takeover(void **state)
                                  "tag_env=CKPT_LIVE_TAG", NULL),
                      0);
     assert_string_equal(out, "policy=audit\nlegacy=rw\nrescan=0.7\ntag_env=CKPT_LIVE_TAG\n");
-    for (int round = 0; round < 2; round++) {
-        restart_daemon(m, round == 1);
+    for (int step = 0; step < 2; step++) {
+        restart_daemon(m, step == 1);
         g_autofree char *text = control_text(m);
         assert_string_equal(text, "policy=audit\nlegacy=rw\nrescan=0.7\ntag_env=CKPT_LIVE_TAG\n");
-        g_autofree char *name = g_strdup_printf("tagged%d", round);
-        const char *env[] = {"CKPT_LIVE_TAG=round", "PATH=/usr/bin:/bin", NULL};
+        g_autofree char *name = g_strdup_printf("tagged%d", step);
+        const char *env[] = {"CKPT_LIVE_TAG=step", "PATH=/usr/bin:/bin", NULL};
         assert_int_equal(crossing(m, name, env), 0); /* audit: allowed */
         g_autofree char *col = V(m, ".collisions");
         g_autofree char *all = get_file(col);
         g_autofree char *want = g_strdup_printf("\"path\":\"%s\"", name);
         const char *rec = strstr(all, want);
         assert_non_null(rec);
-        assert_non_null(strstr(rec, "\"tag\":\"round\""));
+        assert_non_null(strstr(rec, "\"tag\":\"step\""));
     }
     /* the last word stays with .control: back to no tag, and it is kept too */
     assert_int_equal(ckptctl_cmd(NULL, "set", m->mnt, "tag_env=", NULL), 0);
@@ -370,9 +370,9 @@ static void test_counters_monotonic_and_collisions_complete_across_kill_9(void *
     int made = 0;
     g_autoptr(GHashTable) before = NULL;
     double started = 0;
-    for (int round = 0; round < 30; round++) {
+    for (int step = 0; step < 30; step++) {
         for (int i = 0; i < 5; i++) {
-            g_autofree char *name = g_strdup_printf("r%d-%d", round, i);
+            g_autofree char *name = g_strdup_printf("r%d-%d", step, i);
             g_autofree char *p = g_build_filename(m->mnt, name, NULL);
             assert_int_equal(mkdir(p, 0755), -1);
             assert_int_equal(errno, EACCES);
@@ -390,9 +390,9 @@ static void test_counters_monotonic_and_collisions_complete_across_kill_9(void *
             while (g_hash_table_iter_next(&it, &k, &v)) {
                 double *after = g_hash_table_lookup(now, k);
                 if (!after)
-                    fail_msg("round %d: series %s is gone", round, (char *)k);
+                    fail_msg("step %d: series %s is gone", step, (char *)k);
                 if (*after < *(double *)v)
-                    fail_msg("round %d: %s went back from %g to %g", round, (char *)k, *(double *)v,
+                    fail_msg("step %d: %s went back from %g to %g", step, (char *)k, *(double *)v,
                              *after);
             }
             assert_true(st > started);
@@ -401,21 +401,21 @@ static void test_counters_monotonic_and_collisions_complete_across_kill_9(void *
         assert_int_equal(
             mount_metric(m, "ckptfs_collisions_total{kind=\"legacy-write\",verdict=\"denied\"}"),
             made);
-        assert_int_equal(mount_metric(m, "ckptfs_daemon_attaches_total"), round);
+        assert_int_equal(mount_metric(m, "ckptfs_daemon_attaches_total"), step);
         g_autofree char *all = get_file(col);
         guint lines = 0;
         for (const char *p = all; *p; p++)
             lines += *p == '\n';
         assert_int_equal(lines, made);
-        for (int r = 0; r <= round; r++)
+        for (int r = 0; r <= step; r++)
             for (int i = 0; i < 5; i++) {
                 g_autofree char *want = g_strdup_printf("\"path\":\"r%d-%d\"", r, i);
                 if (!strstr(all, want))
-                    fail_msg("round %d: .collisions lost %s", round, want);
+                    fail_msg("step %d: .collisions lost %s", step, want);
             }
         g_clear_pointer(&before, g_hash_table_unref);
         before = g_steal_pointer(&now);
-        restart_daemon(m, round % 3 == 2); /* kill -9, and every third a takeover */
+        restart_daemon(m, step % 3 == 2); /* kill -9, and every third a takeover */
     }
     assert_int_equal(mount_stop(m), 0);
     mount_free(m);
