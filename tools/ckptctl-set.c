@@ -17,8 +17,14 @@ static const char *const keys[] = {"policy", "legacy", "rescan", "tag_env"};
 static void add_json(JsonBuilder *b, const char *key, const char *value)
 {
     if (strcmp(key, "rescan") == 0) {
+        /* whole seconds as an integer ("rescan":2); json-glib writes other
+         * doubles with 17 digits, which every reader parses back exactly */
+        double s = g_ascii_strtod(value, NULL);
         json_builder_set_member_name(b, key);
-        json_builder_add_double_value(b, g_ascii_strtod(value, NULL));
+        if (s == (double)(gint64)s)
+            json_builder_add_int_value(b, (gint64)s);
+        else
+            json_builder_add_double_value(b, s);
     } else {
         ckptctl_add_str_or_null(b, key, strcmp(key, "tag_env") == 0 && !*value ? NULL : value);
     }
