@@ -603,7 +603,9 @@ int main(int argc, char *argv[])
     if (atomic_load(&fs.handover)) {
         /* in-flight requests were answered; those read after the loop ended
          * the next daemon asks the kernel to resend.  The state stays as it
-         * is for it: nothing is freed, nothing unmounted. */
+         * is for it: nothing is freed, nothing unmounted (a reload under
+         * way finishes first). */
+        reload_stop(&fs);
         views_stop(&fs);
         _exit(SUPERVISOR_EXIT_HANDOVER);
     }
