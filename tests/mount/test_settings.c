@@ -618,5 +618,5 @@ int main(void)
     const char *only = g_getenv("CKPTFS_LIFECYCLE_ONLY");
     if (only && *only)
         cmocka_set_test_filter(only);
-    return cmocka_run_group_tests_name("mount/lifecycle", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("mount/settings", tests, NULL, NULL);
 }
