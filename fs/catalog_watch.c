@@ -525,6 +525,7 @@ static gpointer watcher_main(gpointer p)
                 publish_gauges(fs, c); /* before anyone waiting for the load reads them */
             v->cat = c;
             v->load_done = true;
+            atomic_store(&fs->state.hdr->status.catalog_done, 1);
             g_cond_broadcast(&v->loaded_cond);
             g_mutex_unlock(&v->lock);
             if (todo)
@@ -616,6 +617,7 @@ static gpointer watcher_main(gpointer p)
             ck_catalog_rescan(c, changed);
             record_duration(&fs->metrics->rescan_duration_us, g_get_monotonic_time() - t0);
             atomic_fetch_add(&fs->metrics->rescans, 1);
+            atomic_store(&fs->state.hdr->status.last_rescan_us, g_get_real_time());
             w.full = false;
             g_hash_table_remove_all(w.todo);
             if (changed->len)
@@ -637,6 +639,7 @@ static gpointer watcher_main(gpointer p)
             rescan_tick(&w, c, changed);
             record_duration(&fs->metrics->rescan_duration_us, g_get_monotonic_time() - t0);
             atomic_fetch_add(&fs->metrics->rescans, 1);
+            atomic_store(&fs->state.hdr->status.last_rescan_us, g_get_real_time());
             if (changed->len > before && w.ifd >= 0)
                 for (guint i = before; i < changed->len; i++)
                     watch_job(&w, changed->pdata[i]);

@@ -92,6 +92,7 @@ struct ckptfs {
     atomic_bool handover;           /* the supervisor asked for the connection (main.c) */
     bool supervised;                /* a supervisor keeps the connection (supervisor.h) */
     SupLink *link;                  /* to the supervisor (its sock is -1 when there is none) */
+    char *ready_note; /* what a takeover's requester is told besides "done" (g_free) */
     pthread_t main_thread;
     gint64 started_us; /* when this daemon started (process_start_time_seconds) */
 

@@ -361,6 +361,7 @@ static int setup_state(struct ckptfs *fs, const SupLink *link)
 
 static void teardown(struct ckptfs *fs)
 {
+    g_free(fs->ready_note);
     dirpark_clear(fs);
     ckptfs_handles_cleanup(fs);
     g_mutex_clear(&fs->log_limit.lock);
@@ -620,7 +621,6 @@ int main(int argc, char *argv[])
     memset(&c, 0, sizeof c);
     SupLink link = {.sock = -1, .state_fd = -1, .fuse_fd = -1, .conn_fd = -1};
     fs.link = &link;
-    g_autofree char *note = NULL; /* what a takeover's requester is told (before any goto) */
     int rc = fs_options_parse(&args, &fs.opt);
     if (rc)
         goto out;
@@ -666,6 +666,7 @@ int main(int argc, char *argv[])
     }
     link.handover = on_handover;
     link.ctx = &fs;
+    link.state = &fs.state;
     fs.main_thread = link.main_thread;
     fs.supervised = link.sock >= 0;
     bool attach = link.fuse_fd >= 0;
@@ -673,7 +674,7 @@ int main(int argc, char *argv[])
         c.foreground = 1; /* the supervisor detached already, or stays in the foreground */
         daemonized = link.daemonized;
     }
-    rc = setup_check(&fs, c.mountpoint, &link, &note);
+    rc = setup_check(&fs, c.mountpoint, &link, &fs.ready_note);
     if (rc)
         goto out;
     if (link.mode == LINK_STANDBY) {
@@ -740,8 +741,9 @@ int main(int argc, char *argv[])
         g_warning("ckptfs: views: cannot start the catalog threads");
     reload_start(&fs);
     if (link.sock < 0)
-        sd_notify(0, "READY=1");               /* systemd Type=notify: the mount is up */
-    suplink_ready(&link, fs.mountpoint, note); /* the supervisor tells systemd */
+        sd_notify(0, "READY=1"); /* systemd Type=notify: the mount is up */
+    /* the supervisor hears "ready" at INIT (ops.c), once the state holds the
+     * kernel's INIT request that a takeover's daemon replays */
     if (daemonized && link.sock >= 0) {
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null >= 0) {

@@ -6,6 +6,7 @@
 #include "log.h"
 #include "opsint.h"
 #include "passthrough.h"
+#include "status.h"
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
@@ -20,6 +21,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         .attaches = atomic_load(&fs->state.hdr->attaches),
     });
     pt_log_state(fs);
+    status_publish(fs);
+    suplink_ready(fs->link, fs->mountpoint, fs->ready_note); /* the supervisor tells systemd */
     if (fs->supervised && !kio_can_resend(&fs->kio))
         g_warning("ckptfs: the kernel cannot resend requests (FUSE_NOTIFY_RESEND, Linux 6.9): "
                   "if the daemon dies, the requests it was serving wait until the mount is "

@@ -10,16 +10,17 @@
 #include "metrics.h"
 
 #define STATE_MAGIC   0x746174737470636bull /* "ckptstat" */
-#define STATE_VERSION 4
+#define STATE_VERSION 5
 #define STATE_PAGE    4096
+#define STATE_HEADER  (2 * STATE_PAGE) /* the header's pages, before the journal */
 
 _Static_assert(sizeof(NodeRec) == 256, "NodeRec: a layout change needs STATE_VERSION + 1");
 _Static_assert(sizeof(HandleRec) == 40, "HandleRec: a layout change needs STATE_VERSION + 1");
-_Static_assert(sizeof(StateHeader) <= STATE_PAGE, "StateHeader fits its page");
+_Static_assert(sizeof(StateHeader) <= STATE_HEADER, "StateHeader fits its pages");
 
 static size_t inflight_offset(void)
 {
-    return STATE_PAGE;
+    return STATE_HEADER;
 }
 
 static size_t handles_offset(void)

@@ -89,9 +89,22 @@ typedef struct {
     _Atomic int64_t live_rescan_us; /* 0: as the options say */
     _Atomic int32_t live_tag_env;   /* 0: as the options say; 1 + i: live_tag_env_text[i] */
     char live_tag_env_text[2][256]; /* "" for none; the one not in use is written, then named */
+    /* what the serving daemon says of itself, for `ckptctl status` (read by
+     * the supervisor without asking the daemon, which may be hung) */
+    struct {
+        _Atomic int32_t pid;          /* 0 until a daemon serves */
+        _Atomic int64_t started_us;   /* g_get_real_time at its start */
+        _Atomic int32_t passthrough;  /* -1 not known yet, 0 off, 1 on */
+        _Atomic int32_t catalog_done; /* the first load of the catalog finished */
+        _Atomic int64_t last_rescan_us;
+        char version[32];
+        char passthrough_why[160]; /* why it is off */
+        char identity[192];        /* "env:VAR", "job:ID", "none" */
+        char log[64];              /* the log target */
+    } status;
 } StateHeader;
 
-typedef struct {
+typedef struct State {
     int fd;
     StateHeader *hdr;
     InflightRec *inflight; /* [INFLIGHT_RECORDS] */

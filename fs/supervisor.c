@@ -19,20 +19,24 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "control_socket.h"
 #include "kio.h"
 #include "log.h"
 #include "options.h"
 #include "proctitle.h"
 #include "state.h"
+#include "status.h"
 
 extern char **environ;
 
-#define ENV_DAEMON      "CKPTFS_SUPERVISED" /* sock,state,fuse,daemonized,mode,fresh */
-#define ENV_RESUME      "CKPTFS_SUPERVISOR" /* fuse,state,listen,pid,sock,exe,daemonized,restarts */
-#define START_TRIES     5                   /* daemons in a row that die before serving: then EIO */
-#define START_PAUSE_MS  1000                /* from the third try on, one a second */
-#define MSG_MAX         (64 * 1024)         /* a command line fits */
-#define TAKEOVER_WAIT_S 120 /* a standby checks, the old daemon finishes its requests */
+#define ENV_DAEMON "CKPTFS_SUPERVISED" /* sock,state,fuse,daemonized,mode,fresh */
+#define ENV_RESUME                                                                                 \
+    "CKPTFS_SUPERVISOR"      /* fuse,state,listen,pid,sock,exe,daemonized,restarts,started */
+#define START_TRIES     5    /* daemons in a row that die before serving: then EIO */
+#define START_PAUSE_MS  1000 /* from the third try on, one a second */
+#define GOING_AWAY      "error: the mount is going away"
+#define MSG_MAX         (64 * 1024) /* a command line fits */
+#define TAKEOVER_WAIT_S 120         /* a standby checks, the old daemon finishes its requests */
 #define BIND_TRIES      250 /* 20 ms apart: an unmounted supervisor's socket goes within 5 s */
 
 /* ---- messages: a word and a payload, maybe one descriptor ---- */
@@ -130,16 +134,9 @@ static void append_nul(GByteArray *b, char *const *v)
         g_byte_array_append(b, (const guint8 *)*v, (guint)strlen(*v) + 1);
 }
 
-/* The takeover socket of a mount point: abstract, named by a hash of its
- * real path (any length fits).  who: "supervisor", or "daemon" for a
- * daemon without one. */
 static socklen_t sock_addr(const char *mnt, const char *who, struct sockaddr_un *a)
 {
-    g_autofree char *sum = g_compute_checksum_for_string(G_CHECKSUM_SHA256, mnt, -1);
-    memset(a, 0, sizeof *a);
-    a->sun_family = AF_UNIX;
-    int n = g_snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "ckptfs-%s/%s", who, sum);
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    return ck_control_socket(mnt, who, a);
 }
 
 static void set_cloexec(int fd, bool on)
@@ -172,19 +169,36 @@ static bool peer_may_take_over(int c)
            (cr.uid == 0 || cr.uid == geteuid());
 }
 
-/* A daemon whose supervisor died: one takeover may adopt it.  It is given
- * the connection, the state and the command line; when its own daemon is
- * ready to attach it says "handover", and this daemon hands over as it
- * would to its supervisor. */
-static void serve_adoption(SupLink *l, int c)
+/* A daemon without a supervisor (one that died, or -o nosupervise) answers
+ * here: "status", and "adopt" from a takeover that becomes its supervisor.
+ * An adopter is given the connection, the state and the command line; when
+ * its own daemon is ready to attach it says "handover", and this daemon
+ * hands over as it would to its supervisor. */
+static void serve_unsupervised(SupLink *l, int c)
 {
     char buf[64];
+    if (recv_msg(c, buf, sizeof buf, NULL) <= 0)
+        return;
+    if (strcmp(buf, "status") == 0) {
+        StatusProcs p = {.state = "serving",
+                         .daemon_pid = (int)getpid(),
+                         .connection_gone = !connection_alive(l->conn_fd)};
+        bool healthy;
+        g_autofree char *json = status_json(l->state, &p, &healthy);
+        send_text(c, json);
+        return;
+    }
+    if (strcmp(buf, "adopt") != 0) {
+        send_text(c, "error: not a request this daemon knows");
+        return;
+    }
     if (!peer_may_take_over(c)) {
         send_text(c, "error: only root or the mount's owner may take it over");
         return;
     }
-    if (recv_msg(c, buf, sizeof buf, NULL) <= 0 || strcmp(buf, "adopt") != 0) {
-        send_text(c, "error: not a takeover request");
+    if (!l->was_supervised) {
+        send_text(c, "error: mounted with -o nosupervise: the daemon keeps no journal of the "
+                     "requests it serves, which a takeover needs; mount again with supervise");
         return;
     }
     g_autoptr(GByteArray) b = g_byte_array_new();
@@ -200,15 +214,27 @@ static void serve_adoption(SupLink *l, int c)
     }
 }
 
-static void listen_as_orphan(SupLink *l)
+static void listen_unsupervised(SupLink *l)
 {
     struct sockaddr_un a;
     socklen_t len = sock_addr(l->mnt, "daemon", &a);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, len) < 0 || listen(fd, 4) < 0) {
-        g_warning("ckptfs: no socket for a takeover to adopt this daemon: %s", g_strerror(errno));
+    int fd = -1;
+    /* the daemon of the mount that was here before lets go of the name as
+     * it exits, which may be just after its unmount */
+    for (int i = 0; i < BIND_TRIES; i++) {
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && bind(fd, (struct sockaddr *)&a, len) == 0 && listen(fd, 8) == 0)
+            break;
+        int err = errno;
         if (fd >= 0)
             close(fd);
+        fd = -1;
+        if (err != EADDRINUSE)
+            break;
+        g_usleep(20000);
+    }
+    if (fd < 0) {
+        g_warning("ckptfs: no socket for `ckptctl status` and takeovers: %s", g_strerror(errno));
         return;
     }
     for (;;) {
@@ -218,10 +244,18 @@ static void listen_as_orphan(SupLink *l)
                 continue;
             break;
         }
-        serve_adoption(l, c);
+        struct timeval tv = {5, 0};
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        serve_unsupervised(l, c);
         close(c);
     }
     close(fd);
+}
+
+static gpointer unsupervised_thread(gpointer p)
+{
+    listen_unsupervised(p);
+    return NULL;
 }
 
 static gpointer link_thread(gpointer p)
@@ -236,7 +270,7 @@ static gpointer link_thread(gpointer p)
             g_warning("ckptfs: the supervisor is gone: a crash of this daemon now ends the "
                       "mount (ENOTCONN); `ckptfs --takeover %s` gives it a supervisor again",
                       l->mnt);
-            listen_as_orphan(l);
+            listen_unsupervised(l);
             return NULL;
         }
         if (strcmp(buf, "ping") == 0) {
@@ -285,8 +319,11 @@ void suplink_ready(SupLink *l, const char *mnt, const char *note)
     l->mnt = mnt;
     if (l->conn_fd < 0)
         l->conn_fd = l->fuse_fd;
-    if (l->sock < 0)
+    l->was_supervised = l->sock >= 0;
+    if (l->sock < 0) {
+        g_thread_unref(g_thread_new("ckptfs-status", unsupervised_thread, l));
         return;
+    }
     g_autofree char *m = g_strconcat("ready", note ? " " : "", note ? note : "", NULL);
     send_text(l->sock, m);
     g_thread_unref(g_thread_new("ckptfs-suplink", link_thread, l));
@@ -319,13 +356,15 @@ struct Sup {
     unsigned bind_tries;
     int ready_pipe; /* to the terminal's process until the first ready, else -1 */
     bool daemonized, ready_once, stopping, handing_over, given_up;
-    Daemon cur;    /* the daemon that serves, or is being started to */
-    Daemon next;   /* a takeover's new daemon, until it serves */
-    int client_fd; /* the takeover's requester, waiting for its answer */
-    guint client_src;
-    char *fallback_why; /* a takeover's daemon failed after the handover */
-    bool adopting;      /* a takeover's requester adopting a daemon whose supervisor died */
-    int adopt_exe;      /* ... and the daemon it starts: its binary and command line */
+    Daemon cur;          /* the daemon that serves, or is being started to */
+    Daemon next;         /* a takeover's new daemon, until it serves */
+    struct Conn *client; /* the takeover's requester, waiting for its answer */
+    gint64 started_us;   /* when the supervisor started (a takeover's exec goes on) */
+    char *failed_why;    /* given up: why no daemon starts */
+    State st;            /* the state memfd mapped, for status (status_json), once asked */
+    char *fallback_why;  /* a takeover's daemon failed after the handover */
+    bool adopting;       /* a takeover's requester adopting a daemon whose supervisor died */
+    int adopt_exe;       /* ... and the daemon it starts: its binary and command line */
     char **adopt_argv;
     guint failed_starts;
     guint64 restarts;
@@ -375,16 +414,30 @@ static void finish(Sup *s, int status)
     g_main_loop_quit(s->loop);
 }
 
+/* One connection to the supervisor's socket: a status, or a takeover. */
+typedef struct Conn {
+    Sup *s;
+    int fd;
+    guint src;
+    bool may_take_over; /* root or the mount's owner */
+} Conn;
+
+static void conn_close(Conn *c)
+{
+    if (c->src)
+        g_source_remove(c->src);
+    close(c->fd);
+    if (c->s->client == c)
+        c->s->client = NULL;
+    g_free(c);
+}
+
 static void reply_client(Sup *s, const char *text)
 {
-    if (s->client_fd < 0)
+    if (!s->client)
         return;
-    send_text(s->client_fd, text);
-    if (s->client_src)
-        g_source_remove(s->client_src);
-    s->client_src = 0;
-    close(s->client_fd);
-    s->client_fd = -1;
+    send_text(s->client->fd, text);
+    conn_close(s->client);
 }
 
 static void detach_stdio(void)
@@ -520,6 +573,8 @@ static gboolean on_failing_request(gint fd, GIOCondition cond, gpointer p)
 static void give_up(Sup *s, const char *why)
 {
     s->given_up = true;
+    g_free(s->failed_why);
+    s->failed_why = g_strdup(why);
     g_warning("ckptfs: supervisor: %u daemons in a row failed to start (%s); giving up: every "
               "request to %s fails with EIO until `ckptfs --takeover %s` brings a daemon that "
               "starts, or the mount is unmounted",
@@ -782,9 +837,10 @@ static void spawn_daemon(Sup *s, Daemon *d, int exe, char **argv, LinkMode mode)
  * goes on where it was (supervisor_resume). */
 static void exec_self(Sup *s)
 {
-    g_autofree char *env = g_strdup_printf("%d,%d,%d,%d,%d,%d,%d,%" G_GUINT64_FORMAT, s->fuse_fd,
-                                           s->state_fd, s->listen_fd, (int)s->cur.pid, s->cur.sock,
-                                           s->cur.exe, s->daemonized, s->restarts);
+    g_autofree char *env =
+        g_strdup_printf("%d,%d,%d,%d,%d,%d,%d,%" G_GUINT64_FORMAT ",%" G_GINT64_FORMAT, s->fuse_fd,
+                        s->state_fd, s->listen_fd, (int)s->cur.pid, s->cur.sock, s->cur.exe,
+                        s->daemonized, s->restarts, s->started_us);
     int fds[] = {s->fuse_fd, s->state_fd, s->listen_fd, s->cur.sock, s->cur.exe};
     for (size_t i = 0; i < G_N_ELEMENTS(fds); i++)
         set_cloexec(fds[i], false);
@@ -817,7 +873,7 @@ static void on_takeover(Sup *s, char *payload, size_t len, int exe)
              (!s->cur.pid && !s->given_up) || s->fuse_fd < 0)
         refusal = "error: busy (the daemon is starting or being replaced)";
     else if (!connection_alive(s->fuse_fd))
-        refusal = "error: the mount is going away";
+        refusal = GOING_AWAY;
     if (refusal) {
         if (exe >= 0)
             close(exe);
@@ -843,9 +899,37 @@ static void on_takeover(Sup *s, char *payload, size_t len, int exe)
     spawn_daemon(s, &s->next, exe, argv, LINK_STANDBY);
 }
 
+/* The processes as this supervisor knows them, for status_json. */
+static char *status_of(Sup *s, bool *healthy)
+{
+    if (!s->st.hdr) {
+        int fd = dup(s->state_fd);
+        if (fd < 0 || state_open(&s->st, fd) < 0) {
+            if (fd >= 0)
+                close(fd);
+            *healthy = false;
+            return g_strdup_printf("error: the state memfd: %s", g_strerror(errno));
+        }
+    }
+    StatusProcs p = {
+        .supervisor_pid = (int)getpid(),
+        .supervisor_started_us = s->started_us,
+        .restarts = s->restarts,
+        .state = s->given_up                  ? "failed"
+                 : s->next.pid                ? "replacing"
+                 : s->cur.pid && s->cur.ready ? "serving"
+                                              : "starting",
+        .why = s->failed_why,
+        .daemon_pid = s->cur.pid && s->cur.ready ? (int)s->cur.pid : 0,
+        .connection_gone = s->fuse_fd >= 0 && !connection_alive(s->fuse_fd),
+    };
+    return status_json(&s->st, &p, healthy);
+}
+
 static gboolean on_client_msg(gint fd, GIOCondition cond, gpointer p)
 {
-    Sup *s = p;
+    Conn *c = p;
+    Sup *s = c->s;
     (void)cond;
     g_autofree char *buf = g_malloc(MSG_MAX);
     int got = -1;
@@ -853,13 +937,38 @@ static gboolean on_client_msg(gint fd, GIOCondition cond, gpointer p)
     if (r <= 0) {
         if (got >= 0)
             close(got);
-        s->client_src = 0;
-        if (s->client_fd == fd) {
-            close(fd);
-            s->client_fd = -1;
-        }
+        c->src = 0;
+        conn_close(c);
         return G_SOURCE_REMOVE;
     }
+    if (strcmp(buf, "status") == 0) {
+        if (got >= 0)
+            close(got);
+        bool healthy;
+        g_autofree char *json = status_of(s, &healthy);
+        send_text(fd, json);
+        c->src = 0;
+        conn_close(c);
+        return G_SOURCE_REMOVE;
+    }
+    const char *refusal = NULL;
+    if (!c->may_take_over)
+        refusal = "error: only root or the mount's owner may take it over";
+    else if (s->client && s->client != c)
+        refusal = "error: busy (another takeover is on its way)";
+    else if (strcmp(buf, "describe") != 0 && strcmp(buf, "takeover") != 0)
+        refusal = "error: not a request this supervisor knows";
+    else if (!connection_alive(s->fuse_fd))
+        refusal = GOING_AWAY; /* a new mount there has its own supervisor */
+    if (refusal) {
+        if (got >= 0)
+            close(got);
+        send_text(fd, refusal);
+        c->src = 0;
+        conn_close(c);
+        return G_SOURCE_REMOVE;
+    }
+    s->client = c;
     if (strcmp(buf, "describe") == 0) {
         if (got >= 0)
             close(got);
@@ -870,39 +979,27 @@ static gboolean on_client_msg(gint fd, GIOCondition cond, gpointer p)
         send_msg(fd, b->data, b->len, -1);
         return G_SOURCE_CONTINUE;
     }
-    if (strcmp(buf, "takeover") == 0) {
-        size_t head = strlen("takeover") + 1;
-        on_takeover(s, buf + head, (size_t)r > head ? (size_t)r - head : 0, got);
-        return s->client_fd >= 0 ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
-    }
-    if (got >= 0)
-        close(got);
-    reply_client(s, "error: not a request this supervisor knows");
-    return G_SOURCE_REMOVE;
+    size_t head = strlen("takeover") + 1;
+    on_takeover(s, buf + head, (size_t)r > head ? (size_t)r - head : 0, got);
+    /* a refusal closed it already (reply_client) */
+    return s->client == c ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
 }
 
 static gboolean on_accept(gint fd, GIOCondition cond, gpointer p)
 {
     Sup *s = p;
     (void)cond;
-    int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-    if (c < 0)
+    int fdc = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fdc < 0)
         return G_SOURCE_CONTINUE;
     struct ucred cr;
     socklen_t crlen = sizeof cr;
-    const char *refusal = NULL;
-    if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
-        (cr.uid != 0 && cr.uid != geteuid()))
-        refusal = "error: only root or the mount's owner may take it over";
-    else if (s->client_fd >= 0)
-        refusal = "error: busy (another takeover is on its way)";
-    if (refusal) {
-        send_text(c, refusal);
-        close(c);
-        return G_SOURCE_CONTINUE;
-    }
-    s->client_fd = c;
-    s->client_src = g_unix_fd_add(c, G_IO_IN | G_IO_HUP, on_client_msg, s);
+    Conn *c = g_new0(Conn, 1);
+    c->s = s;
+    c->fd = fdc;
+    c->may_take_over = getsockopt(fdc, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0 &&
+                       (cr.uid == 0 || cr.uid == geteuid());
+    c->src = g_unix_fd_add(fdc, G_IO_IN | G_IO_HUP, on_client_msg, c);
     return G_SOURCE_CONTINUE;
 }
 
@@ -991,6 +1088,11 @@ static int run(Sup *s)
     g_strfreev(s->adopt_argv);
     g_free(s->fail_buf);
     g_free(s->fallback_why);
+    g_free(s->failed_why);
+    if (s->client)
+        conn_close(s->client);
+    if (s->st.hdr)
+        state_close(&s->st);
     daemon_drop(&s->cur);
     daemon_drop(&s->next);
     return s->status;
@@ -999,7 +1101,9 @@ static int run(Sup *s)
 static void sup_init(Sup *s)
 {
     memset(s, 0, sizeof *s);
-    s->state_fd = s->fuse_fd = s->listen_fd = s->client_fd = s->ready_pipe = s->adopt_exe = -1;
+    s->state_fd = s->fuse_fd = s->listen_fd = s->ready_pipe = s->adopt_exe = -1;
+    s->st.fd = -1;
+    s->started_us = g_get_real_time();
     daemon_init(&s->cur, s);
     daemon_init(&s->next, s);
 }
@@ -1011,9 +1115,9 @@ bool supervisor_resuming(void)
 
 int supervisor_resume(char **argv)
 {
-    long long v[8];
+    long long v[9];
     const char *env = g_getenv(ENV_RESUME);
-    if (!env || !parse_ints(env, v, 8)) {
+    if (!env || !parse_ints(env, v, 9)) {
         fprintf(stderr, "ckptfs: bad %s\n", ENV_RESUME);
         return 1;
     }
@@ -1027,6 +1131,7 @@ int supervisor_resume(char **argv)
     s.cur.exe = (int)v[5];
     s.daemonized = v[6];
     s.restarts = (guint64)v[7];
+    s.started_us = v[8];
     s.cur.argv = g_strdupv(argv);
     s.cur.ready = s.ready_once = true;
     g_unsetenv(ENV_RESUME);
@@ -1108,19 +1213,9 @@ int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link
 
 /* ---- `ckptfs --takeover` ---- */
 
-/* The mount point's real path without looking into the mount (a hung one
- * would hang the lookup): its parent resolved, its name as given. */
 static char *real_mountpoint(const char *mnt)
 {
-    g_autofree char *abs = g_canonicalize_filename(mnt, NULL);
-    g_autofree char *dir = g_path_get_dirname(abs);
-    g_autofree char *base = g_path_get_basename(abs);
-    char *rdir = realpath(dir, NULL);
-    if (!rdir)
-        return NULL;
-    char *out = strcmp(base, "/") == 0 ? g_strdup(rdir) : g_build_filename(rdir, base, NULL);
-    free(rdir);
-    return out;
+    return ck_mountpoint_path(mnt);
 }
 
 /* Whether a ckptfs is mounted at mnt in this mount namespace. */
@@ -1252,16 +1347,31 @@ int supervisor_takeover(const char *mountpoint, const char *opts, TakeoverCheck 
         fprintf(stderr, "ckptfs: --takeover %s: %s\n", mountpoint, g_strerror(errno));
         return 1;
     }
-    /* a mount just made may not have bound its socket yet */
+    /* a mount just made may not have bound its socket yet, and the
+     * supervisor of the one unmounted before it may hold the name a moment
+     * longer (it answers that its mount is going away) */
     int fd = -1;
-    for (int i = 0; i < 100; i++) {
-        if ((fd = connect_to(real, "supervisor")) >= 0)
-            break;
-        if ((fd = connect_to(real, "daemon")) >= 0)
-            return adopt(real, fd, opts, check);
-        if (!ckptfs_mounted_at(real))
-            break;
-        g_usleep(20000);
+    g_autofree char *buf = g_malloc(MSG_MAX);
+    ssize_t r = -EIO;
+    for (int i = 0; i < 250; i++) {
+        if ((fd = connect_to(real, "supervisor")) < 0) {
+            if ((fd = connect_to(real, "daemon")) >= 0)
+                return adopt(real, fd, opts, check);
+            if (!ckptfs_mounted_at(real))
+                break;
+            g_usleep(20000);
+            continue;
+        }
+        struct timeval tv = {TAKEOVER_WAIT_S, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        r = send_text(fd, "describe") == 0 ? recv_msg(fd, buf, MSG_MAX, NULL) : -EIO;
+        if (r > 0 && strcmp(buf, GOING_AWAY) == 0 && ckptfs_mounted_at(real)) {
+            close(fd);
+            fd = -1;
+            g_usleep(20000);
+            continue;
+        }
+        break;
     }
     if (fd < 0) {
         fprintf(stderr,
@@ -1272,10 +1382,6 @@ int supervisor_takeover(const char *mountpoint, const char *opts, TakeoverCheck 
                 real);
         return 1;
     }
-    struct timeval tv = {TAKEOVER_WAIT_S, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    g_autofree char *buf = g_malloc(MSG_MAX);
-    ssize_t r = send_text(fd, "describe") == 0 ? recv_msg(fd, buf, MSG_MAX, NULL) : -EIO;
     if (r <= 5 || strcmp(buf, "argv") != 0) {
         fprintf(stderr, "ckptfs: --takeover %s: %s\n", real,
                 r > 0 ? buf : "the supervisor closed the connection");

@@ -39,6 +39,7 @@ static const char synopsis[] =
     "                           the collision log of a ckptfs mount, or a collision_log=FILE\n"
     "  set MOUNT [policy=enforce|audit] [legacy=ro|rw] [rescan=SECONDS]\n"
     "                           the settings of a live mount: print, or change them\n"
+    "  status MOUNT             the mount's health: supervisor, daemon, versions, restarts\n"
     "  fixture DIR [--jobs J] [--checkpoints C] [--subtasks S] [--bytes B] [--legacy L]\n"
     "              [--seed X] [--force]\n"
     "                           write a realistic checkpoint directory\n"
@@ -1297,6 +1298,7 @@ static const Command commands[] = {
     {"fixture", ckptctl_fixture},
     {"run", ckptctl_run},
     {"set", ckptctl_set},
+    {"status", ckptctl_status},
 };
 
 int main(int argc, char **argv)
@@ -1305,7 +1307,7 @@ int main(int argc, char **argv)
     if (argc < 2) {
         /* a usage error is one line on stderr, as for every command (SPEC §3) */
         fputs("ckptctl: expected a command: jobs, resolve, check, state-root, unused, prune, "
-              "collisions, set, fixture, run (try ckptctl --help)\n",
+              "collisions, set, status, fixture, run (try ckptctl --help)\n",
               stderr);
         return CKPTCTL_ERROR;
     }

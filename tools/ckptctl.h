@@ -69,5 +69,7 @@ int ckptctl_remove_tree(int dfd, const char *path, guint64 *freed, char **where)
 int ckptctl_fixture(int argc, char **argv);
 /* ckptctl set MOUNT [KEY=VALUE...] (tools/ckptctl-set.c): live settings. */
 int ckptctl_set(int argc, char **argv);
+/* ckptctl status MOUNT (tools/ckptctl-status.c): 0 healthy, 1 not. */
+int ckptctl_status(int argc, char **argv);
 /* ckptctl run (tools/ckptctl-run.c): exit 3 on collisions, else COMMAND's status. */
 int ckptctl_run(int argc, char **argv);

@@ -26,6 +26,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <json-glib/json-glib.h>
 
 #include "harness.h"
 #include "mountrun.h"
@@ -107,6 +108,16 @@ static void put_config(const char *path, const char *text)
     g_assert_no_error(err);
 }
 
+/* ckptctl status [--json] MNT: exit status, stdout in *out. */
+static int status_of(const char *mnt, bool json, char **out)
+{
+    const char *argv[] = {g_getenv("CKPTCTL_BIN"), "status", json ? "--json" : mnt,
+                          json ? mnt : NULL, NULL};
+    int status = run_cmd(argv, out);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
 /* A file written and read back through the mount. */
 static void assert_serves(Mount *m, const char *name)
 {
@@ -126,6 +137,19 @@ static char *control_value(Mount *m, const char *key)
     ssize_t n = getxattr(control, name, buf, sizeof buf - 1);
     assert_true(n >= 0);
     return g_strndup(buf, (gsize)n);
+}
+
+/* Waits for the background mount at mnt to go after an unmount: its
+ * supervisor ends (it is no child of the test). */
+static void unmount_background(const char *mnt)
+{
+    pid_t sup = titled("ckptfs: supervisor %s", mnt);
+    if (!mountrun_fusermount(mnt, false, NULL))
+        assert_true(mountrun_fusermount(mnt, true, NULL));
+    for (int i = 0;
+         sup && i < WAIT_MS / 10 && mountrun_proc_state(sup) && mountrun_proc_state(sup) != 'Z';
+         i++)
+        sleep_ms(10);
 }
 
 static Mount *supervised(const char *opts)
@@ -292,18 +316,6 @@ static void test_takeover_options_apply_and_fixed_ones_are_named(void **state)
 
 /* ---- relative paths, background ---- */
 
-/* Waits for the background mount at mnt to go after an unmount: its
- * supervisor ends (it is no child of the test). */
-static void unmount_background(const char *mnt)
-{
-    pid_t sup = titled("ckptfs: supervisor %s", mnt);
-    assert_true(mountrun_fusermount(mnt, false, NULL));
-    for (int i = 0;
-         sup && i < WAIT_MS / 10 && mountrun_proc_state(sup) && mountrun_proc_state(sup) != 'Z';
-         i++)
-        sleep_ms(10);
-}
-
 static void test_relative_paths_in_the_background(void **state)
 {
     (void)state;
@@ -410,6 +422,9 @@ static void test_daemon_that_cannot_start_fails_requests_with_eio(void **state)
     }
     assert_int_equal(err, EIO);
     assert_true(mountrun_proc_state(m->pid) && mountrun_proc_state(m->pid) != 'Z');
+    g_autofree char *st = NULL;
+    assert_int_equal(status_of(m->mnt, false, &st), 1);
+    assert_non_null(strstr(st, "no daemon can start"));
     /* fixed, a takeover brings a daemon back */
     put_config(cfg, "[ckptfs]\npolicy=enforce\n");
     g_autofree char *msg = NULL;
@@ -486,8 +501,10 @@ static void test_takeover_after_each_quick_remount(void **state)
         g_free(err);
         err = NULL;
         rc = takeover(m, NULL, &err);
-        if (rc != 0)
+        if (rc != 0) {
             fprintf(stderr, "cycle %d: --takeover: exit %d: %s", i, rc, err);
+            unmount_background(m->mnt); /* the mount is no child of the harness */
+        }
         assert_int_equal(rc, 0);
         assert_true(mountrun_fusermount(m->mnt, false, NULL));
     }
@@ -522,6 +539,65 @@ static void test_takeover_command_line(void **state)
     mount_free(m);
 }
 
+/* ---- ckptctl status ---- */
+
+static JsonObject *parse_object(const char *text, JsonParser **keep)
+{
+    *keep = json_parser_new();
+    assert_true(json_parser_load_from_data(*keep, text, -1, NULL));
+    return json_node_get_object(json_parser_get_root(*keep));
+}
+
+static void test_status_answers_even_when_the_daemon_is_stopped(void **state)
+{
+    (void)state;
+    Mount *m = supervised(NULL);
+    pid_t daemon = mount_daemon_pid(m);
+    g_autofree char *out = NULL;
+    assert_int_equal(status_of(m->mnt, true, &out), 0);
+    g_autoptr(JsonParser) p = NULL;
+    JsonObject *o = parse_object(out, &p);
+    assert_true(json_object_get_boolean_member(o, "healthy"));
+    assert_string_equal(json_object_get_string_member(o, "state"), "serving");
+    assert_true(json_object_get_boolean_member(o, "supervised"));
+    JsonObject *sup = json_object_get_object_member(o, "supervisor");
+    JsonObject *d = json_object_get_object_member(o, "daemon");
+    assert_int_equal(json_object_get_int_member(sup, "pid"), m->pid);
+    assert_int_equal(json_object_get_int_member(d, "pid"), daemon);
+    assert_string_equal(json_object_get_string_member(d, "protocol"), "7.40");
+    assert_true(json_object_has_member(o, "passthrough"));
+    assert_true(json_object_has_member(json_object_get_object_member(o, "catalog"), "loaded"));
+    /* a hung daemon: the supervisor answers for it, and says it is not well */
+    assert_int_equal(kill(daemon, SIGSTOP), 0);
+    g_free(out);
+    out = NULL;
+    int rc = status_of(m->mnt, false, &out);
+    kill(daemon, SIGCONT);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "the daemon is stopped"));
+    assert_int_equal(status_of(m->mnt, false, NULL), 0);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+static void test_status_without_a_supervisor_and_of_no_mount(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    const char *args[] = {"-o", "nosupervise", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *out = NULL;
+    assert_int_equal(status_of(m->mnt, true, &out), 0);
+    g_autoptr(JsonParser) p = NULL;
+    JsonObject *o = parse_object(out, &p);
+    assert_false(json_object_get_boolean_member(o, "supervised"));
+    assert_int_equal(json_object_get_int_member(json_object_get_object_member(o, "daemon"), "pid"),
+                     m->pid);
+    assert_int_equal(mount_stop(m), 0);
+    assert_int_equal(status_of(m->mnt, false, NULL), 2); /* no ckptfs there any more */
+    mount_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -535,6 +611,8 @@ int main(void)
         cmocka_unit_test(test_failed_background_start_leaves_no_zombie),
         cmocka_unit_test(test_takeover_after_each_quick_remount),
         cmocka_unit_test(test_takeover_command_line),
+        cmocka_unit_test(test_status_answers_even_when_the_daemon_is_stopped),
+        cmocka_unit_test(test_status_without_a_supervisor_and_of_no_mount),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

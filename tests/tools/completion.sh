@@ -33,7 +33,7 @@ expect()
 }
 
 expect "check collisions" ckptctl c
-expect "set state-root" ckptctl s
+expect "set state-root status" ckptctl s
 expect "policy=audit policy=enforce" ckptctl set /mnt/ckpt pol
 expect "run" ckptctl ru
 expect "prune" ckptctl pr

@@ -16,7 +16,7 @@ _ckptctl_jobs()
 _ckptctl()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local cmds="jobs resolve check state-root unused prune collisions set fixture run"
+    local cmds="jobs resolve check state-root unused prune collisions set status fixture run"
     if ((COMP_CWORD == 1)); then
         COMPREPLY=($(compgen -W "$cmds --help --version" -- "$cur"))
         return
@@ -41,7 +41,7 @@ _ckptctl()
         unused) opts="$common $resolving --print0" ;;
         prune) opts="$common $resolving --delete" ;;
         resolve) opts="$common $resolving -c" ;;
-        state-root) opts="--json --help" ;;
+        state-root | status) opts="--json --help" ;;
         collisions) opts="$common --file" ;;
         set)
             if [[ $cur != -* ]] && ((COMP_CWORD >= 3)); then
