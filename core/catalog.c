@@ -1057,6 +1057,25 @@ int ck_catalog_unreadable(CkCatalog *c, char **where)
     return e ? -e : 0;
 }
 
+int ck_catalog_dirfd(CkCatalog *c)
+{
+    return c->dfd;
+}
+
+GArray *ck_catalog_pending_checkpoints(CkCatalog *c, const char *job)
+{
+    GArray *out = g_array_new(FALSE, FALSE, sizeof(guint64));
+    const char *ij = ck_intern(job);
+    g_mutex_lock(&c->lock);
+    const CheckStamp *cs = g_hash_table_lookup(c->checks, ij);
+    for (guint i = 0; cs && i < cs->pending->len; i++) {
+        guint64 n = g_array_index(cs->pending, PendingStamp, i).n;
+        g_array_append_val(out, n);
+    }
+    g_mutex_unlock(&c->lock);
+    return out;
+}
+
 guint ck_catalog_n_jobs(CkCatalog *c)
 {
     g_mutex_lock(&c->lock);
@@ -1565,16 +1584,159 @@ static guint64 du_local(SizeWalk *w, int dfd, const char *path)
     return w->bytes - before;
 }
 
-/* True when some restorable local read is `path` or below it. */
-static bool read_below(GPtrArray *reads, const char *path)
+/* The shape of a path the unused report can list. */
+typedef enum {
+    UP_NONE,
+    UP_LEGACY,     /* "v<G>" or "<S>" */
+    UP_GENERATION, /* "_state/<J>/v<G>" */
+} UnusedShape;
+
+/* For UP_GENERATION, *job gets the interned J and *g the generation. */
+static UnusedShape unused_shape(const char *path, const char **job, guint64 *g)
 {
     size_t l = strlen(path);
-    for (guint i = 0; i < reads->len; i++) {
-        const char *r = reads->pdata[i];
-        if (strncmp(r, path, l) == 0 && (r[l] == '\0' || r[l] == '/'))
-            return true;
+    guint32 s;
+    if (ck_parse_generation_name(path, l, g) || ck_parse_subtask_name(path, l, &s))
+        return UP_LEGACY;
+    if (!g_str_has_prefix(path, "_state/"))
+        return UP_NONE;
+    const char *j = path + 7, *sl = strchr(j, '/');
+    if (!sl || !ck_is_job_id(j, (size_t)(sl - j)) ||
+        !ck_parse_generation_name(sl + 1, strlen(sl + 1), g))
+        return UP_NONE;
+    char buf[CK_JOB_ID_MAX + 1];
+    memcpy(buf, j, (size_t)(sl - j));
+    buf[sl - j] = '\0';
+    *job = ck_intern(buf);
+    return UP_GENERATION;
+}
+
+/* What the unused report judges a path by, from one consistent set of
+ * snapshots: every restorable local read, by the entry it lies in (its
+ * first component, and for reads under _state its first three), with the
+ * first marker that makes it, and each job's oldest generation among its
+ * restorable markers whose root is its own.  `only` (optional) keeps to the
+ * reads and jobs one path can be judged by. */
+typedef struct {
+    GHashTable *top;    /* interned first component -> marker */
+    GHashTable *state3; /* "_state/<X>/<Y>" (owned) -> marker */
+    GHashTable *oldest; /* interned job -> const CkRestore* of its oldest own-root generation */
+} UnusedIndex;
+
+/* Keeps the lexicographically first marker, whatever order the jobs come in. */
+static void index_note(GHashTable *t, gpointer key, const char *marker, bool owned)
+{
+    const char *old = g_hash_table_lookup(t, key);
+    if (!old || strcmp(marker, old) < 0)
+        g_hash_table_replace(t, owned ? g_strdup(key) : key, (gpointer)marker);
+}
+
+static void unused_index_init(UnusedIndex *ix, GPtrArray *jobs, const char *only)
+{
+    ix->top = g_hash_table_new(g_direct_hash, g_direct_equal);
+    ix->state3 = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    ix->oldest = g_hash_table_new(g_direct_hash, g_direct_equal);
+    const char *only_job = NULL;
+    guint64 only_g;
+    UnusedShape shape = only ? unused_shape(only, &only_job, &only_g) : UP_NONE;
+    size_t only_len = only ? strlen(only) : 0;
+    bool want_top = !only || shape == UP_LEGACY, want_state = !only || shape == UP_GENERATION;
+    for (guint i = 0; i < jobs->len; i++) {
+        const CkJobInfo *j = jobs->pdata[i];
+        bool want_oldest = !only || j->job == only_job;
+        for (guint k = 0; k < j->checkpoints->len; k++) {
+            const CkRestore *r = ((CkCheckpointInfo *)j->checkpoints->pdata[k])->restore;
+            if (!r->restorable || r->root_kind != CK_ROOT_LOCAL)
+                continue;
+            if (want_oldest && r->has_generation && r->root &&
+                g_str_has_prefix(r->root, "_state/") && strcmp(r->root + 7, j->job) == 0) {
+                const CkRestore *o = g_hash_table_lookup(ix->oldest, j->job);
+                if (!o || r->generation < o->generation ||
+                    (r->generation == o->generation && strcmp(r->marker, o->marker) < 0))
+                    g_hash_table_insert(ix->oldest, (gpointer)j->job, (gpointer)r);
+            }
+            for (guint x = 0; x < r->reads->len; x++) {
+                const char *rd = r->reads->pdata[x];
+                const char *sl = strchr(rd, '/');
+                size_t l1 = sl ? (size_t)(sl - rd) : strlen(rd);
+                if (want_top && (!only || (l1 == only_len && strncmp(rd, only, l1) == 0))) {
+                    g_autofree char *first = g_strndup(rd, l1);
+                    index_note(ix->top, (gpointer)ck_intern(first), r->marker, false);
+                }
+                if (!want_state || !g_str_has_prefix(rd, "_state/"))
+                    continue;
+                /* the entry _state/<X>/<Y> the read lies in, or is */
+                const char *e = strchr(rd + 7, '/');
+                e = e ? strchr(e + 1, '/') : NULL;
+                size_t l3 = e ? (size_t)(e - rd) : strlen(rd);
+                if (only && (l3 != only_len || strncmp(rd, only, l3) != 0))
+                    continue;
+                g_autofree char *key = g_strndup(rd, l3);
+                index_note(ix->state3, key, r->marker, true);
+            }
+        }
     }
-    return false;
+}
+
+static void unused_index_clear(UnusedIndex *ix)
+{
+    g_hash_table_unref(ix->top);
+    g_hash_table_unref(ix->state3);
+    g_hash_table_unref(ix->oldest);
+}
+
+/* The one rule of the unused report, for a path of either shape that is a
+ * directory: its reason, or NULL when it is not unused, with *why
+ * (optional, g_free) saying what keeps it. */
+static const char *unused_judge(const UnusedIndex *ix, const char *path, char **why)
+{
+    const char *job = NULL;
+    guint64 g = 0;
+    const char *by;
+    switch (unused_shape(path, &job, &g)) {
+    case UP_LEGACY:
+        by = g_hash_table_lookup(ix->top, ck_intern(path));
+        if (!by)
+            return "legacy-unread";
+        if (why)
+            *why = g_strdup_printf("read by %s", by);
+        return NULL;
+    case UP_GENERATION: {
+        const CkRestore *o = g_hash_table_lookup(ix->oldest, job);
+        if (!o) {
+            if (why)
+                *why =
+                    g_strdup_printf("no restorable marker of %s has its root _state/%s", job, job);
+            return NULL;
+        }
+        if (g >= o->generation) {
+            if (why)
+                *why = g_strdup_printf("not older than generation %" G_GUINT64_FORMAT " of %s",
+                                       (guint64)o->generation, o->marker);
+            return NULL;
+        }
+        by = g_hash_table_lookup(ix->state3, path);
+        if (!by)
+            return "superseded-generation";
+        if (why)
+            *why = g_strdup_printf("read by %s", by);
+        return NULL;
+    }
+    case UP_NONE:
+    default:
+        if (why)
+            *why = g_strdup("not a v<G>, <S> or _state/<J>/v<G> directory");
+        return NULL;
+    }
+}
+
+static void unused_add(GPtrArray *out, SizeWalk *w, int dfd, char *path, const char *reason)
+{
+    CkUnused *u = g_new0(CkUnused, 1);
+    u->path = path;
+    u->reason = reason;
+    u->bytes = du_local(w, dfd, u->path);
+    g_ptr_array_add(out, u);
 }
 
 GPtrArray *ck_catalog_unused(CkCatalog *c)
@@ -1582,33 +1744,8 @@ GPtrArray *ck_catalog_unused(CkCatalog *c)
     GPtrArray *out = g_ptr_array_new_with_free_func(unused_free);
     g_autoptr(GHashTable) t = snapshot_table(c);
     g_autoptr(GPtrArray) jobs = sorted_jobs(t);
-    g_autoptr(GHashTable) used_top = g_hash_table_new(g_str_hash, g_str_equal);
-    g_autoptr(GHashTable) state_reads =
-        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_ptr_array_unref);
-    for (guint i = 0; i < jobs->len; i++) {
-        const CkJobInfo *j = jobs->pdata[i];
-        for (guint k = 0; k < j->checkpoints->len; k++) {
-            const CkRestore *r = ((CkCheckpointInfo *)j->checkpoints->pdata[k])->restore;
-            if (!r->restorable || r->root_kind != CK_ROOT_LOCAL)
-                continue;
-            for (guint x = 0; x < r->reads->len; x++) {
-                const char *rd = r->reads->pdata[x];
-                const char *sl = strchr(rd, '/');
-                g_autofree char *first = sl ? g_strndup(rd, (gsize)(sl - rd)) : g_strdup(rd);
-                g_hash_table_add(used_top, (gpointer)ck_intern(first));
-                if (g_str_has_prefix(rd, "_state/")) {
-                    const char *js = rd + 7, *e = strchr(js, '/');
-                    g_autofree char *jn = e ? g_strndup(js, (gsize)(e - js)) : g_strdup(js);
-                    GPtrArray *a = g_hash_table_lookup(state_reads, jn);
-                    if (!a) {
-                        a = g_ptr_array_new();
-                        g_hash_table_insert(state_reads, g_strdup(jn), a);
-                    }
-                    g_ptr_array_add(a, (gpointer)rd);
-                }
-            }
-        }
-    }
+    UnusedIndex ix;
+    unused_index_init(&ix, jobs, NULL);
     SizeWalk w;
     size_walk_init(&w, true);
     /* Legacy top level: v<G> and bare subtask directories nothing reads. */
@@ -1618,22 +1755,16 @@ GPtrArray *ck_catalog_unused(CkCatalog *c)
     if (d) {
         struct dirent *de;
         while ((de = readdir(d)) != NULL) {
-            size_t l = strlen(de->d_name);
+            const char *reason = NULL;
             guint64 g;
-            guint32 s;
-            if (!ck_parse_generation_name(de->d_name, l, &g) &&
-                !ck_parse_subtask_name(de->d_name, l, &s))
+            const char *jn;
+            if (unused_shape(de->d_name, &jn, &g) != UP_LEGACY)
                 continue;
             struct stat sb;
             if (fstatat(c->dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode))
                 continue;
-            if (g_hash_table_contains(used_top, ck_intern(de->d_name)))
-                continue;
-            CkUnused *u = g_new0(CkUnused, 1);
-            u->path = g_strdup(de->d_name);
-            u->reason = "legacy-unread";
-            u->bytes = du_local(&w, c->dfd, u->path);
-            g_ptr_array_add(out, u);
+            if ((reason = unused_judge(&ix, de->d_name, NULL)) != NULL)
+                unused_add(out, &w, c->dfd, g_strdup(de->d_name), reason);
         }
         closedir(d);
     } else if (fd >= 0) {
@@ -1642,22 +1773,9 @@ GPtrArray *ck_catalog_unused(CkCatalog *c)
     /* _state/<J>/v<G> older than every restorable marker of J reading its own root. */
     for (guint i = 0; i < jobs->len; i++) {
         const CkJobInfo *j = jobs->pdata[i];
-        if (!j->has_own_root)
+        if (!j->has_own_root || !g_hash_table_contains(ix.oldest, j->job))
             continue;
         g_autofree char *own = g_strconcat("_state/", j->job, NULL);
-        bool have = false;
-        guint64 min = 0;
-        for (guint k = 0; k < j->checkpoints->len; k++) {
-            const CkRestore *r = ((CkCheckpointInfo *)j->checkpoints->pdata[k])->restore;
-            if (!r->restorable || r->root_kind != CK_ROOT_LOCAL || !r->has_generation || !r->root ||
-                strcmp(r->root, own) != 0)
-                continue;
-            if (!have || r->generation < min)
-                min = r->generation;
-            have = true;
-        }
-        if (!have)
-            continue;
         int sfd = openat(c->dfd, own, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sfd < 0)
             continue;
@@ -1666,28 +1784,86 @@ GPtrArray *ck_catalog_unused(CkCatalog *c)
             close(sfd);
             continue;
         }
-        GPtrArray *reads = g_hash_table_lookup(state_reads, j->job);
         struct dirent *de;
         while ((de = readdir(sd)) != NULL) {
             guint64 g;
-            if (!ck_parse_generation_name(de->d_name, strlen(de->d_name), &g) || g >= min)
+            if (!ck_parse_generation_name(de->d_name, strlen(de->d_name), &g))
                 continue;
             struct stat sb;
             if (fstatat(dirfd(sd), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
                 !S_ISDIR(sb.st_mode))
                 continue;
             g_autofree char *p = g_strconcat(own, "/", de->d_name, NULL);
-            if (reads && read_below(reads, p))
-                continue; /* another job's (foreign) marker still reads it */
-            CkUnused *u = g_new0(CkUnused, 1);
-            u->path = g_steal_pointer(&p);
-            u->reason = "superseded-generation";
-            u->bytes = du_local(&w, c->dfd, u->path);
-            g_ptr_array_add(out, u);
+            const char *reason = unused_judge(&ix, p, NULL);
+            if (reason)
+                unused_add(out, &w, c->dfd, g_steal_pointer(&p), reason);
         }
         closedir(sd);
     }
     size_walk_clear(&w);
+    unused_index_clear(&ix);
     g_ptr_array_sort(out, cmp_unused);
     return out;
+}
+
+const char *ck_catalog_unused_reason(CkCatalog *c, const char *path, int *err, char **why)
+{
+    if (why)
+        *why = NULL;
+    if (err)
+        *err = 0;
+    const char *job = NULL;
+    guint64 g;
+    UnusedShape shape = unused_shape(path, &job, &g);
+    if (shape == UP_NONE)
+        return unused_judge(NULL, path, why);
+    /* a directory, reached through no symlink */
+    g_autofree char *parent = g_path_get_dirname(path);
+    g_autofree char *base = g_path_get_basename(path);
+    int pfd =
+        ck_open_beneath(c->dfd, strcmp(parent, ".") ? parent : "", O_RDONLY | O_DIRECTORY, NULL);
+    struct stat sb;
+    int e = pfd < 0                                             ? -pfd
+            : fstatat(pfd, base, &sb, AT_SYMLINK_NOFOLLOW) != 0 ? errno
+            : S_ISLNK(sb.st_mode)                               ? ELOOP
+            : !S_ISDIR(sb.st_mode)                              ? ENOTDIR
+                                                                : 0;
+    if (pfd >= 0)
+        close(pfd);
+    if (e) {
+        if (err)
+            *err = -e;
+        if (why)
+            *why = g_strdup(e == ELOOP ? "a symlink (not followed)" : g_strerror(e));
+        return NULL;
+    }
+    /* The jobs that can read the path: its owner, and those with a read
+     * outside their own root (a job whose every read is inside its own
+     * root reads neither the top level nor another job's root), so a
+     * judgement costs what those jobs hold, not what the catalog holds. */
+    g_autoptr(GPtrArray) jobs = g_ptr_array_new_with_free_func((GDestroyNotify)ck_job_info_unref);
+    const CkJobInfo *owner = NULL;
+    g_mutex_lock(&c->lock);
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, c->jobs);
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+        JobPriv *jp = v;
+        if (k == job)
+            owner = &jp->pub;
+        if (k == job || !jp->private_reads)
+            g_ptr_array_add(jobs, ck_job_info_ref(&jp->pub));
+    }
+    bool own_root = owner && owner->has_own_root;
+    g_mutex_unlock(&c->lock);
+    if (shape == UP_GENERATION && !own_root) {
+        if (why)
+            *why = g_strdup_printf("_state/%s is not the own root of a job", job);
+        return NULL;
+    }
+    UnusedIndex ix;
+    unused_index_init(&ix, jobs, path);
+    const char *reason = unused_judge(&ix, path, why);
+    unused_index_clear(&ix);
+    return reason;
 }

@@ -157,6 +157,13 @@ GPtrArray *ck_catalog_pending_jobs(CkCatalog *c);
  * (g_free) its path relative to the directory.  0 without report_unreadable. */
 int ck_catalog_unreadable(CkCatalog *c, char **where);
 
+/* The descriptor of the directory the catalog reads beneath (its own: do
+ * not close it, nor read it as a directory stream). */
+int ck_catalog_dirfd(CkCatalog *c);
+/* The N of each chk-<N> of `job` that had no COMPLETED when last read (a new
+ * GArray of guint64, empty when none). */
+GArray *ck_catalog_pending_checkpoints(CkCatalog *c, const char *job);
+
 guint ck_catalog_n_jobs(CkCatalog *c);
 guint ck_catalog_n_markers(CkCatalog *c);
 
@@ -189,3 +196,12 @@ typedef struct {
  *    every restorable marker of J whose root is _state/<J> (J needs at least
  *    one), and that no restorable marker of any job reads. */
 GPtrArray *ck_catalog_unused(CkCatalog *c);
+/* The same rule for one path, by the catalog's current snapshots: the
+ * reason ck_catalog_unused would list `path` with ("v1", "3",
+ * "_state/j1/v2", relative to the dir), or NULL when it would not, with
+ * *why (optional, g_free) saying why not: "read by
+ * _jobs/b/chk-1/COMPLETED", "not older than generation 3 of ...".  *err
+ * (optional): 0 when the markers decided, else -errno of looking at the
+ * path, reached through no symlink: -ENOENT (gone), -ENOTDIR (not a
+ * directory), -ELOOP (a symlink, itself or on the way), -EACCES, ... */
+const char *ck_catalog_unused_reason(CkCatalog *c, const char *path, int *err, char **why);

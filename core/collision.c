@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <json-glib/json-glib.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -69,32 +71,141 @@ char *ck_collision_to_json(const CkCollision *c)
     return json_generator_to_data(gen, NULL);
 }
 
+/* The store: a header, an index of `keep` entries (record n in entry
+ * n % keep) and a ring of line bytes.  Positions in the ring are counted
+ * from the first byte ever written (`reserved` grows forever); the ring
+ * holds positions [reserved - cap, reserved), and a line never wraps (the
+ * rest of the ring is skipped instead).
+ *
+ * An append, under the lock: move `reserved` past the new line (so no
+ * reader trusts the bytes about to be overwritten), clear the seq of the
+ * index entry it takes (the oldest line's), copy the bytes, fill the entry,
+ * set its seq, and last publish the line by moving `total`.  A process
+ * killed at any point leaves every published line either whole or
+ * recognisably gone (its seq or its bytes out of the ring): at most the
+ * oldest line is lost, and the next append starts after whatever was
+ * half-written.  The lock is robust: the next owner after a dead one just
+ * goes on. */
+#define STORE_MAGIC   0x676f6c6c6f636b63ull /* "ckcollog" */
+#define STORE_VERSION 1
+#define LINE_BYTES    1600         /* ring bytes a kept line may take on average */
+#define RING_MIN      (256 * 1024) /* small keeps still hold long lines */
+
+typedef struct {
+    _Atomic uint64_t seq; /* record number + 1; 0: never written, or being rewritten */
+    uint64_t off;         /* ring position of the line's first byte */
+    uint32_t len;
+    uint32_t pad;
+} StoreIdx;
+
+typedef struct {
+    _Atomic uint64_t magic; /* written last when the store is set up */
+    uint32_t version, keep;
+    uint64_t cap; /* ring bytes */
+    pthread_mutex_t lock;
+    _Atomic uint64_t total;    /* lines appended (published) */
+    _Atomic uint64_t reserved; /* ring position after the last line begun */
+    _Atomic int64_t last_us;   /* time_us of the newest record, 0 before the first */
+} StoreHdr;
+
+#define STORE_HDR_BYTES ((sizeof(StoreHdr) + 63) / 64 * 64)
+
 struct CkCollisionLog {
-    GMutex lock;
+    StoreHdr *st;
+    StoreIdx *idx;
+    char *ring;
+    bool owned; /* st was allocated by ck_collision_log_new */
     guint keep;
-    GQueue lines; /* char*, each ending in '\n', oldest first */
-    guint64 total;
-    gint64 last_us; /* time_us of the newest record, 0 before the first */
-    int fd;         /* -1 without a file */
+    char *file; /* NULL without a file */
+    int fd;     /* -1 without a file; swapped under st->lock (reopen) */
 };
+
+static uint64_t ring_bytes(guint keep)
+{
+    return keep ? MAX((uint64_t)keep * LINE_BYTES, (uint64_t)RING_MIN) : 0;
+}
+
+size_t ck_collision_store_size(guint keep)
+{
+    size_t n = STORE_HDR_BYTES + (size_t)keep * sizeof(StoreIdx) + (size_t)ring_bytes(keep);
+    return (n + 4095) / 4096 * 4096;
+}
+
+static void store_lock(StoreHdr *st)
+{
+    /* a dead owner left nothing half-done that the append protocol does not
+     * tolerate: the lock is simply taken over */
+    if (pthread_mutex_lock(&st->lock) == EOWNERDEAD)
+        pthread_mutex_consistent(&st->lock);
+}
+
+static void store_unlock(StoreHdr *st)
+{
+    pthread_mutex_unlock(&st->lock);
+}
+
+/* A store this build can take over as it is, else set up empty. */
+static void store_setup(StoreHdr *st, guint keep)
+{
+    if (atomic_load_explicit(&st->magic, memory_order_acquire) == STORE_MAGIC &&
+        st->version == STORE_VERSION && st->keep == keep && st->cap == ring_bytes(keep))
+        return;
+    atomic_store(&st->magic, 0);
+    memset((char *)st + sizeof st->magic, 0, sizeof *st - sizeof st->magic);
+    st->version = STORE_VERSION;
+    st->keep = keep;
+    st->cap = ring_bytes(keep);
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&st->lock, &a);
+    pthread_mutexattr_destroy(&a);
+    StoreIdx *idx = (StoreIdx *)((char *)st + STORE_HDR_BYTES);
+    for (guint i = 0; i < keep; i++)
+        atomic_store(&idx[i].seq, 0);
+    atomic_store_explicit(&st->magic, STORE_MAGIC, memory_order_release);
+}
+
+static int open_file(const char *file, GError **error)
+{
+    int fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+    if (fd < 0) {
+        int e = errno;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e),
+                    "cannot open collision log %s: %s", file, g_strerror(e));
+    }
+    return fd;
+}
+
+CkCollisionLog *ck_collision_log_new_in(void *store, size_t size, guint keep, const char *file,
+                                        GError **error)
+{
+    g_return_val_if_fail(store != NULL && size >= ck_collision_store_size(keep), NULL);
+    int fd = -1;
+    if (file != NULL && (fd = open_file(file, error)) < 0)
+        return NULL;
+    CkCollisionLog *log = g_new0(CkCollisionLog, 1);
+    log->st = store;
+    store_setup(log->st, keep);
+    log->idx = (StoreIdx *)((char *)store + STORE_HDR_BYTES);
+    log->ring = (char *)(log->idx + keep);
+    log->keep = keep;
+    log->file = g_strdup(file);
+    log->fd = fd;
+    return log;
+}
 
 CkCollisionLog *ck_collision_log_new(guint keep, const char *file, GError **error)
 {
-    int fd = -1;
-    if (file != NULL) {
-        fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
-        if (fd < 0) {
-            int e = errno;
-            g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e),
-                        "cannot open collision log %s: %s", file, g_strerror(e));
-            return NULL;
-        }
+    size_t size = ck_collision_store_size(keep);
+    void *store = g_malloc0(size);
+    CkCollisionLog *log = ck_collision_log_new_in(store, size, keep, file, error);
+    if (!log) {
+        g_free(store);
+        return NULL;
     }
-    CkCollisionLog *log = g_new0(CkCollisionLog, 1);
-    g_mutex_init(&log->lock);
-    g_queue_init(&log->lines);
-    log->keep = keep;
-    log->fd = fd;
+    log->owned = true;
     return log;
 }
 
@@ -102,10 +213,13 @@ void ck_collision_log_free(CkCollisionLog *log)
 {
     if (log == NULL)
         return;
-    g_queue_clear_full(&log->lines, g_free);
     if (log->fd >= 0)
         close(log->fd);
-    g_mutex_clear(&log->lock);
+    if (log->owned) {
+        pthread_mutex_destroy(&log->st->lock);
+        g_free(log->st);
+    }
+    g_free(log->file);
     g_free(log);
 }
 
@@ -126,49 +240,76 @@ static void write_line(int fd, const char *line, size_t len)
 void ck_collision_log_append(CkCollisionLog *log, const CkCollision *c)
 {
     g_autofree char *json = ck_collision_to_json(c);
-    char *line = g_strconcat(json, "\n", NULL);
+    g_autofree char *line = g_strconcat(json, "\n", NULL);
     size_t len = strlen(line);
+    StoreHdr *st = log->st;
 
-    g_mutex_lock(&log->lock);
-    log->total++;
-    /* strictly increasing, so every append moves the file's mtime */
-    log->last_us = MAX(c->time_us, log->last_us + 1);
+    store_lock(st);
+    uint64_t n = atomic_load(&st->total);
     if (log->fd >= 0)
         write_line(log->fd, line, len);
-    if (log->keep > 0) {
-        g_queue_push_tail(&log->lines, line);
-        line = NULL;
-        while (log->lines.length > log->keep)
-            g_free(g_queue_pop_head(&log->lines));
+    if (log->keep > 0 && len <= st->cap) {
+        uint64_t off = atomic_load(&st->reserved);
+        if (off % st->cap + len > st->cap)
+            off += st->cap - off % st->cap; /* no line wraps: start the ring again */
+        atomic_store(&st->reserved, off + len);
+        StoreIdx *e = &log->idx[n % log->keep];
+        atomic_store(&e->seq, 0);
+        memcpy(log->ring + off % st->cap, line, len);
+        e->off = off;
+        e->len = (uint32_t)len;
+        atomic_store_explicit(&e->seq, n + 1, memory_order_release);
     }
-    g_mutex_unlock(&log->lock);
-    g_free(line);
+    /* strictly increasing, so every append moves the file's mtime */
+    int64_t last = atomic_load(&st->last_us);
+    atomic_store(&st->last_us, MAX(c->time_us, last + 1));
+    atomic_store_explicit(&st->total, n + 1, memory_order_release);
+    store_unlock(st);
+}
+
+bool ck_collision_log_reopen(CkCollisionLog *log, GError **error)
+{
+    if (!log->file)
+        return true;
+    int fd = open_file(log->file, error);
+    if (fd < 0)
+        return false;
+    store_lock(log->st);
+    int old = log->fd;
+    log->fd = fd;
+    store_unlock(log->st);
+    if (old >= 0)
+        close(old);
+    return true;
 }
 
 GBytes *ck_collision_log_snapshot(CkCollisionLog *log)
 {
     GString *s = g_string_new(NULL);
-    g_mutex_lock(&log->lock);
-    for (GList *l = log->lines.head; l; l = l->next)
-        g_string_append(s, l->data);
-    g_mutex_unlock(&log->lock);
+    StoreHdr *st = log->st;
+    store_lock(st);
+    uint64_t total = atomic_load(&st->total), end = atomic_load(&st->reserved);
+    uint64_t first = total > log->keep ? total - log->keep : 0;
+    for (uint64_t n = first; log->keep && n < total; n++) {
+        const StoreIdx *e = &log->idx[n % log->keep];
+        if (atomic_load_explicit(&e->seq, memory_order_acquire) != n + 1)
+            continue; /* lost to a writer that died over it */
+        if (e->len == 0 || e->len > st->cap || e->off + e->len > end || end - e->off > st->cap)
+            continue; /* its bytes were overwritten since */
+        g_string_append_len(s, log->ring + e->off % st->cap, e->len);
+    }
+    store_unlock(st);
     return g_string_free_to_bytes(s);
 }
 
 guint64 ck_collision_log_total(CkCollisionLog *log)
 {
-    g_mutex_lock(&log->lock);
-    guint64 t = log->total;
-    g_mutex_unlock(&log->lock);
-    return t;
+    return atomic_load(&log->st->total);
 }
 
 gint64 ck_collision_log_last_time(CkCollisionLog *log)
 {
-    g_mutex_lock(&log->lock);
-    gint64 t = log->last_us;
-    g_mutex_unlock(&log->lock);
-    return t;
+    return atomic_load(&log->st->last_us);
 }
 
 GPtrArray *ck_collision_parse_lines(const char *buf, gsize len, GError **err)

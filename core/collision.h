@@ -45,8 +45,26 @@ typedef struct CkCollisionLog CkCollisionLog;
  * kept in memory (CK_COLLISION_LOG_KEEP; 0 keeps none).  Each line reaches
  * the file in one write(), so mounts sharing a file never interleave. */
 CkCollisionLog *ck_collision_log_new(guint keep, const char *file, GError **error);
+/* The same, keeping the lines in `store`, memory the caller owns (and must
+ * keep mapped until ck_collision_log_free): zeroed memory becomes an empty
+ * log; memory that holds a log (left by another process that mapped it,
+ * and may have died at any instruction) is taken over with its lines and
+ * counts.  The store is shared safely between processes (a robust,
+ * process-shared lock): a writer killed in the middle of an append leaves
+ * the lines before it whole, and at most the oldest line is lost.  size:
+ * at least ck_collision_store_size(keep); a store made for another keep or
+ * layout is started afresh. */
+CkCollisionLog *ck_collision_log_new_in(void *store, size_t size, guint keep, const char *file,
+                                        GError **error);
+/* The bytes a store for `keep` lines needs (page-aligned; untouched pages
+ * of a sparse mapping cost nothing). */
+size_t ck_collision_store_size(guint keep);
 void ck_collision_log_free(CkCollisionLog *log);
 void ck_collision_log_append(CkCollisionLog *log, const CkCollision *c);
+/* Opens the file again by its path (log rotation: the old one was moved
+ * away); appends go to the new one from then on.  Without a file, true.
+ * On failure the old descriptor stays, and *error says why. */
+bool ck_collision_log_reopen(CkCollisionLog *log, GError **error);
 /* All kept lines, oldest first, each ending in '\n'. */
 GBytes *ck_collision_log_snapshot(CkCollisionLog *log);
 guint64 ck_collision_log_total(CkCollisionLog *log);

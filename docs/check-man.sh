@@ -2,9 +2,9 @@
 # The manual pages render without a groff warning and document what the code
 # parses, with the lists taken from the code itself:
 #  - ckptfs.8: every option of fs/options.c (its fs_opt_spec table and the
-#    keys its config file takes), every environment variable, journal field
-#    and MESSAGE_ID the daemon knows, and the files and signals an operator
-#    deals with;
+#    keys its config file takes), every metric series fs/metrics.c renders,
+#    every environment variable, journal field and MESSAGE_ID the daemon
+#    knows, and the files and signals an operator deals with;
 #  - ckptctl.1: every subcommand of tools/ckptctl.c and every long option of
 #    tools/ckptctl*.c;
 #  - ckpt-bench.1: every option of tools/ckpt-bench.c and every workload.
@@ -55,9 +55,10 @@ nonempty "options in fs_opt_spec" "$opts"
 for opt in $opts; do
     has_word "$text" "$opt" || say "ckptfs.8 does not document the option $opt"
 done
-# the config file's [ckptfs] keys: {"name", offsetof(FsOptions, ...)} of its keys[] table
-keys=$(sed -n '/} keys\[\] *= *{/,/};/p' "$options" |
-    sed -n 's/^[[:space:]]*{"\([^"]*\)",[[:space:]]*offsetof.*/\1/p')
+# the config file's [ckptfs] keys: the {"name", offsetof(FsOptions, field)}
+# entries of its key table (fs_opt_spec's entries carry a third member)
+keys=$(joined "$options" | grep -oE '\{ *"[a-z_]+", *offsetof\(FsOptions, *[a-z_]+\) *\}' |
+    sed 's/^{ *"\([^"]*\)".*/\1/')
 nonempty "config keys" "$keys"
 for key in $keys; do
     has_word "$text" "$key=" || say "ckptfs.8 does not document the config key $key"
@@ -79,10 +80,18 @@ nonempty "MESSAGE_IDs" "$ids"
 for f in $fields $ids MESSAGE_ID; do
     has_word "$text" "$f" || say "ckptfs.8 does not document the journal's $f"
 done
+# every series of .metrics (each has a header() call in fs/metrics.c), by its
+# whole name: ckptfs_catalog_markers does not stand for ckptfs_catalog_markers_loaded
+metrics=$(find_src fs metrics.c)
+series=$(sed -n 's/.*header(s, "\([A-Za-z0-9_:]*\)".*/\1/p' "$metrics")
+nonempty "metric series" "$series"
+for name in $series; do
+    has_word "$text" "$name" || say "ckptfs.8 does not list the series $name"
+done
 # what an operator deals with beyond the options
 for term in .collisions .metrics .control fstab ckptfs@.service Type=notify /etc/ckptfs \
-            mnt-ckpt.env SIGTERM SIGINT fusermount3 journalctl --takeover "systemctl reload" \
-            -f -d -s --help --version; do
+            mnt-ckpt.env SIGTERM SIGINT SIGHUP "kill -HUP" fusermount3 journalctl --takeover \
+            "systemctl reload" -f -d -s --help --version; do
     has_word "$text" "$term" || say "ckptfs.8 does not mention $term"
 done
 

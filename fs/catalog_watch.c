@@ -66,9 +66,9 @@ typedef struct {
 
 static void publish_gauges(struct ckptfs *fs, CkCatalog *c)
 {
-    atomic_store(&fs->metrics.catalog_jobs, ck_catalog_n_jobs(c));
-    atomic_store(&fs->metrics.catalog_markers, ck_catalog_n_markers(c));
-    atomic_store(&fs->metrics.catalog_markers_loaded, ck_catalog_n_markers(c));
+    atomic_store(&fs->metrics->catalog_jobs, ck_catalog_n_jobs(c));
+    atomic_store(&fs->metrics->catalog_markers, ck_catalog_n_markers(c));
+    atomic_store(&fs->metrics->catalog_markers_loaded, ck_catalog_n_markers(c));
 }
 
 double catalog_watch_rescan(struct ckptfs *fs)
@@ -131,8 +131,8 @@ void catalog_watch_refresh(struct ckptfs *fs, const char *job, bool wait)
     if (!c)
         return;
     ck_catalog_refresh_job(c, job);
-    atomic_store(&fs->metrics.catalog_jobs, ck_catalog_n_jobs(c));
-    atomic_store(&fs->metrics.catalog_markers, ck_catalog_n_markers(c));
+    atomic_store(&fs->metrics->catalog_jobs, ck_catalog_n_jobs(c));
+    atomic_store(&fs->metrics->catalog_markers, ck_catalog_n_markers(c));
     /* queue the invalidations even when the catalog saw no change: another
      * path (inotify) may have refreshed it first, before the kernel dropped
      * its entries */
@@ -213,7 +213,7 @@ static void watch_init(Watch *w, CkCatalog *c)
 static void handle_event(Watch *w, const struct inotify_event *ev)
 {
     if (ev->mask & IN_Q_OVERFLOW) {
-        atomic_fetch_add(&w->fs->metrics.inotify_overflows, 1);
+        atomic_fetch_add(&w->fs->metrics->inotify_overflows, 1);
         w->full = true;
         return;
     }
@@ -452,7 +452,7 @@ static void sweep_tick(struct ckptfs *fs, CkCatalog *c, Sweep *sw, GPtrArray *ch
         ck_catalog_refresh_jobs(c, batch, changed);
     sw->work_us += g_get_monotonic_time() - t0;
     if (sw->pos >= sw->names->len) {
-        record_duration(&fs->metrics.sweep_duration_us, sw->work_us);
+        record_duration(&fs->metrics->sweep_duration_us, sw->work_us);
         sw->last_us = sw->work_us;
     }
 }
@@ -490,9 +490,9 @@ void catalog_watch_load_gauges(struct ckptfs *fs, bool wait)
     if (!v->load_done && v->loadctl) {
         /* still loading: what it has listed and read so far */
         LoadCtl *l = v->loadctl;
-        atomic_store(&fs->metrics.catalog_markers,
+        atomic_store(&fs->metrics->catalog_markers,
                      (guint64)g_atomic_int_get(&l->progress.markers_known));
-        atomic_store(&fs->metrics.catalog_markers_loaded,
+        atomic_store(&fs->metrics->catalog_markers_loaded,
                      (guint64)g_atomic_int_get(&l->progress.markers_loaded));
     }
     g_mutex_unlock(&v->lock);
@@ -614,8 +614,8 @@ static gpointer watcher_main(gpointer p)
             /* an overflowed queue (or a watched top directory gone): look at everything */
             gint64 t0 = g_get_monotonic_time();
             ck_catalog_rescan(c, changed);
-            record_duration(&fs->metrics.rescan_duration_us, g_get_monotonic_time() - t0);
-            atomic_fetch_add(&fs->metrics.rescans, 1);
+            record_duration(&fs->metrics->rescan_duration_us, g_get_monotonic_time() - t0);
+            atomic_fetch_add(&fs->metrics->rescans, 1);
             w.full = false;
             g_hash_table_remove_all(w.todo);
             if (changed->len)
@@ -635,8 +635,8 @@ static gpointer watcher_main(gpointer p)
             guint before = changed->len;
             gint64 t0 = g_get_monotonic_time();
             rescan_tick(&w, c, changed);
-            record_duration(&fs->metrics.rescan_duration_us, g_get_monotonic_time() - t0);
-            atomic_fetch_add(&fs->metrics.rescans, 1);
+            record_duration(&fs->metrics->rescan_duration_us, g_get_monotonic_time() - t0);
+            atomic_fetch_add(&fs->metrics->rescans, 1);
             if (changed->len > before && w.ifd >= 0)
                 for (guint i = before; i < changed->len; i++)
                     watch_job(&w, changed->pdata[i]);

@@ -73,11 +73,11 @@ struct ckptfs {
     bool no_opendir;
 
     /* mutable, each with its own lock */
-    NodeTable nodes;   /* NodeTable.lock */
-    FdCache fdcache;   /* FdCache.lock */
-    DirPark dirpark;   /* DirPark.lock */
-    FsMetrics metrics; /* atomics only */
-    void *views;       /* fs/views.c private state; its own locks, leaf level */
+    NodeTable nodes;    /* NodeTable.lock */
+    FdCache fdcache;    /* FdCache.lock */
+    DirPark dirpark;    /* DirPark.lock */
+    FsMetrics *metrics; /* atomics only; in the state memfd (set up with it) */
+    void *views;        /* fs/views.c private state; its own locks, leaf level */
     /* open file and directory handles by fh (handles.c; open_lock, leaf) */
     GMutex open_lock;
     void **open_live;                           /* [STATE_HANDLE_SLOTS]: fh -> handle */
@@ -93,4 +93,13 @@ struct ckptfs {
     bool supervised;                /* a supervisor keeps the connection (supervisor.h) */
     SupLink *link;                  /* to the supervisor (its sock is -1 when there is none) */
     pthread_t main_thread;
+    gint64 started_us; /* when this daemon started (process_start_time_seconds) */
+
+    /* the live settings (control.c): policy above, rescan in the views */
+    GMutex control_lock; /* leaf: one change at a time, in the state memfd too */
+    const char *tag_env; /* tag_env=VAR, interned, NULL for none; read atomically */
+    FsLive configured;   /* what the configuration said at the last load (control_lock) */
+    int reload_fd;       /* signalfd of SIGHUP (main.c), -1 */
+    int reload_stop;     /* eventfd that ends the reload thread, -1 */
+    GThread *reload_thread;
 };

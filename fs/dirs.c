@@ -232,7 +232,7 @@ void dirpark_clear(struct ckptfs *fs)
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_OPENDIR);
+    fs_metric_op(fs->metrics, FS_OP_OPENDIR);
     if (fs->no_opendir) {
         reply_err(fs, req, -ENOSYS); /* the kernel opens directories alone from now on */
         return;
@@ -299,7 +299,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi, bool plus)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, plus ? FS_OP_READDIRPLUS : FS_OP_READDIR);
+    fs_metric_op(fs->metrics, plus ? FS_OP_READDIRPLUS : FS_OP_READDIR);
     Node *dir = N(fs, ino);
     bool unopened = fi->fh == 0 && fs->no_opendir;
     DirHandle *d = unopened ? dirpark_take(fs, ino) : DH(fs, fi);
@@ -402,7 +402,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
     (void)ino;
-    fs_metric_op(&fs->metrics, FS_OP_RELEASEDIR);
+    fs_metric_op(fs->metrics, FS_OP_RELEASEDIR);
     handle_close(fs, fi->fh);
     fuse_reply_err(req, 0);
 }
@@ -410,7 +410,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_FSYNCDIR);
+    fs_metric_op(fs->metrics, FS_OP_FSYNCDIR);
     if (fi->fh == 0 && fs->no_opendir) {
         /* no handle (no OPENDIR): a descriptor for this call; views are read-only */
         Node *n = N(fs, ino);

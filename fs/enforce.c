@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "control.h"
+
 const char *fs_caller_job(struct ckptfs *fs, fuse_req_t req)
 {
     if (!fs->identity)
@@ -104,14 +106,14 @@ static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const c
 {
     if (!d->record)
         return d->proceed ? 0 : -d->err;
-    atomic_fetch_add_explicit(&fs->metrics.refusals[d->verdict][d->proceed ? 1 : 0], 1,
+    atomic_fetch_add_explicit(&fs->metrics->refusals[d->verdict][d->proceed ? 1 : 0], 1,
                               memory_order_relaxed);
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     g_autofree char *path = entry_path(fs, dir, name);
     g_autofree char *path2 = dir2 ? entry_path(fs, dir2, name2) : NULL;
     g_autofree char *comm = caller_comm(ctx->pid);
-    g_autofree char *tag =
-        fs->opt.tag_env ? ck_proc_env_value("/proc", ctx->pid, fs->opt.tag_env) : NULL;
+    const char *tag_env = control_tag_env(fs); /* tag_env= may change on a live mount */
+    g_autofree char *tag = tag_env ? ck_proc_env_value("/proc", ctx->pid, tag_env) : NULL;
     CkCollision c = {
         .time_us = g_get_real_time(),
         .kind = ck_verdict_kind(d->verdict),
@@ -124,7 +126,7 @@ static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const c
         .pid = ctx->pid,
         .uid = ctx->uid,
         .comm = comm,
-        .has_tag = fs->opt.tag_env != NULL,
+        .has_tag = tag_env != NULL,
         .tag = tag,
     };
     ck_collision_log_append(fs->collisions, &c);

@@ -65,12 +65,10 @@ static void set_open_flags(struct ckptfs *fs, Node *n, const struct stat *st, Fi
     fi->keep_cache = fs->attr_timeout > 0 && same && !(fi->flags & O_DIRECT);
 }
 
-static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
+static int open_views(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_info *fi)
 {
-    if (wants_write(fi->flags))
-        return -EROFS;
     ViewsOpen vo = {.fd = -1};
-    int err = views_open(fs, n, fi->flags, &vo);
+    int err = views_open(fs, req, n, fi->flags, &vo);
     if (err)
         return err;
     FileHandle *h = g_new0(FileHandle, 1);
@@ -78,7 +76,9 @@ static int open_views(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
     h->content = vo.content;
     h->node = n;
     h->flags = fi->flags;
-    h->write_err = -EROFS;
+    h->control = vo.control;
+    h->writable = vo.control;
+    h->write_err = vo.control ? 0 : -EROFS;
     bind_open(fs, h, fi->flags);
     int err2 = file_handle_register(fs, h, fi);
     if (err2)
@@ -125,7 +125,7 @@ static int backing_open_flags(struct ckptfs *fs, int flags)
 static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_info *fi)
 {
     if (n->kind != NODE_BACKING)
-        return open_views(fs, n, fi);
+        return open_views(fs, req, n, fi);
     if (wants_write(fi->flags)) {
         int err = fs_check_write(fs, req, "open", n, NULL);
         if (err)
@@ -202,6 +202,7 @@ static void *file_handle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec
     h->write_err = rec->write_err;
     h->bound = rec->bound;
     h->backing_id = rec->backing_id;
+    h->control = n->kind == NODE_VIRTUAL && rec->writable;
     if (n->kind != NODE_VIRTUAL) {
         int flags = backing_open_flags(fs, rec->flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW);
         int fd = node_open(fs, n, flags);
@@ -228,7 +229,7 @@ const FileHandle file_handle_lost = {.fd = -1, .write_err = -EBADF, .lost_err = 
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_OPEN);
+    fs_metric_op(fs->metrics, FS_OP_OPEN);
     int err = do_open(fs, req, N(fs, ino), fi);
     if (err) {
         reply_err(fs, req, err);
@@ -293,7 +294,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_CREATE);
+    fs_metric_op(fs->metrics, FS_OP_CREATE);
     struct fuse_entry_param e;
     int err = do_create(fs, req, N(fs, parent), name, mode, fi, &e);
     if (err) {
@@ -310,7 +311,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 static void refill_snapshot(struct ckptfs *fs, FileHandle *h)
 {
     ViewsOpen vo = {.fd = -1};
-    if (views_open(fs, h->node, h->flags, &vo) != 0)
+    if (views_open(fs, NULL, h->node, h->flags, &vo) != 0)
         return;
     if (vo.fd >= 0)
         close(vo.fd);
@@ -322,7 +323,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 {
     struct ckptfs *fs = fs_of(req);
     (void)ino;
-    fs_metric_op(&fs->metrics, FS_OP_READ);
+    fs_metric_op(fs->metrics, FS_OP_READ);
     FileHandle *h = FH(fs, fi);
     if (h->lost_err) {
         reply_err(fs, req, h->lost_err);
@@ -339,7 +340,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
         if (off < 0 || (gsize)off >= len) {
             fuse_reply_buf(req, NULL, 0);
         } else {
-            fs_metric_bytes(&fs->metrics.views_read_bytes, MIN(size, len - (gsize)off));
+            fs_metric_bytes(&fs->metrics->views_read_bytes, MIN(size, len - (gsize)off));
             fuse_reply_buf(req, data + off, MIN(size, len - (gsize)off));
         }
         return;
@@ -350,25 +351,42 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
     buf.buf[0].pos = off;
     /* counted before the reply: h may be released, and the reader may look
      * at .metrics, as soon as the kernel has it */
-    fs_metric_bytes(h->node && h->node->kind != NODE_BACKING ? &fs->metrics.views_read_bytes
-                                                             : &fs->metrics.read_bytes,
+    fs_metric_bytes(h->node && h->node->kind != NODE_BACKING ? &fs->metrics->views_read_bytes
+                                                             : &fs->metrics->read_bytes,
                     size);
     /* no FUSE_BUF_SPLICE_MOVE: the kernel refuses most pages it is given
      * ("trying to steal weird page") and copies them anyway */
     int r = fuse_reply_data(req, &buf, 0);
     if (r < 0 && r != -ENOENT)
-        fs_metric_err(&fs->metrics, -r);
+        fs_metric_err(fs->metrics, -r);
 }
 
 /* 0 when data may be written through h, else the error to give: the
- * verdict kept at open, or EROFS for a views snapshot (it has no fd). */
+ * verdict kept at open, or EROFS for a views snapshot (it has no fd) but
+ * .control's. */
 static int write_refusal(const FileHandle *h)
 {
     if (h->lost_err)
         return h->lost_err;
     if (h->write_err)
         return h->write_err;
-    return h->fd < 0 ? -EROFS : 0;
+    return h->fd < 0 && !h->control ? -EROFS : 0;
+}
+
+/* A write to .control: its settings, as lines (views_write). */
+static int write_control(struct ckptfs *fs, fuse_req_t req, FileHandle *h,
+                         struct fuse_bufvec *in_buf)
+{
+    size_t size = fuse_buf_size(in_buf);
+    if (size > 64 * 1024)
+        return -EFBIG; /* four settings fit in far less */
+    g_autofree char *data = g_malloc(size ? size : 1);
+    struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
+    out.buf[0].mem = data;
+    ssize_t r = fuse_buf_copy(&out, in_buf, 0);
+    if (r < 0)
+        return (int)r;
+    return views_write(fs, req, h->node, data, (size_t)r);
 }
 
 void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, off_t off,
@@ -376,13 +394,18 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 {
     struct ckptfs *fs = fs_of(req);
     (void)ino;
-    fs_metric_op(&fs->metrics, FS_OP_WRITE);
+    fs_metric_op(fs->metrics, FS_OP_WRITE);
     FileHandle *h = FH(fs, fi);
     /* The policy verdict was taken once at open (a refused open never gets
      * a handle; audit mode recorded it there): only look at it here. */
     int err = write_refusal(h);
-    if (err) {
-        reply_err(fs, req, err);
+    if (!err && h->control)
+        err = write_control(fs, req, h, in_buf);
+    if (err || h->control) {
+        if (err)
+            reply_err(fs, req, err);
+        else
+            fuse_reply_write(req, fuse_buf_size(in_buf));
         return;
     }
     struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
@@ -393,7 +416,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
     if (r < 0) {
         reply_err(fs, req, (int)r);
     } else {
-        fs_metric_bytes(&fs->metrics.written_bytes, (guint64)r);
+        fs_metric_bytes(&fs->metrics->written_bytes, (guint64)r);
         fuse_reply_write(req, (size_t)r);
     }
 }
@@ -402,7 +425,7 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
     (void)ino;
-    fs_metric_op(&fs->metrics, FS_OP_FLUSH);
+    fs_metric_op(fs->metrics, FS_OP_FLUSH);
     FileHandle *h = FH(fs, fi);
     int err = 0;
     if (h->fd >= 0) {
@@ -420,7 +443,7 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
     (void)ino;
-    fs_metric_op(&fs->metrics, FS_OP_RELEASE);
+    fs_metric_op(fs->metrics, FS_OP_RELEASE);
     if (FH(fs, fi)->marker_job)
         views_marker_written(
             fs, FH(fs, fi)->marker_job); /* before the reply: the next lookup sees it */
@@ -432,7 +455,7 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 {
     struct ckptfs *fs = fs_of(req);
     (void)ino;
-    fs_metric_op(&fs->metrics, FS_OP_FSYNC);
+    fs_metric_op(fs->metrics, FS_OP_FSYNC);
     FileHandle *h = FH(fs, fi);
     reply_err(fs, req, h->fd >= 0 ? sync_fd(h->fd, datasync) : h->lost_err);
 }
@@ -442,7 +465,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
 {
     struct ckptfs *fs = fs_of(req);
     (void)ino;
-    fs_metric_op(&fs->metrics, FS_OP_FALLOCATE);
+    fs_metric_op(fs->metrics, FS_OP_FALLOCATE);
     FileHandle *h = FH(fs, fi);
     int err = write_refusal(h);
     if (!err && fallocate(h->fd, mode, off, len) < 0)
@@ -454,7 +477,7 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
 {
     struct ckptfs *fs = fs_of(req);
     (void)ino;
-    fs_metric_op(&fs->metrics, FS_OP_LSEEK);
+    fs_metric_op(fs->metrics, FS_OP_LSEEK);
     FileHandle *h = FH(fs, fi);
     if (h->fd < 0) {
         reply_err(fs, req, -EINVAL);
@@ -474,7 +497,7 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
     struct ckptfs *fs = fs_of(req);
     (void)ino_in;
     (void)ino_out;
-    fs_metric_op(&fs->metrics, FS_OP_COPY_FILE_RANGE);
+    fs_metric_op(fs->metrics, FS_OP_COPY_FILE_RANGE);
     FileHandle *in = FH(fs, fi_in), *out = FH(fs, fi_out);
     int err = write_refusal(out);
     if (err) {

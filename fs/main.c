@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mount.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -21,6 +24,7 @@
 #include "resolve.h"
 #include "ckptfs-config.h"
 #include "ckptfs.h"
+#include "control.h"
 #include "inflight.h"
 #include "kio.h"
 #include "log.h"
@@ -136,6 +140,18 @@ static void passthrough_setup(struct ckptfs *fs)
         (sfs.f_type == 0x794c7630 /* overlayfs */ || sfs.f_type == 0xf15f /* ecryptfs */))
         depth = 1;
     kio_init(&fs->kio, why == NULL, why, depth);
+}
+
+/* The backing files registered with the kernel for nodes taken over: they
+ * stay registered with the connection (the gauge counts them again). */
+static int64_t count_bound_nodes(struct ckptfs *fs)
+{
+    int64_t n = 0;
+    uint32_t high = atomic_load(&fs->state.hdr->node_high);
+    for (uint32_t i = FUSE_ROOT_ID; i < high && i < STATE_NODE_SLOTS; i++)
+        if (fs->nodes.by_slot[i] && fs->nodes.by_slot[i]->backing_id > 0)
+            n++;
+    return n;
 }
 
 /* The backing directory and the files the options name, as a daemon will
@@ -291,7 +307,9 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
     if (fs->mount_fd < 0)
         return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
     g_autoptr(GError) err = NULL;
-    fs->collisions = ck_collision_log_new(CK_COLLISION_LOG_KEEP, log_path, &err);
+    /* the newest records are kept in the state memfd: a new daemon has them */
+    fs->collisions = ck_collision_log_new_in(fs->state.collisions, fs->state.collisions_size,
+                                             CK_COLLISION_LOG_KEEP, log_path, &err);
     if (!fs->collisions)
         return setup_error(fs, 2, "collision_log=%s: %s", o->collision_log,
                            err ? err->message : "?");
@@ -306,19 +324,20 @@ static int setup_state(struct ckptfs *fs, const SupLink *link)
 {
     FsOptions *o = &fs->opt;
     bool attach = link->fuse_fd >= 0;
+    /* the counters go on from the previous daemon's; the gauges are this one's */
+    fs->metrics = fs->state.metrics;
+    fs_metrics_reset_gauges(fs->metrics);
     if (!attach) {
         g_strlcpy(fs->state.hdr->mountpoint, fs->mountpoint, sizeof fs->state.hdr->mountpoint);
         g_autofree char *fixed = fixed_settings(fs);
         g_strlcpy(fs->state.hdr->fixed, fixed, sizeof fs->state.hdr->fixed);
     }
-    /* a mode changed through .control while mounted outlives the daemon */
-    int mode_audit = atomic_load(&fs->state.hdr->mode_audit);
-    int mode_rw = atomic_load(&fs->state.hdr->mode_legacy_rw);
-    if (mode_audit >= 0)
-        o->audit = mode_audit;
-    if (mode_rw >= 0)
-        o->legacy_rw = mode_rw;
-    fs->policy = (CkPolicy){.legacy_rw = o->legacy_rw, .audit = o->audit, .off = o->no_policy};
+    /* settings changed while mounted outlive the daemon, unless a takeover
+     * gave new options: they say it all then */
+    fs->policy = (CkPolicy){.off = o->no_policy};
+    if (link->fresh_settings)
+        control_drop_kept(fs);
+    control_init(fs);
     fs->entry_timeout = o->entry_timeout_s;
     fs->attr_timeout = o->attr_timeout_s;
     passthrough_setup(fs);
@@ -333,8 +352,10 @@ static int setup_state(struct ckptfs *fs, const SupLink *link)
     if (rc < 0)
         return setup_error(fs, 1, "views: %s", g_strerror(-rc));
     ckptfs_handles_init(fs, ckptfs_handle_types); /* after the nodes: it opens theirs */
-    if (attach)
+    if (attach) {
         atomic_fetch_add(&fs->state.hdr->attaches, 1);
+        atomic_store(&fs->metrics->pt_ids, count_bound_nodes(fs));
+    }
     return 0;
 }
 
@@ -350,6 +371,7 @@ static void teardown(struct ckptfs *fs)
         ck_identity_free(fs->identity);
     if (fs->collisions)
         ck_collision_log_free(fs->collisions);
+    control_clear(fs);
     if (fs->root_fd >= 0)
         close(fs->root_fd);
     if (fs->mount_fd >= 0)
@@ -387,7 +409,82 @@ static void on_handover(void *ctx)
     struct ckptfs *fs = ctx;
     atomic_store(&fs->handover, true);
     fuse_session_exit(fs->se);
-    pthread_kill(fs->main_thread, SIGHUP); /* out of the loop's wait: libfuse's handler */
+    pthread_kill(fs->main_thread, SIGUSR1); /* out of the loop's wait (wake_loop) */
+}
+
+/* SIGUSR1 only interrupts the main thread's wait in the session loop, so
+ * that it sees the session ended (on_handover). */
+static void wake_loop(int sig)
+{
+    (void)sig;
+}
+
+/* SIGHUP: a reload, never an unmount.  The signal is blocked in every
+ * thread of the daemon and read from a signalfd by one thread, which does
+ * the work (control_reload) outside any signal handler. */
+static int reload_signal_setup(struct ckptfs *fs)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = wake_loop;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGUSR1, &sa, NULL) != 0)
+        return -errno;
+    sigset_t hup;
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    /* before any thread: they all inherit the mask */
+    if (pthread_sigmask(SIG_BLOCK, &hup, NULL) != 0)
+        return -EINVAL;
+    fs->reload_fd = signalfd(-1, &hup, SFD_CLOEXEC | SFD_NONBLOCK);
+    fs->reload_stop = eventfd(0, EFD_CLOEXEC);
+    return fs->reload_fd < 0 || fs->reload_stop < 0 ? -errno : 0;
+}
+
+static gpointer reload_loop(gpointer p)
+{
+    struct ckptfs *fs = p;
+    struct pollfd fds[2] = {{fs->reload_fd, POLLIN, 0}, {fs->reload_stop, POLLIN, 0}};
+    for (;;) {
+        if (poll(fds, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            g_warning("ckptfs: reload: poll: %s; SIGHUP is ignored from now on", g_strerror(errno));
+            return NULL;
+        }
+        if (fds[1].revents)
+            return NULL;
+        struct signalfd_siginfo si;
+        bool hup = false;
+        pid_t from = 0;
+        while (read(fs->reload_fd, &si, sizeof si) == sizeof si) {
+            hup = true;
+            from = (pid_t)si.ssi_pid;
+        }
+        if (hup) {
+            g_message("ckptfs: SIGHUP (from pid %d): reloading", (int)from);
+            control_reload(fs);
+        }
+    }
+}
+
+/* After fuse_daemonize (threads do not survive its fork) and views_start. */
+static void reload_start(struct ckptfs *fs)
+{
+    if (fs->reload_fd >= 0 && fs->reload_stop >= 0)
+        fs->reload_thread = g_thread_new("ckptfs-reload", reload_loop, fs);
+}
+
+static void reload_stop(struct ckptfs *fs)
+{
+    uint64_t one = 1;
+    if (fs->reload_thread && write(fs->reload_stop, &one, sizeof one) == sizeof one)
+        g_thread_join(g_steal_pointer(&fs->reload_thread));
+    if (fs->reload_fd >= 0)
+        close(fs->reload_fd);
+    if (fs->reload_stop >= 0)
+        close(fs->reload_stop);
+    fs->reload_fd = fs->reload_stop = -1;
 }
 
 /* What a request of the dead daemon took and the kernel never heard of,
@@ -517,7 +614,8 @@ int main(int argc, char *argv[])
     struct fuse_args args = FUSE_ARGS_INIT(argc, cmd);
     struct ckptfs fs;
     memset(&fs, 0, sizeof fs);
-    fs.root_fd = fs.mount_fd = -1;
+    fs.root_fd = fs.mount_fd = fs.reload_fd = fs.reload_stop = -1;
+    fs.started_us = g_get_real_time();
     struct fuse_cmdline_opts c;
     memset(&c, 0, sizeof c);
     SupLink link = {.sock = -1, .state_fd = -1, .fuse_fd = -1, .conn_fd = -1};
@@ -561,6 +659,11 @@ int main(int argc, char *argv[])
     rc = supervisor_start(cmd, supervise, c.foreground, &link);
     if (rc || (supervise && link.sock < 0))
         goto out; /* the supervisor's own exit status */
+    rc = reload_signal_setup(&fs);
+    if (rc) {
+        rc = setup_error(&fs, 1, "SIGHUP: %s", g_strerror(-rc));
+        goto out;
+    }
     link.handover = on_handover;
     link.ctx = &fs;
     fs.main_thread = link.main_thread;
@@ -635,6 +738,7 @@ int main(int argc, char *argv[])
     }
     if (views_start(&fs) != 0) /* threads: after the fork of fuse_daemonize */
         g_warning("ckptfs: views: cannot start the catalog threads");
+    reload_start(&fs);
     if (link.sock < 0)
         sd_notify(0, "READY=1");               /* systemd Type=notify: the mount is up */
     suplink_ready(&link, fs.mountpoint, note); /* the supervisor tells systemd */
@@ -662,14 +766,18 @@ int main(int argc, char *argv[])
     if (atomic_load(&fs.handover)) {
         /* in-flight requests were answered; those read after the loop ended
          * the next daemon asks the kernel to resend.  The state stays as it
-         * is for it: nothing is freed, nothing unmounted. */
+         * is for it: nothing is freed, nothing unmounted (a reload under
+         * way finishes first). */
+        reload_stop(&fs);
         views_stop(&fs);
         _exit(SUPERVISOR_EXIT_HANDOVER);
     }
-    /* a session ended by SIGTERM, SIGINT or SIGHUP is a clean unmount */
-    rc = (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP) ? 0 : 1;
+    /* a session ended by SIGTERM or SIGINT is a clean unmount (SIGHUP
+     * reloads: reload_loop) */
+    rc = (rc == 0 || rc == SIGTERM || rc == SIGINT) ? 0 : 1;
     if (link.sock < 0)
         sd_notify(0, "STOPPING=1");
+    reload_stop(&fs);
     views_stop(&fs); /* its notifier writes to the session: stop it first */
     /* libfuse has no mount of its own to unmount; a connection that is gone
      * was unmounted already, and the mount point may be another's now */
@@ -687,6 +795,7 @@ out_session:
     kio_detach(&fs.kio);
     fuse_session_destroy(fs.se);
 out:
+    reload_stop(&fs);
     free(c.mountpoint);
     fuse_opt_free_args(&args);
     teardown(&fs);

@@ -61,6 +61,19 @@ static const char *errno_label(int e, char *buf, size_t len)
 
 _Thread_local FsOp fs_metric_cur_op = FS_OP_COUNT;
 
+_Static_assert(sizeof(FsMetrics) == FS_METRICS_SIZE,
+               "FsMetrics: a layout change needs STATE_VERSION + 1 (state.c)");
+
+void fs_metrics_reset_gauges(FsMetrics *m)
+{
+    atomic_store(&m->catalog_jobs, 0);
+    atomic_store(&m->catalog_markers, 0);
+    atomic_store(&m->catalog_markers_loaded, 0);
+    atomic_store(&m->rescan_duration_us, 0);
+    atomic_store(&m->sweep_duration_us, 0);
+    atomic_store(&m->pt_ids, 0);
+}
+
 /* A Prometheus label value: backslash, double quote and newline escaped. */
 static void append_label_value(GString *s, const char *v)
 {
@@ -131,24 +144,28 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
 
     header(s, "ckptfs_misses_total", "counter",
            "Expected negative answers, not failures: lookups of names that do not exist, "
-           "getxattr of attributes a file has not.");
+           "getxattr of attributes a file has not, the OPENDIR answered ENOSYS so that the "
+           "kernel opens directories alone.");
     sample(s, "ckptfs_misses_total", mp, "op=\"lookup\",errno=\"ENOENT\"",
            get(&m->misses[FS_MISS_LOOKUP_ENOENT]));
     sample(s, "ckptfs_misses_total", mp, "op=\"getxattr\",errno=\"ENODATA\"",
            get(&m->misses[FS_MISS_GETXATTR_ENODATA]));
+    sample(s, "ckptfs_misses_total", mp, "op=\"opendir\",errno=\"ENOSYS\"",
+           get(&m->misses[FS_MISS_OPENDIR_ENOSYS]));
 
-    /* a crossing is "denied" under enforce, "allowed" under audit (and
-     * legacy writes under legacy=rw): only the verdicts this mount can give */
+    /* both verdicts of every kind, whatever the mode: a series that comes
+     * and goes with policy= breaks rate() and the alerts built on it */
     header(s, "ckptfs_collisions_total", "counter",
            "Writes that crossed a job namespace (the records of .collisions), by kind and "
            "verdict: denied (refused with EACCES) or allowed (audit mode, legacy=rw).");
     for (int k = 1; k < CK_VERDICT_COUNT; k++) {
         if (k == CK_VIEWS_READ_ONLY)
             continue; /* EROFS in the views: not a crossing, never recorded */
-        bool allowed = mnt->audit || (k == CK_LEGACY_WRITE && mnt->legacy_rw);
-        g_snprintf(lb, sizeof lb, "kind=\"%s\",verdict=\"%s\"", ck_verdict_kind((CkVerdict)k),
-                   allowed ? "allowed" : "denied");
-        sample(s, "ckptfs_collisions_total", mp, lb, get(&m->refusals[k][allowed ? 1 : 0]));
+        for (int allowed = 0; allowed < 2; allowed++) {
+            g_snprintf(lb, sizeof lb, "kind=\"%s\",verdict=\"%s\"", ck_verdict_kind((CkVerdict)k),
+                       allowed ? "allowed" : "denied");
+            sample(s, "ckptfs_collisions_total", mp, lb, get(&m->refusals[k][allowed]));
+        }
     }
 
     header(s, "ckptfs_read_bytes_total", "counter",
@@ -164,12 +181,17 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
     sample(s, "ckptfs_views_read_bytes_total", mp, NULL, get(&m->views_read_bytes));
 
     header(s, "ckptfs_control_changes_total", "counter",
-           "Settings changed on the live mount through _views/.control, by setting.");
-    static const char *const settings[] = {"policy", "legacy", "rescan"};
-    for (int i = 0; i < 3; i++) {
-        g_snprintf(lb, sizeof lb, "setting=\"%s\"", settings[i]);
+           "Settings changed on the live mount (through _views/.control, or by a reload of "
+           "config=FILE), by setting.");
+    for (int i = 0; i < FS_LIVE_COUNT; i++) {
+        g_snprintf(lb, sizeof lb, "setting=\"%s\"", fs_live_keys[i]);
         sample(s, "ckptfs_control_changes_total", mp, lb, get(&m->control_changes[i]));
     }
+    header(s, "ckptfs_config_reloads_total", "counter",
+           "Reloads (SIGHUP) by result: ok, or failed (config=FILE did not parse, or "
+           "collision_log=FILE could not be opened again; the settings stayed as they were).");
+    sample(s, "ckptfs_config_reloads_total", mp, "result=\"ok\"", get(&m->config_reloads[1]));
+    sample(s, "ckptfs_config_reloads_total", mp, "result=\"failed\"", get(&m->config_reloads[0]));
 
     header(s, "ckptfs_views_served_total", "counter", "Lookups and reads served in the views.");
     sample(s, "ckptfs_views_served_total", mp, NULL, get(&m->views_served));
@@ -181,6 +203,10 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
     sample(s, "ckptfs_catalog_markers", mp, NULL, get(&m->catalog_markers));
     header(s, "ckptfs_nodes", "gauge", "Nodes the kernel holds a reference on.");
     sample(s, "ckptfs_nodes", mp, NULL, mnt->nodes);
+    header(s, "process_start_time_seconds", "gauge",
+           "Start time of the daemon serving the mount, in seconds since the epoch (a restart "
+           "under -o supervise or a takeover moves it; the counters go on).");
+    sample_seconds(s, "process_start_time_seconds", mp, (double)mnt->started_us / 1e6);
     header(s, "ckptfs_daemon_attaches_total", "counter",
            "Daemons that attached to the live connection (a restart or a takeover).");
     sample(s, "ckptfs_daemon_attaches_total", mp, NULL, mnt->attaches);

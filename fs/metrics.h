@@ -1,5 +1,8 @@
 /* Counters behind _views/.metrics (SPEC §4): lock-free atomics bumped on
- * every request, rendered in the Prometheus text exposition format. */
+ * every request, rendered in the Prometheus text exposition format.  They
+ * live in the state memfd (state.h): a daemon that takes the mount over
+ * counts on from where the dead one stopped, so a scrape never sees a
+ * counter go back; the gauges it sets afresh (fs_metrics_reset_gauges). */
 #pragma once
 #include <errno.h>
 #include <glib.h>
@@ -7,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "options.h"
 #include "policy.h"
 
 /* Keep in step with fs_op_names in metrics.c. */
@@ -51,9 +55,17 @@ typedef enum {
 
 /* Answers that are not failures: a lookup of a name that does not exist (a
  * create's first step, a PATH search), a getxattr of an attribute the file
- * has not (every ls -l asks for ACLs and capabilities).  Counted apart so
- * that they do not drown EACCES and EIO in ckptfs_errors_total. */
-typedef enum { FS_MISS_LOOKUP_ENOENT, FS_MISS_GETXATTR_ENODATA, FS_MISS_COUNT } FsMiss;
+ * has not (every ls -l asks for ACLs and capabilities), and the daemon's own
+ * ENOSYS to the first OPENDIR (dirs.c: from then on the kernel opens
+ * directories alone).  Counted apart so that they do not drown EACCES and
+ * EIO in ckptfs_errors_total, and an alert on errors does not fire on every
+ * mount. */
+typedef enum {
+    FS_MISS_LOOKUP_ENOENT,
+    FS_MISS_GETXATTR_ENODATA,
+    FS_MISS_OPENDIR_ENOSYS,
+    FS_MISS_COUNT
+} FsMiss;
 
 /* Why an open of a backing file went without passthrough (label values in
  * metrics.c). */
@@ -73,8 +85,9 @@ typedef struct {
     atomic_uint_fast64_t refusals[CK_VERDICT_COUNT][2]; /* [kind][0 denied, 1 allowed] */
     atomic_uint_fast64_t read_bytes;                    /* through the daemon, passthrough tree */
     atomic_uint_fast64_t written_bytes;
-    atomic_uint_fast64_t views_read_bytes;   /* served from _views (state files, texts) */
-    atomic_uint_fast64_t control_changes[3]; /* .control: policy, legacy, rescan */
+    atomic_uint_fast64_t views_read_bytes; /* served from _views (state files, texts) */
+    atomic_uint_fast64_t control_changes[FS_LIVE_COUNT]; /* live settings changed, by FsLiveKey */
+    atomic_uint_fast64_t config_reloads[2];              /* SIGHUP: [0] failed, [1] ok */
     atomic_uint_fast64_t views_served;
     atomic_uint_fast64_t rescans;
     atomic_uint_fast64_t catalog_jobs; /* gauges, set by the views */
@@ -88,6 +101,11 @@ typedef struct {
     atomic_uint_fast64_t sweep_duration_us;      /* gauge: the last sweep over every job */
     atomic_uint_fast64_t inotify_overflows;
 } FsMetrics;
+/* The layout is part of the state memfd's: a change needs STATE_VERSION + 1. */
+#define FS_METRICS_SIZE 1688
+
+/* Zeroes the gauges (a daemon that takes over sets them for itself). */
+void fs_metrics_reset_gauges(FsMetrics *m);
 
 /* The request the calling thread serves (each handler counts its op first,
  * and replies on the same thread): tells an expected miss from an error. */
@@ -107,6 +125,8 @@ static inline void fs_metric_err(FsMetrics *m, int err)
         atomic_fetch_add_explicit(&m->misses[FS_MISS_LOOKUP_ENOENT], 1, memory_order_relaxed);
     else if (err == ENODATA && fs_metric_cur_op == FS_OP_GETXATTR)
         atomic_fetch_add_explicit(&m->misses[FS_MISS_GETXATTR_ENODATA], 1, memory_order_relaxed);
+    else if (err == ENOSYS && fs_metric_cur_op == FS_OP_OPENDIR)
+        atomic_fetch_add_explicit(&m->misses[FS_MISS_OPENDIR_ENOSYS], 1, memory_order_relaxed);
     else
         atomic_fetch_add_explicit(&m->errors[err <= FS_ERRNO_MAX ? err : 0], 1,
                                   memory_order_relaxed);
@@ -121,10 +141,9 @@ static inline void fs_metric_bytes(atomic_uint_fast64_t *counter, guint64 n)
 /* What the exposition shows of the mount besides the counters. */
 typedef struct {
     const char *mount; /* the mount point: the "mount" label of every series */
-    bool audit;        /* policy=audit: crossings are only ever "allowed" */
-    bool legacy_rw;    /* legacy=rw: legacy writes are "allowed" under enforce too */
     guint64 nodes;     /* the node table's current size */
-    guint64 attaches;  /* daemons that attached to the live connection (issue 14) */
+    guint64 attaches;  /* daemons that attached to the live connection */
+    gint64 started_us; /* when the serving daemon started (g_get_real_time) */
 } FsMetricsMount;
 
 /* The exposition text. */

@@ -64,7 +64,7 @@ void reply_entry(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_entry_p
         /* a name created behind the mount's back shows within a second */
         struct fuse_entry_param neg = {0};
         neg.entry_timeout = MIN(fs->entry_timeout, 1.0);
-        fs_metric_err(&fs->metrics, ENOENT);
+        fs_metric_err(fs->metrics, ENOENT);
         fuse_reply_entry(req, &neg);
         return;
     }
@@ -79,7 +79,7 @@ void reply_entry(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_entry_p
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_LOOKUP);
+    fs_metric_op(fs->metrics, FS_OP_LOOKUP);
     struct fuse_entry_param e;
     int err = do_lookup(fs, N(fs, parent), name, &e);
     reply_entry(fs, req, err, &e);
@@ -97,7 +97,7 @@ static void forget_one(struct ckptfs *fs, fuse_ino_t ino, uint64_t nlookup)
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_FORGET);
+    fs_metric_op(fs->metrics, FS_OP_FORGET);
     forget_one(fs, ino, nlookup);
     inflight_end(); /* no reply: applied */
     fuse_reply_none(req);
@@ -106,7 +106,7 @@ void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_FORGET);
+    fs_metric_op(fs->metrics, FS_OP_FORGET);
     for (size_t i = 0; i < count; i++)
         forget_one(fs, forgets[i].ino, forgets[i].nlookup);
     inflight_end(); /* no reply: applied */
@@ -145,7 +145,7 @@ static int do_getattr(struct ckptfs *fs, Node *n, struct fuse_file_info *fi, str
 void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_GETATTR);
+    fs_metric_op(fs->metrics, FS_OP_GETATTR);
     struct stat st;
     double timeout;
     int err = do_getattr(fs, N(fs, ino), fi, &st, &timeout);
@@ -236,7 +236,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                 struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_SETATTR);
+    fs_metric_op(fs->metrics, FS_OP_SETATTR);
     struct stat st;
     int err = do_setattr(fs, req, N(fs, ino), attr, to_set, fi, &st);
     if (err)
@@ -269,7 +269,7 @@ static int do_readlink(struct ckptfs *fs, Node *n, char **target)
 void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_READLINK);
+    fs_metric_op(fs->metrics, FS_OP_READLINK);
     g_autofree char *target = NULL;
     int err = do_readlink(fs, N(fs, ino), &target);
     if (err)
@@ -337,7 +337,7 @@ static int do_make(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name,
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_MKNOD);
+    fs_metric_op(fs->metrics, FS_OP_MKNOD);
     struct fuse_entry_param e;
     int err = do_make(fs, req, N(fs, parent), name, mode, rdev, NULL, &e);
     if (err)
@@ -349,7 +349,7 @@ void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, 
 void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_MKDIR);
+    fs_metric_op(fs->metrics, FS_OP_MKDIR);
     struct fuse_entry_param e;
     int err = do_make(fs, req, N(fs, parent), name, S_IFDIR | mode, 0, NULL, &e);
     if (err)
@@ -361,7 +361,7 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_SYMLINK);
+    fs_metric_op(fs->metrics, FS_OP_SYMLINK);
     struct fuse_entry_param e;
     int err = do_make(fs, req, N(fs, parent), name, S_IFLNK, 0, link, &e);
     if (err)
@@ -415,7 +415,7 @@ static int do_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *np, const c
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_LINK);
+    fs_metric_op(fs->metrics, FS_OP_LINK);
     struct fuse_entry_param e;
     int err = do_link(fs, req, N(fs, ino), N(fs, newparent), newname, &e);
     if (err)
@@ -452,14 +452,14 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_UNLINK);
+    fs_metric_op(fs->metrics, FS_OP_UNLINK);
     reply_err(fs, req, do_remove(fs, req, N(fs, parent), name, false));
 }
 
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_RMDIR);
+    fs_metric_op(fs->metrics, FS_OP_RMDIR);
     reply_err(fs, req, do_remove(fs, req, N(fs, parent), name, true));
 }
 
@@ -525,7 +525,7 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
                const char *newname, unsigned int flags)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_RENAME);
+    fs_metric_op(fs->metrics, FS_OP_RENAME);
     reply_err(fs, req, do_rename(fs, req, N(fs, parent), name, N(fs, newparent), newname, flags));
 }
 
@@ -547,7 +547,7 @@ static int do_statfs(struct ckptfs *fs, Node *n, struct statvfs *sv)
 void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_STATFS);
+    fs_metric_op(fs->metrics, FS_OP_STATFS);
     struct statvfs sv;
     int err = do_statfs(fs, N(fs, ino), &sv);
     if (err)
@@ -556,11 +556,11 @@ void op_statfs(fuse_req_t req, fuse_ino_t ino)
         fuse_reply_statfs(req, &sv);
 }
 
-/* access(2) as the caller; views answer EROFS to W_OK. */
+/* access(2) as the caller; views answer EROFS to W_OK (views.c). */
 static int do_access(struct ckptfs *fs, fuse_req_t req, Node *n, int mask)
 {
     if (n->kind != NODE_BACKING)
-        return (mask & W_OK) ? -EROFS : 0;
+        return views_access(fs, req, n, mask);
     NodeFd f;
     int err = node_fd(fs, n, &f);
     if (err)
@@ -578,6 +578,6 @@ static int do_access(struct ckptfs *fs, fuse_req_t req, Node *n, int mask)
 void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     struct ckptfs *fs = fs_of(req);
-    fs_metric_op(&fs->metrics, FS_OP_ACCESS);
+    fs_metric_op(fs->metrics, FS_OP_ACCESS);
     reply_err(fs, req, do_access(fs, req, N(fs, ino), mask));
 }

@@ -24,6 +24,7 @@ typedef struct {
     bool bound;             /* pt_bind was asked (pt_unbind at release) */
     int backing_id;         /* > 0: the kernel does this file's I/O (FUSE passthrough) */
     const char *marker_job; /* a COMPLETED of this job written: refresh the views at release */
+    bool control;           /* _views/.control open for writing: writes set its settings */
 } FileHandle;
 
 static inline struct ckptfs *fs_of(fuse_req_t req)
@@ -61,7 +62,7 @@ extern const HandleType dir_handle_type;  /* dirs.c */
 static inline void reply_err(struct ckptfs *fs, fuse_req_t req, int err)
 {
     /* err: 0 or -errno */
-    fs_metric_err(&fs->metrics, -err);
+    fs_metric_err(fs->metrics, -err);
     fuse_reply_err(req, -err);
 }
 

@@ -144,8 +144,40 @@ void fs_options_help(void)
            "\n");
 }
 
+/* The keys of the [ckptfs] group of config=FILE. */
+static const struct {
+    const char *key;
+    size_t off;
+} config_keys[] = {
+    {"policy", offsetof(FsOptions, policy)},
+    {"job", offsetof(FsOptions, job)},
+    {"identity", offsetof(FsOptions, identity)},
+    {"legacy", offsetof(FsOptions, legacy)},
+    {"legacy_backend", offsetof(FsOptions, legacy_backend)},
+    {"external_root", offsetof(FsOptions, external_root)},
+    {"views", offsetof(FsOptions, views)},
+    {"rescan", offsetof(FsOptions, rescan)},
+    {"collision_log", offsetof(FsOptions, collision_log)},
+    {"entry_timeout", offsetof(FsOptions, entry_timeout)},
+    {"attr_timeout", offsetof(FsOptions, attr_timeout)},
+    {"tag_env", offsetof(FsOptions, tag_env)},
+    {"passthrough", offsetof(FsOptions, passthrough)},
+    {"log", offsetof(FsOptions, log)},
+    {"log_level", offsetof(FsOptions, log_level)},
+};
+
+static char **config_field(FsOptions *opt, size_t i)
+{
+    return (char **)((char *)opt + config_keys[i].off);
+}
+
+static const char *config_value(const FsOptions *opt, size_t i)
+{
+    return *(char *const *)((const char *)opt + config_keys[i].off);
+}
+
 /* Sets *field from the key file when the command line left it unset. */
-static int from_keyfile(GKeyFile *kf, const char *key, char **field)
+static int from_keyfile(GKeyFile *kf, const char *key, char **field, char **why)
 {
     if (*field)
         return 0;
@@ -155,43 +187,24 @@ static int from_keyfile(GKeyFile *kf, const char *key, char **field)
         if (g_error_matches(err, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_KEY_NOT_FOUND) ||
             g_error_matches(err, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_GROUP_NOT_FOUND))
             return 0;
-        fprintf(stderr, "ckptfs: config: %s: %s\n", key, err->message);
+        *why = g_strdup_printf("config: %s: %s", key, err->message);
         return 2;
     }
     *field = v;
     return 0;
 }
 
-static int load_config(FsOptions *opt)
+/* Fills what opt leaves unset from config=FILE: 0, or 2 with *why. */
+static int load_config(FsOptions *opt, char **why)
 {
     g_autoptr(GKeyFile) kf = g_key_file_new();
     g_autoptr(GError) err = NULL;
     if (!g_key_file_load_from_file(kf, opt->config, G_KEY_FILE_NONE, &err)) {
-        fprintf(stderr, "ckptfs: config=%s: %s\n", opt->config, err->message);
+        *why = g_strdup_printf("config=%s: %s", opt->config, err->message);
         return 2;
     }
-    static const struct {
-        const char *key;
-        size_t off;
-    } keys[] = {
-        {"policy", offsetof(FsOptions, policy)},
-        {"job", offsetof(FsOptions, job)},
-        {"identity", offsetof(FsOptions, identity)},
-        {"legacy", offsetof(FsOptions, legacy)},
-        {"legacy_backend", offsetof(FsOptions, legacy_backend)},
-        {"external_root", offsetof(FsOptions, external_root)},
-        {"views", offsetof(FsOptions, views)},
-        {"rescan", offsetof(FsOptions, rescan)},
-        {"collision_log", offsetof(FsOptions, collision_log)},
-        {"entry_timeout", offsetof(FsOptions, entry_timeout)},
-        {"attr_timeout", offsetof(FsOptions, attr_timeout)},
-        {"tag_env", offsetof(FsOptions, tag_env)},
-        {"passthrough", offsetof(FsOptions, passthrough)},
-        {"log", offsetof(FsOptions, log)},
-        {"log_level", offsetof(FsOptions, log_level)},
-    };
-    for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
-        int rc = from_keyfile(kf, keys[i].key, (char **)((char *)opt + keys[i].off));
+    for (size_t i = 0; i < G_N_ELEMENTS(config_keys); i++) {
+        int rc = from_keyfile(kf, config_keys[i].key, config_field(opt, i), why);
         if (rc)
             return rc;
     }
@@ -200,10 +213,10 @@ static int load_config(FsOptions *opt)
     g_auto(GStrv) ckeys = g_key_file_get_keys(kf, "ckptfs", NULL, NULL);
     for (gsize i = 0; ckeys && ckeys[i]; i++) {
         bool known = false;
-        for (size_t k = 0; k < G_N_ELEMENTS(keys) && !known; k++)
-            known = strcmp(ckeys[i], keys[k].key) == 0;
+        for (size_t k = 0; k < G_N_ELEMENTS(config_keys) && !known; k++)
+            known = strcmp(ckeys[i], config_keys[k].key) == 0;
         if (!known) {
-            fprintf(stderr, "ckptfs: config=%s: [ckptfs]: unknown key %s\n", opt->config, ckeys[i]);
+            *why = g_strdup_printf("config=%s: [ckptfs]: unknown key %s", opt->config, ckeys[i]);
             return 2;
         }
     }
@@ -214,19 +227,18 @@ static int load_config(FsOptions *opt)
         if (strcmp(g, "ckptfs") == 0)
             continue;
         if (!g_str_has_prefix(g, "job:")) {
-            fprintf(stderr, "ckptfs: config=%s: unknown group [%s]\n", opt->config, g);
+            *why = g_strdup_printf("config=%s: unknown group [%s]", opt->config, g);
             return 2;
         }
         const char *job = g + 4;
         if (!ck_is_job_id(job, strlen(job))) {
-            fprintf(stderr, "ckptfs: config=%s: [%s]: not a valid job id\n", opt->config, g);
+            *why = g_strdup_printf("config=%s: [%s]: not a valid job id", opt->config, g);
             return 2;
         }
         g_auto(GStrv) jkeys = g_key_file_get_keys(kf, g, NULL, NULL);
         for (gsize k = 0; jkeys && jkeys[k]; k++) {
             if (strcmp(jkeys[k], "legacy_backend") != 0) {
-                fprintf(stderr, "ckptfs: config=%s: [%s]: unknown key %s\n", opt->config, g,
-                        jkeys[k]);
+                *why = g_strdup_printf("config=%s: [%s]: unknown key %s", opt->config, g, jkeys[k]);
                 return 2;
             }
         }
@@ -257,6 +269,125 @@ static bool valid_views_name(const char *s)
            strcmp(s, "_state") != 0 && strcmp(s, "_jobs") != 0 && strlen(s) <= 255;
 }
 
+const char *const fs_live_keys[FS_LIVE_COUNT] = {
+    [FS_LIVE_POLICY] = "policy",
+    [FS_LIVE_LEGACY] = "legacy",
+    [FS_LIVE_RESCAN] = "rescan",
+    [FS_LIVE_TAG_ENV] = "tag_env",
+};
+
+int fs_live_key(const char *name)
+{
+    for (int k = 0; k < FS_LIVE_COUNT; k++)
+        if (strcmp(name, fs_live_keys[k]) == 0)
+            return k;
+    return -1;
+}
+
+char *fs_live_parse(FsLiveKey k, const char *value, FsLive *live)
+{
+    switch (k) {
+    case FS_LIVE_POLICY:
+        if (strcmp(value, "enforce") != 0 && strcmp(value, "audit") != 0)
+            return g_strdup("expected enforce or audit");
+        live->audit = strcmp(value, "audit") == 0;
+        return NULL;
+    case FS_LIVE_LEGACY:
+        if (strcmp(value, "ro") != 0 && strcmp(value, "rw") != 0)
+            return g_strdup("expected ro or rw");
+        live->legacy_rw = strcmp(value, "rw") == 0;
+        return NULL;
+    case FS_LIVE_RESCAN: {
+        char *end = NULL;
+        errno = 0;
+        double v = g_ascii_strtod(value, &end);
+        if (errno || end == value || *end || !(v > 0) || v > 1e9)
+            return g_strdup("expected a positive number of seconds");
+        live->rescan_s = v;
+        return NULL;
+    }
+    case FS_LIVE_TAG_ENV:
+        /* empty: no tag (a live mount can turn it off again) */
+        if (strchr(value, '=') || strlen(value) > FS_LIVE_TAG_ENV_MAX)
+            return g_strdup("expected an environment variable name");
+        live->tag_env = *value ? ck_intern(value) : NULL;
+        return NULL;
+    default:
+        return g_strdup("not a live setting");
+    }
+}
+
+char *fs_live_format(FsLiveKey k, const FsLive *live)
+{
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    switch (k) {
+    case FS_LIVE_POLICY:
+        return g_strdup(live->audit ? "audit" : "enforce");
+    case FS_LIVE_LEGACY:
+        return g_strdup(live->legacy_rw ? "rw" : "ro");
+    case FS_LIVE_RESCAN:
+        return g_strdup(g_ascii_formatd(buf, sizeof buf, "%g", live->rescan_s));
+    case FS_LIVE_TAG_ENV:
+        return g_strdup(live->tag_env ? live->tag_env : "");
+    default:
+        return g_strdup("");
+    }
+}
+
+/* The config key of live setting k. */
+static size_t live_config_key(FsLiveKey k)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(config_keys); i++)
+        if (strcmp(config_keys[i].key, fs_live_keys[k]) == 0)
+            return i;
+    g_assert_not_reached();
+}
+
+/* The live settings of opt's strings, from the defaults: 0, or 2 after
+ * the line that says which is wrong (*why: that line). */
+static int derive_live(const FsOptions *opt, FsLive *live, char **why)
+{
+    *live = (FsLive){.audit = false, .legacy_rw = false, .rescan_s = 2, .tag_env = NULL};
+    for (int k = 0; k < FS_LIVE_COUNT; k++) {
+        const char *v = config_value(opt, live_config_key((FsLiveKey)k));
+        g_autofree char *bad = v ? fs_live_parse((FsLiveKey)k, v, live) : NULL;
+        if (bad) {
+            *why = g_strdup_printf("%s=%s: %s", fs_live_keys[k], v, bad);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **remount, char **why)
+{
+    *remount = NULL;
+    *why = NULL;
+    FsOptions cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.config = opt->config;
+    cfg.job_legacy_backends = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+    /* the command line wins over the file, as at mount */
+    for (size_t i = 0; i < G_N_ELEMENTS(config_keys); i++)
+        if (opt->from_command_line & (1u << i))
+            *config_field(&cfg, i) = g_strdup(config_value(opt, i));
+    int rc = opt->config ? load_config(&cfg, why) : 0;
+    if (rc == 0)
+        rc = derive_live(&cfg, out, why);
+    g_autoptr(GString) rm = g_string_new(NULL);
+    for (size_t i = 0; rc == 0 && i < G_N_ELEMENTS(config_keys); i++) {
+        bool live = fs_live_key(config_keys[i].key) >= 0;
+        if (!live && g_strcmp0(config_value(&cfg, i), config_value(opt, i)) != 0)
+            g_string_append_printf(rm, "%s%s", rm->len ? ", " : "", config_keys[i].key);
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(config_keys); i++)
+        g_free(*config_field(&cfg, i));
+    g_hash_table_unref(cfg.job_legacy_backends);
+    if (rc == 0 && rm->len)
+        *remount = g_strdup(rm->str);
+    return rc == 0;
+}
+
 int fs_options_parse(struct fuse_args *args, FsOptions *opt)
 {
     opt->job_legacy_backends = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
@@ -266,28 +397,19 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
             fprintf(stderr, "ckptfs: invalid options\n");
         return 2;
     }
+    for (size_t i = 0; i < G_N_ELEMENTS(config_keys); i++)
+        if (config_value(opt, i))
+            opt->from_command_line |= 1u << i;
     if (opt->config) {
-        int rc = load_config(opt);
-        if (rc)
-            return rc;
+        g_autofree char *why = NULL;
+        if (load_config(opt, &why)) {
+            fprintf(stderr, "ckptfs: %s\n", why);
+            return 2;
+        }
     }
-
-    const char *policy = opt->policy ? opt->policy : "enforce";
-    if (strcmp(policy, "enforce") == 0) {
-        opt->audit = false;
-    } else if (strcmp(policy, "audit") == 0) {
-        opt->audit = true;
-    } else {
-        fprintf(stderr, "ckptfs: policy=%s: expected enforce or audit\n", policy);
-        return 2;
-    }
-    const char *legacy = opt->legacy ? opt->legacy : "ro";
-    if (strcmp(legacy, "ro") == 0) {
-        opt->legacy_rw = false;
-    } else if (strcmp(legacy, "rw") == 0) {
-        opt->legacy_rw = true;
-    } else {
-        fprintf(stderr, "ckptfs: legacy=%s: expected ro or rw\n", legacy);
+    g_autofree char *bad_live = NULL;
+    if (derive_live(opt, &opt->live, &bad_live)) {
+        fprintf(stderr, "ckptfs: %s\n", bad_live);
         return 2;
     }
     const char *pt = opt->passthrough ? opt->passthrough : "auto";
@@ -326,11 +448,6 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
         }
         opt->identity_env = g_strdup(opt->identity + 4);
     }
-    if (opt->tag_env && (!*opt->tag_env || strchr(opt->tag_env, '='))) {
-        fprintf(stderr, "ckptfs: tag_env=%s: expected an environment variable name\n",
-                opt->tag_env);
-        return 2;
-    }
     if (opt->job && opt->identity) {
         fprintf(stderr, "ckptfs: job= and identity= exclude each other\n");
         return 2;
@@ -342,9 +459,6 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
         return 2;
     }
     opt->views_name = ck_intern(views);
-    opt->rescan_s = 2;
-    if (opt->rescan && parse_seconds("rescan", opt->rescan, &opt->rescan_s, true))
-        return 2;
     opt->entry_timeout_s = opt->attr_timeout_s = 60;
     if (opt->entry_timeout &&
         parse_seconds("entry_timeout", opt->entry_timeout, &opt->entry_timeout_s, false))

@@ -11,6 +11,26 @@
 #include <glib.h>
 #include <stdbool.h>
 
+/* The settings a live mount changes without a remount (control.c applies
+ * them, from _views/.control and from a reload of config=FILE), in the
+ * order of fs_live_keys. */
+typedef enum {
+    FS_LIVE_POLICY,
+    FS_LIVE_LEGACY,
+    FS_LIVE_RESCAN,
+    FS_LIVE_TAG_ENV,
+    FS_LIVE_COUNT
+} FsLiveKey;
+extern const char *const fs_live_keys[FS_LIVE_COUNT];
+#define FS_LIVE_TAG_ENV_MAX 255 /* bytes of a tag_env= name (the state memfd keeps it) */
+
+typedef struct {
+    bool audit;          /* policy=audit */
+    bool legacy_rw;      /* legacy=rw */
+    double rescan_s;     /* rescan=SECONDS */
+    const char *tag_env; /* tag_env=VAR, interned; NULL (tag_env= empty): records carry no tag */
+} FsLive;
+
 typedef struct {
     /* our options; strings are g_malloc'ed, NULL when unset */
     char *policy;   /* "enforce" | "audit" */
@@ -36,13 +56,12 @@ typedef struct {
     int supervise;  /* -o supervise 1, -o nosupervise 0, unset -1 (fs_options_parse) */
 
     /* derived */
-    bool audit;
-    bool legacy_rw;
+    FsLive live;             /* as the options say at mount (a live mount's own: control.c) */
+    guint from_command_line; /* bit i: config key i was given on the command line (it wins) */
     bool passthrough_off;
     const char *job_interned; /* ck_intern(job) or NULL */
     char *identity_env;       /* VAR of identity=env:VAR */
     const char *views_name;   /* interned */
-    double rescan_s;
     double entry_timeout_s;
     double attr_timeout_s;
     GHashTable *job_legacy_backends; /* interned job -> g_strdup path ([job:<ID>] groups) */
@@ -75,3 +94,17 @@ char **fs_argv_absolute(char *const *argv);
  * with them replaced by one "-o opts" (opts NULL: removed). */
 char *fs_argv_options(char *const *argv);
 char **fs_argv_with_options(char *const *argv, const char *opts);
+
+/* The setting named `name`, or -1. */
+int fs_live_key(const char *name);
+/* Parses `value` as setting k into *live (the others untouched): NULL, or
+ * why it is not valid (g_free), e.g. "expected enforce or audit". */
+char *fs_live_parse(FsLiveKey k, const char *value, FsLive *live);
+/* Setting k of *live as text, as .control shows it and takes it (g_free). */
+char *fs_live_format(FsLiveKey k, const FsLive *live);
+/* The live settings as the configuration says now: the command line's,
+ * else config=FILE read again (checked whole, as at mount), else the
+ * defaults.  True, with in *remount (g_free; NULL when none) the keys of
+ * config=FILE that changed but need a remount; or false with *why
+ * (g_free). */
+bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **remount, char **why);

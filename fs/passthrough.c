@@ -7,7 +7,7 @@
 
 static void count_fallback(struct ckptfs *fs, FsPtWhy why)
 {
-    atomic_fetch_add_explicit(&fs->metrics.pt_fallbacks[why], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&fs->metrics->pt_fallbacks[why], 1, memory_order_relaxed);
 }
 
 /* Why a connection without passthrough has none, for the metrics. */
@@ -73,7 +73,7 @@ int pt_bind(struct ckptfs *fs, Node *n, int fd)
     g_mutex_unlock(&t->lock);
     if (decided) {
         if (id)
-            atomic_fetch_add_explicit(&fs->metrics.pt_opens, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&fs->metrics->pt_opens, 1, memory_order_relaxed);
         else
             count_fallback(fs, FS_PT_CACHED);
         return id;
@@ -93,9 +93,9 @@ int pt_bind(struct ckptfs *fs, Node *n, int fd)
     if (fresh > 0 && id != fresh)
         kio_backing_close(&fs->kio, fresh);
     if (fresh > 0 && id == fresh)
-        atomic_fetch_add_explicit(&fs->metrics.pt_ids, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&fs->metrics->pt_ids, 1, memory_order_relaxed);
     if (id)
-        atomic_fetch_add_explicit(&fs->metrics.pt_opens, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&fs->metrics->pt_opens, 1, memory_order_relaxed);
     else
         count_fallback(fs, fresh < 0 ? FS_PT_REGISTER : FS_PT_CACHED);
     return id;
@@ -119,6 +119,6 @@ void pt_unbind(struct ckptfs *fs, Node *n, int backing_id)
     g_mutex_unlock(&fs->nodes.lock);
     if (release) {
         kio_backing_close(&fs->kio, release);
-        atomic_fetch_sub_explicit(&fs->metrics.pt_ids, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&fs->metrics->pt_ids, 1, memory_order_relaxed);
     }
 }

@@ -6,6 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collision.h"
+#include "metrics.h"
+
 #define STATE_MAGIC   0x746174737470636bull /* "ckptstat" */
 #define STATE_VERSION 4
 #define STATE_PAGE    4096
@@ -30,16 +33,31 @@ static size_t nodes_offset(void)
     return (end + STATE_PAGE - 1) / STATE_PAGE * STATE_PAGE;
 }
 
+static size_t page_up(size_t n)
+{
+    return (n + STATE_PAGE - 1) / STATE_PAGE * STATE_PAGE;
+}
+
+static size_t metrics_offset(void)
+{
+    return page_up(nodes_offset() + (size_t)STATE_NODE_SLOTS * sizeof(NodeRec));
+}
+
+static size_t collisions_offset(void)
+{
+    return metrics_offset() + page_up(sizeof(FsMetrics));
+}
+
 static size_t total_size(void)
 {
-    return nodes_offset() + (size_t)STATE_NODE_SLOTS * sizeof(NodeRec);
+    return collisions_offset() + ck_collision_store_size(CK_COLLISION_LOG_KEEP);
 }
 
 const char *state_layout(void)
 {
     /* what must match for one build to take over another's state */
     return G_STRINGIFY(STATE_VERSION) "/" G_STRINGIFY(STATE_NODE_SLOTS) "/" G_STRINGIFY(
-        STATE_HANDLE_SLOTS) "/256/40/1024";
+        STATE_HANDLE_SLOTS) "/256/40/1024/" G_STRINGIFY(FS_METRICS_SIZE) "/" G_STRINGIFY(CK_COLLISION_LOG_KEEP);
 }
 
 int state_create_fd(void)
@@ -83,6 +101,9 @@ int state_open(State *s, int fd)
     s->inflight = (InflightRec *)((char *)base + inflight_offset());
     s->handles = (HandleRec *)((char *)base + handles_offset());
     s->nodes = (NodeRec *)((char *)base + nodes_offset());
+    s->metrics = (char *)base + metrics_offset();
+    s->collisions = (char *)base + collisions_offset();
+    s->collisions_size = ck_collision_store_size(CK_COLLISION_LOG_KEEP);
     if (s->hdr->magic == 0) {
         /* made by state_create_fd, never used */
         s->hdr->version = STATE_VERSION;

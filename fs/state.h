@@ -2,7 +2,9 @@
  * that a new daemon can interpret"): one memfd, kept by the supervisor
  * beside the /dev/fuse descriptor, holding
  *  - a header: the kernel's INIT request (a new daemon replays it to
- *    libfuse), the generation counter, the live policy mode, counters;
+ *    libfuse), the generation counter, the settings changed live;
+ *  - the counters of .metrics (metrics.h) and the newest .collisions
+ *    records (core/collision.h keeps them in the memory it is handed);
  *  - a slot per node the kernel holds (node id = slot), with what a new
  *    daemon needs to serve that id again: the backing (dev, ino) and file
  *    handle, or the views' key; the lookup count; the namespace; the
@@ -81,6 +83,12 @@ typedef struct {
      * fixed_settings), written by the daemon that mounted */
     char fixed[1024];
     uint64_t mount_dev; /* the mount's device number, written once mounted */
+    /* the other settings changed live (control.c), applied again by a new
+     * daemon over its options; policy and legacy are mode_audit and
+     * mode_legacy_rw above */
+    _Atomic int64_t live_rescan_us; /* 0: as the options say */
+    _Atomic int32_t live_tag_env;   /* 0: as the options say; 1 + i: live_tag_env_text[i] */
+    char live_tag_env_text[2][256]; /* "" for none; the one not in use is written, then named */
 } StateHeader;
 
 typedef struct {
@@ -89,6 +97,9 @@ typedef struct {
     InflightRec *inflight; /* [INFLIGHT_RECORDS] */
     NodeRec *nodes;        /* [STATE_NODE_SLOTS] */
     HandleRec *handles;    /* [STATE_HANDLE_SLOTS] */
+    void *metrics;         /* FsMetrics (metrics.h) */
+    void *collisions;      /* the collision log's store (ck_collision_log_new_in) */
+    size_t collisions_size;
     size_t size;
     bool attached; /* opened from a descriptor a previous daemon filled */
 } State;

@@ -30,7 +30,7 @@ int views_init(struct ckptfs *fs)
 {
     Views *v = viewstate_new(fs);
     fs->views = v;
-    atomic_store(&fs->metrics.catalog_jobs, v->early_names->len);
+    atomic_store(&fs->metrics->catalog_jobs, v->early_names->len);
     return 0;
 }
 
@@ -123,10 +123,9 @@ static GBytes *snapshot(struct ckptfs *fs, VnKind k, bool wait)
     if (k == VN_CONTROL)
         return control_text(fs);
     catalog_watch_load_gauges(fs, wait);
-    FsMetricsMount mnt = {fs->mountpoint, __atomic_load_n(&fs->policy.audit, __ATOMIC_RELAXED),
-                          __atomic_load_n(&fs->policy.legacy_rw, __ATOMIC_RELAXED),
-                          node_table_count(fs), atomic_load(&fs->state.hdr->attaches)};
-    GString *s = fs_metrics_render(&fs->metrics, &mnt);
+    FsMetricsMount mnt = {fs->mountpoint, node_table_count(fs),
+                          atomic_load(&fs->state.hdr->attaches), fs->started_us};
+    GString *s = fs_metrics_render(fs->metrics, &mnt);
     return g_string_free_to_bytes(s);
 }
 
@@ -138,8 +137,13 @@ static void fill_stat(struct ckptfs *fs, VnKind k, struct stat *st)
         break;
     default: {
         views_dir_attr(fs, top_vino(k), st);
-        /* .control: writable (xattrs) by its owner; control.c says who may */
-        st->st_mode = S_IFREG | (k == VN_CONTROL ? 0644 : 0444);
+        st->st_mode = S_IFREG | 0444;
+        if (k == VN_CONTROL) {
+            /* written (lines or xattrs) by root and the daemon's user alone */
+            st->st_mode = S_IFREG | 0644;
+            st->st_uid = fs->euid;
+            st->st_gid = fs->egid;
+        }
         st->st_nlink = 1;
         g_autoptr(GBytes) b = snapshot(fs, k, false);
         st->st_size = (off_t)g_bytes_get_size(b);
@@ -204,7 +208,7 @@ static int lookup_inner(struct ckptfs *fs, Node *parent, const char *name,
 
 int views_lookup(struct ckptfs *fs, Node *parent, const char *name, struct fuse_entry_param *e)
 {
-    atomic_fetch_add_explicit(&fs->metrics.views_served, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&fs->metrics->views_served, 1, memory_order_relaxed);
     int err = lookup_inner(fs, parent, name, e);
     if (err == -ENOENT) {
         /* a negative entry the kernel does not keep: a name may appear any moment */
@@ -339,7 +343,7 @@ int views_opendir(struct ckptfs *fs, Node *n, void **dh)
         viewsdir_free(d);
         return err;
     }
-    atomic_fetch_add_explicit(&fs->metrics.views_served, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&fs->metrics->views_served, 1, memory_order_relaxed);
     *dh = d;
     return 0;
 }
@@ -405,16 +409,23 @@ void views_releasedir(struct ckptfs *fs, void *dh)
 
 /* ---- files ---- */
 
-int views_open(struct ckptfs *fs, Node *n, int flags, ViewsOpen *out)
+int views_open(struct ckptfs *fs, fuse_req_t req, Node *n, int flags, ViewsOpen *out)
 {
-    (void)flags;
     VNode *vn = vn_of(fs, n);
     if (!vn)
         return -ESTALE;
     if (n->type == S_IFDIR)
         return -EISDIR;
-    atomic_fetch_add_explicit(&fs->metrics.views_served, 1, memory_order_relaxed);
     out->fd = -1;
+    out->control = false;
+    if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) {
+        if (vn->kind != VN_CONTROL)
+            return -EROFS;
+        if (req && !control_may_change(req))
+            return -EACCES;
+        out->control = true; /* O_TRUNC: nothing to cut, the text is made at each open */
+    }
+    atomic_fetch_add_explicit(&fs->metrics->views_served, 1, memory_order_relaxed);
     if (vn->kind == VN_COLLISIONS || vn->kind == VN_METRICS || vn->kind == VN_CONTROL) {
         out->content = snapshot(fs, vn->kind, true);
         out->direct_io = true;
@@ -484,6 +495,24 @@ int views_setxattr(struct ckptfs *fs, fuse_req_t req, Node *n, const char *name,
     if (vn && vn->kind == VN_CONTROL)
         return control_setxattr(fs, req, name, value, size);
     return -EROFS;
+}
+
+int views_write(struct ckptfs *fs, fuse_req_t req, Node *n, const char *data, size_t size)
+{
+    VNode *vn = vn_of(fs, n);
+    if (vn && vn->kind == VN_CONTROL)
+        return control_write(fs, req, data, size);
+    return -EROFS;
+}
+
+int views_access(struct ckptfs *fs, fuse_req_t req, Node *n, int mask)
+{
+    if (!(mask & W_OK))
+        return 0;
+    VNode *vn = vn_of(fs, n);
+    if (!vn || vn->kind != VN_CONTROL)
+        return -EROFS;
+    return control_may_change(req) ? 0 : -EACCES;
 }
 
 /* ---- writes through the mount that change the catalog ---- */

@@ -1,8 +1,9 @@
 /* The views (SPEC §5): the read-only virtual tree under the views name.
  *
  * fs/ops.c sends here every request on a VIRTUAL or ALIAS node, and the
- * lookup of the views name at the root.  Writes never arrive: ops.c answers
- * them with EROFS before calling anything (the nodes' CkNs is CK_NS_VIEWS).
+ * lookup of the views name at the root.  Writes never arrive, but those to
+ * _views/.control (its settings: control.h): ops.c answers them with EROFS
+ * before calling anything (the nodes' CkNs is CK_NS_VIEWS).
  *
  * Nodes come from node_get_virtual(fs, vkey, make, ctx) (inode.h), keyed by
  * the entry's path below the views dir ("" is the views dir itself), so a
@@ -58,9 +59,18 @@ typedef struct {
     GBytes *content; /* else: this snapshot (ops.c unrefs it) */
     bool direct_io;  /* content whose size may differ from what getattr said */
     bool keep_cache;
+    bool control; /* .control opened for writing: writes go to views_write */
 } ViewsOpen;
-/* flags: open(2) flags, always read-only here. */
-int views_open(struct ckptfs *fs, Node *n, int flags, ViewsOpen *out);
+/* flags: open(2) flags.  Opens for writing or truncating: EROFS, but of
+ * .control by root or the daemon's user (EACCES for another; req NULL: an
+ * open made again after a takeover, already allowed once). */
+int views_open(struct ckptfs *fs, fuse_req_t req, Node *n, int flags, ViewsOpen *out);
+/* A write through a handle views_open gave with `control`: 0 or -errno
+ * (control_write). */
+int views_write(struct ckptfs *fs, fuse_req_t req, Node *n, const char *data, size_t size);
+/* access(2) of a views node: W_OK gives EROFS, but on .control (root and
+ * the daemon's user may write it, others get EACCES). */
+int views_access(struct ckptfs *fs, fuse_req_t req, Node *n, int mask);
 
 /* Hooks for the request handlers (no cost beyond a compare unless a marker
  * is involved; core answers what is a marker: ck_ns_is_marker):

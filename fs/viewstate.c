@@ -237,8 +237,8 @@ Views *viewstate_new(struct ckptfs *fs)
     /* the kernel may keep view entries as long as a change behind the
      * mount may take to show anyway (rescan=); catalog changes are
      * invalidated explicitly, negative entries are never kept */
-    v->timeout = fs->opt.rescan_s > 0 ? fs->opt.rescan_s : 1.0;
-    v->rescan_us = (gint64)(fs->opt.rescan_s * 1e6);
+    v->timeout = fs->opt.live.rescan_s > 0 ? fs->opt.live.rescan_s : 1.0;
+    v->rescan_us = (gint64)(fs->opt.live.rescan_s * 1e6);
     v->stable_timeout = MAX(v->timeout, 60.0);
     g_mutex_init(&v->lock);
     g_cond_init(&v->loaded_cond);

@@ -1,7 +1,7 @@
 /* ckptctl set MOUNT [KEY=VALUE...]: the settings of a live mount, through
- * the extended attributes of MOUNT/<views>/.control (issue 13).  Without
- * KEY=VALUE it prints them; with, it sets each in turn (policy=enforce|audit,
- * legacy=ro|rw, rescan=SECONDS) and prints the result. */
+ * the extended attributes of MOUNT/<views>/.control.  Without KEY=VALUE it
+ * prints them; with, it sets each in turn (policy=enforce|audit,
+ * legacy=ro|rw, rescan=SECONDS, tag_env=VAR) and prints the result. */
 #include "ckptctl.h"
 
 #include <errno.h>
@@ -11,14 +11,32 @@
 
 #define PREFIX "user.ckptfs."
 
-static const char *const keys[] = {"policy", "legacy", "rescan"};
+static const char *const keys[] = {"policy", "legacy", "rescan", "tag_env"};
+
+/* A setting in --json: rescan a number, tag_env null when there is none. */
+static void add_json(JsonBuilder *b, const char *key, const char *value)
+{
+    if (strcmp(key, "rescan") == 0) {
+        /* whole seconds as an integer ("rescan":2); json-glib writes other
+         * doubles with 17 digits, which every reader parses back exactly */
+        double s = g_ascii_strtod(value, NULL);
+        json_builder_set_member_name(b, key);
+        if (s == (double)(gint64)s)
+            json_builder_add_int_value(b, (gint64)s);
+        else
+            json_builder_add_double_value(b, s);
+    } else {
+        ckptctl_add_str_or_null(b, key, strcmp(key, "tag_env") == 0 && !*value ? NULL : value);
+    }
+}
 
 int ckptctl_set(int argc, char **argv)
 {
     gboolean json = FALSE;
     char *views = NULL;
     GOptionEntry entries[] = {
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print {\"policy\",\"legacy\",\"rescan\"}", NULL},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json,
+         "Print {\"policy\",\"legacy\",\"rescan\",\"tag_env\"} (rescan a number)", NULL},
         {"views", 0, 0, G_OPTION_ARG_STRING, &views, "Name of the views directory (default _views)",
          "NAME"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
@@ -26,9 +44,10 @@ int ckptctl_set(int argc, char **argv)
     g_autoptr(GOptionContext) ctx = g_option_context_new("MOUNT [KEY=VALUE...]");
     g_option_context_set_summary(
         ctx, "The settings of a live ckptfs mount, changed without a remount: policy=enforce|"
-             "audit, legacy=ro|rw, rescan=SECONDS.  Without KEY=VALUE, prints them.  Only "
-             "root or the user the daemon runs as may change them; the daemon logs and counts "
-             "each change.  Same as setfattr -n user.ckptfs.KEY -v VALUE MOUNT/_views/.control.");
+             "audit, legacy=ro|rw, rescan=SECONDS, tag_env=VAR (empty: none).  Without "
+             "KEY=VALUE, prints them.  Only root or the user the daemon runs as may change "
+             "them; the daemon logs and counts each change, and keeps it across its restarts.  "
+             "Same as setfattr -n user.ckptfs.KEY -v VALUE MOUNT/_views/.control.");
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_autoptr(GError) err = NULL;
     if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
@@ -50,8 +69,8 @@ int ckptctl_set(int argc, char **argv)
             known |= strcmp(key, keys[k]) == 0;
         if (!known)
             return ckptctl_fail("set",
-                                "%s: expected policy=enforce|audit, legacy=ro|rw or "
-                                "rescan=SECONDS",
+                                "%s: expected policy=enforce|audit, legacy=ro|rw, "
+                                "rescan=SECONDS or tag_env=VAR",
                                 argv[i]);
         g_autofree char *name = g_strconcat(PREFIX, key, NULL);
         if (setxattr(control, name, eq + 1, strlen(eq + 1), 0) != 0) {
@@ -71,6 +90,8 @@ int ckptctl_set(int argc, char **argv)
         g_autofree char *name = g_strconcat(PREFIX, keys[k], NULL);
         char buf[256];
         ssize_t n = getxattr(control, name, buf, sizeof buf - 1);
+        if (n < 0 && errno == ENODATA && k > 0)
+            continue; /* a daemon older than this setting */
         if (n < 0) {
             int e = errno;
             return ckptctl_fail("set", "%s: %s", control,
@@ -80,7 +101,7 @@ int ckptctl_set(int argc, char **argv)
         }
         buf[n] = '\0';
         if (json)
-            ckptctl_add_str_or_null(b, keys[k], buf);
+            add_json(b, keys[k], buf);
         else
             printf("%s=%s\n", keys[k], buf);
     }

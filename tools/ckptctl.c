@@ -17,6 +17,7 @@
 #include "ckptfs-config.h"
 #include "classify.h"
 #include "collision.h"
+#include "follow.h"
 #include "resolve.h"
 #include "restore_source.h"
 #include "stateroot.h"
@@ -32,7 +33,8 @@ static const char synopsis[] =
     "  check DIR                hazards: shared-location, foreign-root, malformed, cut-short,\n"
     "                           orphan-root, not-a-job\n"
     "  state-root BASE JOB      compose a job's state root\n"
-    "  unused DIR               dry run: legacy and superseded state no restore reads, with sizes\n"
+    "  unused DIR [--print0]    dry run: legacy and superseded state no restore reads, with sizes\n"
+    "  prune DIR [--delete]     remove what unused lists (a dry run without --delete)\n"
     "  collisions MOUNT | --file FILE\n"
     "                           the collision log of a ckptfs mount, or a collision_log=FILE\n"
     "  set MOUNT [policy=enforce|audit] [legacy=ro|rw] [rescan=SECONDS]\n"
@@ -46,8 +48,8 @@ static const char synopsis[] =
     "\n"
     "Every command takes --json (one JSON document on stdout) and --help.\n"
     "Exit status: 0 success, 1 found what it looks for (collisions, hazards, a refusal,\n"
-    "a checkpoint that is not restorable, unused state, collision records), 2 usage or\n"
-    "I/O error (one line on stderr).\n";
+    "a checkpoint that is not restorable, unused state, collision records, an entry prune\n"
+    "did not remove), 2 usage or I/O error (one line on stderr).\n";
 
 int ckptctl_fail(const char *cmd, const char *fmt, ...)
 {
@@ -489,14 +491,16 @@ static void catalog_done(CkCatalog *cat)
 typedef CkCatalog CkptctlCatalog;
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkptctlCatalog, catalog_done)
 
-/* The start of jobs, check and unused: their options (into c), then the
- * catalog of DIR (the one argument).  NULL with *rc the exit code when the
- * command ends here. */
-static CkCatalog *open_catalog(const char *cmd, const char *summary, Common *c, int *argc,
-                               char ***argv, int *rc)
+/* The start of jobs, check, unused and prune: their options (into c, and
+ * `extra`'s, NULL-terminated, may be NULL), then the catalog of DIR (the
+ * one argument).  NULL with *rc the exit code when the command ends here. */
+static CkCatalog *open_catalog(const char *cmd, const char *summary, const GOptionEntry *extra,
+                               Common *c, int *argc, char ***argv, int *rc)
 {
-    GOptionEntry entries[8];
+    GOptionEntry entries[12];
     guint n = 0;
+    for (; extra && extra->long_name; extra++)
+        entries[n++] = *extra;
     common_entries(c, true, entries, &n);
     *rc = parse(cmd, "DIR", summary, entries, argc, argv, 1, 1);
     if (*rc >= 0)
@@ -621,7 +625,7 @@ static int cmd_jobs(int argc, char **argv)
                      "Each job of DIR: its checkpoints, the latest restorable one, its layout "
                      "(namespaced, legacy, mixed, none) and the bytes of state its restorable "
                      "checkpoints read (regular files, st_size, each counted once).",
-                     &c, &argc, &argv, &rc);
+                     NULL, &c, &argc, &argv, &rc);
     if (!cat) {
         common_clear(&c);
         return rc;
@@ -846,7 +850,7 @@ static int cmd_check(int argc, char **argv)
                      "orphan-root (informational), not-a-job.  Paths are relative to DIR.  Exit 1 "
                      "when a collision (shared-location, foreign-root) or a malformed marker is "
                      "found, else 0.",
-                     &c, &argc, &argv, &rc);
+                     NULL, &c, &argc, &argv, &rc);
     if (!cat) {
         common_clear(&c);
         return rc;
@@ -927,18 +931,43 @@ static int cmd_state_root(int argc, char **argv)
 
 /* ---- unused ---- */
 
+static void add_unused_list(JsonBuilder *b, GPtrArray *un)
+{
+    json_builder_begin_array(b);
+    for (guint i = 0; i < un->len; i++) {
+        const CkUnused *u = un->pdata[i];
+        json_builder_begin_object(b);
+        ckptctl_add_str_or_null(b, "path", u->path);
+        ckptctl_add_str_or_null(b, "reason", u->reason);
+        json_builder_set_member_name(b, "bytes");
+        ckptctl_add_u64(b, u->bytes);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
 static int cmd_unused(int argc, char **argv)
 {
     Common c = {0};
+    gboolean print0 = FALSE;
+    const GOptionEntry extra[] = {
+        {"print0", '0', 0, G_OPTION_ARG_NONE, &print0,
+         "Print only the paths (DIR/PATH), each followed by a NUL byte, for xargs -0", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
     int rc;
     g_autoptr(CkptctlCatalog) cat =
         open_catalog("unused",
                      "Dry run, deletes nothing: the legacy v<G> and bare <S> directories no "
                      "restorable marker reads (legacy-unread), and _state/<J>/v<G> generations "
                      "older than every restorable marker of J (superseded-generation).  Sizes are "
-                     "du-like (st_blocks * 512, each inode once).  Exit 1 when something is "
-                     "unused, 0 when nothing is.",
-                     &c, &argc, &argv, &rc);
+                     "du-like (st_blocks * 512, each inode once).  ckptctl prune --delete removes "
+                     "exactly these.  Exit 1 when something is unused, 0 when nothing is.",
+                     extra, &c, &argc, &argv, &rc);
+    if (cat && print0 && c.json) {
+        catalog_done(g_steal_pointer(&cat));
+        rc = ckptctl_fail("unused", "--print0 and --json exclude each other");
+    }
     if (!cat) {
         common_clear(&c);
         return rc;
@@ -949,21 +978,18 @@ static int cmd_unused(int argc, char **argv)
     guint64 total = 0;
     for (guint i = 0; i < un->len; i++)
         total += ((CkUnused *)un->pdata[i])->bytes;
-    if (c.json) {
+    if (print0) {
+        /* joined to DIR as given, as find(1) prints what it finds */
+        for (guint i = 0; i < un->len; i++) {
+            g_autofree char *p = g_build_filename(argv[1], ((CkUnused *)un->pdata[i])->path, NULL);
+            fwrite(p, 1, strlen(p) + 1, stdout);
+        }
+        fflush(stdout);
+    } else if (c.json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
         json_builder_set_member_name(b, "unused");
-        json_builder_begin_array(b);
-        for (guint i = 0; i < un->len; i++) {
-            const CkUnused *u = un->pdata[i];
-            json_builder_begin_object(b);
-            ckptctl_add_str_or_null(b, "path", u->path);
-            ckptctl_add_str_or_null(b, "reason", u->reason);
-            json_builder_set_member_name(b, "bytes");
-            ckptctl_add_u64(b, u->bytes);
-            json_builder_end_object(b);
-        }
-        json_builder_end_array(b);
+        add_unused_list(b, un);
         json_builder_set_member_name(b, "bytes");
         ckptctl_add_u64(b, total);
         json_builder_end_object(b);
@@ -982,6 +1008,185 @@ static int cmd_unused(int argc, char **argv)
     }
     common_clear(&c);
     return un->len ? CKPTCTL_FOUND : CKPTCTL_OK;
+}
+
+/* ---- prune ---- */
+
+/* What became of one entry of the unused list. */
+typedef struct {
+    const CkUnused *u;
+    const char *result; /* "removed", "would-remove", or why it was kept: "needed", "gone",
+                           "not-a-directory", "error" */
+    char *detail;       /* NULL when there is nothing to add */
+    guint64 bytes;      /* freed; in a dry run what unused measured */
+} Pruned;
+
+static void pruned_clear(gpointer p)
+{
+    g_free(((Pruned *)p)->detail);
+}
+
+static const char *recheck_result(CkRecheck rc)
+{
+    switch (rc) {
+    case CK_RECHECK_UNUSED:
+        return "removed";
+    case CK_RECHECK_NEEDED:
+        return "needed";
+    case CK_RECHECK_GONE:
+        return "gone";
+    case CK_RECHECK_NOT_DIR:
+        return "not-a-directory";
+    case CK_RECHECK_ERROR:
+    default:
+        return "error";
+    }
+}
+
+/* Re-checks each entry just before it goes, then removes it. */
+static void prune_entries(CkCatalog *cat, CkCatalogFollow *f, GPtrArray *un, GArray *out,
+                          CkptctlProgress *pl)
+{
+    gint done = 0, total = (gint)un->len;
+    ckptctl_progress_phase(pl, "removing", &done, &total, "entries");
+    for (guint i = 0; i < un->len; i++, g_atomic_int_inc(&done)) {
+        const CkUnused *u = un->pdata[i];
+        Pruned p = {.u = u};
+        const char *reason = NULL;
+        CkRecheck rc = ck_catalog_unused_recheck(f, u->path, &reason, &p.detail);
+        p.result = recheck_result(rc);
+        if (rc == CK_RECHECK_UNUSED) {
+            g_autofree char *where = NULL;
+            int e = ckptctl_remove_tree(ck_catalog_dirfd(cat), u->path, &p.bytes, &where);
+            if (e == -ENOENT && where && strcmp(where, u->path) == 0) {
+                p.result = "gone"; /* between the re-check and the removal */
+            } else if (e) {
+                p.result = "error";
+                p.detail =
+                    g_strdup_printf("%s: %s", where ? where : u->path,
+                                    e == -EXDEV ? "a mount point, not entered" : g_strerror(-e));
+            }
+        }
+        g_array_append_val(out, p);
+    }
+}
+
+static int cmd_prune(int argc, char **argv)
+{
+    Common c = {0};
+    gboolean del = FALSE;
+    const GOptionEntry extra[] = {
+        {"delete", 0, 0, G_OPTION_ARG_NONE, &del,
+         "Remove them (without it, a dry run that deletes nothing)", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    int rc;
+    g_autoptr(CkptctlCatalog) cat = open_catalog(
+        "prune",
+        "Removes exactly what ckptctl unused lists (the same rule, the same options), a dry "
+        "run unless --delete.  Each entry is judged again just before it is removed, by every "
+        "marker written until then: one that became needed is kept and reported.  No symlink "
+        "is followed and no other mount entered.  --json prints {\"dry_run\",\"removed\":"
+        "[{\"path\",\"reason\",\"bytes\"}],\"skipped\":[{\"path\",\"reason\",\"detail\","
+        "\"bytes\"}],\"freed_bytes\"}.  Exit 0 when every entry was removed (or "
+        "was gone already), 1 when one was kept because it became needed, is no longer a "
+        "directory, or could not be removed; 2 on a usage or I/O error.",
+        extra, &c, &argc, &argv, &rc);
+    if (!cat) {
+        common_clear(&c);
+        return rc;
+    }
+    ckptctl_progress_phase(c.progress, "watching for new markers", NULL, NULL, NULL);
+    /* watching before the list is made: a marker written after it is seen */
+    g_autoptr(CkCatalogFollow) f = del ? ck_catalog_follow_new(cat, 0) : NULL;
+    if (f && ck_catalog_follow_polls(f)) {
+        ckptctl_progress_free(g_steal_pointer(&c.progress)); /* the note on a line of its own */
+        fprintf(stderr,
+                "ckptctl prune: %s: every job is looked at again before each entry (slower)\n",
+                ck_catalog_follow_polls(f));
+    }
+    ckptctl_progress_phase(c.progress, "sizing what is unused", NULL, NULL, NULL);
+    g_autoptr(GPtrArray) un = ck_catalog_unused(cat);
+    g_autoptr(GArray) res = g_array_new(FALSE, TRUE, sizeof(Pruned));
+    g_array_set_clear_func(res, pruned_clear);
+    if (del) {
+        prune_entries(cat, f, un, res, c.progress);
+    } else {
+        for (guint i = 0; i < un->len; i++) {
+            Pruned p = {.u = un->pdata[i], .result = "would-remove", .detail = NULL};
+            p.bytes = p.u->bytes;
+            g_array_append_val(res, p);
+        }
+    }
+    ckptctl_progress_free(g_steal_pointer(&c.progress)); /* before the table goes out */
+    guint64 freed = 0;
+    guint removed = 0, kept = 0, gone = 0, needed = 0, not_dir = 0, failed = 0;
+    for (guint i = 0; i < res->len; i++) {
+        const Pruned *p = &g_array_index(res, Pruned, i);
+        freed += p->bytes;
+        bool ok = strcmp(p->result, "removed") == 0 || strcmp(p->result, "would-remove") == 0;
+        removed += ok;
+        gone += strcmp(p->result, "gone") == 0;
+        needed += strcmp(p->result, "needed") == 0;
+        not_dir += strcmp(p->result, "not-a-directory") == 0;
+        failed += strcmp(p->result, "error") == 0;
+    }
+    kept = needed + not_dir + failed;
+    if (c.json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "dry_run");
+        json_builder_add_boolean_value(b, !del);
+        for (int pass = 0; pass < 2; pass++) {
+            json_builder_set_member_name(b, pass ? "skipped" : "removed");
+            json_builder_begin_array(b);
+            for (guint i = 0; i < res->len; i++) {
+                const Pruned *p = &g_array_index(res, Pruned, i);
+                bool ok =
+                    strcmp(p->result, "removed") == 0 || strcmp(p->result, "would-remove") == 0;
+                if (ok == (pass == 1))
+                    continue;
+                /* "reason": why it is in this list (unused's reason, or why it was kept) */
+                json_builder_begin_object(b);
+                ckptctl_add_str_or_null(b, "path", p->u->path);
+                ckptctl_add_str_or_null(b, "reason", pass ? p->result : p->u->reason);
+                if (pass)
+                    ckptctl_add_str_or_null(b, "detail", p->detail);
+                json_builder_set_member_name(b, "bytes");
+                ckptctl_add_u64(b, p->bytes);
+                json_builder_end_object(b);
+            }
+            json_builder_end_array(b);
+        }
+        json_builder_set_member_name(b, "freed_bytes");
+        ckptctl_add_u64(b, freed);
+        json_builder_end_object(b);
+        ckptctl_print_json(b);
+    } else {
+        static const char *const cols[] = {"PATH", "REASON", ">BYTES", "RESULT", "DETAIL", NULL};
+        g_autoptr(CkptctlTable) t = ckptctl_table_new(cols);
+        for (guint i = 0; i < res->len; i++) {
+            const Pruned *p = &g_array_index(res, Pruned, i);
+            g_autofree char *bs = g_strdup_printf("%" G_GUINT64_FORMAT, p->bytes);
+            ckptctl_table_row(t, p->u->path, p->u->reason, bs, p->result, p->detail);
+        }
+        if (res->len)
+            ckptctl_table_print(t, NULL);
+        if (del)
+            printf("%u removed, %" G_GUINT64_FORMAT " bytes freed; %u kept, %u gone already\n",
+                   removed, freed, kept, gone);
+        else
+            printf("%u to remove, %" G_GUINT64_FORMAT
+                   " bytes (dry run, nothing deleted: --delete removes them)\n",
+                   removed, freed);
+    }
+    if (kept)
+        fprintf(stderr,
+                "ckptctl prune: %u of %u entries not removed: %u became needed, %u no longer a "
+                "directory, %u could not be removed\n",
+                kept, res->len, needed, not_dir, failed);
+    common_clear(&c);
+    return kept ? CKPTCTL_FOUND : CKPTCTL_OK;
 }
 
 /* ---- collisions ---- */
@@ -1082,10 +1287,15 @@ typedef struct {
 } Command;
 
 static const Command commands[] = {
-    {"jobs", cmd_jobs},           {"resolve", cmd_resolve},
-    {"check", cmd_check},         {"state-root", cmd_state_root},
-    {"unused", cmd_unused},       {"collisions", cmd_collisions},
-    {"fixture", ckptctl_fixture}, {"run", ckptctl_run},
+    {"jobs", cmd_jobs},
+    {"resolve", cmd_resolve},
+    {"check", cmd_check},
+    {"state-root", cmd_state_root},
+    {"unused", cmd_unused},
+    {"prune", cmd_prune},
+    {"collisions", cmd_collisions},
+    {"fixture", ckptctl_fixture},
+    {"run", ckptctl_run},
     {"set", ckptctl_set},
 };
 
@@ -1094,7 +1304,7 @@ int main(int argc, char **argv)
     setlocale(LC_ALL, ""); /* GOption's help and messages in the user's charset */
     if (argc < 2) {
         /* a usage error is one line on stderr, as for every command (SPEC §3) */
-        fputs("ckptctl: expected a command: jobs, resolve, check, state-root, unused, "
+        fputs("ckptctl: expected a command: jobs, resolve, check, state-root, unused, prune, "
               "collisions, set, fixture, run (try ckptctl --help)\n",
               stderr);
         return CKPTCTL_ERROR;

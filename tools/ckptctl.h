@@ -59,6 +59,13 @@ void ckptctl_progress_phase(CkptctlProgress *p, const char *phase, const gint *d
                             const gint *total, const char *unit);
 void ckptctl_progress_free(CkptctlProgress *p);
 
+/* Removes the directory `path` (relative to dfd, reached through no
+ * symlink) and everything below it (tools/ckptctl-prune.c): no symlink is
+ * followed, no other mount is entered.  0, or -errno of the first failure
+ * with *where (g_free) its path relative to dfd (what could be removed
+ * still is).  *freed: st_blocks * 512 of each inode whose last link went. */
+int ckptctl_remove_tree(int dfd, const char *path, guint64 *freed, char **where);
+
 int ckptctl_fixture(int argc, char **argv);
 /* ckptctl set MOUNT [KEY=VALUE...] (tools/ckptctl-set.c): live settings. */
 int ckptctl_set(int argc, char **argv);

@@ -1,12 +1,11 @@
 /* The daemon's life as an operator lives it, on supervised mounts: a
  * takeover (what `systemctl reload` runs) with a broken config leaves the
- * running daemon serving; new options apply at a takeover and those the
- * kernel fixed are named; relative paths work in the background; both
- * processes are named ckptfs and titled by role; a daemon whose supervisor
- * died is adopted by a takeover; a daemon that cannot start makes requests
- * fail with EIO instead of hanging, and a takeover resumes the mount; a
- * failed background start leaves no zombie; the takeover socket survives
- * quick remounts; the command line of --takeover is checked.
+ * running daemon serving; SIGHUP to the supervisor reloads, the mount stays;
+ * new options apply at a takeover and those the kernel fixed are named; relative paths work in the
+ * background; both processes are named ckptfs and titled by role; a daemon whose supervisor died is
+ * adopted by a takeover; a daemon that cannot start makes requests fail with EIO instead of
+ * hanging, and a takeover resumes the mount; a failed background start leaves no zombie; the
+ * takeover socket survives quick remounts; the command line of --takeover is checked.
  *
  * No duration is asserted: the waits are bounded only so that a hang fails
  * the test instead of the suite's timeout. */
@@ -205,6 +204,44 @@ static void test_takeover_with_broken_config_keeps_serving(void **state)
     mount_free(m);
 }
 
+/* ---- SIGHUP to the supervisor ---- */
+
+static void test_sighup_to_supervisor_reloads_and_keeps_mount(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *cfg = g_build_filename(m->base, "ckptfs.conf", NULL);
+    put_config(cfg, "[ckptfs]\npolicy=enforce\n");
+    g_autofree char *opt = g_strconcat("config=", cfg, NULL);
+    const char *args[] = {"-o", "supervise", "-o", opt, NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    pid_t daemon = mount_daemon_pid(m);
+    put_config(cfg, "[ckptfs]\npolicy=audit\n");
+    assert_int_equal(kill(m->pid, SIGHUP), 0);
+    g_autofree char *policy = NULL;
+    for (int i = 0; i < WAIT_MS / 10; i++) {
+        g_free(policy);
+        policy = control_value(m, "policy");
+        if (strcmp(policy, "audit") == 0)
+            break;
+        sleep_ms(10);
+    }
+    assert_string_equal(policy, "audit"); /* the daemon reloaded its config */
+    assert_int_equal(mountrun_state(m->mnt), MOUNTRUN_LIVE);
+    assert_int_equal(mount_daemon_pid(m), daemon);
+    assert_serves(m, "after-sighup");
+    /* still supervised: a kill -9 afterwards is survived */
+    mount_expect_log(m, "a new one takes the connection over");
+    kill(daemon, SIGKILL);
+    pid_t next = 0;
+    for (int i = 0; i < WAIT_MS / 10 && (!(next = mount_daemon_pid(m)) || next == daemon); i++)
+        sleep_ms(10);
+    assert_int_not_equal(next, daemon);
+    assert_serves(m, "after-kill");
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 /* ---- new options at a takeover ---- */
 
 static void test_takeover_options_apply_and_fixed_ones_are_named(void **state)
@@ -217,6 +254,21 @@ static void test_takeover_options_apply_and_fixed_ones_are_named(void **state)
     assert_int_equal(takeover(m, "supervise,policy=audit", &err), 0);
     g_autofree char *policy = control_value(m, "policy");
     assert_string_equal(policy, "audit");
+    /* a setting changed live is kept by a takeover without options, and
+     * given up to a takeover that gives new ones */
+    g_autofree char *control = g_build_filename(m->mnt, "_views", ".control", NULL);
+    assert_int_equal(setxattr(control, "user.ckptfs.legacy", "rw", 2, 0), 0);
+    g_free(err);
+    err = NULL;
+    assert_int_equal(takeover(m, NULL, &err), 0);
+    g_autofree char *legacy = control_value(m, "legacy");
+    assert_string_equal(legacy, "rw");
+    g_free(err);
+    err = NULL;
+    assert_int_equal(takeover(m, "supervise,policy=audit", &err), 0);
+    g_free(legacy);
+    legacy = control_value(m, "legacy");
+    assert_string_equal(legacy, "ro");
     /* the views name is the kernel's now: kept, and said so */
     mount_expect_log(m, "change only with a remount");
     g_free(err);
@@ -474,6 +526,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_takeover_with_broken_config_keeps_serving),
+        cmocka_unit_test(test_sighup_to_supervisor_reloads_and_keeps_mount),
         cmocka_unit_test(test_takeover_options_apply_and_fixed_ones_are_named),
         cmocka_unit_test(test_relative_paths_in_the_background),
         cmocka_unit_test(test_orphaned_daemon_is_adopted_by_a_takeover),

@@ -36,6 +36,10 @@ expect "check collisions" ckptctl c
 expect "set state-root" ckptctl s
 expect "policy=audit policy=enforce" ckptctl set /mnt/ckpt pol
 expect "run" ckptctl ru
+expect "prune" ckptctl pr
+expect "--delete" ckptctl prune --de
+expect "--print0" ckptctl unused --pr
+expect "--external-root" ckptctl prune --ex
 expect "--collision-exit" ckptctl run --col
 expect "--tag-env" ckptctl run --ta
 expect "--file" ckptctl collisions --fi

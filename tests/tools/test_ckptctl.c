@@ -171,8 +171,8 @@ static void usage_and_help(void **state)
     g_auto(Run) h = run("--help", NULL);
     assert_int_equal(h.status, 0);
     assert_non_null(strstr(h.out, "Usage: ckptctl COMMAND"));
-    const char *cmds[] = {"jobs",   "resolve",    "check",   "state-root",
-                          "unused", "collisions", "fixture", "set"};
+    const char *cmds[] = {"jobs",  "resolve",    "check",   "state-root", "unused",
+                          "prune", "collisions", "fixture", "set"};
     for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
         assert_non_null(strstr(h.out, cmds[i]));
         g_auto(Run) sub = run(cmds[i], "--help", NULL);
@@ -736,7 +736,7 @@ static void unreadable_marker_as_nobody(void **state)
      * markers (or an orphan root) */
     g_autofree char *jdir = path_in(fx, "u/_jobs/j");
     assert_int_equal(chmod(jdir, 0700), 0);
-    const char *cmds[] = {"jobs", "check", "unused"};
+    const char *cmds[] = {"jobs", "check", "unused", "prune"};
     for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
         g_auto(Run) jr = run_as_nobody(cmds[i], dir, "--json", NULL);
         assert_one_line_error(&jr);
@@ -800,6 +800,343 @@ static void unused(void **state)
     assert_int_equal(n.status, 0);
     g_autoptr(JsonObject) no = parse_obj(n.out);
     assert_int_equal(json_array_get_length(json_object_get_array_member(no, "unused")), 0);
+}
+
+/* ---- prune ---- */
+
+/* A fixture (namespaced jobs whose older generations are superseded, legacy
+ * jobs in v1) plus what nobody reads: a legacy v0 (below the
+ * fixture's v1: its marker without generation= reads the highest), a bare 5, a job's v0. */
+static char *prune_fixture(Fx *fx, const char *name)
+{
+    g_autofree char *dir = fixture(fx, name, "--jobs", "4", "--checkpoints", "4", "--legacy", "2",
+                                   "--seed", "3", NULL);
+    testfs_put(dir, "v0/0/checkpoint-1.snap", "unread legacy generation");
+    testfs_put(dir, "5/checkpoint-1.snap", "unread older layout");
+    testfs_put(dir, "_state/j/v0/0/checkpoint-0.snap", "superseded");
+    testfs_put(dir, "_state/j/v0/1/deeper/x", "superseded too");
+    testfs_put(dir, "_state/j/v3/0/checkpoint-3.snap", "read");
+    testfs_marker(dir, "j", 3, "generation=3\nparticipants=0\nstate=_state/j\n");
+    return g_steal_pointer(&dir);
+}
+
+/* The paths of an array of {"path",...} objects, in order, one a line. */
+static char *paths_of(JsonArray *a)
+{
+    GString *s = g_string_new(NULL);
+    for (guint i = 0; i < json_array_get_length(a); i++)
+        g_string_append_printf(
+            s, "%s\n", json_object_get_string_member(json_array_get_object_element(a, i), "path"));
+    return g_string_free(s, FALSE);
+}
+
+/* text less its last line (the summary under a table) */
+static char *table_part(const char *text)
+{
+    const char *end = text + strlen(text);
+    if (end > text && end[-1] == '\n')
+        end--;
+    while (end > text && end[-1] != '\n')
+        end--;
+    return g_strndup(text, (gsize)(end - text));
+}
+
+/* The lines of tree_of(dir) outside every path of `gone` (one a line). */
+static char *tree_without(const char *tree, const char *gone)
+{
+    g_auto(GStrv) lines = g_strsplit(tree, "\n", -1);
+    g_auto(GStrv) paths = g_strsplit(gone, "\n", -1);
+    GString *s = g_string_new(NULL);
+    for (char **l = lines; *l && **l; l++) {
+        const char *rel = *l + 2; /* "D path" or "F path ..." */
+        bool under = false;
+        for (char **p = paths; *p && **p && !under; p++) {
+            size_t n = strlen(*p);
+            under = strncmp(rel, *p, n) == 0 && (rel[n] == '\0' || rel[n] == '/' || rel[n] == ' ');
+        }
+        if (!under)
+            g_string_append_printf(s, "%s\n", *l);
+    }
+    return g_string_free(s, FALSE);
+}
+
+static void prune_dry_run_deletes_nothing(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = prune_fixture(fx, "p");
+    g_autofree char *before = tree_of(dir);
+    g_auto(Run) u = run("unused", dir, "--json", NULL);
+    assert_int_equal(u.status, 1);
+    g_autoptr(JsonObject) uo = parse_obj(u.out);
+    JsonArray *ua = json_object_get_array_member(uo, "unused");
+    assert_true(json_array_get_length(ua) >= 4);
+
+    g_auto(Run) r = run("prune", dir, "--json", NULL);
+    assert_int_equal(r.status, 0);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    assert_true(json_object_get_boolean_member(o, "dry_run"));
+    JsonArray *ra = json_object_get_array_member(o, "removed");
+    /* what --delete would remove: unused's list, entry for entry */
+    assert_int_equal(json_array_get_length(ra), json_array_get_length(ua));
+    for (guint i = 0; i < json_array_get_length(ua); i++) {
+        JsonObject *x = json_array_get_object_element(ua, i);
+        JsonObject *y = json_array_get_object_element(ra, i);
+        assert_string_equal(json_object_get_string_member(x, "path"),
+                            json_object_get_string_member(y, "path"));
+        assert_string_equal(json_object_get_string_member(x, "reason"),
+                            json_object_get_string_member(y, "reason"));
+        assert_int_equal(json_object_get_int_member(x, "bytes"),
+                         json_object_get_int_member(y, "bytes"));
+    }
+    assert_int_equal(json_array_get_length(json_object_get_array_member(o, "skipped")), 0);
+    assert_int_equal(json_object_get_int_member(o, "freed_bytes"),
+                     json_object_get_int_member(uo, "bytes"));
+    g_auto(Run) h = run("prune", dir, NULL);
+    assert_int_equal(h.status, 0);
+    assert_non_null(strstr(h.out, "would-remove"));
+    assert_non_null(strstr(h.out, "(dry run, nothing deleted: --delete removes them)"));
+    g_autofree char *table = table_part(h.out);
+    assert_true(testfs_table_aligned(table, "", " RESULT ") >= 4);
+    g_autofree char *after = tree_of(dir);
+    assert_string_equal(before, after);
+}
+
+static void prune_delete_removes_exactly_unused(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = prune_fixture(fx, "p");
+    g_autofree char *before = tree_of(dir);
+    g_auto(Run) u = run("unused", dir, "--json", NULL);
+    g_autoptr(JsonObject) uo = parse_obj(u.out);
+    g_autofree char *listed = paths_of(json_object_get_array_member(uo, "unused"));
+    assert_non_null(strstr(listed, "_state/j/v0\n"));
+    assert_non_null(strstr(listed, "v0\n"));
+    assert_non_null(strstr(listed, "5\n"));
+    assert_null(strstr(listed, "_state/j/v3\n"));
+
+    g_auto(Run) r = run("prune", dir, "--delete", "--json", NULL);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.err, "");
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    assert_false(json_object_get_boolean_member(o, "dry_run"));
+    JsonArray *ra = json_object_get_array_member(o, "removed");
+    g_autofree char *removed = paths_of(ra);
+    assert_string_equal(removed, listed);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(o, "skipped")), 0);
+    gint64 sum = 0;
+    for (guint i = 0; i < json_array_get_length(ra); i++)
+        sum += json_object_get_int_member(json_array_get_object_element(ra, i), "bytes");
+    assert_true(sum > 0);
+    assert_int_equal(json_object_get_int_member(o, "freed_bytes"), sum);
+    /* exactly those went: everything else is as it was, byte for byte */
+    g_autofree char *after = tree_of(dir);
+    g_autofree char *want = tree_without(before, listed);
+    assert_string_equal(after, want);
+    assert_string_not_equal(after, before);
+    /* nothing is unused any more; a second prune has nothing to do */
+    g_auto(Run) u2 = run("unused", dir, "--json", NULL);
+    assert_int_equal(u2.status, 0);
+    g_auto(Run) again = run("prune", dir, "--delete", NULL);
+    assert_int_equal(again.status, 0);
+    assert_non_null(strstr(again.out, "0 removed, 0 bytes freed; 0 kept, 0 gone already"));
+}
+
+/* The end-to-end side of the re-check: markers written before prune runs
+ * (one of the owner reading its older generation again, one of a new job
+ * reading the unread legacy generation) keep what they read, and prune
+ * removes the rest; the re-check between the list and each removal is
+ * tested on its own in tools/prune. */
+static void prune_keeps_what_a_new_marker_reads(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = prune_fixture(fx, "p");
+    g_auto(Run) u = run("unused", dir, "--json", NULL);
+    g_autoptr(JsonObject) uo = parse_obj(u.out);
+    g_autofree char *listed = paths_of(json_object_get_array_member(uo, "unused"));
+    assert_non_null(strstr(listed, "_state/j/v0\n"));
+    assert_non_null(strstr(listed, "v0\n"));
+    testfs_marker(dir, "j", 4, "generation=0\nparticipants=0,1\nstate=_state/j\n");
+    testfs_marker(dir, "late", 1, "generation=0\nparticipants=0\n");
+    g_auto(Run) r = run("prune", dir, "--delete", "--json", NULL);
+    assert_int_equal(r.status, 0);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    g_autofree char *removed = paths_of(json_object_get_array_member(o, "removed"));
+    assert_null(strstr(removed, "_state/j/v0\n"));
+    assert_null(strstr(removed, "v0\n"));
+    assert_non_null(strstr(removed, "5\n"));
+    const char *kept[] = {"_state/j/v0/0/checkpoint-0.snap", "_state/j/v0/1/deeper/x",
+                          "v0/0/checkpoint-1.snap"};
+    for (gsize i = 0; i < G_N_ELEMENTS(kept); i++) {
+        g_autofree char *p = g_build_filename(dir, kept[i], NULL);
+        assert_true(g_file_test(p, G_FILE_TEST_IS_REGULAR));
+    }
+    g_autofree char *five = g_build_filename(dir, "5", NULL);
+    assert_false(g_file_test(five, G_FILE_TEST_EXISTS));
+    /* and the restores of both markers read what is there */
+    g_autofree char *jdir = g_build_filename(dir, "_jobs/late", NULL);
+    g_auto(Run) res = run("resolve", jdir, "--json", NULL);
+    assert_int_equal(res.status, 0);
+    g_autoptr(JsonObject) ro = parse_obj(res.out);
+    JsonArray *reads = json_object_get_array_member(ro, "reads");
+    g_autofree char *read = g_build_filename(dir, "v0/0", NULL);
+    assert_string_equal(json_array_get_string_element(reads, 0), read);
+}
+
+/* A symlink inside a pruned generation is removed, never followed: what
+ * it points to, outside DIR or in a generation that stays, survives; an
+ * entry that is itself a symlink is never listed nor touched. */
+static void prune_symlink_targets_survive(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = prune_fixture(fx, "p");
+    testfs_put(fx->tmp, "outside/precious/file", "not in DIR");
+    testfs_put(fx->tmp, "outside/one-file", "not in DIR either");
+    g_autofree char *odir = path_in(fx, "outside/precious");
+    g_autofree char *ofile = path_in(fx, "outside/one-file");
+    g_autofree char *kept = g_build_filename(dir, "_state/j/v3", NULL);
+    const char *links[][2] = {
+        {"_state/j/v0/0/to-dir", odir},
+        {"_state/j/v0/0/to-file", ofile},
+        {"_state/j/v0/to-kept", kept},
+        {"v0/0/up", "../../_state/j/v3"},
+        {"5/root", "/"},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(links); i++) {
+        g_autofree char *l = g_build_filename(dir, links[i][0], NULL);
+        assert_int_equal(symlink(links[i][1], l), 0);
+    }
+    g_autofree char *v8 = g_build_filename(dir, "v8", NULL);
+    assert_int_equal(symlink(odir, v8), 0);
+    g_autofree char *outside = path_in(fx, "outside");
+    g_autofree char *outside_before = tree_of(outside);
+    g_autofree char *kept_before = tree_of(kept);
+
+    g_auto(Run) u = run("unused", dir, "--json", NULL);
+    g_autoptr(JsonObject) uo = parse_obj(u.out);
+    g_autofree char *listed = paths_of(json_object_get_array_member(uo, "unused"));
+    assert_null(strstr(listed, "v8\n"));
+    g_auto(Run) r = run("prune", dir, "--delete", NULL);
+    assert_int_equal(r.status, 0);
+    g_autofree char *v0 = g_build_filename(dir, "_state/j/v0", NULL);
+    g_autofree char *lv0 = g_build_filename(dir, "v0", NULL);
+    assert_false(g_file_test(v0, G_FILE_TEST_EXISTS));
+    assert_false(g_file_test(lv0, G_FILE_TEST_EXISTS));
+    g_autofree char *outside_after = tree_of(outside);
+    g_autofree char *kept_after = tree_of(kept);
+    assert_string_equal(outside_before, outside_after);
+    assert_string_equal(kept_before, kept_after);
+    struct stat sb;
+    assert_int_equal(lstat(v8, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode));
+}
+
+/* What cannot be removed is kept and reported, exit 1: prune as a user
+ * who may read DIR but not change it. */
+static void prune_reports_what_it_cannot_remove(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = prune_fixture(fx, "p");
+    g_autofree char *before = tree_of(dir);
+    g_auto(Run) r = run_as_nobody("prune", dir, "--delete", "--json", NULL);
+    assert_int_equal(r.status, 1);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(o, "removed")), 0);
+    JsonArray *sk = json_object_get_array_member(o, "skipped");
+    assert_true(json_array_get_length(sk) >= 4);
+    for (guint i = 0; i < json_array_get_length(sk); i++) {
+        JsonObject *e = json_array_get_object_element(sk, i);
+        assert_string_equal(json_object_get_string_member(e, "reason"), "error");
+        assert_non_null(strstr(json_object_get_string_member(e, "detail"), "Permission denied"));
+    }
+    assert_int_equal(json_object_get_int_member(o, "freed_bytes"), 0);
+    /* one line on stderr says so */
+    assert_non_null(strstr(r.err, "ckptctl prune: "));
+    assert_non_null(strstr(r.err, " entries not removed: 0 became needed, 0 no longer a "
+                                  "directory, "));
+    const char *nl = strchr(r.err, '\n');
+    assert_non_null(nl);
+    assert_int_equal(nl[1], '\0');
+    g_auto(Run) h = run_as_nobody("prune", dir, "--delete", NULL);
+    assert_int_equal(h.status, 1);
+    assert_non_null(strstr(h.out, "Permission denied"));
+    g_autofree char *table = table_part(h.out);
+    assert_true(testfs_table_aligned(table, "", " RESULT ") >= 4);
+    g_autofree char *after = tree_of(dir);
+    assert_string_equal(before, after);
+}
+
+static void prune_usage_and_io_errors(void **state)
+{
+    Fx *fx = *state;
+    g_auto(Run) none = run("prune", NULL);
+    assert_one_line_error(&none);
+    g_auto(Run) two = run("prune", "a", "b", NULL);
+    assert_one_line_error(&two);
+    g_auto(Run) bad = run("prune", "--frobnicate", "/", NULL);
+    assert_one_line_error(&bad);
+    g_autofree char *missing = path_in(fx, "missing");
+    g_auto(Run) m = run("prune", missing, "--delete", NULL);
+    assert_one_line_error(&m);
+    assert_string_equal(m.out, "");
+    g_auto(Run) help = run("prune", "--help", NULL);
+    assert_int_equal(help.status, 0);
+    assert_non_null(strstr(help.out, "--delete"));
+}
+
+/* unused --print0: DIR/PATH of each entry, each followed by a NUL, nothing
+ * else; what xargs -0 reads back; not with --json. */
+static void unused_print0(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = prune_fixture(fx, "p");
+    g_auto(Run) j = run("unused", dir, "--json", NULL);
+    g_autoptr(JsonObject) o = parse_obj(j.out);
+    JsonArray *ua = json_object_get_array_member(o, "unused");
+    GString *want = g_string_new(NULL);
+    for (guint i = 0; i < json_array_get_length(ua); i++) {
+        const char *p = json_object_get_string_member(json_array_get_object_element(ua, i), "path");
+        g_autofree char *full = g_build_filename(dir, p, NULL);
+        g_string_append_len(want, full, (gssize)strlen(full) + 1);
+    }
+    const char *bin = g_getenv("CKPTCTL");
+    const char *argv[] = {bin, "unused", dir, "--print0", NULL};
+    g_autofree char *out = NULL;
+    gsize outlen = 0;
+    gint status = 0;
+    g_autoptr(GError) err = NULL;
+    {
+        g_autoptr(GSubprocess) sp = g_subprocess_newv(argv, G_SUBPROCESS_FLAGS_STDOUT_PIPE, &err);
+        assert_non_null(sp);
+        g_autoptr(GBytes) ob = NULL;
+        assert_true(g_subprocess_communicate(sp, NULL, NULL, &ob, NULL, &err));
+        out = g_bytes_unref_to_data(g_steal_pointer(&ob), &outlen);
+        status = g_subprocess_get_exit_status(sp);
+    }
+    assert_int_equal(status, 1);
+    assert_int_equal(outlen, want->len);
+    assert_memory_equal(out, want->str, want->len);
+    assert_int_equal(out[outlen - 1], '\0');
+    assert_null(memchr(out, '\n', outlen));
+    /* xargs -0 reads each back whole */
+    g_autofree char *cmd =
+        g_strdup_printf("'%s' unused '%s' -0 | xargs -0 -n1 stat -c %%F", bin, dir);
+    g_autofree char *xo = NULL;
+    const char *sh[] = {"sh", "-c", cmd, NULL};
+    assert_true(g_spawn_sync(NULL, (char **)sh, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &xo, NULL,
+                             &status, &err));
+    g_auto(GStrv) kinds = g_strsplit(g_strstrip(xo), "\n", -1);
+    assert_int_equal(g_strv_length(kinds), json_array_get_length(ua));
+    for (char **k = kinds; *k; k++)
+        assert_string_equal(*k, "directory");
+    g_string_free(want, TRUE);
+    g_auto(Run) both = run("unused", dir, "--print0", "--json", NULL);
+    assert_one_line_error(&both);
+    /* nothing unused: nothing printed */
+    g_auto(Run) del = run("prune", dir, "--delete", NULL);
+    assert_int_equal(del.status, 0);
+    g_auto(Run) empty = run("unused", dir, "--print0", NULL);
+    assert_int_equal(empty.status, 0);
+    assert_string_equal(empty.out, "");
 }
 
 static void collisions(void **state)
@@ -974,7 +1311,7 @@ static void progress_line(void **state)
         g_strdup_printf("%s fixture %s --jobs 20 --checkpoints 2 > /dev/null", bin, dir);
     g_autofree char *fx_out = on_tty(fx_cmd);
     assert_non_null(strstr(fx_out, "\r\033[Kckptctl fixture: writing"));
-    static const char *const cmds[] = {"jobs", "check", "unused"};
+    static const char *const cmds[] = {"jobs", "check", "unused", "prune"};
     for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
         /* a terminal: the line, erased at the end */
         g_autofree char *c1 = g_strdup_printf("%s %s %s > /dev/null", bin, cmds[i], dir);
@@ -1018,6 +1355,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(unreadable_marker_as_nobody, setup, teardown),
         cmocka_unit_test(state_root),
         cmocka_unit_test_setup_teardown(unused, setup, teardown),
+        cmocka_unit_test_setup_teardown(prune_dry_run_deletes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(prune_delete_removes_exactly_unused, setup, teardown),
+        cmocka_unit_test_setup_teardown(prune_keeps_what_a_new_marker_reads, setup, teardown),
+        cmocka_unit_test_setup_teardown(prune_symlink_targets_survive, setup, teardown),
+        cmocka_unit_test_setup_teardown(prune_reports_what_it_cannot_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(prune_usage_and_io_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(unused_print0, setup, teardown),
         cmocka_unit_test_setup_teardown(collisions, setup, teardown),
         cmocka_unit_test_setup_teardown(collisions_file, setup, teardown),
         cmocka_unit_test_setup_teardown(tables_aligned, setup, teardown),

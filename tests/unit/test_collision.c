@@ -8,7 +8,11 @@
 #include <json-glib/json-glib.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "collision.h"
@@ -244,14 +248,177 @@ static void test_parse_lines(void **st)
     assert_string_equal(err->message, "line 2: NUL byte");
 }
 
+/* A store in memory shared with the next process (the state memfd of a
+ * mount): a log made again on it has every line and the counts. */
+static void test_store_outlives_log(void **st)
+{
+    (void)st;
+    size_t size = ck_collision_store_size(5);
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(mem != MAP_FAILED);
+    CkCollisionLog *log = ck_collision_log_new_in(mem, size, 5, NULL, NULL);
+    for (int i = 0; i < 7; i++) {
+        CkCollision c = spec_record();
+        c.pid = i;
+        ck_collision_log_append(log, &c);
+    }
+    g_autoptr(GBytes) before = ck_collision_log_snapshot(log);
+    gint64 last = ck_collision_log_last_time(log);
+    ck_collision_log_free(log);
+    /* in another process, as a daemon that takes the mount over */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        CkCollisionLog *again = ck_collision_log_new_in(mem, size, 5, NULL, NULL);
+        CkCollision c = spec_record();
+        c.pid = 7;
+        ck_collision_log_append(again, &c);
+        _exit(ck_collision_log_total(again) == 8 ? 0 : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CkCollisionLog *back = ck_collision_log_new_in(mem, size, 5, NULL, NULL);
+    assert_int_equal(ck_collision_log_total(back), 8);
+    assert_true(ck_collision_log_last_time(back) > last);
+    g_autoptr(GBytes) after = ck_collision_log_snapshot(back);
+    gsize len;
+    const char *data = g_bytes_get_data(after, &len);
+    g_autoptr(GPtrArray) recs = ck_collision_parse_lines(data, len, NULL);
+    assert_non_null(recs);
+    assert_int_equal(recs->len, 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(json_object_get_int_member(recs->pdata[i], "pid"), 3 + i);
+    /* the first four lines of `before` (pids 2..6) minus the oldest: 3..6 */
+    gsize blen;
+    const char *bdata = g_bytes_get_data(before, &blen);
+    const char *second = strchr(bdata, '\n') + 1;
+    assert_memory_equal(data, second, blen - (gsize)(second - bdata));
+    ck_collision_log_free(back);
+    /* a store made for another keep starts afresh */
+    CkCollisionLog *other = ck_collision_log_new_in(mem, size, 4, NULL, NULL);
+    assert_int_equal(ck_collision_log_total(other), 0);
+    ck_collision_log_free(other);
+    munmap(mem, size);
+}
+
+/* Writers killed at any instruction (kill -9 of a daemon in the middle of
+ * an append, holding the lock): what the next one finds parses line by
+ * line, is in order, and takes appends again. */
+static void test_store_writer_killed(void **st)
+{
+    (void)st;
+    enum { KEEP = 50 };
+    size_t size = ck_collision_store_size(KEEP);
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(mem != MAP_FAILED);
+    guint64 seen = 0;
+    for (int round = 0; round < 200; round++) {
+        int ready[2];
+        assert_int_equal(pipe(ready), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            CkCollisionLog *log = ck_collision_log_new_in(mem, size, KEEP, NULL, NULL);
+            guint64 n = ck_collision_log_total(log);
+            char big[3000];
+            memset(big, 'p', sizeof big - 1);
+            big[sizeof big - 1] = '\0';
+            if (write(ready[1], "x", 1) != 1)
+                _exit(2);
+            for (;; n++) {
+                CkCollision c = spec_record();
+                c.pid = (pid_t)n;
+                c.path = n % 3 ? "short" : big; /* lines of different lengths: the ring wraps */
+                ck_collision_log_append(log, &c);
+            }
+        }
+        close(ready[1]);
+        char b;
+        assert_int_equal(read(ready[0], &b, 1), 1);
+        close(ready[0]);
+        usleep((useconds_t)(100 + (round * 7919) % 1000));
+        kill(pid, SIGKILL);
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        CkCollisionLog *log = ck_collision_log_new_in(mem, size, KEEP, NULL, NULL);
+        guint64 total = ck_collision_log_total(log);
+        assert_true(total >= seen);
+        seen = total;
+        g_autoptr(GBytes) snap = ck_collision_log_snapshot(log);
+        gsize len;
+        const char *data = g_bytes_get_data(snap, &len);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(GPtrArray) recs = ck_collision_parse_lines(data, len, &err);
+        if (!recs)
+            fail_msg("round %d: %s", round, err->message);
+        assert_true(recs->len <= KEEP);
+        assert_true(total < KEEP || recs->len >= KEEP - 1); /* at most the oldest lost */
+        for (guint i = 1; i < recs->len; i++)
+            assert_true(json_object_get_int_member(recs->pdata[i], "pid") >
+                        json_object_get_int_member(recs->pdata[i - 1], "pid"));
+        if (recs->len)
+            assert_int_equal(json_object_get_int_member(recs->pdata[recs->len - 1], "pid"),
+                             (gint64)total - 1);
+        ck_collision_log_free(log);
+    }
+    assert_true(seen > 0);
+    munmap(mem, size);
+}
+
+/* Log rotation: the file moved away, reopen, and the next line lands in a
+ * new file at the old path. */
+static void test_reopen(void **st)
+{
+    (void)st;
+    char dir[] = "/tmp/ck-coll-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    g_autofree char *path = g_build_filename(dir, "log.jsonl", NULL);
+    g_autofree char *moved = g_build_filename(dir, "log.jsonl.1", NULL);
+    g_autoptr(CkCollisionLog) log = ck_collision_log_new(10, path, NULL);
+    assert_non_null(log);
+    CkCollision c = spec_record();
+    ck_collision_log_append(log, &c);
+    assert_int_equal(rename(path, moved), 0);
+    c.pid = 2;
+    ck_collision_log_append(log, &c); /* still to the old file */
+    assert_true(ck_collision_log_reopen(log, NULL));
+    c.pid = 3;
+    ck_collision_log_append(log, &c);
+    g_autofree char *old = NULL, *fresh = NULL;
+    assert_true(g_file_get_contents(moved, &old, NULL, NULL));
+    assert_true(g_file_get_contents(path, &fresh, NULL, NULL));
+    assert_int_equal(strlen(old) > 0 && strchr(old, '\n') != strrchr(old, '\n'), 1);
+    assert_non_null(strstr(fresh, "\"pid\":3"));
+    assert_null(strstr(fresh, "\"pid\":2"));
+    /* the directory gone: the old descriptor stays, with a reason */
+    unlink(path);
+    unlink(moved);
+    rmdir(dir);
+    g_autoptr(GError) err = NULL;
+    assert_false(ck_collision_log_reopen(log, &err));
+    assert_non_null(strstr(err->message, path));
+    ck_collision_log_append(log, &c);
+    g_autoptr(CkCollisionLog) none = ck_collision_log_new(1, NULL, NULL);
+    assert_true(ck_collision_log_reopen(none, NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spec_example), cmocka_unit_test(test_nulls_and_audit),
-        cmocka_unit_test(test_escaping),     cmocka_unit_test(test_ring_keeps_newest),
-        cmocka_unit_test(test_keep_zero),    cmocka_unit_test(test_file_append),
-        cmocka_unit_test(test_file_error),   cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_parse_lines),  cmocka_unit_test(test_tag),
+        cmocka_unit_test(test_spec_example),
+        cmocka_unit_test(test_nulls_and_audit),
+        cmocka_unit_test(test_escaping),
+        cmocka_unit_test(test_ring_keeps_newest),
+        cmocka_unit_test(test_keep_zero),
+        cmocka_unit_test(test_file_append),
+        cmocka_unit_test(test_file_error),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_parse_lines),
+        cmocka_unit_test(test_tag),
+        cmocka_unit_test(test_store_outlives_log),
+        cmocka_unit_test(test_store_writer_killed),
+        cmocka_unit_test(test_reopen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,7 @@ _ckptctl_jobs()
 _ckptctl()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local cmds="jobs resolve check state-root unused collisions set fixture run"
+    local cmds="jobs resolve check state-root unused prune collisions set fixture run"
     if ((COMP_CWORD == 1)); then
         COMPREPLY=($(compgen -W "$cmds --help --version" -- "$cur"))
         return
@@ -37,7 +37,9 @@ _ckptctl()
     local resolving="--legacy-backend --external-root --config"
     local opts
     case $cmd in
-        jobs | check | unused) opts="$common $resolving" ;;
+        jobs | check) opts="$common $resolving" ;;
+        unused) opts="$common $resolving --print0" ;;
+        prune) opts="$common $resolving --delete" ;;
         resolve) opts="$common $resolving -c" ;;
         state-root) opts="--json --help" ;;
         collisions) opts="$common --file" ;;
