@@ -1365,7 +1365,8 @@ int supervisor_takeover(const char *mountpoint, const char *opts, TakeoverCheck 
         struct timeval tv = {TAKEOVER_WAIT_S, 0};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         r = send_text(fd, "describe") == 0 ? recv_msg(fd, buf, MSG_MAX, NULL) : -EIO;
-        if (r > 0 && strcmp(buf, GOING_AWAY) == 0 && ckptfs_mounted_at(real)) {
+        /* an old supervisor may also exit with the request still queued */
+        if ((r <= 0 || strcmp(buf, GOING_AWAY) == 0) && ckptfs_mounted_at(real)) {
             close(fd);
             fd = -1;
             g_usleep(20000);
