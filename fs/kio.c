@@ -25,6 +25,7 @@
 #define KIO_PASSTHROUGH        (1ull << 37) /* flags2 bit 5 */
 #define KIO_FOPEN_PASSTHROUGH  (1u << 7)
 #define KIO_HAS_RESEND         (1ull << 39) /* flags2 bit 7: FUSE_NOTIFY_RESEND works */
+#define KIO_OVER_IO_URING      (1ull << 41) /* flags2 bit 9: requests over io_uring */
 #define KIO_NOTIFY_RESEND      7
 #define KIO_NOTIFY_INVAL_INODE 2
 #define KIO_UNIQUE_RESEND      (1ull << 63)
@@ -361,23 +362,40 @@ static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
 
 /* libfuse's INIT reply, amended to ask for passthrough when the kernel
  * offers it and the reply does not ask for the writeback cache (the kernel
- * refuses the two together). */
+ * refuses the two together), and for io_uring where that is wanted. */
 static void amend_init(Kio *k, struct iovec *iov, int count)
 {
     atomic_store(&k->init_done, true);
     const struct kio_out_header *oh = iov[0].iov_base;
-    bool offered = atomic_load(&k->kernel_flags) & KIO_PASSTHROUGH;
+    uint64_t offered = atomic_load(&k->kernel_flags);
+    bool layout = count == 2 && oh->error == 0 && iov[1].iov_len >= sizeof(struct kio_init_out);
+    struct kio_init_out *out = layout ? iov[1].iov_base : NULL;
+    if (out) {
+        k->init_max_write = out->max_write;
+        k->init_max_pages = out->max_pages;
+    }
+    if (k->ring_want) {
+        if (!(offered & KIO_OVER_IO_URING))
+            k->ring_why = "the kernel does not offer FUSE over io_uring (the fuse module's "
+                          "enable_uring is off)";
+        else if (!out)
+            k->ring_why = "the INIT reply is not the 7.40 layout";
+        else {
+            out->flags |= KIO_INIT_EXT;
+            out->flags2 |= (uint32_t)(KIO_OVER_IO_URING >> 32);
+            k->ring_negotiated = true;
+        }
+    }
     if (!k->want)
         return;
-    if (!offered) {
+    if (!(offered & KIO_PASSTHROUGH)) {
         k->why_not = "the kernel does not offer FUSE passthrough";
         return;
     }
-    if (count != 2 || oh->error != 0 || iov[1].iov_len < sizeof(struct kio_init_out)) {
+    if (!out) {
         k->why_not = "the INIT reply is not the 7.40 layout";
         return;
     }
-    struct kio_init_out *out = iov[1].iov_base;
     if (out->flags & KIO_WRITEBACK_CACHE) {
         k->why_not = "the writeback cache excludes passthrough";
         return;
@@ -386,6 +404,31 @@ static void amend_init(Kio *k, struct iovec *iov, int count)
     out->flags2 |= (uint32_t)(KIO_PASSTHROUGH >> 32);
     out->max_stack_depth = (uint32_t)k->stack_depth;
     atomic_store(&k->passthrough, true);
+}
+
+/* What a request read from /dev/fuse goes through before libfuse sees it,
+ * for one rebuilt from a ring entry. */
+static void ring_prepare(void *buf, size_t len)
+{
+    tls_resent = false;
+    tmpfile_as_create(buf, (ssize_t)len);
+}
+
+/* The INIT reply is out: the ring's entries go in now (the kernel takes
+ * them only on an initialised connection). */
+static void start_ring(Kio *k, int fd)
+{
+    const char *why = NULL;
+    KioRing *r = kio_uring_start(k->se, fd, k->init_max_write, k->init_max_pages, k->ring_depth,
+                                 ring_prepare, &why);
+    __atomic_store_n(&k->ring, r, __ATOMIC_RELEASE);
+    if (r) {
+        g_message("ckptfs: requests come over io_uring: %u entries a queue, one thread each",
+                  k->ring_depth);
+    } else {
+        k->ring_why = why;
+        g_message("ckptfs: requests come over /dev/fuse: %s", why);
+    }
 }
 
 /* fuse_open_out is the last 16 bytes of an OPEN reply and of a CREATE
@@ -409,6 +452,7 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
     Kio *k = kio_of(userdata);
     bool reply = count >= 1 && iov[0].iov_len >= sizeof(struct kio_out_header) &&
                  ((const struct kio_out_header *)iov[0].iov_base)->unique != 0;
+    bool init_reply = false;
     if (tls_backing_id) {
         amend_open(iov, count, tls_backing_id);
     } else if (!atomic_load_explicit(&k->init_done, memory_order_relaxed) && count >= 1 &&
@@ -416,6 +460,7 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
         const struct kio_out_header *oh = iov[0].iov_base;
         uint64_t unique = atomic_load(&k->init_unique);
         if (unique && oh->unique == unique) {
+            init_reply = true;
             amend_init(k, iov, count);
             if (k->replay) {
                 /* the kernel had the answer to this INIT from the first daemon */
@@ -427,9 +472,15 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
             }
         }
     }
-    ssize_t r = writev(fd, iov, count);
+    ssize_t r;
+    if (reply &&
+        kio_uring_reply(((const struct kio_out_header *)iov[0].iov_base)->unique, iov, count, &r))
+        return r; /* it goes back with the entry's next fetch */
+    r = writev(fd, iov, count);
     if (reply && r >= 0)
         inflight_end(); /* the kernel has it: it will not come again */
+    if (init_reply && r >= 0 && k->ring_negotiated)
+        start_ring(k, fd);
     return r;
 }
 
@@ -450,13 +501,17 @@ int kio_attach(Kio *k, struct fuse_session *se, int fd)
         .splice_send = kio_splice_send,
     };
     int rc = fuse_session_custom_io(se, &io, fd);
-    if (rc == 0)
+    if (rc == 0) {
         k->fd = fd;
+        k->se = se;
+    }
     return rc;
 }
 
 void kio_detach(Kio *k)
 {
+    kio_uring_stop(k->ring); /* after the unmount: its entries ended with it */
+    k->ring = NULL;
     k->fd = -1;
     inflight_adopted_free(k->adopted);
     k->adopted = NULL;
@@ -511,4 +566,33 @@ int kio_reply_create(fuse_req_t req, const struct fuse_entry_param *e,
     int rc = fuse_reply_create(req, e, fi);
     tls_backing_id = 0;
     return rc;
+}
+
+void kio_want_ring(Kio *k, bool want, const char *why_not, unsigned depth)
+{
+    k->ring_want = want;
+    k->ring_why = want ? NULL : why_not;
+    k->ring_depth = depth ? depth : 1;
+}
+
+bool kio_ring(const Kio *k)
+{
+    return __atomic_load_n(&k->ring, __ATOMIC_ACQUIRE) != NULL;
+}
+
+const char *kio_ring_why_not(const Kio *k)
+{
+    if (kio_ring(k))
+        return NULL;
+    return k->ring_why ? k->ring_why : "not asked for";
+}
+
+bool kio_ring_wanted(const Kio *k)
+{
+    return k->ring_want && (atomic_load(&k->kernel_flags) & KIO_OVER_IO_URING);
+}
+
+uint64_t kio_ring_requests(const Kio *k)
+{
+    return kio_uring_requests(__atomic_load_n(&k->ring, __ATOMIC_ACQUIRE));
 }

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "inflight.h"
+#include "kio_uring.h"
 
 /* The protocol minor whose structures kio declares (7.40). */
 #define KIO_PROTOCOL_MINOR 40
@@ -65,11 +66,33 @@ typedef struct {
     _Atomic uint32_t journal_threads;
     InflightAdopted *adopted; /* a previous daemon's records (kio_adopt) */
     atomic_bool resend_over;  /* a request not resent was read since */
+    /* FUSE over io_uring (kio_uring.h) */
+    bool ring_want;          /* io_uring=auto, and nothing excludes it */
+    const char *ring_why;    /* static text: why /dev/fuse serves (NULL while the ring may) */
+    unsigned ring_depth;     /* entries (threads) per queue */
+    bool ring_negotiated;    /* the INIT reply asked for it */
+    uint32_t init_max_write; /* as the INIT reply said */
+    uint16_t init_max_pages;
+    struct fuse_session *se;
+    KioRing *ring; /* serving, once started */
 } Kio;
 
 /* want: the options allow passthrough (else why_not says why, once logged).
  * backing_stack_depth: 0 for a disk file system, 1 for overlayfs and the like. */
 void kio_init(Kio *k, bool want, const char *why_not, int backing_stack_depth);
+/* Before kio_attach: serve over io_uring where the kernel offers it (want),
+ * depth entries per queue; else why_not (static text) is what the log and
+ * the status say. */
+void kio_want_ring(Kio *k, bool want, const char *why_not, unsigned depth);
+/* Whether requests come over io_uring (after INIT), and why not (static
+ * text, NULL when they do). */
+bool kio_ring(const Kio *k);
+const char *kio_ring_why_not(const Kio *k);
+/* At INIT, before the reply: the ring will be asked for (libfuse must not
+ * splice replies then: a ring entry takes them as bytes). */
+bool kio_ring_wanted(const Kio *k);
+/* Requests served over the ring so far. */
+uint64_t kio_ring_requests(const Kio *k);
 /* Keeps a copy of the kernel's INIT request in buf (max bytes), then its
  * length in *len (0 before).  Before kio_attach. */
 void kio_keep_init(Kio *k, void *buf, _Atomic uint32_t *len, size_t max);

@@ -57,7 +57,8 @@ static int setup_error(struct ckptfs *fs, int code, const char *fmt, ...)
 static void clear_stale_mount(const char *mnt)
 {
     struct statfs sfs;
-    if (statfs(mnt, &sfs) == 0 || errno != ENOTCONN)
+    /* ECONNABORTED: a request the dead daemon's ring entries held */
+    if (statfs(mnt, &sfs) == 0 || (errno != ENOTCONN && errno != ECONNABORTED))
         return;
     g_message("ckptfs: %s: clearing a stale mount left by a dead daemon", mnt);
     if (!unmount_lazily(mnt, 0))
@@ -140,6 +141,13 @@ static void passthrough_setup(struct ckptfs *fs)
         (sfs.f_type == 0x794c7630 /* overlayfs */ || sfs.f_type == 0xf15f /* ecryptfs */))
         depth = 1;
     kio_init(&fs->kio, why == NULL, why, depth);
+    const char *ring_why = fs->opt.io_uring_off ? "-o io_uring=off"
+                           : fs->supervised     ? kio_uring_supervised_why()
+                           : !kio_uring_enabled()
+                               ? "the fuse module's enable_uring is off (echo Y > "
+                                 "/sys/module/fuse/parameters/enable_uring)"
+                               : NULL;
+    kio_want_ring(&fs->kio, ring_why == NULL, ring_why, fs->opt.io_uring_depth_n);
 }
 
 /* The backing files registered with the kernel for nodes taken over: they

@@ -207,6 +207,13 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
            "Start time of the daemon serving the mount, in seconds since the epoch (a restart "
            "under -o supervise or a takeover moves it; the counters go on).");
     sample_seconds(s, "process_start_time_seconds", mp, (double)mnt->started_us / 1e6);
+    header(s, "ckptfs_transport_info", "gauge",
+           "The transport requests come over: io_uring, or dev_fuse (read(2) of /dev/fuse).");
+    sample(s, "ckptfs_transport_info", mp,
+           mnt->ring ? "transport=\"io_uring\"" : "transport=\"dev_fuse\"", 1);
+    header(s, "ckptfs_io_uring_requests_total", "counter",
+           "Requests served over io_uring by the daemon serving now.");
+    sample(s, "ckptfs_io_uring_requests_total", mp, NULL, mnt->ring_requests);
     header(s, "ckptfs_daemon_attaches_total", "counter",
            "Daemons that attached to the live connection (a restart or a takeover).");
     sample(s, "ckptfs_daemon_attaches_total", mp, NULL, mnt->attaches);

@@ -144,6 +144,8 @@ typedef struct {
     guint64 nodes;     /* the node table's current size */
     guint64 attaches;  /* daemons that attached to the live connection */
     gint64 started_us; /* when the serving daemon started (g_get_real_time) */
+    bool ring;         /* requests come over io_uring (else /dev/fuse) */
+    guint64 ring_requests;
 } FsMetricsMount;
 
 /* The exposition text. */

@@ -32,7 +32,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * data.  Replies to reads of backing files are spliced when the daemon
      * is on the data path (no passthrough). */
     conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
-    if (!kio_passthrough(&fs->kio) && (conn->capable & FUSE_CAP_SPLICE_WRITE))
+    /* a ring entry takes a reply as bytes: no splice with the ring */
+    if (!kio_passthrough(&fs->kio) && !kio_ring_wanted(&fs->kio) &&
+        (conn->capable & FUSE_CAP_SPLICE_WRITE))
         conn->want |= FUSE_CAP_SPLICE_WRITE;
     /* open(O_TRUNC) in one request, checked as a truncation by the policy */
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)

@@ -27,6 +27,9 @@ enum {
  * requests in flight. */
 #define CKPTFS_MAX_READ (512u * 1024u)
 
+/* Ring entries a queue: one blocking FSYNC must not hold a CPU's requests. */
+#define CKPTFS_RING_DEPTH 2
+
 #define OPT(t, f)                                                                                  \
     {                                                                                              \
         t, offsetof(FsOptions, f), 0                                                               \
@@ -47,6 +50,8 @@ static const struct fuse_opt fs_opt_spec[] = {
     OPT("attr_timeout=%s", attr_timeout),
     OPT("tag_env=%s", tag_env),
     OPT("passthrough=%s", passthrough),
+    OPT("io_uring=%s", io_uring),
+    OPT("io_uring_depth=%s", io_uring_depth),
     OPT("log=%s", log),
     OPT("log_level=%s", log_level),
     {"no_policy", offsetof(FsOptions, no_policy), 1},
@@ -127,6 +132,9 @@ void fs_options_help(void)
            "    -o entry_timeout=SECONDS  kernel name cache of the passthrough tree (60)\n"
            "    -o attr_timeout=SECONDS   kernel attribute cache of the passthrough tree (60)\n"
            "    -o passthrough=auto|off   bind open files to backing files in the kernel (auto)\n"
+           "    -o io_uring=auto|off      requests over io_uring where the kernel offers it and\n"
+           "                              the mount is not supervised (auto)\n"
+           "    -o io_uring_depth=N       ring entries a CPU queue, a thread each (2)\n"
            "    -o log=TARGET             journal, syslog, stderr or FILE (default: the\n"
            "                              journal if there is one, else syslog, else stderr)\n"
            "    -o log_level=LEVEL        error, warning, info or debug (info; -d: debug)\n"
@@ -162,6 +170,8 @@ static const struct {
     {"attr_timeout", offsetof(FsOptions, attr_timeout)},
     {"tag_env", offsetof(FsOptions, tag_env)},
     {"passthrough", offsetof(FsOptions, passthrough)},
+    {"io_uring", offsetof(FsOptions, io_uring)},
+    {"io_uring_depth", offsetof(FsOptions, io_uring_depth)},
     {"log", offsetof(FsOptions, log)},
     {"log_level", offsetof(FsOptions, log_level)},
 };
@@ -421,6 +431,24 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
         fprintf(stderr, "ckptfs: passthrough=%s: expected auto or off\n", pt);
         return 2;
     }
+    const char *ring = opt->io_uring ? opt->io_uring : "auto";
+    if (strcmp(ring, "auto") == 0 || strcmp(ring, "off") == 0) {
+        opt->io_uring_off = strcmp(ring, "off") == 0;
+    } else {
+        fprintf(stderr, "ckptfs: io_uring=%s: expected auto or off\n", ring);
+        return 2;
+    }
+    opt->io_uring_depth_n = CKPTFS_RING_DEPTH;
+    if (opt->io_uring_depth) {
+        char *end = NULL;
+        unsigned long d = strtoul(opt->io_uring_depth, &end, 10);
+        if (!*opt->io_uring_depth || *end || d < 1 || d > 64) {
+            fprintf(stderr, "ckptfs: io_uring_depth=%s: expected 1 to 64 entries a queue\n",
+                    opt->io_uring_depth);
+            return 2;
+        }
+        opt->io_uring_depth_n = (unsigned)d;
+    }
     if (opt->log_level && !log_level_known(opt->log_level)) {
         fprintf(stderr, "ckptfs: log_level=%s: expected error, warning, info or debug\n",
                 opt->log_level);
@@ -527,6 +555,8 @@ void fs_options_clear(FsOptions *opt)
     free(opt->attr_timeout);
     free(opt->tag_env);
     free(opt->passthrough);
+    free(opt->io_uring);
+    free(opt->io_uring_depth);
     free(opt->log);
     free(opt->log_level);
     g_free(opt->identity_env);

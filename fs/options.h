@@ -45,11 +45,13 @@ typedef struct {
     char *collision_log;
     char *entry_timeout;
     char *attr_timeout;
-    char *tag_env;     /* tag_env=VAR: each collision record's "tag" */
-    char *passthrough; /* "auto" | "off" */
-    char *log;         /* "journal" | "syslog" | "stderr" | FILE (log.h) */
-    char *log_level;   /* "error" | "warning" | "info" | "debug" */
-    int no_policy;     /* benchmarking: skip every check */
+    char *tag_env;        /* tag_env=VAR: each collision record's "tag" */
+    char *passthrough;    /* "auto" | "off" */
+    char *io_uring;       /* "auto" | "off" */
+    char *io_uring_depth; /* entries (threads) per queue */
+    char *log;            /* "journal" | "syslog" | "stderr" | FILE (log.h) */
+    char *log_level;      /* "error" | "warning" | "info" | "debug" */
+    int no_policy;        /* benchmarking: skip every check */
     int no_default_permissions;
     int writeback;  /* -o writeback: the kernel writeback cache */
     int no_handles; /* testing: behave as on a file system without handles */
@@ -59,6 +61,8 @@ typedef struct {
     FsLive live;             /* as the options say at mount (a live mount's own: control.c) */
     guint from_command_line; /* bit i: config key i was given on the command line (it wins) */
     bool passthrough_off;
+    bool io_uring_off;
+    unsigned io_uring_depth_n;
     const char *job_interned; /* ck_intern(job) or NULL */
     char *identity_env;       /* VAR of identity=env:VAR */
     const char *views_name;   /* interned */

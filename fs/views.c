@@ -123,8 +123,9 @@ static GBytes *snapshot(struct ckptfs *fs, VnKind k, bool wait)
     if (k == VN_CONTROL)
         return control_text(fs);
     catalog_watch_load_gauges(fs, wait);
-    FsMetricsMount mnt = {fs->mountpoint, node_table_count(fs),
-                          atomic_load(&fs->state.hdr->attaches), fs->started_us};
+    FsMetricsMount mnt = {
+        fs->mountpoint, node_table_count(fs), atomic_load(&fs->state.hdr->attaches),
+        fs->started_us, kio_ring(&fs->kio),   kio_ring_requests(&fs->kio)};
     GString *s = fs_metrics_render(fs->metrics, &mnt);
     return g_string_free_to_bytes(s);
 }

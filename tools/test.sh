@@ -16,6 +16,14 @@ if [ ! -d "$build" ]; then
         -Dbuildtype=debugoptimized >/dev/null
 fi
 ninja -C "$build"
+# the ring variants of the mount suites want FUSE over io_uring: on for the
+# run where the fuse module has the switch, as it was afterwards
+uring=/sys/module/fuse/parameters/enable_uring
+if [ -w "$uring" ]; then
+    uring_was=$(cat "$uring")
+    trap 'echo "$uring_was" > "$uring"' EXIT
+    echo Y > "$uring"
+fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 rc=0

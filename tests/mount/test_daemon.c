@@ -210,7 +210,8 @@ static void test_kill_9_then_remount(void **state)
     struct statfs sfs;
     errno = 0;
     assert_int_equal(statfs(m->mnt, &sfs), -1);
-    assert_int_equal(errno, ENOTCONN);
+    /* over io_uring the first request after the death ends as aborted */
+    assert_true(errno == ENOTCONN || errno == ECONNABORTED);
     g_autofree char *text = get_file(bf);
     assert_string_equal(text, "committed");
     /* the new daemon clears the dead mount itself */

@@ -387,7 +387,8 @@ static void test_systemd_unit_commands(void **state)
     struct stat st;
     errno = 0;
     assert_int_equal(stat(m->mnt, &st), -1);
-    assert_int_equal(errno, ENOTCONN);
+    /* over io_uring the first request after the death ends as aborted */
+    assert_true(errno == ENOTCONN || errno == ECONNABORTED);
     pid = exec_start(sargv, log, m->mnt);
     g_autofree char *foreign = g_build_filename(m->mnt, "_state", "j2", "from-j1", NULL);
     assert_int_not_equal(write_as("j1", foreign), 0);

@@ -555,8 +555,9 @@ static void test_tools(void **state)
     assert_int_equal(sh("tar -xOf '%s/v.tar' ./.collisions | grep -q tar-refused", out), 0);
     assert_int_equal(sh("tar -tf '%s/v.tar' | grep -qx './ns/state/v2/0/f.snap'", out), 0);
     assert_int_equal(sh("tar -tvf '%s/v.tar' | grep -q './ns/latest -> checkpoints/2'", out), 0);
-    /* rsync -a: files with their bytes, latest as a link */
-    assert_int_equal(sh("rsync -a '%s/' '%s/copy/'", v, out), 0);
+    /* rsync -a: files with their bytes, latest as a link (the counters
+     * change between rsync's stat and its read: left out, as for tar) */
+    assert_int_equal(sh("rsync -a --exclude=.metrics '%s/' '%s/copy/'", v, out), 0);
     g_autofree char *cf = g_build_filename(out, "copy/ns/checkpoints/2/1/f.snap", NULL);
     g_autofree char *ct = get_file(cf);
     assert_string_equal(ct, "ns v2 1");
