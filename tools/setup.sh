@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(meson ninja-build pkg-config gcc clang clang-format libclang-rt-14-dev git
       libfuse3-dev fuse3 libglib2.0-dev libjson-glib-dev libcmocka-dev
-      libmount-dev libsmartcols-dev libsystemd-dev
+      libmount-dev libsmartcols-dev libsystemd-dev liburing-dev
       librocksdb-dev libsqlite3-dev sqlite3 attr rsync util-linux tar findutils
       python3-pytest cmake man-db groff-base bsdextrautils
       # the peers of `ckpt-bench --peers` (passthrough_ll is built from libfuse3-dev),
