@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Runs the POSIX suites nobody here wrote against ckptfs, in each data path
+# (passthrough on, off) and transport (/dev/fuse, io_uring), and prints one
+# summary table.  It fetches nothing: give it what you built.
+#
+#   tools/posix-suites.sh [--ckptfs BIN] [--pjdfstest DIR] [--fsx BIN]
+#                         [--xfstests DIR [--xfstests-tests "generic/080 ..." | --xfstests-group G]]
+#                         [--paths "auto off"] [--transports "off auto"] [--ops N]
+#
+#   pjdfstest: a built checkout (DIR/pjdfstest and DIR/tests; needs prove)
+#   fsx:       xfstests' ltp/fsx (or any fsx), run plain, with AIO (-A), with
+#              io_uring (-U, where that fsx has it) and O_DIRECT (-Z)
+#   xfstests:  a built checkout; FSTYP=fuse, FUSE_SUBTYP=.ckptfs, so
+#              mount(8) must find ckptfs (ninja install, or --link to put a
+#              symlink in /usr/local/sbin for the run).  xfstests works at the
+#              mount's root, which the write policy keeps for _state and _jobs:
+#              the mounts are made with -o no_policy (every check skipped).
+#
+# Root, /dev/fuse.  Exit 0 when every suite that ran passed, 1 otherwise.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+ckptfs=""
+pjd=""
+fsx=""
+xfs=""
+xfs_tests=""
+xfs_group="quick"
+paths="auto off"
+transports="off auto"
+ops=100000
+link=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --ckptfs) ckptfs=$2; shift 2 ;;
+    --pjdfstest) pjd=$2; shift 2 ;;
+    --fsx) fsx=$2; shift 2 ;;
+    --xfstests) xfs=$2; shift 2 ;;
+    --xfstests-tests) xfs_tests=$2; shift 2 ;;
+    --xfstests-group) xfs_group=$2; shift 2 ;;
+    --paths) paths=$2; shift 2 ;;
+    --transports) transports=$2; shift 2 ;;
+    --ops) ops=$2; shift 2 ;;
+    --link) link=1; shift ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "posix-suites: unknown argument $1 (try --help)" >&2; exit 2 ;;
+    esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "posix-suites: run as root" >&2; exit 2; }
+if [ -z "$ckptfs" ]; then
+    for c in "$here/build-release/fs/ckptfs" "$here/build-test/fs/ckptfs" "$(command -v ckptfs)"; do
+        [ -x "$c" ] && { ckptfs=$c; break; }
+    done
+fi
+[ -x "$ckptfs" ] || { echo "posix-suites: no ckptfs (--ckptfs BIN)" >&2; exit 2; }
+[ -n "$pjd$fsx$xfs" ] || { echo "posix-suites: give --pjdfstest, --fsx or --xfstests" >&2; exit 2; }
+uring=/sys/module/fuse/parameters/enable_uring
+if [ -w "$uring" ]; then
+    uring_was=$(cat "$uring")
+    echo Y > "$uring"
+fi
+work=$(mktemp -d /var/tmp/ckptfs-posix-XXXXXX)
+linked=""
+cleanup() {
+    for m in "$work"/*/mnt; do
+        mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" || fusermount3 -u -z "$m"; }
+    done
+    [ -n "$linked" ] && rm -f "$linked"
+    [ -n "${uring_was:-}" ] && echo "$uring_was" > "$uring"
+    rm -rf --one-file-system "$work"
+}
+trap cleanup EXIT
+rows=()
+fail=0
+
+# mount NAME OPTS: a fresh backing dir (with _state/t) and mount under $work/NAME
+mount_ckptfs() {
+    local d=$work/$1
+    mkdir -p "$d/backing/_state/t" "$d/mnt"
+    "$ckptfs" -o "nosupervise,allow_other,$2" "$d/backing" "$d/mnt" 2>>"$d/daemon.log" ||
+        return 1
+}
+unmount_ckptfs() {
+    fusermount3 -u "$work/$1/mnt" 2>/dev/null || fusermount3 -u -z "$work/$1/mnt"
+}
+row() { rows+=("$(printf '%-10s %-22s %-6s %s' "$1" "$2" "$3" "$4")"); [ "$3" = PASS ] || fail=1; }
+
+for pt in $paths; do
+    for tr in $transports; do
+        variant="passthrough=$pt,io_uring=$tr"
+        tag="pt-$pt-ring-$tr"
+        if [ -n "$pjd" ]; then
+            name=pjd-$tag
+            if mount_ckptfs "$name" "$variant"; then
+                dir=$work/$name/mnt/_state/t
+                out=$(cd "$dir" && prove -r "$(cd "$pjd" && pwd)/tests" 2>&1)
+                summary=$(printf '%s\n' "$out" | grep -E '^Files=' | tail -1)
+                failed=$(printf '%s\n' "$out" | sed -n 's/.*Failed \([0-9]*\)\/[0-9]* subtests.*/\1/p' |
+                    awk '{s+=$1} END {print s+0}')
+                printf '%s\n' "$out" > "$work/$name.out"
+                cp "$work/$name.out" "/var/tmp/ckptfs-$name.out"
+                if printf '%s\n' "$out" | grep -q '^Result: PASS'; then
+                    row pjdfstest "$variant" PASS "$summary"
+                else
+                    row pjdfstest "$variant" FAIL "$failed failed subtests; $summary (/var/tmp/ckptfs-$name.out)"
+                fi
+                unmount_ckptfs "$name"
+            else
+                row pjdfstest "$variant" FAIL "the mount did not come up"
+            fi
+        fi
+        if [ -n "$fsx" ]; then
+            for how in plain aio uring direct; do
+                case $how in
+                plain) args=() ;;
+                aio) args=(-A) ;;
+                uring) "$fsx" -h 2>&1 | grep -q -- ' -U' || continue; args=(-U) ;;
+                direct) args=(-Z -r 4096 -t 4096 -w 4096) ;;
+                esac
+                name=fsx-$how-$tag
+                if mount_ckptfs "$name" "$variant"; then
+                    f=$work/$name/mnt/_state/t/fsx.file
+                    if "$fsx" -q -N "$ops" -S 1 "${args[@]}" "$f" > "$work/$name.out" 2>&1; then
+                        row "fsx $how" "$variant" PASS "$ops operations"
+                    else
+                        cp "$work/$name.out" "/var/tmp/ckptfs-$name.out"
+                        row "fsx $how" "$variant" FAIL "see /var/tmp/ckptfs-$name.out"
+                    fi
+                    unmount_ckptfs "$name"
+                else
+                    row "fsx $how" "$variant" FAIL "the mount did not come up"
+                fi
+            done
+        fi
+        if [ -n "$xfs" ]; then
+            name=xfs-$tag
+            d=$work/$name
+            mkdir -p "$d/test" "$d/scratch" "$d/test.mnt" "$d/scratch.mnt"
+            if [ "$link" = 1 ] && ! command -v ckptfs >/dev/null; then
+                ln -s "$ckptfs" /usr/local/sbin/ckptfs && linked=/usr/local/sbin/ckptfs
+            fi
+            cat > "$d/local.config" <<EOF
+export FSTYP=fuse
+export FUSE_SUBTYP=.ckptfs
+export TEST_DEV=$d/test
+export TEST_DIR=$d/test.mnt
+export SCRATCH_DEV=$d/scratch
+export SCRATCH_MNT=$d/scratch.mnt
+export TEST_FS_MOUNT_OPTS="-o nosupervise,no_policy,allow_other,$variant"
+export MOUNT_OPTIONS="-o nosupervise,no_policy,allow_other,$variant"
+EOF
+            if [ -n "$xfs_tests" ]; then sel=($xfs_tests); else sel=(-g "$xfs_group"); fi
+            out=$(cd "$xfs" && HOST_OPTIONS=$d/local.config ./check "${sel[@]}" 2>&1)
+            printf '%s\n' "$out" > "/var/tmp/ckptfs-$name.out"
+            passed=$(printf '%s\n' "$out" | sed -n 's/^Passed all \([0-9]*\) tests.*/\1/p')
+            failures=$(printf '%s\n' "$out" | sed -n 's/^Failures: //p')
+            notrun=$(printf '%s\n' "$out" | sed -n 's/^Not run: //p' | wc -w)
+            ran=$(printf '%s\n' "$out" | sed -n 's/^Ran: //p' | wc -w)
+            if [ -n "$passed" ] || { [ "$ran" -gt 0 ] && [ -z "$failures" ]; }; then
+                row xfstests "$variant" PASS "ran $ran, not run $notrun"
+            else
+                row xfstests "$variant" FAIL "ran $ran, not run $notrun, failed: ${failures:-?} (/var/tmp/ckptfs-$name.out)"
+            fi
+            mountpoint -q "$d/test.mnt" && fusermount3 -u -z "$d/test.mnt"
+            mountpoint -q "$d/scratch.mnt" && fusermount3 -u -z "$d/scratch.mnt"
+        fi
+    done
+done
+
+printf '%-10s %-22s %-6s %s\n' SUITE VARIANT RESULT DETAIL
+printf '%s\n' "${rows[@]}"
+exit $fail
