@@ -113,7 +113,7 @@ for pt in $paths; do
                 case $how in
                 plain) args=() ;;
                 aio) args=(-A) ;;
-                uring) "$fsx" -h 2>&1 | grep -q -- ' -U' || continue; args=(-U) ;;
+                uring) "$fsx" -h 2>&1 | grep -q -- '-U:' || continue; args=(-U) ;;
                 direct) args=(-Z -r 4096 -t 4096 -w 4096) ;;
                 esac
                 name=fsx-$how-$tag
