@@ -23,11 +23,11 @@
 #include "collision.h"
 #include "identity.h"
 #include "policy.h"
-#include "inode.h"
-#include "kio.h"
+#include "nodes/nodes.h"
+#include "kernel/kio.h"
 #include "metrics.h"
 #include "options.h"
-#include "supervisor.h"
+#include "outlive/supervisor.h"
 
 /* The journal's share of collisions (enforce.c): at most a burst per window. */
 typedef struct {

@@ -24,15 +24,15 @@
 #include "resolve.h"
 #include "ckptfs-config.h"
 #include "ckptfs.h"
-#include "control.h"
-#include "inflight.h"
-#include "kio.h"
+#include "views/control.h"
+#include "outlive/inflight.h"
+#include "kernel/kio.h"
 #include "log.h"
-#include "ops.h"
-#include "opsint.h"
-#include "supervisor.h"
+#include "ops/ops.h"
+#include "ops/ops-private.h"
+#include "outlive/supervisor.h"
 #include "proctitle.h"
-#include "views.h"
+#include "views/views.h"
 
 /* One line on stderr; and, from a daemon a takeover started, the same line
  * for the supervisor to pass on to whoever asked. */

@@ -32,7 +32,7 @@
 #include <glib.h>
 #include <stdint.h>
 
-#include "inflight.h"
+#include "outlive/inflight.h"
 #include "kio_uring.h"
 
 /* The protocol minor whose structures kio declares (7.40). */

@@ -2,7 +2,7 @@
 
 #include <errno.h>
 
-#include "kio.h"
+#include "kernel/kio.h"
 #include "log.h"
 
 static void count_fallback(struct ckptfs *fs, FsPtWhy why)

@@ -4,7 +4,7 @@
 #include <sys/syscall.h>
 
 #include "ops.h"
-#include "opsint.h"
+#include "ops-private.h"
 
 int ckptfs_creds_init(struct ckptfs *fs)
 {

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 
 #include "ops.h"
-#include "opsint.h"
-#include "views.h"
+#include "ops-private.h"
+#include "views/views.h"
 
 /* What fi->fh of an open directory points at. */
 typedef struct {

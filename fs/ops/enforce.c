@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "control.h"
+#include "views/control.h"
 
 const char *fs_caller_job(struct ckptfs *fs, fuse_req_t req)
 {

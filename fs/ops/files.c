@@ -7,11 +7,11 @@
 #include <sys/stat.h>
 
 #include "enforce.h"
-#include "kio.h"
+#include "kernel/kio.h"
 #include "ops.h"
-#include "opsint.h"
-#include "passthrough.h"
-#include "views.h"
+#include "ops-private.h"
+#include "nodes/passthrough.h"
+#include "views/views.h"
 
 static void file_handle_free(struct ckptfs *fs, void *p);
 

@@ -6,9 +6,9 @@
  * by a signal) is freed at the end.  open_lock is a leaf lock. */
 #include <sys/mman.h>
 
-#include "inflight.h"
+#include "outlive/inflight.h"
 #include "ops.h"
-#include "opsint.h"
+#include "ops-private.h"
 
 uint64_t handle_register(struct ckptfs *fs, void *h, HandleKind kind, const HandleRec *rec)
 {

@@ -9,10 +9,10 @@
 #include <sys/statvfs.h>
 
 #include "enforce.h"
-#include "kio.h"
+#include "kernel/kio.h"
 #include "ops.h"
-#include "opsint.h"
-#include "views.h"
+#include "ops-private.h"
+#include "views/views.h"
 
 /* How long the kernel may keep the attributes of a backing object of this
  * mode.  Without OPENDIR (dirs.c) the kernel keeps a directory's listing

@@ -2,11 +2,11 @@
  * of request handlers (names.c, files.c, dirs.c, xattrs.c). */
 #include "ops.h"
 
-#include "kio.h"
+#include "kernel/kio.h"
 #include "log.h"
-#include "opsint.h"
-#include "passthrough.h"
-#include "status.h"
+#include "ops-private.h"
+#include "nodes/passthrough.h"
+#include "outlive/status.h"
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {

@@ -6,8 +6,8 @@
 
 #include "enforce.h"
 #include "ops.h"
-#include "opsint.h"
-#include "views.h"
+#include "ops-private.h"
+#include "views/views.h"
 
 /* setxattr, or removexattr when value is NULL (FUSE never passes NULL for
  * setxattr): a write for the policy, done with the caller's rights through

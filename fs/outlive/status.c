@@ -8,7 +8,7 @@
 #include "ckptfs-config.h"
 #include "ckptfs.h"
 #include "collision.h"
-#include "kio.h"
+#include "kernel/kio.h"
 #include "log.h"
 #include "metrics.h"
 

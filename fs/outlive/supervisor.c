@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "control_socket.h"
-#include "kio.h"
+#include "kernel/kio.h"
 #include "log.h"
 #include "options.h"
 #include "proctitle.h"

@@ -25,7 +25,7 @@
 
 #include "classify.h"
 #include "intern.h"
-#include "viewsint.h"
+#include "views-private.h"
 
 /* How long a read of .metrics waits for a catalog still loading. */
 #define LOAD_GAUGE_WAIT_US (500 * G_TIME_SPAN_MILLISECOND)

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "viewsint.h"
+#include "views-private.h"
 
 _Static_assert(FS_LIVE_TAG_ENV_MAX < sizeof((StateHeader *)0)->live_tag_env_text[0],
                "the state memfd holds every tag_env= name");

@@ -31,7 +31,7 @@
 #include "classify.h"
 #include "intern.h"
 #include "resolve.h"
-#include "viewsint.h"
+#include "views-private.h"
 
 typedef struct {
     char *name;

@@ -18,7 +18,7 @@
 #include "classify.h"
 #include "control.h"
 #include "resolve.h"
-#include "viewsint.h"
+#include "views-private.h"
 
 #define XATTR_SOURCE     "user.ckptfs.source"
 #define XATTR_BACKING    "user.ckptfs.backing"

@@ -33,7 +33,7 @@
 #include <sys/stat.h>
 
 #include "policy.h"
-#include "state.h"
+#include "outlive/state.h"
 
 struct ckptfs;
 

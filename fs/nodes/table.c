@@ -1,4 +1,4 @@
-#include "inode.h"
+#include "nodes.h"
 #include "intern.h"
 
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "ckptfs.h"
-#include "inflight.h"
+#include "outlive/inflight.h"
 
 #define FD_CACHE_CAPACITY 512
 
