@@ -24,6 +24,7 @@
 #include "identity.h"
 #include "policy.h"
 #include "nodes/nodes.h"
+#include "nodes/passthrough.h"
 #include "kernel/kio.h"
 #include "metrics.h"
 #include "options.h"
@@ -57,7 +58,6 @@ struct ckptfs {
     char *mountpoint; /* realpath of MOUNTPOINT */
     int root_fd;      /* O_PATH|O_DIRECTORY of the backing root */
     int mount_fd;     /* O_RDONLY of the backing root: open_by_handle_at's mount_fd (no O_PATH) */
-    bool handles;     /* the backing fs gives file handles (else one O_PATH fd per node) */
     bool is_root;     /* the daemon runs with euid 0 (AT_EMPTY_PATH links, open_by_handle_at) */
     uid_t euid;
     gid_t egid;
@@ -74,7 +74,7 @@ struct ckptfs {
 
     /* mutable, each with its own lock */
     NodeTable nodes;    /* NodeTable.lock */
-    FdCache fdcache;    /* FdCache.lock */
+    Passthrough pt;     /* the bindings' decisions: NodeTable.lock */
     DirPark dirpark;    /* DirPark.lock */
     FsMetrics *metrics; /* atomics only; in the state memfd (set up with it) */
     void *views;        /* fs/views.c private state; its own locks, leaf level */
@@ -86,13 +86,12 @@ struct ckptfs {
     State state; /* what a daemon that takes over needs (state.h); set up before the session */
 
     struct fuse_session *se;
-    LogLimit log_limit;             /* its own lock */
-    Kio kio;                        /* the custom I/O layer: its own atomics */
-    atomic_bool pt_register_logged; /* a failed passthrough registration was logged */
-    atomic_bool handover;           /* the supervisor asked for the connection (main.c) */
-    bool supervised;                /* a supervisor keeps the connection (supervisor.h) */
-    SupLink *link;                  /* to the supervisor (its sock is -1 when there is none) */
-    char *ready_note; /* what a takeover's requester is told besides "done" (g_free) */
+    LogLimit log_limit;   /* its own lock */
+    Kio kio;              /* the custom I/O layer: its own atomics */
+    atomic_bool handover; /* the supervisor asked for the connection (main.c) */
+    bool supervised;      /* a supervisor keeps the connection (supervisor.h) */
+    SupLink *link;        /* to the supervisor (its sock is -1 when there is none) */
+    char *ready_note;     /* what a takeover's requester is told besides "done" (g_free) */
     pthread_t main_thread;
     gint64 started_us; /* when this daemon started (process_start_time_seconds) */
 

@@ -150,18 +150,6 @@ static void passthrough_setup(struct ckptfs *fs)
     kio_want_ring(&fs->kio, ring_why == NULL, ring_why, fs->opt.io_uring_depth_n);
 }
 
-/* The backing files registered with the kernel for nodes taken over: they
- * stay registered with the connection (the gauge counts them again). */
-static int64_t count_bound_nodes(struct ckptfs *fs)
-{
-    int64_t n = 0;
-    uint32_t high = atomic_load(&fs->state.hdr->node_high);
-    for (uint32_t i = FUSE_ROOT_ID; i < high && i < STATE_NODE_SLOTS; i++)
-        if (fs->nodes.by_slot[i] && fs->nodes.by_slot[i]->backing_id > 0)
-            n++;
-    return n;
-}
-
 /* The backing directory and the files the options name, as a daemon will
  * find them: what a takeover checks before the running daemon hands over,
  * and the first thing a daemon checks.  fs->backing is set. */
@@ -353,16 +341,36 @@ static int setup_state(struct ckptfs *fs, const SupLink *link)
         return setup_error(fs, 1, "cannot read the daemon's groups");
     g_mutex_init(&fs->log_limit.lock);
     g_mutex_init(&fs->dirpark.lock);
-    int rc = node_table_init(fs);
+    struct stat root;
+    if (fstat(fs->root_fd, &root) < 0)
+        return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(errno));
+    if (attach && (fs->state.hdr->root_dev != (uint64_t)root.st_dev ||
+                   fs->state.hdr->root_ino != (uint64_t)root.st_ino))
+        return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(EXDEV));
+    fs->state.hdr->root_dev = (uint64_t)root.st_dev;
+    fs->state.hdr->root_ino = (uint64_t)root.st_ino;
+    NodeTableSetup nts = {.state = &fs->state,
+                          .root_fd = fs->root_fd,
+                          .mount_fd = fs->mount_fd,
+                          .views_name = o->views_name,
+                          .no_handles = o->no_handles,
+                          .name = fs->backing};
+    int rc = node_table_init(&fs->nodes, &nts);
     if (rc < 0)
         return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
+    if (attach)
+        node_table_revive(&fs->nodes);
+    pt_init(&fs->pt, &fs->nodes, &fs->kio, fs->metrics,
+            o->passthrough_off || o->writeback ? FS_PT_OFF
+            : !fs->is_root                     ? FS_PT_UNPRIVILEGED
+                                               : FS_PT_KERNEL);
     rc = views_init(fs);
     if (rc < 0)
         return setup_error(fs, 1, "views: %s", g_strerror(-rc));
     ckptfs_handles_init(fs, ckptfs_handle_types); /* after the nodes: it opens theirs */
     if (attach) {
         atomic_fetch_add(&fs->state.hdr->attaches, 1);
-        atomic_store(&fs->metrics->pt_ids, count_bound_nodes(fs));
+        atomic_store(&fs->metrics->pt_ids, (int64_t)node_table_count_bound(&fs->nodes));
     }
     return 0;
 }
@@ -375,7 +383,7 @@ static void teardown(struct ckptfs *fs)
     g_mutex_clear(&fs->log_limit.lock);
     if (fs->views)
         views_destroy(fs);
-    node_table_destroy(fs);
+    node_table_destroy(&fs->nodes);
     if (fs->identity)
         ck_identity_free(fs->identity);
     if (fs->collisions)
@@ -506,15 +514,15 @@ static void give_back(void *ctx, uint32_t kind, uint32_t slot, uint32_t count)
         if (slot < STATE_HANDLE_SLOTS)
             handle_close(fs, (uint64_t)fs->state.handles[slot].generation << 32 | slot);
     } else if (kind == INFLIGHT_PROBE) {
-        Node *n = slot > FUSE_ROOT_ID && slot < STATE_NODE_SLOTS ? fs->nodes.by_slot[slot] : NULL;
+        Node *n = node_of_slot(&fs->nodes, slot);
         if (n && kio_node_known(&fs->kio, node_ino(&fs->nodes, n)) == 0)
-            node_forget_revived(fs, n);
-    } else if (slot > FUSE_ROOT_ID && slot < STATE_NODE_SLOTS) {
+            node_forget_revived(&fs->nodes, n);
+    } else {
         /* a reference taken for an unanswered request, or a forget read
          * and not applied */
-        Node *n = fs->nodes.by_slot[slot];
+        Node *n = node_of_slot(&fs->nodes, slot);
         if (n)
-            node_forget(fs, n, count);
+            node_forget(&fs->nodes, n, count);
     }
 }
 
@@ -526,12 +534,12 @@ static void drop_forgotten(struct ckptfs *fs)
 {
     uint32_t high = atomic_load(&fs->state.hdr->node_high), dropped = 0;
     for (uint32_t i = FUSE_ROOT_ID + 1; i < high; i++) {
-        Node *n = fs->nodes.by_slot[i];
+        Node *n = node_of_slot(&fs->nodes, i);
         if (!n || inflight_adopted_holds(fs->kio.adopted, INFLIGHT_NODE, i) ||
             kio_node_known(&fs->kio, node_ino(&fs->nodes, n)) != 0)
             continue;
         handle_close_node(fs, i);
-        node_forget_revived(fs, n);
+        node_forget_revived(&fs->nodes, n);
         dropped++;
     }
     if (dropped)

@@ -49,7 +49,7 @@ static void dirhandle_free(struct ckptfs *fs, void *p)
     if (d->sync_fd >= 0)
         close(d->sync_fd);
     if (d->counted)
-        node_open_count(fs, d->node, -1);
+        node_open_count(&fs->nodes, d->node, -1);
     if (d->root) {
         for (guint i = 0; i < d->root->len; i++)
             g_free(g_array_index(d->root, RootEntry, i).name);
@@ -89,7 +89,7 @@ static int dirhandle_stream(struct ckptfs *fs, DirHandle *d)
 {
     if (d->dp)
         return 0;
-    int fd = node_open(fs, d->node, O_RDONLY | O_DIRECTORY);
+    int fd = node_open(&fs->nodes, d->node, O_RDONLY | O_DIRECTORY);
     if (fd < 0)
         return fd;
     if (!(d->dp = fdopendir(fd))) {
@@ -137,9 +137,9 @@ static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
         fi->keep_cache = keep;
     } else {
         struct stat st;
-        err = node_fstat(fs, n, &st);
+        err = node_fstat(&fs->nodes, n, &st);
         if (!err) {
-            node_open_count(fs, n, 1);
+            node_open_count(&fs->nodes, n, 1);
             d->counted = true;
         }
         if (!err && fs->entry_timeout > 0) {
@@ -148,7 +148,7 @@ static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
              * invalidate the kernel's copy themselves, changes behind its back
              * move the mtime (stat'ed before the listing is read). */
             fi->cache_readdir = 1;
-            fi->keep_cache = node_unchanged_since_open(fs, n, &st);
+            fi->keep_cache = node_unchanged_since_open(&fs->nodes, n, &st);
         }
     }
     if (err) {
@@ -174,7 +174,7 @@ static void *dirhandle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec)
     d->node = n;
     d->sync_fd = -1;
     if (n->kind == NODE_BACKING) {
-        node_open_count(fs, n, 1);
+        node_open_count(&fs->nodes, n, 1);
         d->counted = true;
         if (n == fs->nodes.root && dirhandle_stream(fs, d) == 0) {
             d->root = g_array_new(FALSE, FALSE, sizeof(RootEntry));
@@ -263,7 +263,7 @@ static size_t add_entry(struct ckptfs *fs, fuse_req_t req, Node *dir, char *buf,
     struct fuse_entry_param e;
     bool looked_up = false;
     if (is_dot_or_dotdot(name) ||
-        (dir->kind == NODE_BACKING && node_find_backing(fs, dir->key.dev, ino))) {
+        (dir->kind == NODE_BACKING && node_find_backing(&fs->nodes, dir->key.dev, ino))) {
         /* The kernel ignores "." and "..".  An object the kernel has already
          * (created or looked up through the mount) goes without attributes
          * (nodeid 0): no lookup here, no inode work in the kernel, and a
@@ -289,7 +289,7 @@ static size_t add_entry(struct ckptfs *fs, fuse_req_t req, Node *dir, char *buf,
     size_t len = fuse_add_direntry_plus(req, buf, rem, name, &e, next);
     if (len > rem) {
         if (looked_up)
-            node_forget(fs, N(fs, e.ino), 1);
+            node_forget(&fs->nodes, N(fs, e.ino), 1);
         return 0;
     }
     return len;
@@ -416,7 +416,7 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
         Node *n = N(fs, ino);
         int err = 0;
         if (n->kind == NODE_BACKING) {
-            int fd = node_open(fs, n, O_RDONLY | O_DIRECTORY);
+            int fd = node_open(&fs->nodes, n, O_RDONLY | O_DIRECTORY);
             err = fd < 0 ? fd : sync_fd(fd, datasync);
             if (fd >= 0)
                 close(fd);
@@ -431,7 +431,7 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
          * loop syncs one open directory again and again) */
         int fd = g_atomic_int_get(&d->sync_fd);
         if (fd < 0) {
-            fd = node_open(fs, d->node, O_RDONLY | O_DIRECTORY);
+            fd = node_open(&fs->nodes, d->node, O_RDONLY | O_DIRECTORY);
             /* two fsyncdir at once: one descriptor is kept, the other closed */
             if (fd >= 0 && !g_atomic_int_compare_and_exchange(&d->sync_fd, -1, fd)) {
                 close(fd);

@@ -22,12 +22,12 @@ char *fs_node_path(struct ckptfs *fs, Node *n)
     if (n->kind != NODE_BACKING)
         return g_strdup_printf("%s/%s", fs->opt.views_name, n->vkey ? n->vkey : "");
     NodeFd f;
-    if (node_fd(fs, n, &f) < 0)
+    if (node_fd(&fs->nodes, n, &f) < 0)
         return NULL;
     char proc[64], buf[PATH_MAX + 1];
     g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", f.fd);
     ssize_t len = readlink(proc, buf, sizeof buf - 1);
-    node_fd_put(fs, &f);
+    node_fd_put(&fs->nodes, &f);
     if (len < 0)
         return NULL;
     buf[len] = '\0';
@@ -146,7 +146,7 @@ static CkPolicy mode_of(struct ckptfs *fs)
 
 int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n, const char *name)
 {
-    CkNs ns = node_ns(fs, n);
+    CkNs ns = node_ns(&fs->nodes, n);
     if (name)
         ns = ck_ns_child(ns, name, fs->opt.views_name);
     const char *job = fs_caller_job(fs, req);
@@ -161,7 +161,7 @@ int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *par
     const char *job = fs_caller_job(fs, req);
     CkPolicy mode = mode_of(fs);
     CkDecision d =
-        ck_decide_create(&mode, job, node_ns(fs, parent), name, is_dir, fs->opt.views_name);
+        ck_decide_create(&mode, job, node_ns(&fs->nodes, parent), name, is_dir, fs->opt.views_name);
     *child_out = d.ns;
     return apply(fs, req, &d, op, job, parent, name, NULL, NULL, NULL);
 }
@@ -171,7 +171,7 @@ int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char 
                     CkNs *back_out)
 {
     const char *vn = fs->opt.views_name;
-    CkNs pns = node_ns(fs, parent), npns = node_ns(fs, newparent);
+    CkNs pns = node_ns(&fs->nodes, parent), npns = node_ns(&fs->nodes, newparent);
     CkNs src = ck_ns_child(pns, name, vn);
     const char *job = fs_caller_job(fs, req);
     CkPolicy mode = mode_of(fs);
@@ -191,8 +191,8 @@ int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, c
 {
     const char *job = fs_caller_job(fs, req);
     CkPolicy mode = mode_of(fs);
-    CkDecision d = ck_decide_link(&mode, job, node_ns(fs, n), node_ns(fs, newparent), newname,
-                                  fs->opt.views_name);
+    CkDecision d = ck_decide_link(&mode, job, node_ns(&fs->nodes, n),
+                                  node_ns(&fs->nodes, newparent), newname, fs->opt.views_name);
     *out = d.ns;
     return apply(fs, req, &d, "link", job, n, NULL, newparent, newname, NULL);
 }
@@ -200,7 +200,7 @@ int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, c
 int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
                      const char *target, CkNs *out)
 {
-    CkNs pns = node_ns(fs, parent);
+    CkNs pns = node_ns(&fs->nodes, parent);
     const char *job = fs_caller_job(fs, req);
     CkPolicy mode = mode_of(fs);
     /* The lexical resolution needs the parent's path; only a job's namespace

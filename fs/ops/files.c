@@ -45,7 +45,7 @@ static void bind_open(struct ckptfs *fs, FileHandle *h, int flags)
     if (h->fd < 0 || (h->write_err && (flags & O_ACCMODE) != O_RDONLY))
         return;
     h->bound = true;
-    h->backing_id = pt_bind(fs, h->node, h->fd);
+    h->backing_id = pt_bind(&fs->pt, h->node, h->fd);
 }
 
 /* Open flags for the reply.  O_DIRECT is the kernel's own business: with
@@ -58,7 +58,7 @@ static void bind_open(struct ckptfs *fs, FileHandle *h, int flags)
 static void set_open_flags(struct ckptfs *fs, Node *n, const struct stat *st, FileHandle *h,
                            struct fuse_file_info *fi)
 {
-    bool same = node_unchanged_since_open(fs, n, st);
+    bool same = node_unchanged_since_open(&fs->nodes, n, st);
     fi->noflush = !h->marker_job && !fs->opt.writeback;
     if (h->backing_id)
         return; /* the kernel takes no other open flag with passthrough (EIO) */
@@ -100,7 +100,7 @@ static FileHandle *file_handle_open(struct ckptfs *fs, Node *n, int fd, bool wri
     h->flags = fi->flags;
     h->writable = writable;
     h->marker_job = marker_job;
-    node_open_count(fs, n, 1);
+    node_open_count(&fs->nodes, n, 1);
     bind_open(fs, h, fi->flags);
     return file_handle_register(fs, h, fi) == 0 ? h : NULL;
 }
@@ -139,7 +139,7 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
         /* the kernel leaves permission checks to us: check as the caller,
          * then open with the daemon's rights (open_by_handle_at needs them) */
         NodeFd f;
-        int err = node_fd(fs, n, &f);
+        int err = node_fd(&fs->nodes, n, &f);
         if (err) {
             creds_leave(fs, &c);
             return err;
@@ -149,16 +149,16 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
         int mode = ((flags & O_ACCMODE) != O_WRONLY ? R_OK : 0) |
                    ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) ? W_OK : 0);
         err = faccessat(AT_FDCWD, proc, mode, AT_EACCESS) < 0 ? -errno : 0;
-        node_fd_put(fs, &f);
+        node_fd_put(&fs->nodes, &f);
         creds_leave(fs, &c);
         if (err)
             return err;
     }
     struct stat st;
-    fd = node_open_live(fs, n, flags, &st);
+    fd = node_open_live(&fs->nodes, n, flags, &st);
     if (fd < 0)
         return fd;
-    CkNs ns = node_ns(fs, n);
+    CkNs ns = node_ns(&fs->nodes, n);
     const char *marker_job = wants_write(fi->flags) && ck_ns_is_marker(ns) ? ns.job : NULL;
     FileHandle *h =
         file_handle_open(fs, n, fd, (fi->flags & O_ACCMODE) != O_RDONLY, marker_job, fi);
@@ -172,16 +172,16 @@ static void file_handle_free(struct ckptfs *fs, void *p)
 {
     FileHandle *h = p;
     if (h->bound)
-        pt_unbind(fs, h->node, h->backing_id);
+        pt_unbind(&fs->pt, h->node, h->backing_id);
     if (h->fd >= 0) {
         if (h->writable && h->node->kind == NODE_BACKING) {
             struct stat st;
             if (fstat(h->fd, &st) == 0)
-                node_note_release(fs, h->node, &st);
+                node_note_release(&fs->nodes, h->node, &st);
         }
         close(h->fd);
         if (h->node->kind == NODE_BACKING)
-            node_open_count(fs, h->node, -1);
+            node_open_count(&fs->nodes, h->node, -1);
     }
     if (h->content)
         g_bytes_unref(h->content);
@@ -205,7 +205,7 @@ static void *file_handle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec
     h->control = n->kind == NODE_VIRTUAL && rec->writable;
     if (n->kind != NODE_VIRTUAL) {
         int flags = backing_open_flags(fs, rec->flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW);
-        int fd = node_open(fs, n, flags);
+        int fd = node_open(&fs->nodes, n, flags);
         if (fd < 0) {
             g_debug(
                 "ckptfs: an open file of node %u (kind %d, stale %d) cannot be opened again: %s",
@@ -214,7 +214,7 @@ static void *file_handle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec
         } else {
             h->fd = fd;
             if (n->kind == NODE_BACKING)
-                node_open_count(fs, n, 1);
+                node_open_count(&fs->nodes, n, 1);
         }
     }
     return h;
@@ -249,7 +249,7 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (err)
         return err;
     NodeFd pf;
-    if ((err = node_fd(fs, p, &pf)))
+    if ((err = node_fd(&fs->nodes, p, &pf)))
         return err;
     int flags = backing_open_flags(fs, fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC);
     const char *at = name;
@@ -269,12 +269,12 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (fd < 0)
         err = -errno;
     creds_leave(fs, &c);
-    node_fd_put(fs, &pf);
+    node_fd_put(&fs->nodes, &pf);
     if (err)
         return err;
     struct stat st;
     Node *n;
-    err = node_lookup_fd(fs, p, name, fd, &st, &n);
+    err = node_lookup_fd(&fs->nodes, child, fd, &st, &n);
     if (err) {
         close(fd);
         return err;
@@ -283,7 +283,7 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     bool marker = !tmpfile && ck_ns_is_marker(child);
     FileHandle *h = file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
     if (!h) {
-        node_forget(fs, n, 1);
+        node_forget(&fs->nodes, n, 1);
         return -ENFILE;
     }
     set_open_flags(fs, n, &st, h, fi);
@@ -303,7 +303,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     }
     if (kio_reply_create(req, &e, fi, FH(fs, fi)->backing_id) != 0) {
         handle_close(fs, fi->fh);
-        node_forget(fs, N(fs, e.ino), 1);
+        node_forget(&fs->nodes, N(fs, e.ino), 1);
     }
 }
 

@@ -44,13 +44,13 @@ int do_lookup(struct ckptfs *fs, Node *p, const char *name, struct fuse_entry_pa
     if (is_dot_or_dotdot(name))
         return -EINVAL; /* never resolve ".." out of the backing directory */
     NodeFd pf;
-    int err = node_fd(fs, p, &pf);
+    int err = node_fd(&fs->nodes, p, &pf);
     if (err)
         return err;
     struct stat st;
     Node *n;
-    err = node_lookup_backing(fs, p, pf.fd, name, &st, &n);
-    node_fd_put(fs, &pf);
+    err = node_lookup_backing(&fs->nodes, p, pf.fd, name, NULL, &st, &n);
+    node_fd_put(&fs->nodes, &pf);
     if (err)
         return err;
     fill_entry(fs, n, &st, e);
@@ -73,7 +73,7 @@ void reply_entry(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_entry_p
         return;
     }
     if (fuse_reply_entry(req, e) != 0 && e->ino) /* ino 0: a views negative entry */
-        node_forget(fs, N(fs, e->ino), 1);
+        node_forget(&fs->nodes, N(fs, e->ino), 1);
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -85,20 +85,11 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     reply_entry(fs, req, err, &e);
 }
 
-/* A forget of a node this daemon dropped itself (drop_forgotten in main.c
- * raced the kernel's own) names a slot now empty or another node's. */
-static void forget_one(struct ckptfs *fs, fuse_ino_t ino, uint64_t nlookup)
-{
-    Node *n = N(fs, ino);
-    if (n && node_ino(&fs->nodes, n) == ino)
-        node_forget(fs, n, nlookup);
-}
-
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_FORGET);
-    forget_one(fs, ino, nlookup);
+    node_forget_id(&fs->nodes, ino, nlookup);
     inflight_end(); /* no reply: applied */
     fuse_reply_none(req);
 }
@@ -108,7 +99,7 @@ void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_FORGET);
     for (size_t i = 0; i < count; i++)
-        forget_one(fs, forgets[i].ino, forgets[i].nlookup);
+        node_forget_id(&fs->nodes, forgets[i].ino, forgets[i].nlookup);
     inflight_end(); /* no reply: applied */
     fuse_reply_none(req);
 }
@@ -122,10 +113,10 @@ void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
  * removed one is reported as ext4 does for an open one, st_nlink 0. */
 static int node_stat(struct ckptfs *fs, Node *n, struct stat *st)
 {
-    int err = node_fstat(fs, n, st);
+    int err = node_fstat(&fs->nodes, n, st);
     if (!err && st->st_nlink == 0 && n != fs->nodes.root &&
-        !(fs->no_opendir && S_ISDIR(st->st_mode)) && node_nopen(fs, n) == 0)
-        err = node_mark_stale(fs, n, -ESTALE);
+        !(fs->no_opendir && S_ISDIR(st->st_mode)) && node_nopen(&fs->nodes, n) == 0)
+        err = node_mark_stale(&fs->nodes, n, -ESTALE);
     return err;
 }
 
@@ -168,7 +159,7 @@ static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *a
     NodeFd f = {-1, NULL};
     int ffd = fi && n->type == S_IFREG && FH(fs, fi)->fd >= 0 ? FH(fs, fi)->fd : -1;
     if (ffd < 0) {
-        err = node_fd(fs, n, &f);
+        err = node_fd(&fs->nodes, n, &f);
         if (err == -ESTALE && !(to_set & ~TIMES_ONLY)) {
             /* the writeback cache flushing the times of a file unlinked
              * since: nothing is left to set, and an error here would stick
@@ -228,7 +219,7 @@ static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *a
         err = -errno;
 out:
     creds_leave(fs, &c);
-    node_fd_put(fs, &f);
+    node_fd_put(&fs->nodes, &f);
     return err;
 }
 
@@ -251,13 +242,13 @@ static int do_readlink(struct ckptfs *fs, Node *n, char **target)
     if (n->kind == NODE_VIRTUAL)
         return views_readlink(fs, n, target);
     NodeFd f;
-    int err = node_fd(fs, n, &f);
+    int err = node_fd(&fs->nodes, n, &f);
     if (err)
         return err;
     char buf[PATH_MAX + 1];
     ssize_t len = readlinkat(f.fd, "", buf, sizeof buf);
     err = len < 0 ? -errno : 0;
-    node_fd_put(fs, &f);
+    node_fd_put(&fs->nodes, &f);
     if (err)
         return err;
     if ((size_t)len >= sizeof buf)
@@ -302,7 +293,7 @@ static int do_make(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name,
     if (err)
         return err;
     NodeFd pf;
-    err = node_fd(fs, p, &pf);
+    err = node_fd(&fs->nodes, p, &pf);
     if (err)
         return err;
     Creds c;
@@ -318,19 +309,19 @@ static int do_make(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name,
     creds_leave(fs, &c);
     bool again = done_before(err, -EEXIST);
     if (!err)
-        views_note_change(fs, node_ns(fs, p), name);
+        views_note_change(fs, node_ns(&fs->nodes, p), name);
     if (!err || again) {
         struct stat st;
         Node *n;
-        err = node_lookup_backing(fs, p, pf.fd, name, &st, &n);
+        err = node_lookup_backing(&fs->nodes, p, pf.fd, name, &child, &st, &n);
         if (!err && again && (st.st_mode & S_IFMT) != (mode & S_IFMT)) {
-            node_forget(fs, n, 1); /* something else has the name */
+            node_forget(&fs->nodes, n, 1); /* something else has the name */
             err = -EEXIST;
         } else if (!err) {
             fill_entry(fs, n, &st, e);
         }
     }
-    node_fd_put(fs, &pf);
+    node_fd_put(&fs->nodes, &pf);
     return err;
 }
 
@@ -380,10 +371,10 @@ static int do_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *np, const c
     if (err)
         return err;
     NodeFd f, pf;
-    if ((err = node_fd(fs, n, &f)))
+    if ((err = node_fd(&fs->nodes, n, &f)))
         return err;
-    if ((err = node_fd(fs, np, &pf))) {
-        node_fd_put(fs, &f);
+    if ((err = node_fd(&fs->nodes, np, &pf))) {
+        node_fd_put(&fs->nodes, &f);
         return err;
     }
     int r;
@@ -403,11 +394,11 @@ static int do_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *np, const c
         err = 0; /* the link the first try made */
     if (!err && fstatat(f.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
         err = -errno;
-    node_fd_put(fs, &pf);
-    node_fd_put(fs, &f);
+    node_fd_put(&fs->nodes, &pf);
+    node_fd_put(&fs->nodes, &f);
     if (err)
         return err;
-    node_ref(fs, n, 1);
+    node_ref(&fs->nodes, n, 1);
     fill_entry(fs, n, &st, e);
     return 0;
 }
@@ -432,10 +423,10 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (err)
         return err;
     NodeFd pf;
-    if ((err = node_fd(fs, p, &pf)))
+    if ((err = node_fd(&fs->nodes, p, &pf)))
         return err;
     if (dir && fs->no_opendir)
-        node_keep_removed_dir(fs, pf.fd, name);
+        node_keep_removed_dir(&fs->nodes, pf.fd, name);
     Creds c;
     creds_enter(fs, req, false, &c);
     if (unlinkat(pf.fd, name, dir ? AT_REMOVEDIR : 0) < 0)
@@ -443,9 +434,9 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     creds_leave(fs, &c);
     if (done_before(err, -ENOENT))
         err = 0; /* removed by the first try */
-    node_fd_put(fs, &pf);
+    node_fd_put(&fs->nodes, &pf);
     if (!err)
-        views_note_change(fs, node_ns(fs, p), name);
+        views_note_change(fs, node_ns(&fs->nodes, p), name);
     return err;
 }
 
@@ -469,9 +460,9 @@ static void renamed_ns(struct ckptfs *fs, int dirfd, const char *name, CkNs ns)
     struct stat st;
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return;
-    Node *n = node_find_backing(fs, st.st_dev, st.st_ino);
-    if (n && !ck_ns_identical(node_ns(fs, n), ns))
-        node_set_ns(fs, n, ns);
+    Node *n = node_find_backing(&fs->nodes, st.st_dev, st.st_ino);
+    if (n && !ck_ns_identical(node_ns(&fs->nodes, n), ns))
+        node_set_ns(&fs->nodes, n, ns);
 }
 
 static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, Node *np,
@@ -484,14 +475,14 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (err)
         return err;
     NodeFd pf, npf;
-    if ((err = node_fd(fs, p, &pf)))
+    if ((err = node_fd(&fs->nodes, p, &pf)))
         return err;
-    if ((err = node_fd(fs, np, &npf))) {
-        node_fd_put(fs, &pf);
+    if ((err = node_fd(&fs->nodes, np, &npf))) {
+        node_fd_put(&fs->nodes, &pf);
         return err;
     }
     if (fs->no_opendir && !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
-        node_keep_removed_dir(fs, npf.fd, newname);
+        node_keep_removed_dir(&fs->nodes, npf.fd, newname);
     Creds c;
     /* a whiteout is a create (a device node at the old name): made as the
      * caller, who needs CAP_MKNOD as on any file system */
@@ -507,17 +498,17 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         err = 0; /* moved by the first try: the source is gone, the target there */
     if (!err) {
         const char *vn = fs->opt.views_name;
-        CkNs was = ck_ns_child(node_ns(fs, p), name, vn);
+        CkNs was = ck_ns_child(node_ns(&fs->nodes, p), name, vn);
         if (!ck_ns_identical(was, moved))
             renamed_ns(fs, npf.fd, newname, moved);
         if ((flags & RENAME_EXCHANGE) &&
-            !ck_ns_identical(ck_ns_child(node_ns(fs, np), newname, vn), back))
+            !ck_ns_identical(ck_ns_child(node_ns(&fs->nodes, np), newname, vn), back))
             renamed_ns(fs, pf.fd, name, back);
-        views_note_change(fs, node_ns(fs, p), name);
-        views_note_change(fs, node_ns(fs, np), newname);
+        views_note_change(fs, node_ns(&fs->nodes, p), name);
+        views_note_change(fs, node_ns(&fs->nodes, np), newname);
     }
-    node_fd_put(fs, &npf);
-    node_fd_put(fs, &pf);
+    node_fd_put(&fs->nodes, &npf);
+    node_fd_put(&fs->nodes, &pf);
     return err;
 }
 
@@ -536,11 +527,11 @@ static int do_statfs(struct ckptfs *fs, Node *n, struct statvfs *sv)
     if (n->kind != NODE_BACKING)
         n = fs->nodes.root;
     NodeFd f;
-    int err = node_fd(fs, n, &f);
+    int err = node_fd(&fs->nodes, n, &f);
     if (err)
         return err;
     err = fstatvfs(f.fd, sv) < 0 ? -errno : 0;
-    node_fd_put(fs, &f);
+    node_fd_put(&fs->nodes, &f);
     return err;
 }
 
@@ -562,7 +553,7 @@ static int do_access(struct ckptfs *fs, fuse_req_t req, Node *n, int mask)
     if (n->kind != NODE_BACKING)
         return views_access(fs, req, n, mask);
     NodeFd f;
-    int err = node_fd(fs, n, &f);
+    int err = node_fd(&fs->nodes, n, &f);
     if (err)
         return err;
     char proc[64];
@@ -571,7 +562,7 @@ static int do_access(struct ckptfs *fs, fuse_req_t req, Node *n, int mask)
     creds_enter(fs, req, true, &c);
     err = faccessat(AT_FDCWD, proc, mask, AT_EACCESS) < 0 ? -errno : 0;
     creds_leave(fs, &c);
-    node_fd_put(fs, &f);
+    node_fd_put(&fs->nodes, &f);
     return err;
 }
 

@@ -20,7 +20,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         .identity_env = fs->opt.identity_env,
         .attaches = atomic_load(&fs->state.hdr->attaches),
     });
-    pt_log_state(fs);
+    pt_log_state(&fs->pt);
     status_publish(fs);
     suplink_ready(fs->link, fs->mountpoint, fs->ready_note); /* the supervisor tells systemd */
     if (fs->supervised && !kio_can_resend(&fs->kio))

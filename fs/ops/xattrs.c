@@ -23,7 +23,7 @@ static int do_xattr_change(struct ckptfs *fs, fuse_req_t req, Node *n, const cha
     if (err)
         return err;
     NodeFd f;
-    if ((err = node_fd(fs, n, &f)))
+    if ((err = node_fd(&fs->nodes, n, &f)))
         return err;
     char proc[64];
     proc_path(proc, sizeof proc, f.fd);
@@ -32,7 +32,7 @@ static int do_xattr_change(struct ckptfs *fs, fuse_req_t req, Node *n, const cha
     int r = value ? setxattr(proc, name, value, size, flags) : removexattr(proc, name);
     err = r < 0 ? -errno : 0;
     creds_leave(fs, &c);
-    node_fd_put(fs, &f);
+    node_fd_put(&fs->nodes, &f);
     return err;
 }
 
@@ -65,7 +65,7 @@ static int do_getxattr(struct ckptfs *fs, Node *n, const char *name, size_t size
         return err;
     }
     NodeFd f;
-    int err = node_fd(fs, n, &f);
+    int err = node_fd(&fs->nodes, n, &f);
     if (err)
         return err;
     char proc[64];
@@ -76,7 +76,7 @@ static int do_getxattr(struct ckptfs *fs, Node *n, const char *name, size_t size
     if (r > 0 && !size)
         buf = g_malloc0((gsize)r);
     err = r < 0 ? -errno : 0;
-    node_fd_put(fs, &f);
+    node_fd_put(&fs->nodes, &f);
     if (err) {
         g_free(buf);
         return err;

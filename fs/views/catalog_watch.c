@@ -677,7 +677,7 @@ static void inval_entry(struct fuse_session *se, fuse_ino_t parent, const char *
 
 static void invalidate_job(struct ckptfs *fs, struct fuse_session *se, const char *job)
 {
-    fuse_ino_t root = node_virtual_ino(fs, "");
+    fuse_ino_t root = node_virtual_ino(&fs->nodes, "");
     if (root)
         fuse_lowlevel_notify_inval_inode(se, root, 0, 0);
     if (job == &root_item)
@@ -688,14 +688,14 @@ static void invalidate_job(struct ckptfs *fs, struct fuse_session *se, const cha
         inval_entry(se, root, job);
         return;
     }
-    fuse_ino_t jn = node_virtual_ino(fs, job);
+    fuse_ino_t jn = node_virtual_ino(&fs->nodes, job);
     if (!jn)
         return;
     fuse_lowlevel_notify_inval_inode(se, jn, 0, 0); /* its listing: "latest" comes and goes */
     inval_entry(se, jn, "latest");
     inval_entry(se, jn, "restore");
     g_autofree char *ck = g_strconcat(job, "/checkpoints", NULL);
-    fuse_ino_t cn = node_virtual_ino(fs, ck);
+    fuse_ino_t cn = node_virtual_ino(&fs->nodes, ck);
     if (cn) {
         fuse_lowlevel_notify_inval_inode(se, cn, 0, 0);
         for (guint i = 0; i < j->checkpoints->len; i++) {

@@ -414,7 +414,7 @@ static void make_alias(Node *n, void *p)
     n->key.dev = m->st->st_dev;
     n->key.ino = m->st->st_ino;
     int fd = m->fd >= 0 ? m->fd : openat(m->dirfd, m->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 || node_set_handle_from_fd(m->fs, n, fd) != 0)
+    if (fd < 0 || node_set_handle_from_fd(&m->fs->nodes, n, fd) != 0)
         n->pinned_fd = -1; /* no handle: reads fail with ESTALE, the kernel looks again */
     if (fd >= 0 && fd != m->fd)
         close(fd);
@@ -428,11 +428,11 @@ static void make_alias(Node *n, void *p)
  * the kernel gets a fresh node (node_forget frees the old one when unused). */
 static Node *get_node(struct ckptfs *fs, const char *vkey, void (*make)(Node *, void *), MakeCtx *m)
 {
-    Node *n = node_get_virtual(fs, vkey, make, m);
-    if (!m->used && n->kind == NODE_ALIAS && node_is_stale(fs, n)) {
-        node_unlist_virtual(fs, vkey, n);
-        node_forget(fs, n, 1);
-        n = node_get_virtual(fs, vkey, make, m);
+    Node *n = node_get_virtual(&fs->nodes, vkey, make, m);
+    if (!m->used && n->kind == NODE_ALIAS && node_is_stale(&fs->nodes, n)) {
+        node_unlist_virtual(&fs->nodes, vkey, n);
+        node_forget(&fs->nodes, n, 1);
+        n = node_get_virtual(&fs->nodes, vkey, make, m);
     }
     return n;
 }
@@ -460,7 +460,7 @@ static int node_to_entry(struct ckptfs *fs, Node *n, struct fuse_entry_param *e,
     memset(e, 0, sizeof *e);
     int err = jv_getattr(fs, n, n->vdata, &e->attr, &e->attr_timeout);
     if (err) {
-        node_forget(fs, n, 1);
+        node_forget(&fs->nodes, n, 1);
         return err;
     }
     e->ino = node_ino(&fs->nodes, n);
@@ -482,7 +482,7 @@ static int virtual_to_entry(struct ckptfs *fs, const char *vkey, VNode *vn, mode
                  .vn = vn,
                  .fd = -1,
                  .dirfd = -1};
-    Node *n = node_get_virtual(fs, vkey, make_virtual, &m);
+    Node *n = node_get_virtual(&fs->nodes, vkey, make_virtual, &m);
     if (!m.used) {
         set_provenance(n->vdata, vn);
         vnode_free(vn);
@@ -558,7 +558,7 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
         m.kind = VN_ERROR;
         m.type = S_IFREG;
         m.vino = views_vino(fs, tk);
-        return node_to_entry(fs, node_get_virtual(fs, tk, make_virtual, &m), e, 0.0);
+        return node_to_entry(fs, node_get_virtual(&fs->nodes, tk, make_virtual, &m), e, 0.0);
     }
     if (!layers || (guint)ent->layer >= layers->len)
         return -ENOENT;
@@ -568,7 +568,7 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
         m.kind = VN_TREE;
         m.type = S_IFDIR;
         m.vino = views_vino(fs, tk);
-        Node *n = node_get_virtual(fs, tk, make_virtual, &m);
+        Node *n = node_get_virtual(&fs->nodes, tk, make_virtual, &m);
         if (!m.used) {
             /* which layer has it may change with the snapshot (few: directories) */
             VNode *now = build_vnode(&m);
@@ -792,9 +792,9 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
         return 0;
     }
     case VN_ALIAS: {
-        int err = node_fstat(fs, n, st);
+        int err = node_fstat(&fs->nodes, n, st);
         if (!err && st->st_nlink == 0)
-            err = node_mark_stale(fs, n, -ESTALE); /* deleted (still open somewhere) */
+            err = node_mark_stale(&fs->nodes, n, -ESTALE); /* deleted (still open somewhere) */
         *timeout = t;
         return err;
     }
@@ -946,13 +946,13 @@ int jv_open(struct ckptfs *fs, Node *n, VNode *vn, ViewsOpen *out)
         /* a file deleted behind the view (a handle of it still open
          * somewhere) gives ESTALE: the view shows what is at the path now */
         struct stat st;
-        int fd = node_open_live(fs, n, O_RDONLY | O_NOFOLLOW, &st);
+        int fd = node_open_live(&fs->nodes, n, O_RDONLY | O_NOFOLLOW, &st);
         if (fd < 0)
             return fd;
         out->fd = fd;
         out->content = NULL;
         out->direct_io = false;
-        out->keep_cache = node_unchanged_since_open(fs, n, &st);
+        out->keep_cache = node_unchanged_since_open(&fs->nodes, n, &st);
         return 0;
     }
     default:

@@ -85,12 +85,12 @@ static void revive_path(struct ckptfs *fs, const char *vkey)
     g_auto(GStrv) parts = g_strsplit(path, "/", -1);
     for (guint i = 0; path[0] && parts[i]; i++) {
         int err = lookup_inner(fs, cur, parts[i], &e);
-        node_forget(fs, cur, 1);
+        node_forget(&fs->nodes, cur, 1);
         if (err || e.ino == 0)
             return;
         cur = node_of(&fs->nodes, e.ino);
     }
-    node_forget(fs, cur, 1);
+    node_forget(&fs->nodes, cur, 1);
 }
 
 /* A views node's VNode.  A node a daemon that took over the connection
@@ -124,8 +124,8 @@ static GBytes *snapshot(struct ckptfs *fs, VnKind k, bool wait)
         return control_text(fs);
     catalog_watch_load_gauges(fs, wait);
     FsMetricsMount mnt = {
-        fs->mountpoint, node_table_count(fs), atomic_load(&fs->state.hdr->attaches),
-        fs->started_us, kio_ring(&fs->kio),   kio_ring_requests(&fs->kio)};
+        fs->mountpoint, node_table_count(&fs->nodes), atomic_load(&fs->state.hdr->attaches),
+        fs->started_us, kio_ring(&fs->kio),           kio_ring_requests(&fs->kio)};
     GString *s = fs_metrics_render(fs->metrics, &mnt);
     return g_string_free_to_bytes(s);
 }
@@ -179,7 +179,7 @@ static void make_top(Node *n, void *ctx)
 
 static int top_lookup(struct ckptfs *fs, VnKind k, const char *vkey, struct fuse_entry_param *e)
 {
-    Node *n = node_get_virtual(fs, vkey, make_top, GINT_TO_POINTER(k));
+    Node *n = node_get_virtual(&fs->nodes, vkey, make_top, GINT_TO_POINTER(k));
     memset(e, 0, sizeof *e);
     fill_stat(fs, k, &e->attr);
     e->ino = node_ino(&fs->nodes, n);
@@ -379,7 +379,7 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
             len = fuse_add_direntry_plus(req, buf + used, size - used, ve->name, &e, i + 1);
             if (len > size - used) {
                 if (!dots)
-                    node_forget(fs, node_of(&fs->nodes, e.ino), 1);
+                    node_forget(&fs->nodes, node_of(&fs->nodes, e.ino), 1);
                 break;
             }
         } else {

@@ -5,7 +5,7 @@
  * _views/.control (its settings: control.h): ops.c answers them with EROFS
  * before calling anything (the nodes' CkNs is CK_NS_VIEWS).
  *
- * Nodes come from node_get_virtual(fs, vkey, make, ctx) (inode.h), keyed by
+ * Nodes come from node_get_virtual(&fs->nodes, vkey, make, ctx) (inode.h), keyed by
  * the entry's path below the views dir ("" is the views dir itself), so a
  * second lookup of one entry gives the same node; VIRTUAL nodes report
  * n->vino as st_ino (top bit set: never a backing number), ALIAS nodes the
