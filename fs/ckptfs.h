@@ -16,6 +16,7 @@
 #include <fuse_lowlevel.h>
 #include <glib.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -28,6 +29,7 @@
 #include "kernel/kio.h"
 #include "metrics.h"
 #include "options.h"
+#include "outlive/inflight.h"
 #include "outlive/supervisor.h"
 
 /* The journal's share of collisions (enforce.c): at most a burst per window. */
@@ -51,6 +53,7 @@ typedef struct {
 } DirPark;
 
 struct ckptfs {
+    Kio kio; /* first: the protocol module's hooks get the session's userdata (kio_attach) */
     /* immutable while mounted */
     FsOptions opt;
     char *backing; /* realpath of BACKING_DIR, no trailing '/' */
@@ -86,12 +89,12 @@ struct ckptfs {
     State state; /* what a daemon that takes over needs (state.h); set up before the session */
 
     struct fuse_session *se;
-    LogLimit log_limit;   /* its own lock */
-    Kio kio;              /* the custom I/O layer: its own atomics */
-    atomic_bool handover; /* the supervisor asked for the connection (main.c) */
-    bool supervised;      /* a supervisor keeps the connection (supervisor.h) */
-    SupLink *link;        /* to the supervisor (its sock is -1 when there is none) */
-    char *ready_note;     /* what a takeover's requester is told besides "done" (g_free) */
+    LogLimit log_limit;      /* its own lock */
+    InflightJournal journal; /* this daemon's, when it may be replaced */
+    atomic_bool handover;    /* the supervisor asked for the connection (main.c) */
+    bool supervised;         /* a supervisor keeps the connection (supervisor.h) */
+    SupLink *link;           /* to the supervisor (its sock is -1 when there is none) */
+    char *ready_note;        /* what a takeover's requester is told besides "done" (g_free) */
     pthread_t main_thread;
     gint64 started_us; /* when this daemon started (process_start_time_seconds) */
 
@@ -103,3 +106,4 @@ struct ckptfs {
     int reload_stop;     /* eventfd that ends the reload thread, -1 */
     GThread *reload_thread;
 };
+_Static_assert(offsetof(struct ckptfs, kio) == 0, "the session's userdata begins with its Kio");

@@ -9,8 +9,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "ckptfs.h"
-
 /* The kernel's side of the protocol, as include/uapi/linux/fuse.h of
  * protocol 7.40+ has it; Debian 12's headers (7.38) and libfuse 3.14 stop
  * short of these fields, so they are declared here and nowhere else. */
@@ -107,9 +105,10 @@ static _Thread_local int32_t tls_backing_id;
  * request in the thread that read it. */
 static _Thread_local bool tls_resent;
 
+/* The session's userdata begins with its Kio (kio_attach). */
 static Kio *kio_of(void *userdata)
 {
-    return &((struct ckptfs *)userdata)->kio;
+    return userdata;
 }
 
 void kio_init(Kio *k, bool want, const char *why_not, int backing_stack_depth)
@@ -151,15 +150,10 @@ void kio_keep_init(Kio *k, void *buf, _Atomic uint32_t *len, size_t max)
     k->keep_max = max;
 }
 
-void kio_set_journal(Kio *k, InflightRec *journal)
+void kio_set_hooks(Kio *k, const KioHooks *hooks, void *ctx)
 {
-    k->journal = journal;
-}
-
-void kio_adopt(Kio *k, InflightGiveBack fn, void *ctx)
-{
-    if (k->journal)
-        k->adopted = inflight_adopt(k->journal, fn, ctx);
+    k->hooks = hooks;
+    k->hooks_ctx = ctx;
 }
 
 void kio_replay_init(Kio *k, const void *init, size_t len)
@@ -276,16 +270,15 @@ static void tmpfile_as_create(void *buf, ssize_t len)
     memcpy(buf, &h, sizeof h);
 }
 
-/* The forgets of a FORGET or BATCH_FORGET request, into this thread's
- * journal record (inflight.h). */
-static void journal_forgets(const struct kio_in_header *h, const void *buf, ssize_t len)
+/* Each (node id, count) of a FORGET or BATCH_FORGET request, to the hooks. */
+static void tell_forgets(Kio *k, const struct kio_in_header *h, const void *buf, ssize_t len)
 {
     const char *p = (const char *)buf + sizeof *h;
     if (h->opcode == KIO_OP_FORGET) {
         uint64_t nlookup;
         if (len >= (ssize_t)(sizeof *h + sizeof nlookup)) {
             memcpy(&nlookup, p, sizeof nlookup);
-            inflight_note_forget((uint32_t)h->nodeid, nlookup);
+            k->hooks->forget(k->hooks_ctx, h->nodeid, nlookup);
         }
         return;
     }
@@ -297,7 +290,7 @@ static void journal_forgets(const struct kio_in_header *h, const void *buf, ssiz
     for (uint32_t i = 0; i < count && p + 16 <= (const char *)buf + len; i++, p += 16) {
         uint64_t one[2]; /* fuse_forget_one: nodeid, nlookup */
         memcpy(one, p, sizeof one);
-        inflight_note_forget((uint32_t)one[0], one[1]);
+        k->hooks->forget(k->hooks_ctx, one[0], one[1]);
     }
 }
 
@@ -325,8 +318,8 @@ static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
 {
     Kio *k = kio_of(userdata);
     tls_resent = false;
-    if (k->journal)
-        prefault(buf, len); /* only where a daemon may die under it (supervise) */
+    if (k->hooks)
+        prefault(buf, len); /* only where a daemon may die under it */
     if (k->replay && !atomic_load_explicit(&k->gate_open, memory_order_acquire)) {
         ssize_t given = replay_read(k, buf, len);
         if (given > 0)
@@ -339,18 +332,15 @@ static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
         struct kio_in_header h;
         memcpy(&h, buf, sizeof h);
         tls_resent = (h.unique & KIO_UNIQUE_RESEND) != 0;
-        /* requests that get no reply are never resent: nothing to give back */
         bool forgets = h.opcode == KIO_OP_FORGET || h.opcode == KIO_OP_BATCH_FORGET;
-        if (tls_resent)
-            inflight_resent(k->adopted, h.unique); /* undo its first try first */
-        else if (k->adopted && !forgets && h.opcode != KIO_OP_INTERRUPT &&
-                 !atomic_load_explicit(&k->resend_over, memory_order_relaxed) &&
-                 !atomic_exchange(&k->resend_over, true))
-            inflight_resend_over(k->adopted); /* resent ones come first */
-        inflight_begin(k->journal, &k->journal_threads, h.unique, h.opcode != KIO_OP_INTERRUPT,
-                       forgets);
-        if (forgets)
-            journal_forgets(&h, buf, r);
+        if (k->hooks) {
+            KioReqKind kind = forgets                        ? KIO_REQ_FORGET
+                              : h.opcode == KIO_OP_INTERRUPT ? KIO_REQ_INTERRUPT
+                                                             : KIO_REQ_REPLY;
+            k->hooks->request(k->hooks_ctx, h.unique & ~KIO_UNIQUE_RESEND, tls_resent, kind);
+            if (forgets)
+                tell_forgets(k, &h, buf, r);
+        }
     }
     if (!atomic_load_explicit(&k->init_done, memory_order_relaxed) &&
         atomic_load(&k->init_unique) == 0)
@@ -477,8 +467,8 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
         kio_uring_reply(((const struct kio_out_header *)iov[0].iov_base)->unique, iov, count, &r))
         return r; /* it goes back with the entry's next fetch */
     r = writev(fd, iov, count);
-    if (reply && r >= 0)
-        inflight_end(); /* the kernel has it: it will not come again */
+    if (reply && r >= 0 && k->hooks)
+        k->hooks->replied(k->hooks_ctx); /* the kernel has it: it will not come again */
     if (init_reply && r >= 0 && k->ring_negotiated)
         start_ring(k, fd);
     return r;
@@ -513,8 +503,6 @@ void kio_detach(Kio *k)
     kio_uring_stop(k->ring); /* after the unmount: its entries ended with it */
     k->ring = NULL;
     k->fd = -1;
-    inflight_adopted_free(k->adopted);
-    k->adopted = NULL;
 }
 
 bool kio_passthrough(const Kio *k)

@@ -32,7 +32,6 @@
 #include <glib.h>
 #include <stdint.h>
 
-#include "outlive/inflight.h"
 #include "kio_uring.h"
 
 /* The protocol minor whose structures kio declares (7.40). */
@@ -61,11 +60,9 @@ typedef struct {
     atomic_bool gate_open;    /* the resend notification went out: reads may go on */
     GMutex gate_lock;
     GCond gate_cond;
-    /* the in-flight journal (inflight.h), NULL for none */
-    InflightRec *journal;
-    _Atomic uint32_t journal_threads;
-    InflightAdopted *adopted; /* a previous daemon's records (kio_adopt) */
-    atomic_bool resend_over;  /* a request not resent was read since */
+    /* told of every request read and every reply written (kio_set_hooks) */
+    const struct KioHooks *hooks;
+    void *hooks_ctx;
     /* FUSE over io_uring (kio_uring.h) */
     bool ring_want;          /* io_uring=auto, and nothing excludes it */
     const char *ring_why;    /* static text: why /dev/fuse serves (NULL while the ring may) */
@@ -96,12 +93,24 @@ uint64_t kio_ring_requests(const Kio *k);
 /* Keeps a copy of the kernel's INIT request in buf (max bytes), then its
  * length in *len (0 before).  Before kio_attach. */
 void kio_keep_init(Kio *k, void *buf, _Atomic uint32_t *len, size_t max);
-/* Every request read starts its thread's record in journal, every reply
- * ends it (inflight.h).  Before kio_attach. */
-void kio_set_journal(Kio *k, InflightRec *journal);
-/* An attaching daemon: the previous daemon's records, given back request by
- * request as the kernel resends them (inflight.h).  Before the loop. */
-void kio_adopt(Kio *k, InflightGiveBack fn, void *ctx);
+/* What the requests and replies that go through kio tell whoever keeps
+ * account of them (the in-flight journal of a daemon that may be
+ * replaced), called on the thread that serves the request:
+ * - request: one was read whole, before libfuse sees it: its unique
+ *   without the kernel's resend mark, whether it carries that mark, and
+ *   whether it takes a reply (FORGET, BATCH_FORGET and INTERRUPT take none);
+ * - forget: one (node id, count) of a FORGET or BATCH_FORGET just read;
+ * - replied: the reply to this thread's request went out. */
+typedef enum { KIO_REQ_REPLY, KIO_REQ_FORGET, KIO_REQ_INTERRUPT } KioReqKind;
+typedef struct KioHooks {
+    void (*request)(void *ctx, uint64_t unique, bool resent, KioReqKind kind);
+    void (*forget)(void *ctx, uint64_t nodeid, uint64_t nlookup);
+    void (*replied)(void *ctx);
+} KioHooks;
+/* Before kio_attach.  A session with hooks is one whose daemon may be
+ * replaced: its request buffers are also written to once before the first
+ * read, so that the kernel's copy of a request into them never faults. */
+void kio_set_hooks(Kio *k, const KioHooks *hooks, void *ctx);
 /* The session attaches to a live connection whose INIT (init, len bytes,
  * as kio_keep_init kept it) a previous daemon answered.  Before kio_attach. */
 void kio_replay_init(Kio *k, const void *init, size_t len);
@@ -124,8 +133,9 @@ int kio_fail_one(int fd, void *buf, size_t len, int err);
 /* The kernel offered FUSE_HAS_RESEND at INIT (Linux 6.9 and later). */
 bool kio_can_resend(const Kio *k);
 /* Routes the session's requests and replies on fd (the session's own after
- * fuse_session_mount, or a live connection's) through kio, before the loop.  Returns 0 or -errno.
- */
+ * fuse_session_mount, or a live connection's) through kio, before the loop.
+ * The session's userdata must begin with k: the hooks libfuse calls get
+ * only that pointer.  Returns 0 or -errno. */
 int kio_attach(Kio *k, struct fuse_session *se, int fd);
 /* The session is about to close its descriptor: kio uses it no more. */
 void kio_detach(Kio *k);

@@ -62,7 +62,13 @@ void handle_close(struct ckptfs *fs, uint64_t fh)
         fs->open_types[kind]->free(fs, h);
 }
 
-void handle_close_node(struct ckptfs *fs, uint32_t node_slot)
+void handles_give_back(struct ckptfs *fs, uint32_t slot)
+{
+    if (slot < STATE_HANDLE_SLOTS)
+        handle_close(fs, (uint64_t)fs->state.handles[slot].generation << 32 | slot);
+}
+
+void handles_close_node(struct ckptfs *fs, uint32_t node_slot)
 {
     uint32_t high = atomic_load(&fs->state.hdr->handle_high);
     for (uint32_t i = 1; i < high; i++) {
@@ -72,10 +78,10 @@ void handle_close_node(struct ckptfs *fs, uint32_t node_slot)
     }
 }
 
-void ckptfs_handles_init(struct ckptfs *fs, const HandleType *const *types)
+void handles_init(struct ckptfs *fs)
 {
     g_mutex_init(&fs->open_lock);
-    fs->open_types = types;
+    fs->open_types = ckptfs_handle_types;
     fs->open_live = mmap(NULL, (size_t)STATE_HANDLE_SLOTS * sizeof(void *), PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (fs->open_live == MAP_FAILED)
@@ -83,10 +89,13 @@ void ckptfs_handles_init(struct ckptfs *fs, const HandleType *const *types)
     StateHeader *hdr = fs->state.hdr;
     slot_pool_init(&fs->open_pool, &hdr->handle_high, 1, STATE_HANDLE_SLOTS,
                    &fs->state.handles[0].state, sizeof(HandleRec));
-    if (!fs->state.attached)
-        return;
+}
+
+void handles_revive(struct ckptfs *fs)
+{
     /* the files and directories a previous daemon had open: the kernel will
      * use their fh; each kind opens its own again (after the node table) */
+    StateHeader *hdr = fs->state.hdr;
     uint32_t high = atomic_load(&hdr->handle_high), revived = 0;
     for (uint32_t i = 1; i < high; i++) {
         HandleRec *r = &fs->state.handles[i];
@@ -100,14 +109,14 @@ void ckptfs_handles_init(struct ckptfs *fs, const HandleType *const *types)
             slot_pool_give(&fs->open_pool, i);
             continue;
         }
-        fs->open_live[i] = types[r->kind]->revive(fs, n, r);
+        fs->open_live[i] = fs->open_types[r->kind]->revive(fs, n, r);
         revived++;
     }
     if (revived)
         g_message("ckptfs: %u open files and directories taken over", revived);
 }
 
-void ckptfs_handles_cleanup(struct ckptfs *fs)
+void handles_cleanup(struct ckptfs *fs)
 {
     if (!fs->open_live)
         return;

@@ -43,9 +43,6 @@ static inline Node *N(struct ckptfs *fs, fuse_ino_t ino)
  * with its kind's function. */
 uint64_t handle_register(struct ckptfs *fs, void *h, HandleKind kind, const HandleRec *rec);
 void handle_close(struct ckptfs *fs, uint64_t fh);
-/* Closes every handle open on the node in node_slot (a daemon that
- * attached: the kernel holds no file of a node it forgot). */
-void handle_close_node(struct ckptfs *fs, uint32_t node_slot);
 /* The handle of fh, NULL when it is not (or no longer) open. */
 void *handle_get(struct ckptfs *fs, uint64_t fh);
 

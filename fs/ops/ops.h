@@ -16,11 +16,17 @@ typedef struct HandleType {
     void *(*revive)(struct ckptfs *fs, Node *n, const HandleRec *rec);
 } HandleType;
 
-/* Sets up the open-handle registry (after the node table), taking over the
- * handles a previous daemon left in fs->state; cleanup frees what the kernel
- * never released (the session ended by a signal).  types: by HandleKind. */
-void ckptfs_handles_init(struct ckptfs *fs, const HandleType *const *types);
-void ckptfs_handles_cleanup(struct ckptfs *fs);
+/* The open-handle registry: set up after the node table; cleanup frees
+ * what the kernel never released (the session ended by a signal). */
+void handles_init(struct ckptfs *fs);
+void handles_cleanup(struct ckptfs *fs);
+/* For the attach sequence (fs/attach.c): the files and directories a
+ * previous daemon had open, opened again from their slots; a handle slot
+ * an unanswered request took, given back; every handle open on the node
+ * in node_slot closed (the kernel holds no file of a node it forgot). */
+void handles_revive(struct ckptfs *fs);
+void handles_give_back(struct ckptfs *fs, uint32_t slot);
+void handles_close_node(struct ckptfs *fs, uint32_t node_slot);
 /* Frees the listings parked for READDIRs without OPENDIR (dirs.c). */
 void dirpark_clear(struct ckptfs *fs);
 /* The kinds ckptfs has (ops.c: files.c's and dirs.c's). */

@@ -271,3 +271,52 @@ void inflight_adopted_free(InflightAdopted *a)
     g_mutex_clear(&a->lock);
     g_free(a);
 }
+
+/* ---- the journal of this daemon, told by the protocol module ---- */
+
+void inflight_journal_init(InflightJournal *j, InflightRec *records)
+{
+    j->records = records;
+    atomic_store(&j->threads, 0);
+    j->adopted = NULL;
+    atomic_store(&j->resend_over, false);
+}
+
+void inflight_journal_adopt(InflightJournal *j, InflightGiveBack fn, void *ctx)
+{
+    j->adopted = inflight_adopt(j->records, fn, ctx);
+}
+
+void inflight_journal_clear(InflightJournal *j)
+{
+    inflight_adopted_free(j->adopted);
+    j->adopted = NULL;
+}
+
+static void journal_request(void *ctx, uint64_t unique, bool resent, KioReqKind kind)
+{
+    InflightJournal *j = ctx;
+    /* requests that get no reply are never resent: nothing to give back */
+    if (resent)
+        inflight_resent(j->adopted, unique); /* undo its first try first */
+    else if (j->adopted && kind == KIO_REQ_REPLY &&
+             !atomic_load_explicit(&j->resend_over, memory_order_relaxed) &&
+             !atomic_exchange(&j->resend_over, true))
+        inflight_resend_over(j->adopted); /* resent ones come first */
+    inflight_begin(j->records, &j->threads, unique, kind != KIO_REQ_INTERRUPT,
+                   kind == KIO_REQ_FORGET);
+}
+
+static void journal_forget(void *ctx, uint64_t nodeid, uint64_t nlookup)
+{
+    (void)ctx;
+    inflight_note_forget((uint32_t)nodeid, nlookup);
+}
+
+static void journal_replied(void *ctx)
+{
+    (void)ctx;
+    inflight_end();
+}
+
+const KioHooks inflight_kio_hooks = {journal_request, journal_forget, journal_replied};

@@ -15,8 +15,11 @@
  * Forgets get no reply and are never resent: the ones a dead daemon read
  * and had not applied, the next applies at once. */
 #pragma once
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "kernel/kio.h"
 
 #define INFLIGHT_THREADS 64 /* worker threads journaled; more take nothing back */
 #define INFLIGHT_RECORDS (2 * INFLIGHT_THREADS) /* the live records, then the adopted ones */
@@ -66,3 +69,20 @@ void inflight_adopted_free(InflightAdopted *a);
 void inflight_resend_over(InflightAdopted *a);
 /* An adopted record of a request not seen again yet holds this slot. */
 bool inflight_adopted_holds(InflightAdopted *a, uint32_t kind, uint32_t slot);
+
+/* The journal of one daemon: its records, and the previous daemon's it
+ * adopted.  Told of every request and reply by the protocol module
+ * (inflight_kio_hooks, ctx: the journal). */
+typedef struct {
+    InflightRec *records;     /* the state memfd's [INFLIGHT_RECORDS] */
+    _Atomic uint32_t threads; /* records handed out to this daemon's threads */
+    InflightAdopted *adopted; /* a previous daemon's records (inflight_journal_adopt) */
+    atomic_bool resend_over;  /* a request not resent was read since */
+} InflightJournal;
+
+void inflight_journal_init(InflightJournal *j, InflightRec *records);
+/* A daemon that attached: the previous daemon's records, given back
+ * request by request as the kernel resends them.  Before any request. */
+void inflight_journal_adopt(InflightJournal *j, InflightGiveBack fn, void *ctx);
+void inflight_journal_clear(InflightJournal *j);
+extern const KioHooks inflight_kio_hooks;
