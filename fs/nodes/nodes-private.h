@@ -35,3 +35,8 @@ void fdcache_drop(FdCache *c, Node *n);
 /* Caches fd (O_PATH) for n; the descriptor to use is borrowed in *out
  * (NULL: none wanted). */
 void fdcache_insert(FdCache *c, Node *n, int fd, NodeFd *out);
+/* n's cached descriptor, borrowed in *out (fdcache_put): false for none. */
+bool fdcache_get(FdCache *c, Node *n, NodeFd *out);
+void fdcache_put(FdCache *c, NodeFd *f);
+/* Closes the older half of the cached descriptors; true if it closed any. */
+bool fdcache_shrink(FdCache *c);

@@ -204,7 +204,7 @@ bool node_binding_join_decided(NodeTable *t, Node *n, int *id);
 int node_binding_join(NodeTable *t, Node *n, int fresh);
 int node_binding_leave(NodeTable *t, Node *n, int backing_id);
 
-/* ---- descriptors (fdcache.c) ---- */
+/* ---- the backing object (backing.c), by the descriptor cache (fdcache.c) ---- */
 
 /* An O_PATH|O_NOFOLLOW descriptor of the node's backing object. */
 int node_fd(NodeTable *t, Node *n, NodeFd *out);

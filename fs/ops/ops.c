@@ -21,7 +21,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         .attaches = atomic_load(&fs->state.hdr->attaches),
     });
     pt_log_state(&fs->pt);
-    status_publish(fs);
+    status_publish(&fs->state, &fs->opt, kio_why_not(&fs->kio), fs->started_us);
     suplink_ready(fs->link, fs->mountpoint, fs->ready_note); /* the supervisor tells systemd */
     if (fs->supervised && !kio_can_resend(&fs->kio))
         g_warning("ckptfs: the kernel cannot resend requests (FUSE_NOTIFY_RESEND, Linux 6.9): "

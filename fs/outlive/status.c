@@ -6,26 +6,23 @@
 #include <unistd.h>
 
 #include "ckptfs-config.h"
-#include "ckptfs.h"
 #include "collision.h"
 #include "kernel/kio.h"
 #include "log.h"
 #include "metrics.h"
 
-void status_publish(struct ckptfs *fs)
+void status_publish(State *st, const FsOptions *o, const char *why, gint64 started_us)
 {
-    StateHeader *h = fs->state.hdr;
-    const char *why = kio_why_not(&fs->kio);
+    StateHeader *h = st->hdr;
     g_strlcpy(h->status.version, CKPTFS_VERSION, sizeof h->status.version);
     g_strlcpy(h->status.passthrough_why, why ? why : "", sizeof h->status.passthrough_why);
-    g_autofree char *identity =
-        fs->opt.job_interned   ? g_strconcat("job:", fs->opt.job_interned, NULL)
-        : fs->opt.identity_env ? g_strconcat("env:", fs->opt.identity_env, NULL)
-                               : g_strdup("none");
+    g_autofree char *identity = o->job_interned   ? g_strconcat("job:", o->job_interned, NULL)
+                                : o->identity_env ? g_strconcat("env:", o->identity_env, NULL)
+                                                  : g_strdup("none");
     g_strlcpy(h->status.identity, identity, sizeof h->status.identity);
     g_strlcpy(h->status.log, log_target_name(), sizeof h->status.log);
     atomic_store(&h->status.passthrough, why == NULL);
-    atomic_store(&h->status.started_us, fs->started_us);
+    atomic_store(&h->status.started_us, started_us);
     atomic_store(&h->status.pid, (int32_t)getpid()); /* last: the rest is in place */
 }
 

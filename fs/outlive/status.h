@@ -8,9 +8,8 @@
 #include <glib.h>
 #include <stdbool.h>
 
+#include "options.h"
 #include "state.h"
-
-struct ckptfs;
 
 typedef struct {
     int supervisor_pid; /* 0: the mount has no supervisor */
@@ -22,7 +21,8 @@ typedef struct {
     bool connection_gone; /* the mount was unmounted or aborted */
 } StatusProcs;
 
-/* The daemon: what it is, at INIT (passthrough is known then). */
-void status_publish(struct ckptfs *fs);
+/* The daemon: what it is, at INIT (passthrough is known then: why, NULL
+ * when it is on), started_us when it started (g_get_real_time). */
+void status_publish(State *st, const FsOptions *o, const char *why, gint64 started_us);
 /* The document (g_free); *healthy: nothing in its "problems". */
 char *status_json(const State *st, const StatusProcs *p, bool *healthy);
