@@ -36,9 +36,9 @@ typedef struct {
 } RootEntry;
 
 /* NULL for an fh the registry does not have (EBADF). */
-static inline DirHandle *DH(struct ckptfs *fs, struct fuse_file_info *fi)
+static inline DirHandle *dir_of(struct ckptfs *fs, struct fuse_file_info *fi)
 {
-    return handle_get(fs, fi->fh);
+    return handle_lookup(fs, fi->fh);
 }
 
 static void dirhandle_free(struct ckptfs *fs, void *p)
@@ -127,6 +127,8 @@ static int dirhandle_new(struct ckptfs *fs, Node *n, DirHandle **out)
 
 static int do_opendir(struct ckptfs *fs, Node *n, struct fuse_file_info *fi)
 {
+    if (fs->no_opendir)
+        return -ENOSYS; /* the kernel opens directories alone from now on */
     DirHandle *d;
     int err = dirhandle_new(fs, n, &d);
     if (err)
@@ -233,17 +235,11 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_OPENDIR);
-    if (fs->no_opendir) {
-        reply_err(fs, req, -ENOSYS); /* the kernel opens directories alone from now on */
-        return;
-    }
-    int err = do_opendir(fs, N(fs, ino), fi);
-    if (err) {
+    int err = do_opendir(fs, node_by_ino(fs, ino), fi);
+    if (err)
         reply_err(fs, req, err);
-        return;
-    }
-    if (fuse_reply_open(req, fi) != 0)
-        handle_close(fs, fi->fh);
+    else if (fuse_reply_open(req, fi) != 0)
+        handle_close(fs, fi->fh); /* the kernel did not take it */
 }
 
 /* Adds one entry; returns its size, or 0 when it did not fit (its lookup
@@ -289,20 +285,21 @@ static size_t add_entry(struct ckptfs *fs, fuse_req_t req, Node *dir, char *buf,
     size_t len = fuse_add_direntry_plus(req, buf, rem, name, &e, next);
     if (len > rem) {
         if (looked_up)
-            node_forget(&fs->nodes, N(fs, e.ino), 1);
+            node_forget(&fs->nodes, node_by_ino(fs, e.ino), 1);
         return 0;
     }
     return len;
 }
 
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi, bool plus)
+/* Fills buf (size bytes) with the entries of directory ino from offset
+ * off; *used: the bytes filled, sent even when an error came after some
+ * (their lookup references cannot be given back once they are in buf). */
+static int do_readdir(struct ckptfs *fs, fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                      struct fuse_file_info *fi, bool plus, char *buf, size_t *used_out)
 {
-    struct ckptfs *fs = fs_of(req);
-    fs_metric_op(fs->metrics, plus ? FS_OP_READDIRPLUS : FS_OP_READDIR);
-    Node *dir = N(fs, ino);
+    Node *dir = node_by_ino(fs, ino);
     bool unopened = fi->fh == 0 && fs->no_opendir;
-    DirHandle *d = unopened ? dirpark_take(fs, ino) : DH(fs, fi);
+    DirHandle *d = unopened ? dirpark_take(fs, ino) : dir_of(fs, fi);
     int err = 0;
     if (unopened && off == 0 && d) {
         dirhandle_free(fs, d); /* a new listing begins */
@@ -312,11 +309,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         err = dirhandle_new(fs, dir, &d);
     else if (!d)
         err = -EBADF;
-    if (err) {
-        reply_err(fs, req, err);
-        return;
-    }
-    g_autofree char *buf = g_malloc(size);
+    if (err)
+        return err;
     size_t used = 0;
     if (dir->kind != NODE_BACKING && !d->views) {
         /* taken over from a previous daemon: the listing is taken again */
@@ -372,8 +366,6 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
     }
 
-    /* An error after some entries went into the buffer cannot be reported
-     * without losing their lookup references: send what we have. */
     if (unopened) {
         /* an empty answer is the end of the listing: nothing goes on from it */
         if (used > 0)
@@ -381,21 +373,48 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         else
             dirhandle_free(fs, d);
     }
+    *used_out = used;
+    return err;
+}
+
+/* The one reply of a readdir: an error after some entries went into the
+ * buffer cannot be reported without losing their lookup references, so
+ * what is there is sent. */
+static void reply_dir(struct ckptfs *fs, fuse_req_t req, int err, const char *buf, size_t used)
+{
     if (err && used == 0)
         reply_err(fs, req, err);
     else
         fuse_reply_buf(req, buf, used);
 }
 
+/* READDIR and READDIRPLUS, one handler. */
+static void readdir_handler(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                            struct fuse_file_info *fi, bool plus)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(fs->metrics, plus ? FS_OP_READDIRPLUS : FS_OP_READDIR);
+    g_autofree char *buf = g_malloc(size);
+    size_t used = 0;
+    int err = do_readdir(fs, req, ino, size, off, fi, plus, buf, &used);
+    reply_dir(fs, req, err, buf, used);
+}
+
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
-    do_readdir(req, ino, size, off, fi, false);
+    readdir_handler(req, ino, size, off, fi, false);
 }
 
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    do_readdir(req, ino, size, off, fi, true);
+    readdir_handler(req, ino, size, off, fi, true);
+}
+
+static int do_releasedir(struct ckptfs *fs, struct fuse_file_info *fi)
+{
+    handle_close(fs, fi->fh);
+    return 0;
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -403,17 +422,14 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(fs->metrics, FS_OP_RELEASEDIR);
-    handle_close(fs, fi->fh);
-    fuse_reply_err(req, 0);
+    reply_err(fs, req, do_releasedir(fs, fi));
 }
 
-void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+static int do_fsyncdir(struct ckptfs *fs, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-    struct ckptfs *fs = fs_of(req);
-    fs_metric_op(fs->metrics, FS_OP_FSYNCDIR);
     if (fi->fh == 0 && fs->no_opendir) {
         /* no handle (no OPENDIR): a descriptor for this call; views are read-only */
-        Node *n = N(fs, ino);
+        Node *n = node_by_ino(fs, ino);
         int err = 0;
         if (n->kind == NODE_BACKING) {
             int fd = node_open(&fs->nodes, n, O_RDONLY | O_DIRECTORY);
@@ -421,10 +437,9 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
             if (fd >= 0)
                 close(fd);
         }
-        reply_err(fs, req, err);
-        return;
+        return err;
     }
-    DirHandle *d = DH(fs, fi);
+    DirHandle *d = dir_of(fs, fi);
     int err = d ? 0 : -EBADF;
     if (d && d->counted) {
         /* a descriptor of its own, kept for the next fsyncdir (a commit
@@ -440,5 +455,12 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
         }
         err = fd < 0 ? fd : sync_fd(fd, datasync);
     }
-    reply_err(fs, req, err);
+    return err;
+}
+
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    fs_metric_op(fs->metrics, FS_OP_FSYNCDIR);
+    reply_err(fs, req, do_fsyncdir(fs, ino, datasync, fi));
 }

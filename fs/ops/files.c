@@ -222,22 +222,30 @@ static void *file_handle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec
 
 const HandleType file_handle_type = {file_handle_free, file_handle_revive};
 
-/* What FH gives for an fh the registry does not have (the kernel never
- * sends one, unless a release was resent after a takeover). */
-const FileHandle file_handle_lost = {.fd = -1, .write_err = -EBADF, .lost_err = -EBADF};
+/* What file_of gives for an fh the registry does not have (the kernel
+ * never sends one, unless a release was resent after a takeover). */
+static const FileHandle file_handle_lost = {.fd = -1, .write_err = -EBADF, .lost_err = -EBADF};
+
+FileHandle *file_of(struct ckptfs *fs, struct fuse_file_info *fi)
+{
+    FileHandle *h = handle_lookup(fs, fi->fh);
+    return h ? h : (FileHandle *)&file_handle_lost;
+}
+
+/* The one reply of an open: a reply the kernel did not take closes the file. */
+static void reply_open(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_file_info *fi)
+{
+    if (err)
+        reply_err(fs, req, err);
+    else if (kio_reply_open(req, fi, file_of(fs, fi)->backing_id) != 0)
+        handle_close(fs, fi->fh);
+}
 
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_OPEN);
-    int err = do_open(fs, req, N(fs, ino), fi);
-    if (err) {
-        reply_err(fs, req, err);
-        return;
-    }
-    if (kio_reply_open(req, fi, FH(fs, fi)->backing_id) != 0) {
-        handle_close(fs, fi->fh);
-    }
+    reply_open(fs, req, do_open(fs, req, node_by_ino(fs, ino), fi), fi);
 }
 
 static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, mode_t mode,
@@ -290,21 +298,27 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     return 0;
 }
 
+/* The one reply of a create: a reply the kernel did not take closes the
+ * file and gives the entry's reference back. */
+static void reply_create(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_entry_param *e,
+                         struct fuse_file_info *fi)
+{
+    if (err) {
+        reply_err(fs, req, err);
+    } else if (kio_reply_create(req, e, fi, file_of(fs, fi)->backing_id) != 0) {
+        handle_close(fs, fi->fh);
+        node_forget(&fs->nodes, node_by_ino(fs, e->ino), 1);
+    }
+}
+
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_CREATE);
     struct fuse_entry_param e;
-    int err = do_create(fs, req, N(fs, parent), name, mode, fi, &e);
-    if (err) {
-        reply_err(fs, req, err);
-        return;
-    }
-    if (kio_reply_create(req, &e, fi, FH(fs, fi)->backing_id) != 0) {
-        handle_close(fs, fi->fh);
-        node_forget(&fs->nodes, N(fs, e.ino), 1);
-    }
+    int err = do_create(fs, req, node_by_ino(fs, parent), name, mode, fi, &e);
+    reply_create(fs, req, err, &e, fi);
 }
 
 /* A views snapshot taken over from a previous daemon is made again. */
@@ -319,46 +333,65 @@ static void refill_snapshot(struct ckptfs *fs, FileHandle *h)
         g_bytes_unref(vo.content); /* another read made it first */
 }
 
-void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+/* What a read of h answers (into *out): a piece of a views snapshot, kept
+ * alive in *keep until the reply is out (the kernel may release the handle
+ * as soon as it has it), or size bytes of the backing file at off, spliced
+ * from its descriptor. */
+static int do_read(struct ckptfs *fs, FileHandle *h, size_t size, off_t off,
+                   struct fuse_bufvec *out, GBytes **keep)
 {
-    struct ckptfs *fs = fs_of(req);
-    (void)ino;
-    fs_metric_op(fs->metrics, FS_OP_READ);
-    FileHandle *h = FH(fs, fi);
-    if (h->lost_err) {
-        reply_err(fs, req, h->lost_err);
-        return;
-    }
+    if (h->lost_err)
+        return h->lost_err;
     if (h->fd < 0) {
         if (!g_atomic_pointer_get(&h->content) && h->node)
             refill_snapshot(fs, h);
-        /* The kernel may release the handle as soon as it has the reply,
-         * before fuse_reply_buf returns: keep the snapshot alive until then. */
-        g_autoptr(GBytes) content = h->content ? g_bytes_ref(h->content) : NULL;
+        *keep = h->content ? g_bytes_ref(h->content) : NULL;
         gsize len = 0;
-        const char *data = content ? g_bytes_get_data(content, &len) : NULL;
-        if (off < 0 || (gsize)off >= len) {
-            fuse_reply_buf(req, NULL, 0);
-        } else {
-            fs_metric_bytes(&fs->metrics->views_read_bytes, MIN(size, len - (gsize)off));
-            fuse_reply_buf(req, data + off, MIN(size, len - (gsize)off));
-        }
-        return;
+        const char *data = *keep ? g_bytes_get_data(*keep, &len) : NULL;
+        size_t n = off < 0 || (gsize)off >= len ? 0 : MIN(size, len - (gsize)off);
+        *out = (struct fuse_bufvec)FUSE_BUFVEC_INIT(n);
+        out->buf[0].mem = n ? (void *)(data + off) : NULL;
+        if (n)
+            fs_metric_bytes(&fs->metrics->views_read_bytes, n);
+        return 0;
     }
-    struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
-    buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-    buf.buf[0].fd = h->fd;
-    buf.buf[0].pos = off;
+    *out = (struct fuse_bufvec)FUSE_BUFVEC_INIT(size);
+    out->buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    out->buf[0].fd = h->fd;
+    out->buf[0].pos = off;
     /* counted before the reply: h may be released, and the reader may look
      * at .metrics, as soon as the kernel has it */
     fs_metric_bytes(h->node && h->node->kind != NODE_BACKING ? &fs->metrics->views_read_bytes
                                                              : &fs->metrics->read_bytes,
                     size);
-    /* no FUSE_BUF_SPLICE_MOVE: the kernel refuses most pages it is given
-     * ("trying to steal weird page") and copies them anyway */
-    int r = fuse_reply_data(req, &buf, 0);
+    return 0;
+}
+
+/* The one reply of a read: a snapshot's bytes as they are, a backing
+ * file's spliced where the connection splices.  No FUSE_BUF_SPLICE_MOVE:
+ * the kernel refuses most pages it is given ("trying to steal weird page")
+ * and copies them anyway. */
+static void reply_data(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_bufvec *buf)
+{
+    if (err) {
+        reply_err(fs, req, err);
+        return;
+    }
+    bool fd = buf->buf[0].flags & FUSE_BUF_IS_FD;
+    int r = fuse_reply_data(req, buf, fd ? 0 : FUSE_BUF_NO_SPLICE);
     if (r < 0 && r != -ENOENT)
         fs_metric_err(fs->metrics, -r);
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino;
+    fs_metric_op(fs->metrics, FS_OP_READ);
+    struct fuse_bufvec buf;
+    g_autoptr(GBytes) keep = NULL;
+    int err = do_read(fs, file_of(fs, fi), size, off, &buf, &keep);
+    reply_data(fs, req, err, &buf);
 }
 
 /* 0 when data may be written through h, else the error to give: the
@@ -389,44 +422,54 @@ static int write_control(struct ckptfs *fs, fuse_req_t req, FileHandle *h,
     return views_write(fs, req, h->node, data, (size_t)r);
 }
 
-void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, off_t off,
-                  struct fuse_file_info *fi)
+/* Writes in_buf through h at off; *written: the bytes taken.  The policy
+ * verdict was taken once at open (a refused open never gets a handle;
+ * audit mode recorded it there): only looked at here. */
+static int do_write(struct ckptfs *fs, fuse_req_t req, FileHandle *h, struct fuse_bufvec *in_buf,
+                    off_t off, size_t *written)
 {
-    struct ckptfs *fs = fs_of(req);
-    (void)ino;
-    fs_metric_op(fs->metrics, FS_OP_WRITE);
-    FileHandle *h = FH(fs, fi);
-    /* The policy verdict was taken once at open (a refused open never gets
-     * a handle; audit mode recorded it there): only look at it here. */
     int err = write_refusal(h);
-    if (!err && h->control)
+    if (err)
+        return err;
+    if (h->control) {
         err = write_control(fs, req, h, in_buf);
-    if (err || h->control) {
-        if (err)
-            reply_err(fs, req, err);
-        else
-            fuse_reply_write(req, fuse_buf_size(in_buf));
-        return;
+        *written = err ? 0 : fuse_buf_size(in_buf);
+        return err;
     }
     struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
     out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
     out.buf[0].fd = h->fd;
     out.buf[0].pos = off;
     ssize_t r = fuse_buf_copy(&out, in_buf, 0);
-    if (r < 0) {
-        reply_err(fs, req, (int)r);
-    } else {
-        fs_metric_bytes(&fs->metrics->written_bytes, (guint64)r);
-        fuse_reply_write(req, (size_t)r);
-    }
+    if (r < 0)
+        return (int)r;
+    fs_metric_bytes(&fs->metrics->written_bytes, (guint64)r);
+    *written = (size_t)r;
+    return 0;
 }
 
-void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* The one reply of a write and of a copy_file_range. */
+static void reply_write(struct ckptfs *fs, fuse_req_t req, int err, size_t written)
+{
+    if (err)
+        reply_err(fs, req, err);
+    else
+        fuse_reply_write(req, written);
+}
+
+void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, off_t off,
+                  struct fuse_file_info *fi)
 {
     struct ckptfs *fs = fs_of(req);
     (void)ino;
-    fs_metric_op(fs->metrics, FS_OP_FLUSH);
-    FileHandle *h = FH(fs, fi);
+    fs_metric_op(fs->metrics, FS_OP_WRITE);
+    size_t written = 0;
+    int err = do_write(fs, req, file_of(fs, fi), in_buf, off, &written);
+    reply_write(fs, req, err, written);
+}
+
+static int do_flush(struct ckptfs *fs, FileHandle *h)
+{
     int err = 0;
     if (h->fd >= 0) {
         /* close of a duplicate reports the errors a close would (NFS-style backing) */
@@ -436,7 +479,24 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     if (h->marker_job)
         views_marker_written(fs, h->marker_job); /* close(2) waits for flush: the views see it */
-    reply_err(fs, req, err);
+    return err;
+}
+
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct ckptfs *fs = fs_of(req);
+    (void)ino;
+    fs_metric_op(fs->metrics, FS_OP_FLUSH);
+    reply_err(fs, req, do_flush(fs, file_of(fs, fi)));
+}
+
+static int do_release(struct ckptfs *fs, struct fuse_file_info *fi)
+{
+    const char *marker_job = file_of(fs, fi)->marker_job;
+    if (marker_job)
+        views_marker_written(fs, marker_job); /* before the reply: the next lookup sees it */
+    handle_close(fs, fi->fh);
+    return 0;
 }
 
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -444,11 +504,12 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(fs->metrics, FS_OP_RELEASE);
-    if (FH(fs, fi)->marker_job)
-        views_marker_written(
-            fs, FH(fs, fi)->marker_job); /* before the reply: the next lookup sees it */
-    handle_close(fs, fi->fh);
-    fuse_reply_err(req, 0);
+    reply_err(fs, req, do_release(fs, fi));
+}
+
+static int do_fsync(FileHandle *h, int datasync)
+{
+    return h->fd >= 0 ? sync_fd(h->fd, datasync) : h->lost_err;
 }
 
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -456,8 +517,15 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(fs->metrics, FS_OP_FSYNC);
-    FileHandle *h = FH(fs, fi);
-    reply_err(fs, req, h->fd >= 0 ? sync_fd(h->fd, datasync) : h->lost_err);
+    reply_err(fs, req, do_fsync(file_of(fs, fi), datasync));
+}
+
+static int do_fallocate(FileHandle *h, int mode, off_t off, off_t len)
+{
+    int err = write_refusal(h);
+    if (!err && fallocate(h->fd, mode, off, len) < 0)
+        err = -errno;
+    return err;
 }
 
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
@@ -466,11 +534,15 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(fs->metrics, FS_OP_FALLOCATE);
-    FileHandle *h = FH(fs, fi);
-    int err = write_refusal(h);
-    if (!err && fallocate(h->fd, mode, off, len) < 0)
-        err = -errno;
-    reply_err(fs, req, err);
+    reply_err(fs, req, do_fallocate(file_of(fs, fi), mode, off, len));
+}
+
+static int do_lseek(FileHandle *h, off_t off, int whence, off_t *pos)
+{
+    if (h->fd < 0)
+        return -EINVAL;
+    *pos = lseek(h->fd, off, whence);
+    return *pos < 0 ? -errno : 0;
 }
 
 void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
@@ -478,16 +550,27 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(fs->metrics, FS_OP_LSEEK);
-    FileHandle *h = FH(fs, fi);
-    if (h->fd < 0) {
-        reply_err(fs, req, -EINVAL);
-        return;
-    }
-    off_t r = lseek(h->fd, off, whence);
-    if (r < 0)
-        reply_err(fs, req, -errno);
+    off_t pos = 0;
+    int err = do_lseek(file_of(fs, fi), off, whence, &pos);
+    if (err)
+        reply_err(fs, req, err);
     else
-        fuse_reply_lseek(req, r);
+        fuse_reply_lseek(req, pos);
+}
+
+static int do_copy_file_range(FileHandle *in, off_t off_in, FileHandle *out, off_t off_out,
+                              size_t len, int flags, size_t *copied)
+{
+    int err = write_refusal(out);
+    if (err)
+        return err;
+    if (in->fd < 0)
+        return -EXDEV; /* a views snapshot: the kernel falls back to read/write */
+    ssize_t r = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, (unsigned)flags);
+    if (r < 0)
+        return -errno;
+    *copied = (size_t)r;
+    return 0;
 }
 
 void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
@@ -498,19 +581,8 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
     (void)ino_in;
     (void)ino_out;
     fs_metric_op(fs->metrics, FS_OP_COPY_FILE_RANGE);
-    FileHandle *in = FH(fs, fi_in), *out = FH(fs, fi_out);
-    int err = write_refusal(out);
-    if (err) {
-        reply_err(fs, req, err);
-        return;
-    }
-    if (in->fd < 0) {
-        reply_err(fs, req, -EXDEV); /* a views snapshot: the kernel falls back to read/write */
-        return;
-    }
-    ssize_t r = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, (unsigned)flags);
-    if (r < 0)
-        reply_err(fs, req, -errno);
-    else
-        fuse_reply_write(req, (size_t)r);
+    size_t copied = 0;
+    int err = do_copy_file_range(file_of(fs, fi_in), off_in, file_of(fs, fi_out), off_out, len,
+                                 flags, &copied);
+    reply_write(fs, req, err, copied);
 }

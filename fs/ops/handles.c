@@ -31,7 +31,7 @@ uint64_t handle_register(struct ckptfs *fs, void *h, HandleKind kind, const Hand
     return fh;
 }
 
-void *handle_get(struct ckptfs *fs, uint64_t fh)
+void *handle_lookup(struct ckptfs *fs, uint64_t fh)
 {
     uint32_t slot = (uint32_t)fh;
     if (slot >= STATE_HANDLE_SLOTS ||
@@ -101,7 +101,7 @@ void handles_revive(struct ckptfs *fs)
         HandleRec *r = &fs->state.handles[i];
         if (atomic_load_explicit(&r->state, memory_order_acquire) != SLOT_USED)
             continue;
-        Node *n = r->kind < HANDLE_KINDS ? N(fs, r->node) : NULL;
+        Node *n = r->kind < HANDLE_KINDS ? node_by_ino(fs, r->node) : NULL;
         if (!n) {
             g_debug("ckptfs: handle %u: its node %#llx is gone", i, (unsigned long long)r->node);
             /* a record without its node: nothing the kernel can still use */

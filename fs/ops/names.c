@@ -73,7 +73,7 @@ void reply_entry(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_entry_p
         return;
     }
     if (fuse_reply_entry(req, e) != 0 && e->ino) /* ino 0: a views negative entry */
-        node_forget(&fs->nodes, N(fs, e->ino), 1);
+        node_forget(&fs->nodes, node_by_ino(fs, e->ino), 1);
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -81,8 +81,16 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_LOOKUP);
     struct fuse_entry_param e;
-    int err = do_lookup(fs, N(fs, parent), name, &e);
+    int err = do_lookup(fs, node_by_ino(fs, parent), name, &e);
     reply_entry(fs, req, err, &e);
+}
+
+/* The end of a forget, which gets no reply: its journal record ends here,
+ * applied (a forget is never resent). */
+static void reply_forgotten(fuse_req_t req)
+{
+    inflight_end();
+    fuse_reply_none(req);
 }
 
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -90,18 +98,21 @@ void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_FORGET);
     node_forget_id(&fs->nodes, ino, nlookup);
-    inflight_end(); /* no reply: applied */
-    fuse_reply_none(req);
+    reply_forgotten(req);
+}
+
+static void do_forget_multi(struct ckptfs *fs, size_t count, struct fuse_forget_data *forgets)
+{
+    for (size_t i = 0; i < count; i++)
+        node_forget_id(&fs->nodes, forgets[i].ino, forgets[i].nlookup);
 }
 
 void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_FORGET);
-    for (size_t i = 0; i < count; i++)
-        node_forget_id(&fs->nodes, forgets[i].ino, forgets[i].nlookup);
-    inflight_end(); /* no reply: applied */
-    fuse_reply_none(req);
+    do_forget_multi(fs, count, forgets);
+    reply_forgotten(req);
 }
 
 /* --- attributes ------------------------------------------------------------ */
@@ -127,8 +138,8 @@ static int do_getattr(struct ckptfs *fs, Node *n, struct fuse_file_info *fi, str
     *timeout = fs->attr_timeout;
     if (n->kind != NODE_BACKING)
         return views_getattr(fs, n, st, timeout);
-    if (fi && n->type == S_IFREG && FH(fs, fi)->fd >= 0)
-        return fstat(FH(fs, fi)->fd, st) < 0 ? -errno : 0;
+    if (fi && n->type == S_IFREG && file_of(fs, fi)->fd >= 0)
+        return fstat(file_of(fs, fi)->fd, st) < 0 ? -errno : 0;
     *timeout = attr_timeout_of(fs, n->type);
     return node_stat(fs, n, st);
 }
@@ -139,7 +150,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fs_metric_op(fs->metrics, FS_OP_GETATTR);
     struct stat st;
     double timeout;
-    int err = do_getattr(fs, N(fs, ino), fi, &st, &timeout);
+    int err = do_getattr(fs, node_by_ino(fs, ino), fi, &st, &timeout);
     if (err)
         reply_err(fs, req, err);
     else
@@ -157,7 +168,7 @@ static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *a
     if (err)
         return err;
     NodeFd f = {-1, NULL};
-    int ffd = fi && n->type == S_IFREG && FH(fs, fi)->fd >= 0 ? FH(fs, fi)->fd : -1;
+    int ffd = fi && n->type == S_IFREG && file_of(fs, fi)->fd >= 0 ? file_of(fs, fi)->fd : -1;
     if (ffd < 0) {
         err = node_fd(&fs->nodes, n, &f);
         if (err == -ESTALE && !(to_set & ~TIMES_ONLY)) {
@@ -229,7 +240,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_SETATTR);
     struct stat st;
-    int err = do_setattr(fs, req, N(fs, ino), attr, to_set, fi, &st);
+    int err = do_setattr(fs, req, node_by_ino(fs, ino), attr, to_set, fi, &st);
     if (err)
         reply_err(fs, req, err);
     else
@@ -262,7 +273,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino)
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_READLINK);
     g_autofree char *target = NULL;
-    int err = do_readlink(fs, N(fs, ino), &target);
+    int err = do_readlink(fs, node_by_ino(fs, ino), &target);
     if (err)
         reply_err(fs, req, err);
     else
@@ -330,7 +341,7 @@ void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, 
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_MKNOD);
     struct fuse_entry_param e;
-    int err = do_make(fs, req, N(fs, parent), name, mode, rdev, NULL, &e);
+    int err = do_make(fs, req, node_by_ino(fs, parent), name, mode, rdev, NULL, &e);
     if (err)
         reply_err(fs, req, err);
     else
@@ -342,7 +353,7 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_MKDIR);
     struct fuse_entry_param e;
-    int err = do_make(fs, req, N(fs, parent), name, S_IFDIR | mode, 0, NULL, &e);
+    int err = do_make(fs, req, node_by_ino(fs, parent), name, S_IFDIR | mode, 0, NULL, &e);
     if (err)
         reply_err(fs, req, err);
     else
@@ -354,7 +365,7 @@ void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char 
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_SYMLINK);
     struct fuse_entry_param e;
-    int err = do_make(fs, req, N(fs, parent), name, S_IFLNK, 0, link, &e);
+    int err = do_make(fs, req, node_by_ino(fs, parent), name, S_IFLNK, 0, link, &e);
     if (err)
         reply_err(fs, req, err);
     else
@@ -408,7 +419,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_LINK);
     struct fuse_entry_param e;
-    int err = do_link(fs, req, N(fs, ino), N(fs, newparent), newname, &e);
+    int err = do_link(fs, req, node_by_ino(fs, ino), node_by_ino(fs, newparent), newname, &e);
     if (err)
         reply_err(fs, req, err);
     else
@@ -444,14 +455,14 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_UNLINK);
-    reply_err(fs, req, do_remove(fs, req, N(fs, parent), name, false));
+    reply_err(fs, req, do_remove(fs, req, node_by_ino(fs, parent), name, false));
 }
 
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_RMDIR);
-    reply_err(fs, req, do_remove(fs, req, N(fs, parent), name, true));
+    reply_err(fs, req, do_remove(fs, req, node_by_ino(fs, parent), name, true));
 }
 
 /* The node now at dirfd/name takes namespace ns (rename moved it). */
@@ -517,7 +528,9 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_RENAME);
-    reply_err(fs, req, do_rename(fs, req, N(fs, parent), name, N(fs, newparent), newname, flags));
+    reply_err(fs, req,
+              do_rename(fs, req, node_by_ino(fs, parent), name, node_by_ino(fs, newparent), newname,
+                        flags));
 }
 
 /* --- the file system and access ------------------------------------------- */
@@ -540,7 +553,7 @@ void op_statfs(fuse_req_t req, fuse_ino_t ino)
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_STATFS);
     struct statvfs sv;
-    int err = do_statfs(fs, N(fs, ino), &sv);
+    int err = do_statfs(fs, node_by_ino(fs, ino), &sv);
     if (err)
         reply_err(fs, req, err);
     else
@@ -570,5 +583,5 @@ void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_ACCESS);
-    reply_err(fs, req, do_access(fs, req, N(fs, ino), mask));
+    reply_err(fs, req, do_access(fs, req, node_by_ino(fs, ino), mask));
 }

@@ -32,7 +32,8 @@ static inline struct ckptfs *fs_of(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
-static inline Node *N(struct ckptfs *fs, fuse_ino_t ino)
+/* The node of the kernel's node id ino. */
+static inline Node *node_by_ino(struct ckptfs *fs, fuse_ino_t ino)
 {
     return node_of(&fs->nodes, ino);
 }
@@ -44,14 +45,11 @@ static inline Node *N(struct ckptfs *fs, fuse_ino_t ino)
 uint64_t handle_register(struct ckptfs *fs, void *h, HandleKind kind, const HandleRec *rec);
 void handle_close(struct ckptfs *fs, uint64_t fh);
 /* The handle of fh, NULL when it is not (or no longer) open. */
-void *handle_get(struct ckptfs *fs, uint64_t fh);
+void *handle_lookup(struct ckptfs *fs, uint64_t fh);
 
-extern const FileHandle file_handle_lost; /* files.c: fd -1, every use EBADF */
-static inline FileHandle *FH(struct ckptfs *fs, struct fuse_file_info *fi)
-{
-    FileHandle *h = handle_get(fs, fi->fh);
-    return h ? h : (FileHandle *)&file_handle_lost;
-}
+/* The open file fi names (files.c): one whose fh the registry does not
+ * have (a release resent after a takeover) answers EBADF to every use. */
+FileHandle *file_of(struct ckptfs *fs, struct fuse_file_info *fi);
 
 extern const HandleType file_handle_type; /* files.c */
 extern const HandleType dir_handle_type;  /* dirs.c */

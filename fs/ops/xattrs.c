@@ -41,14 +41,14 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_SETXATTR);
-    reply_err(fs, req, do_xattr_change(fs, req, N(fs, ino), name, value, size, flags));
+    reply_err(fs, req, do_xattr_change(fs, req, node_by_ino(fs, ino), name, value, size, flags));
 }
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_REMOVEXATTR);
-    reply_err(fs, req, do_xattr_change(fs, req, N(fs, ino), name, NULL, 0, 0));
+    reply_err(fs, req, do_xattr_change(fs, req, node_by_ino(fs, ino), name, NULL, 0, 0));
 }
 
 /* getxattr, or listxattr when name is NULL: the value (or the list of
@@ -105,7 +105,7 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_GETXATTR);
     g_autoptr(GBytes) value = NULL;
-    int err = do_getxattr(fs, N(fs, ino), name, size, &value);
+    int err = do_getxattr(fs, node_by_ino(fs, ino), name, size, &value);
     reply_xattr(fs, req, err, size, value);
 }
 
@@ -114,6 +114,6 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_LISTXATTR);
     g_autoptr(GBytes) value = NULL;
-    int err = do_getxattr(fs, N(fs, ino), NULL, size, &value);
+    int err = do_getxattr(fs, node_by_ino(fs, ino), NULL, size, &value);
     reply_xattr(fs, req, err, size, value);
 }
