@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "layout.h"
 #include "log.h"
 
 enum {
@@ -276,7 +277,7 @@ static int parse_seconds(const char *name, const char *s, double *out, bool posi
 static bool valid_views_name(const char *s)
 {
     return *s && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 &&
-           strcmp(s, "_state") != 0 && strcmp(s, "_jobs") != 0 && strlen(s) <= 255;
+           !ck_is_layout_dir(s) && strlen(s) <= 255;
 }
 
 const char *const fs_live_keys[FS_LIVE_COUNT] = {

@@ -144,15 +144,24 @@ static CkPolicy mode_of(struct ckptfs *fs)
     };
 }
 
-int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n, const char *name)
+int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n)
 {
     CkNs ns = node_ns(&fs->nodes, n);
-    if (name)
-        ns = ck_ns_child(ns, name, fs->opt.views_name);
     const char *job = fs_caller_job(fs, req);
     CkPolicy mode = mode_of(fs);
     CkDecision d = ck_decide_write(&mode, job, ns);
-    return apply(fs, req, &d, op, job, n, name, NULL, NULL, NULL);
+    return apply(fs, req, &d, op, job, n, NULL, NULL, NULL, NULL);
+}
+
+int fs_check_remove(struct ckptfs *fs, fuse_req_t req, const char *op, Node *dir, const char *name,
+                    CkNs *entry_out)
+{
+    CkNs ns = ck_ns_child(node_ns(&fs->nodes, dir), name, fs->opt.views_name);
+    *entry_out = ns;
+    const char *job = fs_caller_job(fs, req);
+    CkPolicy mode = mode_of(fs);
+    CkDecision d = ck_decide_write(&mode, job, ns);
+    return apply(fs, req, &d, op, job, dir, name, NULL, NULL, NULL);
 }
 
 int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *parent,
@@ -167,8 +176,8 @@ int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *par
 }
 
 int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
-                    Node *newparent, const char *newname, unsigned flags, CkNs *moved_out,
-                    CkNs *back_out)
+                    Node *newparent, const char *newname, unsigned flags, CkNs *src_out,
+                    CkNs *dst_out)
 {
     const char *vn = fs->opt.views_name;
     CkNs pns = node_ns(&fs->nodes, parent), npns = node_ns(&fs->nodes, newparent);
@@ -176,13 +185,13 @@ int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char 
     const char *job = fs_caller_job(fs, req);
     CkPolicy mode = mode_of(fs);
     CkDecision d = ck_decide_rename(&mode, job, src, npns, newname, vn);
-    *moved_out = d.ns;
-    *back_out = src;
+    *src_out = src;
+    *dst_out = d.ns;
     int err = apply(fs, req, &d, "rename", job, parent, name, newparent, newname, NULL);
     if (err || d.record || !(flags & RENAME_EXCHANGE))
         return err;
+    /* the entry at newname goes the other way, and takes src */
     CkDecision back = ck_decide_rename(&mode, job, d.ns, pns, name, vn);
-    *back_out = back.ns;
     return apply(fs, req, &back, "rename", job, newparent, newname, parent, name, NULL);
 }
 

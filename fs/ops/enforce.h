@@ -17,18 +17,22 @@
 /* The job the caller acts as (interned), or NULL for anonymous. */
 const char *fs_caller_job(struct ckptfs *fs, fuse_req_t req);
 
-/* A write to existing object `n` (open for writing, setattr, xattr), or the
- * removal of entry `name` of directory `n` (unlink, rmdir: name != NULL). */
-int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n, const char *name);
+/* A write to existing object `n` (open for writing, setattr, xattr). */
+int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n);
+/* The removal of entry `name` of directory `dir` (unlink, rmdir);
+ * *entry_out: the entry's namespace. */
+int fs_check_remove(struct ckptfs *fs, fuse_req_t req, const char *op, Node *dir, const char *name,
+                    CkNs *entry_out);
 /* Creating entry `name` in `parent` (create, mknod, mkdir). */
 int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *parent,
                     const char *name, bool is_dir, CkNs *child_out);
 /* rename(parent/name -> newparent/newname, flags): RENAME_EXCHANGE checks both
- * ways.  *moved_out: the moved entry's ns afterwards; *back_out (exchange):
- * the ns of the entry that moved the other way. */
+ * ways.  *src_out: the namespace of the entry at its old name; *dst_out:
+ * the one it takes at its new name (with RENAME_EXCHANGE, the entry that
+ * goes the other way leaves dst and takes src). */
 int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
-                    Node *newparent, const char *newname, unsigned flags, CkNs *moved_out,
-                    CkNs *back_out);
+                    Node *newparent, const char *newname, unsigned flags, CkNs *src_out,
+                    CkNs *dst_out);
 int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, const char *newname,
                   CkNs *out);
 int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,

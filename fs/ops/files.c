@@ -127,7 +127,7 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
     if (n->kind != NODE_BACKING)
         return open_views(fs, req, n, fi);
     if (wants_write(fi->flags)) {
-        int err = fs_check_write(fs, req, "open", n, NULL);
+        int err = fs_check_write(fs, req, "open", n);
         if (err)
             return err;
     }

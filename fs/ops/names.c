@@ -164,7 +164,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *attr, int to_set,
                       struct fuse_file_info *fi, struct stat *out)
 {
-    int err = fs_check_write(fs, req, "setattr", n, NULL);
+    int err = fs_check_write(fs, req, "setattr", n);
     if (err)
         return err;
     NodeFd f = {-1, NULL};
@@ -320,7 +320,7 @@ static int do_make(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name,
     creds_leave(fs, &c);
     bool again = done_before(err, -EEXIST);
     if (!err)
-        views_note_change(fs, node_ns(&fs->nodes, p), name);
+        views_note_change(fs, node_ns(&fs->nodes, p), child);
     if (!err || again) {
         struct stat st;
         Node *n;
@@ -430,7 +430,8 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 
 static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name, bool dir)
 {
-    int err = fs_check_write(fs, req, dir ? "rmdir" : "unlink", p, name);
+    CkNs entry;
+    int err = fs_check_remove(fs, req, dir ? "rmdir" : "unlink", p, name, &entry);
     if (err)
         return err;
     NodeFd pf;
@@ -447,7 +448,7 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         err = 0; /* removed by the first try */
     node_fd_put(&fs->nodes, &pf);
     if (!err)
-        views_note_change(fs, node_ns(&fs->nodes, p), name);
+        views_note_change(fs, node_ns(&fs->nodes, p), entry);
     return err;
 }
 
@@ -481,8 +482,8 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
 {
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
         return -EINVAL;
-    CkNs moved, back;
-    int err = fs_check_rename(fs, req, p, name, np, newname, flags, &moved, &back);
+    CkNs src, dst;
+    int err = fs_check_rename(fs, req, p, name, np, newname, flags, &src, &dst);
     if (err)
         return err;
     NodeFd pf, npf;
@@ -508,15 +509,13 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         fstatat(npf.fd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0)
         err = 0; /* moved by the first try: the source is gone, the target there */
     if (!err) {
-        const char *vn = fs->opt.views_name;
-        CkNs was = ck_ns_child(node_ns(&fs->nodes, p), name, vn);
-        if (!ck_ns_identical(was, moved))
-            renamed_ns(fs, npf.fd, newname, moved);
-        if ((flags & RENAME_EXCHANGE) &&
-            !ck_ns_identical(ck_ns_child(node_ns(&fs->nodes, np), newname, vn), back))
-            renamed_ns(fs, pf.fd, name, back);
-        views_note_change(fs, node_ns(&fs->nodes, p), name);
-        views_note_change(fs, node_ns(&fs->nodes, np), newname);
+        if (!ck_ns_identical(src, dst)) {
+            renamed_ns(fs, npf.fd, newname, dst);
+            if (flags & RENAME_EXCHANGE)
+                renamed_ns(fs, pf.fd, name, src);
+        }
+        views_note_change(fs, node_ns(&fs->nodes, p), src);
+        views_note_change(fs, node_ns(&fs->nodes, np), dst);
     }
     node_fd_put(&fs->nodes, &npf);
     node_fd_put(&fs->nodes, &pf);

@@ -19,7 +19,7 @@ static int do_xattr_change(struct ckptfs *fs, fuse_req_t req, Node *n, const cha
 {
     if (n->kind == NODE_VIRTUAL && value) /* _views/.control; EROFS elsewhere */
         return views_setxattr(fs, req, n, name, value, size);
-    int err = fs_check_write(fs, req, value ? "setxattr" : "removexattr", n, NULL);
+    int err = fs_check_write(fs, req, value ? "setxattr" : "removexattr", n);
     if (err)
         return err;
     NodeFd f;

@@ -20,11 +20,12 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "classify.h"
+#include "follow.h"
 #include "intern.h"
+#include "layout.h"
 #include "views-private.h"
 
 /* How long a read of .metrics waits for a catalog still loading. */
@@ -174,7 +175,7 @@ static void watch_job(Watch *w, const char *job)
 {
     if (g_hash_table_contains(w->jobdirs, job))
         return;
-    g_autofree char *rel = g_strconcat("_jobs/", job, NULL);
+    g_autofree char *rel = ck_job_markers_dir(job);
     int wd = add_watch(w, rel, DIR_EVENTS | IN_DELETE_SELF, W_JOBDIR, job);
     if (wd >= 0) {
         g_hash_table_insert(w->jobdirs, (gpointer)job, GINT_TO_POINTER(wd));
@@ -205,8 +206,8 @@ static void watch_init(Watch *w, CkCatalog *c)
         return;
     }
     add_watch(w, ".", DIR_EVENTS, W_TOP, NULL);
-    add_watch(w, "_jobs", DIR_EVENTS, W_JOBS, NULL);
-    add_watch(w, "_state", DIR_EVENTS, W_STATE, NULL);
+    add_watch(w, CK_JOBS_DIR, DIR_EVENTS, W_JOBS, NULL);
+    add_watch(w, CK_STATE_DIR, DIR_EVENTS, W_STATE, NULL);
     watch_all_jobs(w, c);
 }
 
@@ -235,10 +236,10 @@ static void handle_event(Watch *w, const struct inotify_event *ev)
     switch (wi->kind) {
     case W_TOP:
         /* _jobs/_state appearing, or legacy v<G>/<S> changing what legacy markers read */
-        if (strcmp(name, "_jobs") == 0 && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
-            add_watch(w, "_jobs", DIR_EVENTS, W_JOBS, NULL);
-        if (strcmp(name, "_state") == 0 && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
-            add_watch(w, "_state", DIR_EVENTS, W_STATE, NULL);
+        if (strcmp(name, CK_JOBS_DIR) == 0 && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
+            add_watch(w, CK_JOBS_DIR, DIR_EVENTS, W_JOBS, NULL);
+        if (strcmp(name, CK_STATE_DIR) == 0 && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
+            add_watch(w, CK_STATE_DIR, DIR_EVENTS, W_STATE, NULL);
         if (strcmp(name, w->fs->opt.views_name) != 0)
             w->full = true;
         break;
@@ -258,7 +259,8 @@ static void handle_event(Watch *w, const struct inotify_event *ev)
         if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && (ev->mask & IN_ISDIR) &&
             place_of(w->fs, wi->job, CK_PLACE_JOB_DIR, name) == CK_PLACE_CHK_DIR) {
             /* a checkpoint in progress: its COMPLETED comes later */
-            g_autofree char *rel = g_strconcat("_jobs/", wi->job, "/", name, NULL);
+            g_autofree char *jobdir = ck_job_markers_dir(wi->job);
+            g_autofree char *rel = g_build_filename(jobdir, name, NULL);
             add_watch(w, rel, DIR_EVENTS | IN_CLOSE_WRITE, W_CHKDIR, wi->job);
         }
         break;
@@ -358,35 +360,6 @@ static LoadCtl *loadctl_new(struct ckptfs *fs)
     l->opts.views_name = v->copts.views_name; /* interned */
     l->opts.progress = &l->progress;
     return l;
-}
-
-/* File systems where another host may change the directory, so inotify
- * (which sees only this kernel's changes) cannot be trusted alone. */
-static bool remote_fs(const char *dir)
-{
-    static const unsigned long magics[] = {
-        0x6969,     /* NFS */
-        0xff534d42, /* CIFS */
-        0xfe534d42, /* SMB2 */
-        0x517b,     /* SMB */
-        0x65735546, /* FUSE */
-        0x01021997, /* 9P */
-        0x00c36400, /* Ceph */
-        0x5346414f, /* AFS */
-        0x0bd00bd0, /* Lustre */
-        0x47504653, /* GPFS */
-        0x7461636f, /* OCFS2 */
-        0x01161970, /* GFS2 */
-        0x73757245, /* Coda */
-        0x564c,     /* NCP */
-    };
-    struct statfs sf;
-    if (statfs(dir, &sf) != 0)
-        return true;
-    for (guint i = 0; i < G_N_ELEMENTS(magics); i++)
-        if ((unsigned long)sf.f_type == magics[i])
-            return true;
-    return false;
 }
 
 /* The periodic side, for what inotify cannot see.  Every `rescan` seconds:
@@ -554,7 +527,9 @@ static gpointer watcher_main(gpointer p)
                g_hash_table_new(g_direct_hash, g_direct_equal),
                false,
                NULL};
-    bool trusted = !remote_fs(fs->backing) && !g_getenv("CKPTFS_NO_INOTIFY");
+    /* where another host may change the directory, inotify (which sees
+     * this kernel's changes only) cannot be trusted alone */
+    bool trusted = !ck_fs_is_shared(fs->root_fd) && !g_getenv("CKPTFS_NO_INOTIFY");
     if (trusted) {
         watch_init(&w, c);
         /* what changed between the load's look at a job and its watch: one

@@ -30,6 +30,7 @@
 
 #include "classify.h"
 #include "intern.h"
+#include "layout.h"
 #include "resolve.h"
 #include "views-private.h"
 
@@ -683,7 +684,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         const char *job = ck_intern(name);
         VNode *vn = vnode_new(VN_JOB, job);
         vn->source = "own";
-        vn->backing = g_strconcat("_jobs/", job, NULL);
+        vn->backing = ck_job_markers_dir(job);
         return stable(fs, virtual_to_entry(fs, job, vn, S_IFDIR, e, t), e);
     }
     case VN_JOB: {
@@ -697,7 +698,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
             vn->rel = g_strdup("");
             if (j->has_own_root) {
                 vn->source = "own";
-                vn->backing = g_strconcat("_state/", pv->job, NULL);
+                vn->backing = ck_job_state_dir(pv->job);
             }
             return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
         }
@@ -705,7 +706,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
             VNode *vn = vnode_new(VN_CKPTS, pv->job);
             if (j->has_markers_dir) {
                 vn->source = "own";
-                vn->backing = g_strconcat("_jobs/", pv->job, NULL);
+                vn->backing = ck_job_markers_dir(pv->job);
             }
             return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
         }
@@ -713,7 +714,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
             VNode *vn = vnode_new(VN_RESTORE, pv->job);
             if (j->has_markers_dir) {
                 vn->source = "own";
-                vn->backing = g_strconcat("_jobs/", pv->job, NULL);
+                vn->backing = ck_job_markers_dir(pv->job);
             }
             return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFREG, e, 0.0), e);
         }
@@ -739,7 +740,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         vn->n = n;
         vn->rel = g_strdup("");
         vn->source = "own";
-        vn->backing = g_strdup_printf("_jobs/%s/chk-%" G_GUINT64_FORMAT, pv->job, (guint64)n);
+        vn->backing = ck_checkpoint_dir(pv->job, n);
         vn->has_gen = r->has_generation;
         vn->gen = r->generation;
         g_autofree char *vkey =

@@ -518,12 +518,11 @@ int views_access(struct ckptfs *fs, fuse_req_t req, Node *n, int mask)
 
 /* ---- writes through the mount that change the catalog ---- */
 
-void views_note_change(struct ckptfs *fs, CkNs pns, const char *name)
+void views_note_change(struct ckptfs *fs, CkNs pns, CkNs child)
 {
     if (!fs->views)
         return;
     /* a marker, a checkpoint or marker directory, or a job's own root */
-    CkNs child = ck_ns_child(pns, name, fs->opt.views_name);
     if (ck_ns_in_catalog(child) || (pns.kind == CK_NS_STRUCT && child.kind == CK_NS_JOB))
         catalog_watch_refresh(fs, child.job, false);
 }

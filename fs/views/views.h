@@ -74,13 +74,15 @@ int views_access(struct ckptfs *fs, fuse_req_t req, Node *n, int mask);
 
 /* Hooks for the request handlers (no cost beyond a compare unless a marker
  * is involved; core answers what is a marker: ck_ns_is_marker):
- * - views_note_change: `name` in a directory of namespace pns was created,
- *   removed or renamed through the mount; when it is a marker, a checkpoint
- *   or marker directory or a job's root, the job is re-read before this
- *   returns and the kernel's view entries are invalidated (asynchronously).
+ * - views_note_change: an entry of namespace `entry` in a directory of
+ *   namespace pns was created, removed or renamed through the mount (the
+ *   policy's decision gave its namespace); when it is a marker, a
+ *   checkpoint or marker directory or a job's root, the job is re-read
+ *   before this returns and the kernel's view entries are invalidated
+ *   (asynchronously).
  * - views_marker_written: a marker of `job` opened for writing was flushed
  *   or released. */
-void views_note_change(struct ckptfs *fs, CkNs pns, const char *name);
+void views_note_change(struct ckptfs *fs, CkNs pns, CkNs entry);
 void views_marker_written(struct ckptfs *fs, const char *job);
 
 /* Extended attributes (user.ckptfs.source, .backing, .generation), read-only,

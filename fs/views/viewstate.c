@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "classify.h"
+#include "layout.h"
+#include "markers.h"
 #include "resolve.h"
 
 /* ---- inode numbers and attributes ---- */
@@ -57,28 +59,12 @@ static gint cmp_str(gconstpointer a, gconstpointer b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The valid job directories under _jobs and _state (what the catalog lists). */
+/* The job directories under _jobs and _state (what the catalog lists). */
 static GPtrArray *scan_job_names(struct ckptfs *fs)
 {
     g_autoptr(GHashTable) set = g_hash_table_new(g_direct_hash, g_direct_equal);
-    const char *subs[] = {"_jobs", "_state"};
-    for (guint i = 0; i < G_N_ELEMENTS(subs); i++) {
-        int fd = openat(fs->root_fd, subs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-            close(fd);
-            continue;
-        }
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            const char *nm = de->d_name;
-            if (views_dirent_type(d, de) == DT_DIR && ck_is_job_id(nm, strlen(nm)))
-                g_hash_table_add(set, (gpointer)ck_intern(nm));
-        }
-        closedir(d);
-    }
+    ck_list_job_dirs(fs->root_fd, CK_JOBS_DIR, set, NULL);
+    ck_list_job_dirs(fs->root_fd, CK_STATE_DIR, set, NULL);
     GPtrArray *out = g_ptr_array_sized_new(g_hash_table_size(set));
     GHashTableIter it;
     gpointer k;
