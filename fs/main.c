@@ -1,4 +1,4 @@
-/* ckptfs: the daemon (SPEC §4).  Parses and validates the options, clears a
+/* ckptfs: the daemon (ckptfs(8)).  Parses and validates the options, clears a
  * stale mount, sets up the one struct ckptfs and runs the FUSE session. */
 #include <errno.h>
 #include <stdarg.h>
@@ -121,7 +121,7 @@ static void raise_readahead(dev_t dev)
         close(fd);
 }
 
-/* FUSE passthrough (SPEC §6): asked for unless the options exclude it or
+/* FUSE passthrough (docs/DESIGN.md, "The data path"): asked for unless the options exclude it or
  * the daemon lacks the privilege the kernel requires (CAP_SYS_ADMIN: the
  * daemon runs as root).  A backing directory on a stacking file system
  * (overlayfs, as in containers) needs one more level of stack depth. */

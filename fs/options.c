@@ -149,7 +149,7 @@ void fs_options_help(void)
            "    -o no_policy              for measuring only: skip every policy check\n"
            "    -o no_handles             for testing only: O_PATH descriptors, no file handles\n"
            "\n"
-           "See ckptfs(8) and the README (\"Mounting\").\n"
+           "See ckptfs(8).\n"
            "\n");
 }
 

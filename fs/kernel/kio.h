@@ -1,29 +1,35 @@
-/* kio: the one place that speaks the kernel's FUSE protocol beyond what
- * libfuse 3.14 knows (DESIGN-NOTES "The custom I/O layer").
+/* fs/kernel: the protocol module, the one place that speaks the kernel's
+ * FUSE protocol beyond what libfuse 3.14 knows (docs/DESIGN.md, "The data
+ * path").  It sits under libfuse (fuse_session_custom_io) on the session's
+ * /dev/fuse descriptor, or, where the kernel offers it, on the rings of
+ * FUSE over io_uring (kio_uring.h), and sees every request read and every
+ * reply written.
  *
- * Installed with fuse_session_custom_io() on the session's own /dev/fuse
- * descriptor, it sees every request read and every reply written.  It
+ * Contract: it knows nothing of policy, views, nodes or the state memfd,
+ * and calls nothing of fs/ above it; a handler that wants its reply
+ * amended says so in one call (kio_reply_open, kio_reply_create), and
+ * whoever keeps account of requests is told through hooks (KioHooks).
+ * It
  *  - notes what the kernel offers in its INIT request (protocol 7.40 bits
  *    libfuse 3.14 drops) and amends libfuse's INIT reply to ask for FUSE
- *    passthrough (FUSE_PASSTHROUGH, max_stack_depth);
+ *    passthrough (FUSE_PASSTHROUGH, max_stack_depth) and for io_uring;
  *  - registers and releases backing files (FUSE_DEV_IOC_BACKING_OPEN/CLOSE);
- *  - amends one OPEN or CREATE reply with the backing id its handler gives
- *    (kio_reply_open / kio_reply_create): the kernel then reads, writes,
- *    splices and mmaps that file itself;
+ *  - amends one OPEN or CREATE reply with the backing id its handler gives:
+ *    the kernel then reads, writes, splices and mmaps that file itself;
  *  - delivers FUSE_TMPFILE (opcode 51, unknown to libfuse 3.14) as a CREATE
  *    of the name KIO_TMPFILE_NAME, which no real CREATE can carry: the two
- *    requests and their replies have the same layout.
+ *    requests and their replies have the same layout;
  *  - keeps a copy of the kernel's INIT request where the caller says
- *    (kio_keep_init: the state memfd), and, in a daemon that attaches to a
- *    live connection (issue 14), gives libfuse that copy as its first
- *    request, drops libfuse's reply to it (the kernel had its answer long
- *    ago), then asks the kernel to queue again every request the dead
- *    daemon read and never answered (FUSE_NOTIFY_RESEND, kernel >= 6.9)
- *    before any other request is read; kio_resent() tells a handler that
- *    its request is such a one (bit 63 of unique).
+ *    (kio_keep_init), and, in a daemon that attaches to a live connection,
+ *    gives libfuse that copy as its first request, drops libfuse's reply to
+ *    it (the kernel had its answer long ago), then asks the kernel to queue
+ *    again every request the dead daemon read and never answered
+ *    (FUSE_NOTIFY_RESEND, Linux 6.9 and later) before any other request is
+ *    read; kio_resent() tells a handler that its request is such a one;
+ *  - answers requests with an error where no daemon serves (kio_fail_one,
+ *    for the supervisor), and asks the kernel which nodes it still holds.
  * Requests are always read with read(2) (libfuse splices them only when
- * given a splice_receive, which kio does not give: it must see them).
- * It knows nothing of policy, views or nodes; handlers decide per open. */
+ * given a splice_receive, which kio does not give: it must see them). */
 #pragma once
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>

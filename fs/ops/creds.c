@@ -1,4 +1,5 @@
-/* Acting as the caller (DESIGN-NOTES): creates are made with the caller's
+/* Acting as the caller (docs/DESIGN.md, "Namespaces and the write
+ * policy"): creates are made with the caller's
  * fsuid, fsgid and supplementary groups, switched per worker thread. */
 #include <sys/fsuid.h>
 #include <sys/syscall.h>

@@ -1,4 +1,6 @@
-/* The write-policy hooks (SPEC §4 "Namespaces and the write policy").
+/* The write-policy hooks (docs/DESIGN.md, "Namespaces and the write
+ * policy"; ckptfs(8) NAMESPACES AND THE WRITE POLICY): core decides, each
+ * hook carries the decision out.
  *
  * Every write request asks one of these before its first backing syscall, so
  * a refused write changes nothing.  Each returns 0 to go on, or -errno to

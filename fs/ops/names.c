@@ -285,7 +285,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino)
 /* A request the kernel resent after its daemon died (kio_resent) may have
  * been done by that daemon before it could answer.  Where doing it again
  * fails only because it was done (the name is there, or gone), the answer
- * is the one the first try gave (README "When the daemon dies"). */
+ * is the one the first try gave (ckptfs(8) WHEN THE DAEMON DIES). */
 static bool done_before(int err, int done_err)
 {
     return err == done_err && kio_resent();

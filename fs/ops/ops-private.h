@@ -1,7 +1,6 @@
-/* What the request handlers of fs/ share (names.c, files.c, dirs.c,
- * xattrs.c; the table of handlers is in ops.c).  Every handler has one
- * shape: decode the request, call one do_* function that returns 0 or
- * -errno, reply exactly once. */
+/* What the request handlers of ops/ share (names.c, files.c, dirs.c,
+ * xattrs.c; the table of handlers is in ops.c), and nothing outside ops/
+ * includes. */
 #pragma once
 #include <errno.h>
 #include <stdbool.h>

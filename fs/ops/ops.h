@@ -1,7 +1,14 @@
-/* The FUSE low-level operations of ckptfs: thin handlers that decode a
- * request, call one function returning 0 or -errno, and reply exactly once.
- * Locks (flock, POSIX) are left to the kernel: getlk/setlk/flock are not
- * implemented, so locks are local to this mount's kernel. */
+/* fs/ops: the request handlers (ckptfs_ops), acting as the caller
+ * (creds.c), the write-policy hooks (enforce.h) and the open file and
+ * directory handles (handles.c).
+ *
+ * Contract: every handler decodes its request, calls one function that
+ * returns 0 or -errno, and replies once; the table of handlers and what
+ * the daemon asks for at INIT are in ops.c.  The handlers use the views,
+ * the node table, the protocol module and the journal below them; only
+ * main.c and attach.c call in here.  Locks (flock, POSIX) are left to the
+ * kernel: getlk/setlk/flock are not implemented, so locks are local to this
+ * mount's kernel. */
 #pragma once
 #include "ckptfs.h"
 

@@ -1,5 +1,5 @@
 /* The in-flight journal: what each request took that the kernel may not
- * have been told of (issue 14).
+ * have been told of (docs/DESIGN.md, "Outliving the daemon").
  *
  * A daemon killed between doing a lookup (or an open) and answering it
  * leaves a lookup reference (or an open handle) in the state that the
@@ -13,7 +13,10 @@
  * never comes again was answered, and is dropped.  So the accounting is
  * exact either side of the reply.
  * Forgets get no reply and are never resent: the ones a dead daemon read
- * and had not applied, the next applies at once. */
+ * and had not applied, the next applies at once.
+ * The protocol module tells the journal of each request and reply through
+ * its hooks (inflight_kio_hooks); the node table and the handle registry
+ * note what a request takes (inflight_note). */
 #pragma once
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -1,16 +1,19 @@
-/* The daemon's state that outlives it (issue 14, DESIGN-NOTES "Node ids
- * that a new daemon can interpret"): one memfd, kept by the supervisor
- * beside the /dev/fuse descriptor, holding
+/* The daemon's state that outlives it (docs/DESIGN.md, "Outliving the
+ * daemon"): one memfd, kept by the supervisor beside the /dev/fuse
+ * descriptor, holding
  *  - a header: the kernel's INIT request (a new daemon replays it to
- *    libfuse), the generation counter, the settings changed live;
- *  - the counters of .metrics (metrics.h) and the newest .collisions
- *    records (core/collision.h keeps them in the memory it is handed);
+ *    libfuse), the generation counter, the live settings, the mount point
+ *    and the settings the mount fixed, and what the serving daemon says of
+ *    itself (status.h);
+ *  - the in-flight journal's records (inflight.h);
  *  - a slot per node the kernel holds (node id = slot), with what a new
  *    daemon needs to serve that id again: the backing (dev, ino) and file
  *    handle, or the views' key; the lookup count; the namespace; the
- *    passthrough binding;
+ *    passthrough binding (nodes/nodes.h writes them);
  *  - a slot per open file or directory handle (fh = slot): its node and
- *    open flags, so it can be opened again.
+ *    open flags, so it can be opened again (ops/handles.c);
+ *  - the counters of .metrics (metrics.h) and the newest .collisions
+ *    records (core/collision.h keeps them in the memory it is handed).
  * The memory is MAP_SHARED and sparse: only slots in use cost pages.  A
  * slot's `state` is written last when it is taken and first when it is
  * given back, so a daemon killed between two stores leaves either a whole

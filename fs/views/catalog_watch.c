@@ -1,5 +1,5 @@
-/* Keeping the views' catalog current (SPEC §5 "Live", DESIGN-NOTES "Views
- * and the catalog").  Two threads:
+/* Keeping the views' catalog current (docs/DESIGN.md, "The views and the
+ * catalog"; ckptfs(8) KEEPING THE VIEWS CURRENT).  Two threads:
  *
  * - the watcher builds the catalog (ck_catalog_open, in the background so
  *   the first `ls` of the views dir needs only the job names), then waits on

@@ -1,4 +1,4 @@
-/* The per-job trees of the views (SPEC §5):
+/* The per-job trees of the views (ckptfs(8) THE VIEWS):
  *
  *   <J>/state/...             ck_job_state_layers, merged per directory
  *   <J>/checkpoints/<N>/...   ck_job_checkpoint_layers (or only ERROR)

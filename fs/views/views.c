@@ -1,10 +1,10 @@
-/* The views dir (SPEC §5): .collisions, .metrics, .control and one
- * directory per job of the catalog; the per-job trees are jobviews.c's, the
- * catalog's upkeep catalog_watch.c's, the state they share viewstate.c's.
- * This file dispatches the requests the handlers send (to jobviews.c below
- * the views dir), hands writes through the mount to catalog_watch.c and
- * serves the provenance xattrs; jobviews.c and catalog_watch.c never call
- * back into it. */
+/* The views dir (ckptfs(8) THE VIEWS): .collisions, .metrics, .control and
+ * one directory per job of the catalog; the per-job trees are jobviews.c's,
+ * the catalog's upkeep catalog_watch.c's, the state they share
+ * viewstate.c's.  This file dispatches the requests the handlers send (to
+ * jobviews.c below the views dir), hands writes through the mount to
+ * catalog_watch.c and serves the provenance xattrs; jobviews.c and
+ * catalog_watch.c never call back into it. */
 #include "views.h"
 
 #include <dirent.h>

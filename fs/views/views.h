@@ -1,16 +1,25 @@
-/* The views (SPEC §5): the read-only virtual tree under the views name.
+/* fs/views: the read-only virtual tree under the views name (docs/DESIGN.md,
+ * "The views and the catalog", ckptfs(8) THE VIEWS): the views directory,
+ * .collisions, .metrics, .control (the live settings: control.h), and one
+ * directory per job of the catalog, kept current by the watcher and the
+ * notifier (catalog_watch.c).
  *
- * fs/ops.c sends here every request on a VIRTUAL or ALIAS node, and the
- * lookup of the views name at the root.  Writes never arrive, but those to
- * _views/.control (its settings: control.h): ops.c answers them with EROFS
- * before calling anything (the nodes' CkNs is CK_NS_VIEWS).
+ * Contract: the request handlers (ops/) send here every request on a
+ * VIRTUAL or ALIAS node, and the lookup of the views name at the root; the
+ * views use the node table, the state memfd and the protocol module below
+ * them, and call nothing of ops/.  The only writes that reach the views
+ * are those to .control (its opens for writing, writes and setxattr); the
+ * policy hooks refuse every other write in the views with EROFS (their
+ * nodes' namespace is CK_NS_VIEWS).  Writes through the mount that change
+ * what the catalog knows reach it through views_note_change and
+ * views_marker_written.
  *
- * Nodes come from node_get_virtual(&fs->nodes, vkey, make, ctx) (inode.h), keyed by
- * the entry's path below the views dir ("" is the views dir itself), so a
- * second lookup of one entry gives the same node; VIRTUAL nodes report
- * n->vino as st_ino (top bit set: never a backing number), ALIAS nodes the
- * backing object's st_ino and attributes.  Each function returns 0 (or a
- * size) or -errno and may be called from any worker thread at once. */
+ * Nodes come from node_get_virtual (nodes/nodes.h), keyed by the entry's
+ * path below the views dir ("" is the views dir itself), so a second
+ * lookup of one entry gives the same node; VIRTUAL nodes report n->vino as
+ * st_ino (top bit set: never a backing number), ALIAS nodes the backing
+ * object's st_ino and attributes.  Each function returns 0 (or a size) or
+ * -errno and may be called from any worker thread at once. */
 #pragma once
 #include <glib.h>
 #include <stdbool.h>

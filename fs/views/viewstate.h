@@ -1,6 +1,6 @@
-/* The views' shared state (SPEC §5): what views.c (the views dir and the
- * dispatch), jobviews.c (the per-job trees) and catalog_watch.c (the
- * catalog's upkeep) all read, behind fs->views.
+/* The views' shared state: what views.c (the views dir and the dispatch),
+ * jobviews.c (the per-job trees) and catalog_watch.c (the catalog's
+ * upkeep) all read, behind fs->views.
  *
  * This file calls none of the three; views.c calls jobviews.c and
  * catalog_watch.c, and those two call only this file, so no two of the
@@ -11,9 +11,9 @@
  * cache), the inode numbers of virtual nodes and the attributes of views
  * directories.
  *
- * Locks (all leaf level, below NodeTable.lock in ckptfs.h's order; none is
- * held across a reply, a catalog rebuild or a kernel notification):
- * Views.lock guards the fields marked (lock) below. */
+ * Locks (leaves in ckptfs.h's order; none is held across a reply, a
+ * catalog rebuild or a kernel notification): Views.lock guards the fields
+ * marked (lock) below, inval_lock the invalidation counters. */
 #pragma once
 #include <dirent.h>
 #include <glib.h>
