@@ -1,16 +1,35 @@
-/* The one userdata of the ckptfs daemon (SPEC §4): options, the backing
- * root, the node table, the policy, the collision log and the counters.
+/* The daemon: the one struct ckptfs, the userdata of its FUSE session and
+ * the only mutable state of the process (docs/DESIGN.md, "Architecture").
  *
- * Everything here is set up before the session starts and torn down after
- * it ends; while requests run, only the fields marked "mutable" change, each
- * under the lock named beside it.
+ * It is what the request handlers (ops/) and the views (views/) take; the
+ * layers below them (nodes/, outlive/, kernel/) never see it, each taking
+ * its own part (the node table, the state memfd, the protocol module).
  *
- * Lock order (outermost first), for every file of fs/:
- *   1. NodeTable.lock         (inode.c: the hash tables and nlookup counts)
- *   2. FdCache.lock           (inode.c: the bounded descriptor cache)
- *   3. locks inside core/     (CkIdentity, CkCollisionLog: leaf locks)
- * No lock is held across a reply to the kernel or across a backing syscall
- * other than close(). */
+ * Fields are set up before the session starts and torn down after it
+ * ends, except those marked "live" (changed on a live mount by the live
+ * settings, views/control.c: read without a lock, written atomically) and
+ * those marked with the lock that guards them.
+ *
+ * Lock order, outermost first: the one list for every lock of fs/.  No
+ * lock of fs/ is held across a reply to the kernel or a kernel
+ * notification, nor across a backing system call other than close(), but
+ * the catalog load hand-off's (3).
+ *   1. InflightAdopted.lock (outlive/inflight.c): a daemon that attached,
+ *      while it gives back what a resent request's first try took; the
+ *      give-back takes 2.
+ *   2. NodeTable.lock (nodes/) and open_lock (the handle registry,
+ *      ops/handles.c): never both at once, and nothing else is taken under
+ *      either: FdCache.lock only after the table's is released, and a
+ *      handle is freed after open_lock is released.
+ *   3. LoadCtl.lock (views/catalog_watch.c, the catalog load hand-off: the
+ *      loader thread and the views' stop), over Views.lock and over the
+ *      catalog's locks while the loader re-reads the jobs written during
+ *      the load.
+ *   4. Leaf locks, under which nothing else is taken: FdCache.lock,
+ *      DirPark.lock, Views.lock, each VNode.lock, Views.inval_lock,
+ *      control_lock, LogLimit.lock, Kio.gate_lock, KioRing.lock, and those
+ *      inside core/: the catalog's rebuild lock over its table lock, the
+ *      identity cache, the collision store, the job-name interner. */
 #pragma once
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -18,30 +37,34 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "collision.h"
 #include "identity.h"
-#include "policy.h"
-#include "inode.h"
-#include "kio.h"
+#include "kernel/kio.h"
 #include "metrics.h"
+#include "nodes/nodes.h"
+#include "nodes/passthrough.h"
 #include "options.h"
-#include "supervisor.h"
+#include "outlive/inflight.h"
+#include "outlive/state.h"
+#include "outlive/supervisor.h"
+#include "policy.h"
 
-/* The journal's share of collisions (enforce.c): at most a burst per window. */
+/* The journal's share of collisions (ops/enforce.c): at most a burst per window. */
 typedef struct {
-    GMutex lock; /* leaf */
+    GMutex lock;
     gint64 window_start;
     guint in_window;
     guint64 suppressed;
 } LogLimit;
 
-/* Directories the kernel reads without an OPENDIR (dirs.c): the listing a
- * READDIR stopped in, kept for the READDIR that goes on from there. */
+/* Directories the kernel reads without an OPENDIR (ops/dirs.c): the listing
+ * a READDIR stopped in, kept for the READDIR that goes on from there. */
 #define DIRPARK_SLOTS 16
 typedef struct {
-    GMutex lock; /* leaf */
+    GMutex lock;
     struct {
         fuse_ino_t ino;
         void *dir; /* DirHandle, NULL: free */
@@ -50,57 +73,61 @@ typedef struct {
 } DirPark;
 
 struct ckptfs {
-    /* immutable while mounted */
-    FsOptions opt;
+    Kio kio; /* first: the protocol module's hooks get the session's userdata (kio_attach) */
+
+    /* what the daemon is, and where */
+    FsOptions opt; /* opt.live: the live settings as the daemon started with them */
     char *backing; /* realpath of BACKING_DIR, no trailing '/' */
     size_t backing_len;
     char *mountpoint; /* realpath of MOUNTPOINT */
     int root_fd;      /* O_PATH|O_DIRECTORY of the backing root */
     int mount_fd;     /* O_RDONLY of the backing root: open_by_handle_at's mount_fd (no O_PATH) */
-    bool handles;     /* the backing fs gives file handles (else one O_PATH fd per node) */
     bool is_root;     /* the daemon runs with euid 0 (AT_EMPTY_PATH links, open_by_handle_at) */
     uid_t euid;
     gid_t egid;
     gid_t *groups; /* the daemon's supplementary groups, restored after acting as a caller */
     int ngroups;
-    CkPolicy policy;
     CkIdentity *identity;       /* NULL when neither job= nor identity= is given */
     CkCollisionLog *collisions; /* never NULL */
     double entry_timeout;       /* passthrough tree */
     double attr_timeout;
     /* set at INIT (before any other request): directories are opened by
-     * the kernel alone, READDIR and FSYNCDIR come with fh 0 (dirs.c) */
+     * the kernel alone, READDIR and FSYNCDIR come with fh 0 (ops/dirs.c) */
     bool no_opendir;
-
-    /* mutable, each with its own lock */
-    NodeTable nodes;    /* NodeTable.lock */
-    FdCache fdcache;    /* FdCache.lock */
-    DirPark dirpark;    /* DirPark.lock */
-    FsMetrics *metrics; /* atomics only; in the state memfd (set up with it) */
-    void *views;        /* fs/views.c private state; its own locks, leaf level */
-    /* open file and directory handles by fh (handles.c; open_lock, leaf) */
-    GMutex open_lock;
-    void **open_live;                           /* [STATE_HANDLE_SLOTS]: fh -> handle */
-    SlotPool open_pool;                         /* fh slots */
-    const struct HandleType *const *open_types; /* by HandleKind */
-    State state; /* what a daemon that takes over needs (state.h); set up before the session */
-
-    struct fuse_session *se;
-    LogLimit log_limit;             /* its own lock */
-    Kio kio;                        /* the custom I/O layer: its own atomics */
-    atomic_bool pt_register_logged; /* a failed passthrough registration was logged */
-    atomic_bool handover;           /* the supervisor asked for the connection (main.c) */
-    bool supervised;                /* a supervisor keeps the connection (supervisor.h) */
-    SupLink *link;                  /* to the supervisor (its sock is -1 when there is none) */
-    char *ready_note; /* what a takeover's requester is told besides "done" (g_free) */
-    pthread_t main_thread;
+    bool supervised;   /* a supervisor keeps the connection (outlive/supervisor.h) */
+    SupLink *link;     /* to the supervisor (its sock is -1 when there is none) */
     gint64 started_us; /* when this daemon started (process_start_time_seconds) */
 
-    /* the live settings (control.c): policy above, rescan in the views */
-    GMutex control_lock; /* leaf: one change at a time, in the state memfd too */
-    const char *tag_env; /* tag_env=VAR, interned, NULL for none; read atomically */
+    /* the layers' own state */
+    State state;             /* the state memfd: what a daemon that takes over needs */
+    InflightJournal journal; /* this daemon's, when it may be replaced (attach.c) */
+    NodeTable nodes;         /* NodeTable.lock */
+    Passthrough pt;          /* its decisions are the node table's */
+    FsMetrics *metrics;      /* atomics only; in the state memfd */
+    void *views;             /* views/viewstate.h's Views: its own locks */
+    struct fuse_session *se;
+
+    /* the request handlers' (ops/) */
+    GMutex open_lock;   /* the open file and directory handles by fh (ops/handles.c) */
+    void **open_live;   /* [STATE_HANDLE_SLOTS]: fh -> handle (open_lock) */
+    SlotPool open_pool; /* fh slots (open_lock) */
+    const struct HandleType *const *open_types; /* by HandleKind */
+    DirPark dirpark;                            /* DirPark.lock */
+    LogLimit log_limit;                         /* LogLimit.lock */
+
+    /* the live settings (views/control.c): policy= and legacy= in policy,
+     * rescan= in the views, tag_env= here */
+    CkPolicy policy;     /* live: audit, legacy_rw; off is fixed */
+    const char *tag_env; /* live: tag_env=VAR, interned, NULL for none */
+    GMutex control_lock; /* one change at a time, into the state memfd too */
     FsLive configured;   /* what the configuration said at the last load (control_lock) */
-    int reload_fd;       /* signalfd of SIGHUP (main.c), -1 */
-    int reload_stop;     /* eventfd that ends the reload thread, -1 */
+
+    /* main.c's: the loop, the handover, the reload thread */
+    char *ready_note;     /* what a takeover's requester is told besides "done" (g_free) */
+    atomic_bool handover; /* the supervisor asked for the connection */
+    pthread_t main_thread;
+    int reload_fd;   /* signalfd of SIGHUP, -1 */
+    int reload_stop; /* eventfd that ends the reload thread, -1 */
     GThread *reload_thread;
 };
+_Static_assert(offsetof(struct ckptfs, kio) == 0, "the session's userdata begins with its Kio");

@@ -1,4 +1,4 @@
-/* ckptfs: the daemon (SPEC §4).  Parses and validates the options, clears a
+/* ckptfs: the daemon (ckptfs(8)).  Parses and validates the options, clears a
  * stale mount, sets up the one struct ckptfs and runs the FUSE session. */
 #include <errno.h>
 #include <stdarg.h>
@@ -23,16 +23,15 @@
 #include "intern.h"
 #include "resolve.h"
 #include "ckptfs-config.h"
+#include "attach.h"
 #include "ckptfs.h"
-#include "control.h"
-#include "inflight.h"
-#include "kio.h"
+#include "views/control.h"
+#include "kernel/kio.h"
 #include "log.h"
-#include "ops.h"
-#include "opsint.h"
-#include "supervisor.h"
+#include "ops/ops.h"
+#include "outlive/supervisor.h"
 #include "proctitle.h"
-#include "views.h"
+#include "views/views.h"
 
 /* One line on stderr; and, from a daemon a takeover started, the same line
  * for the supervisor to pass on to whoever asked. */
@@ -122,7 +121,7 @@ static void raise_readahead(dev_t dev)
         close(fd);
 }
 
-/* FUSE passthrough (SPEC §6): asked for unless the options exclude it or
+/* FUSE passthrough (docs/DESIGN.md, "The data path"): asked for unless the options exclude it or
  * the daemon lacks the privilege the kernel requires (CAP_SYS_ADMIN: the
  * daemon runs as root).  A backing directory on a stacking file system
  * (overlayfs, as in containers) needs one more level of stack depth. */
@@ -148,18 +147,6 @@ static void passthrough_setup(struct ckptfs *fs)
                                  "/sys/module/fuse/parameters/enable_uring)"
                                : NULL;
     kio_want_ring(&fs->kio, ring_why == NULL, ring_why, fs->opt.io_uring_depth_n);
-}
-
-/* The backing files registered with the kernel for nodes taken over: they
- * stay registered with the connection (the gauge counts them again). */
-static int64_t count_bound_nodes(struct ckptfs *fs)
-{
-    int64_t n = 0;
-    uint32_t high = atomic_load(&fs->state.hdr->node_high);
-    for (uint32_t i = FUSE_ROOT_ID; i < high && i < STATE_NODE_SLOTS; i++)
-        if (fs->nodes.by_slot[i] && fs->nodes.by_slot[i]->backing_id > 0)
-            n++;
-    return n;
 }
 
 /* The backing directory and the files the options name, as a daemon will
@@ -190,67 +177,6 @@ static int check_paths(struct ckptfs *fs, char **collision_log)
     return 0;
 }
 
-/* What a mount fixes for its life: the kernel holds it (mount options, the
- * answer to INIT, the names it looked up).  The first daemon writes it into
- * the state; a daemon that attaches keeps it, whatever its own options say,
- * and names what it could not change (a remount would). */
-static char *fixed_settings(const struct ckptfs *fs)
-{
-    const FsOptions *o = &fs->opt;
-    return g_strdup_printf("backing=%s\nviews=%s\npassthrough=%s\nwriteback=%d\n"
-                           "allow_other=%d\ndefault_permissions=%d\nmax_read=%u\n",
-                           fs->backing, o->views_name, o->passthrough_off ? "off" : "auto",
-                           o->writeback, o->allow_other, o->default_permissions, o->max_read);
-}
-
-static char *keep_fixed_settings(struct ckptfs *fs)
-{
-    const char *kept = fs->state.hdr->fixed;
-    g_autofree char *mine = fixed_settings(fs);
-    if (!kept[0] || strcmp(kept, mine) == 0)
-        return NULL;
-    g_auto(GStrv) old = g_strsplit(kept, "\n", -1);
-    g_auto(GStrv) now = g_strsplit(mine, "\n", -1);
-    GString *changed = g_string_new(NULL);
-    FsOptions *o = &fs->opt;
-    for (int i = 0; old[i] && now[i]; i++) {
-        if (strcmp(old[i], now[i]) == 0)
-            continue;
-        const char *v = strchr(old[i], '=');
-        if (!v)
-            continue;
-        g_autofree char *key = g_strndup(old[i], (gsize)(v - old[i]));
-        v++;
-        if (strcmp(key, "backing") == 0) {
-            free(fs->backing);
-            fs->backing = strdup(v);
-            fs->backing_len = strlen(v) == 1 ? 0 : strlen(v);
-        } else if (strcmp(key, "views") == 0) {
-            o->views_name = ck_intern(v);
-        } else if (strcmp(key, "passthrough") == 0) {
-            o->passthrough_off = strcmp(v, "off") == 0;
-        } else if (strcmp(key, "writeback") == 0) {
-            o->writeback = atoi(v);
-        } else if (strcmp(key, "allow_other") == 0) {
-            o->allow_other = atoi(v);
-        } else if (strcmp(key, "default_permissions") == 0) {
-            o->default_permissions = atoi(v);
-        } else if (strcmp(key, "max_read") == 0) {
-            o->max_read = (unsigned)atoi(v);
-        }
-        g_string_append_printf(changed, "%s%s", changed->len ? ", " : "", key);
-    }
-    if (!changed->len) {
-        g_string_free(changed, TRUE);
-        return NULL;
-    }
-    g_warning("ckptfs: %s: these settings change only with a remount, and keep the values the "
-              "mount has: %s",
-              fs->mountpoint, changed->str);
-    g_autofree char *list = g_string_free(changed, FALSE);
-    return g_strdup_printf("these options need a remount to change: %s", list);
-}
-
 /* The first half of a daemon's set-up: what it can check without the state
  * a running daemon still uses (a takeover's standby daemon stops here until
  * the running one handed over).  A daemon that attaches to a live
@@ -262,21 +188,13 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
     if (!o->backing_arg || !mountpoint)
         return setup_error(fs, 2,
                            "usage: ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT");
-    int rc = state_open(&fs->state, link->state_fd);
-    if (rc < 0)
-        return setup_error(fs, 1, "the state memfd: %s",
-                           rc == -EPROTO ? "kept in another layout by another build"
-                                         : g_strerror(-rc));
-    bool attach = link->fuse_fd >= 0;
-    if (attach != fs->state.attached || (attach && !fs->state.hdr->init_len))
-        return setup_error(fs, 1, "the supervisor's state does not match its connection");
-
-    if (!attach)
-        clear_stale_mount(mountpoint);
+    const char *why = attach_state_open(fs, link);
+    if (why)
+        return setup_error(fs, 1, "%s", why);
+    bool attach = fs->state.attached;
     struct stat st;
-    if (attach) {
-        fs->mountpoint = strdup(fs->state.hdr->mountpoint);
-    } else {
+    if (!attach) {
+        clear_stale_mount(mountpoint);
         char *real = realpath(mountpoint, NULL);
         if (!real)
             return setup_error(fs, 2, "mount point %s: %s", mountpoint, g_strerror(errno));
@@ -293,11 +211,11 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
             return setup_error(fs, 2, "%s: path too long", mountpoint);
     }
     g_autofree char *log_path = NULL;
-    rc = check_paths(fs, &log_path);
+    int rc = check_paths(fs, &log_path);
     if (rc)
         return rc;
     if (attach)
-        *note = keep_fixed_settings(fs);
+        *note = attach_keep_fixed(fs);
     /* the catalog and inotify read the backing dir by path, and lookups pass
      * through: a mount on the backing dir, inside it or above it would read
      * itself (and its own descriptors would keep it from being unmounted) */
@@ -331,15 +249,12 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
 static int setup_state(struct ckptfs *fs, const SupLink *link)
 {
     FsOptions *o = &fs->opt;
-    bool attach = link->fuse_fd >= 0;
     /* the counters go on from the previous daemon's; the gauges are this one's */
     fs->metrics = fs->state.metrics;
     fs_metrics_reset_gauges(fs->metrics);
-    if (!attach) {
-        g_strlcpy(fs->state.hdr->mountpoint, fs->mountpoint, sizeof fs->state.hdr->mountpoint);
-        g_autofree char *fixed = fixed_settings(fs);
-        g_strlcpy(fs->state.hdr->fixed, fixed, sizeof fs->state.hdr->fixed);
-    }
+    int rc = attach_match(fs);
+    if (rc < 0)
+        return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
     /* settings changed while mounted outlive the daemon, unless a takeover
      * gave new options: they say it all then */
     fs->policy = (CkPolicy){.off = o->no_policy};
@@ -353,17 +268,24 @@ static int setup_state(struct ckptfs *fs, const SupLink *link)
         return setup_error(fs, 1, "cannot read the daemon's groups");
     g_mutex_init(&fs->log_limit.lock);
     g_mutex_init(&fs->dirpark.lock);
-    int rc = node_table_init(fs);
+    NodeTableSetup nts = {.state = &fs->state,
+                          .root_fd = fs->root_fd,
+                          .mount_fd = fs->mount_fd,
+                          .views_name = o->views_name,
+                          .no_handles = o->no_handles,
+                          .name = fs->backing};
+    rc = node_table_init(&fs->nodes, &nts);
     if (rc < 0)
         return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
+    pt_init(&fs->pt, &fs->nodes, &fs->kio, fs->metrics,
+            o->passthrough_off || o->writeback ? FS_PT_OFF
+            : !fs->is_root                     ? FS_PT_UNPRIVILEGED
+                                               : FS_PT_KERNEL);
     rc = views_init(fs);
     if (rc < 0)
         return setup_error(fs, 1, "views: %s", g_strerror(-rc));
-    ckptfs_handles_init(fs, ckptfs_handle_types); /* after the nodes: it opens theirs */
-    if (attach) {
-        atomic_fetch_add(&fs->state.hdr->attaches, 1);
-        atomic_store(&fs->metrics->pt_ids, count_bound_nodes(fs));
-    }
+    handles_init(fs);
+    attach_revive(fs);
     return 0;
 }
 
@@ -371,11 +293,12 @@ static void teardown(struct ckptfs *fs)
 {
     g_free(fs->ready_note);
     dirpark_clear(fs);
-    ckptfs_handles_cleanup(fs);
+    handles_cleanup(fs);
+    inflight_journal_clear(&fs->journal);
     g_mutex_clear(&fs->log_limit.lock);
     if (fs->views)
         views_destroy(fs);
-    node_table_destroy(fs);
+    node_table_destroy(&fs->nodes);
     if (fs->identity)
         ck_identity_free(fs->identity);
     if (fs->collisions)
@@ -494,48 +417,6 @@ static void reload_stop(struct ckptfs *fs)
     if (fs->reload_stop >= 0)
         close(fs->reload_stop);
     fs->reload_fd = fs->reload_stop = -1;
-}
-
-/* What a request of the dead daemon took and the kernel never heard of,
- * given back as the request comes again (inflight.h); and the forgets it
- * read but had not applied. */
-static void give_back(void *ctx, uint32_t kind, uint32_t slot, uint32_t count)
-{
-    struct ckptfs *fs = ctx;
-    if (kind == INFLIGHT_HANDLE) {
-        if (slot < STATE_HANDLE_SLOTS)
-            handle_close(fs, (uint64_t)fs->state.handles[slot].generation << 32 | slot);
-    } else if (kind == INFLIGHT_PROBE) {
-        Node *n = slot > FUSE_ROOT_ID && slot < STATE_NODE_SLOTS ? fs->nodes.by_slot[slot] : NULL;
-        if (n && kio_node_known(&fs->kio, node_ino(&fs->nodes, n)) == 0)
-            node_forget_revived(fs, n);
-    } else if (slot > FUSE_ROOT_ID && slot < STATE_NODE_SLOTS) {
-        /* a reference taken for an unanswered request, or a forget read
-         * and not applied */
-        Node *n = fs->nodes.by_slot[slot];
-        if (n)
-            node_forget(fs, n, count);
-    }
-}
-
-/* The nodes the kernel no longer holds: their FORGET was read by the daemon
- * that died (a forget is never sent again).  Asked of the kernel node by
- * node, before any request is read; a node an unanswered request took is
- * left to that request's give-back. */
-static void drop_forgotten(struct ckptfs *fs)
-{
-    uint32_t high = atomic_load(&fs->state.hdr->node_high), dropped = 0;
-    for (uint32_t i = FUSE_ROOT_ID + 1; i < high; i++) {
-        Node *n = fs->nodes.by_slot[i];
-        if (!n || inflight_adopted_holds(fs->kio.adopted, INFLIGHT_NODE, i) ||
-            kio_node_known(&fs->kio, node_ino(&fs->nodes, n)) != 0)
-            continue;
-        handle_close_node(fs, i);
-        node_forget_revived(fs, n);
-        dropped++;
-    }
-    if (dropped)
-        g_debug("ckptfs: %u nodes the kernel had forgotten, dropped", dropped);
 }
 
 /* `ckptfs --takeover MNT [-o OPTIONS]` (or --takeover=MNT): 1 with *mnt
@@ -711,23 +592,12 @@ int main(int argc, char *argv[])
         goto out_session;
     }
     if (attach) {
-        /* the kernel's connection, kept by the supervisor: no mount, no INIT */
-        kio_replay_init(&fs.kio, fs.state.hdr->init, fs.state.hdr->init_len);
-        kio_set_journal(&fs.kio, fs.state.inflight);
-        rc = kio_attach(&fs.kio, fs.se, link.fuse_fd);
-        if (rc == 0) {
-            kio_adopt(&fs.kio, give_back, &fs); /* before any request is read */
-            drop_forgotten(&fs);
-        }
+        rc = attach_connect(&fs, link.fuse_fd);
     } else if (fuse_session_mount(fs.se, fs.mountpoint) != 0) {
         rc = 1;
         goto out_signals;
     } else {
-        kio_keep_init(&fs.kio, fs.state.hdr->init, &fs.state.hdr->init_len,
-                      sizeof fs.state.hdr->init);
-        if (fs.supervised) /* the journal is for a daemon that takes over */
-            kio_set_journal(&fs.kio, fs.state.inflight);
-        rc = kio_attach(&fs.kio, fs.se, fuse_session_fd(fs.se));
+        rc = attach_first(&fs);
     }
     if (rc != 0) {
         setup_error(&fs, 1, "custom I/O: %s", g_strerror(-rc));
@@ -735,9 +605,6 @@ int main(int argc, char *argv[])
         goto out_unmount;
     }
     if (!attach) {
-        /* ours: the one just mounted (a stat of it would wait for the loop
-         * not started yet) */
-        fs.state.hdr->mount_dev = mount_dev_at(fs.mountpoint);
         raise_readahead((dev_t)fs.state.hdr->mount_dev);
         suplink_mounted(&link, fuse_session_fd(fs.se));
     }
@@ -789,10 +656,7 @@ int main(int argc, char *argv[])
         sd_notify(0, "STOPPING=1");
     reload_stop(&fs);
     views_stop(&fs); /* its notifier writes to the session: stop it first */
-    /* libfuse has no mount of its own to unmount; a connection that is gone
-     * was unmounted already, and the mount point may be another's now */
-    if (attach && connection_alive(link.fuse_fd))
-        unmount_lazily(fs.mountpoint, (unsigned long)fs.state.hdr->mount_dev);
+    attach_end(&fs, link.fuse_fd);
 out_unmount:
     fuse_session_unmount(fs.se);
 out_signals:

@@ -1,8 +1,9 @@
-/* Counters behind _views/.metrics (SPEC §4): lock-free atomics bumped on
- * every request, rendered in the Prometheus text exposition format.  They
- * live in the state memfd (state.h): a daemon that takes the mount over
- * counts on from where the dead one stopped, so a scrape never sees a
- * counter go back; the gauges it sets afresh (fs_metrics_reset_gauges). */
+/* Counters behind _views/.metrics (ckptfs(8) THE VIEWS): lock-free
+ * atomics bumped on every request, rendered in the Prometheus text
+ * exposition format.  They live in the state memfd (outlive/state.h): a
+ * daemon that takes the mount over counts on from where the dead one
+ * stopped, so a scrape never sees a counter go back; the gauges it sets
+ * afresh (fs_metrics_reset_gauges).  Every layer of fs/ counts here. */
 #pragma once
 #include <errno.h>
 #include <glib.h>

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "layout.h"
 #include "log.h"
 
 enum {
@@ -148,7 +149,7 @@ void fs_options_help(void)
            "    -o no_policy              for measuring only: skip every policy check\n"
            "    -o no_handles             for testing only: O_PATH descriptors, no file handles\n"
            "\n"
-           "See ckptfs(8) and the README (\"Mounting\").\n"
+           "See ckptfs(8).\n"
            "\n");
 }
 
@@ -276,7 +277,7 @@ static int parse_seconds(const char *name, const char *s, double *out, bool posi
 static bool valid_views_name(const char *s)
 {
     return *s && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 &&
-           strcmp(s, "_state") != 0 && strcmp(s, "_jobs") != 0 && strlen(s) <= 255;
+           !ck_is_layout_dir(s) && strlen(s) <= 255;
 }
 
 const char *const fs_live_keys[FS_LIVE_COUNT] = {

@@ -1,4 +1,4 @@
-/* Command line and config file of the daemon (SPEC §4):
+/* Command line and config file of the daemon (ckptfs(8) OPTIONS):
  *   ckptfs [-f] [-d] [-s] [-o opt[,opt...]] BACKING_DIR MOUNTPOINT
  * Our -o options are taken out of the argument vector; everything else
  * (allow_other, default_permissions, max_threads, fsname, ...) is left for

@@ -1,4 +1,4 @@
-/* The agreement test (issue 12): for many generated checkpoint directories
+/* The agreement test: for many generated checkpoint directories
  * (ckptctl fixture seeds and options, plus hostile shapes: non-regular and
  * symlinked markers, malformed ones, foreign, escaping, remote and external
  * roots, legacy and older layouts, cut-short, huge ids, duplicated
@@ -482,7 +482,7 @@ static JsonNode *parse(const char *text, const char *what)
     JsonNode *n = json_from_string(text, &err);
     if (!n)
         fail_msg("%s: not JSON (%s): %s", what, err ? err->message : "empty", text);
-    /* checkpoint ids and generations are never negative (issue 12) */
+    /* checkpoint ids and generations are never negative */
     if (strstr(text, " : -"))
         fail_msg("%s: a negative number: %s", what, text);
     return n;

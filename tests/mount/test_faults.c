@@ -1,4 +1,4 @@
-/* Faults (SPEC §7 "Nothing lost", "Crash"): kill -9 of the daemon in the
+/* Faults: kill -9 of the daemon in the
  * middle of a stream of checkpoint commits loses no commit that returned
  * success and a remount on the same mountpoint works; a full backing file
  * system gives ENOSPC and nothing else; a file removed behind the mount's

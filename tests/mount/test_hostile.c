@@ -1,4 +1,4 @@
-/* Hostile input on a real mount (SPEC §7 "Bad input", "Confinement"): odd
+/* Hostile input on a real mount (ckptfs(8) CONFINEMENT AND BAD INPUT): odd
  * names through the mount, hostile job ids in the environment, and a backing
  * directory full of garbage markers, absurd sizes and symlinks pointing out
  * of it.  Each gives a clear error or a reported hazard, the daemon stays up,

@@ -1,4 +1,4 @@
-/* Load (SPEC §7 "Load"): 16 threads in 4 jobs' namespaces at once (4 worker
+/* Load: 16 threads in 4 jobs' namespaces at once (4 worker
  * processes, each with its own CLINK_JOB_ID and 4 threads, on a mount with
  * identity=env:CLINK_JOB_ID) make checkpoint commits, rename storms, marker
  * writes and view lookups for a fixed count.  Afterwards: no lost write,

@@ -1,4 +1,4 @@
-/* The node table (fs/inode.c) on its own, against a real directory:
+/* The node table (fs/nodes) on its own, against a real directory:
  * lookups racing forgets on one inode, inode numbers recycled by the
  * backing fs, and the bounded descriptor cache. */
 #include <errno.h>
@@ -14,11 +14,13 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "ckptfs.h"
 #include "intern.h"
+#include "nodes/nodes.h"
 
 typedef struct {
-    struct ckptfs fs;
+    NodeTable nodes;
+    State state;
+    int root_fd, mount_fd;
     char *dir;
 } Fixture;
 
@@ -26,13 +28,15 @@ static int setup(void **state)
 {
     Fixture *f = g_new0(Fixture, 1);
     f->dir = g_dir_make_tmp("ckptfs-nodes-XXXXXX", NULL);
-    f->fs.backing = g_strdup(f->dir);
-    f->fs.backing_len = strlen(f->dir);
-    f->fs.root_fd = open(f->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    f->fs.mount_fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    f->fs.opt.views_name = ck_intern("_views");
-    assert_int_equal(state_open(&f->fs.state, -1), 0);
-    assert_int_equal(node_table_init(&f->fs), 0);
+    f->root_fd = open(f->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    f->mount_fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_int_equal(state_open(&f->state, -1), 0);
+    NodeTableSetup s = {.state = &f->state,
+                        .root_fd = f->root_fd,
+                        .mount_fd = f->mount_fd,
+                        .views_name = ck_intern("_views"),
+                        .name = f->dir};
+    assert_int_equal(node_table_init(&f->nodes, &s), 0);
     *state = f;
     return 0;
 }
@@ -40,11 +44,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     Fixture *f = *state;
-    node_table_destroy(&f->fs);
-    state_close(&f->fs.state);
-    close(f->fs.root_fd);
-    close(f->fs.mount_fd);
-    g_free(f->fs.backing);
+    node_table_destroy(&f->nodes);
+    state_close(&f->state);
+    close(f->root_fd);
+    close(f->mount_fd);
     const char *rm[] = {"rm", "-rf", f->dir, NULL};
     g_spawn_sync(NULL, (char **)rm, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL, NULL);
     g_free(f->dir);
@@ -54,15 +57,15 @@ static int teardown(void **state)
 
 static Node *lookup(Fixture *f, const char *name, struct stat *st)
 {
-    Node *root = f->fs.nodes.root;
+    Node *root = f->nodes.root;
     Node *n = NULL;
-    int err = node_lookup_backing(&f->fs, root, f->fs.root_fd, name, st, &n);
+    int err = node_lookup_backing(&f->nodes, root, f->root_fd, name, NULL, st, &n);
     return err ? NULL : n;
 }
 
 static void touch(Fixture *f, const char *name)
 {
-    int fd = openat(f->fs.root_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    int fd = openat(f->root_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     assert_true(fd >= 0);
     close(fd);
 }
@@ -92,16 +95,16 @@ static void test_generation_changes_when_recycled(void **state)
         assert_true(n->generation > last_gen);
         last_gen = n->generation;
         NodeFd nf;
-        assert_int_equal(node_fd(&f->fs, n, &nf), 0);
+        assert_int_equal(node_fd(&f->nodes, n, &nf), 0);
         struct stat st2;
         assert_int_equal(fstat(nf.fd, &st2), 0);
         assert_int_equal(st2.st_ino, st.st_ino);
-        node_fd_put(&f->fs, &nf);
-        node_forget(&f->fs, n, 1);
-        assert_int_equal(unlinkat(f->fs.root_fd, "x", 0), 0);
+        node_fd_put(&f->nodes, &nf);
+        node_forget(&f->nodes, n, 1);
+        assert_int_equal(unlinkat(f->root_fd, "x", 0), 0);
     }
     fprintf(stderr, "inode number reused %d times of 200\n", same_inode);
-    assert_int_equal(node_table_count(&f->fs), 0);
+    assert_int_equal(node_table_count(&f->nodes), 0);
     g_hash_table_destroy(seen);
 }
 
@@ -114,17 +117,17 @@ static void test_replaced_object_gets_new_node(void **state)
     struct stat st;
     Node *old = lookup(f, "a", &st);
     assert_non_null(old);
-    assert_int_equal(unlinkat(f->fs.root_fd, "a", 0), 0);
+    assert_int_equal(unlinkat(f->root_fd, "a", 0), 0);
     touch(f, "a");
     errno = 0;
-    int fd = node_open(&f->fs, old, O_RDONLY);
+    int fd = node_open(&f->nodes, old, O_RDONLY);
     if (fd >= 0) {
         /* the cache still held the old inode open: it is the deleted one */
         struct stat ost;
         assert_int_equal(fstat(fd, &ost), 0);
         assert_int_equal(ost.st_nlink, 0);
         close(fd);
-        node_mark_stale(&f->fs, old, -ESTALE);
+        node_mark_stale(&f->nodes, old, -ESTALE);
     } else {
         assert_int_equal(fd, -ESTALE);
     }
@@ -133,15 +136,15 @@ static void test_replaced_object_gets_new_node(void **state)
     assert_true(fresh != old);
     assert_true(fresh->generation > old->generation);
     NodeFd nf;
-    assert_int_equal(node_fd(&f->fs, fresh, &nf), 0);
+    assert_int_equal(node_fd(&f->nodes, fresh, &nf), 0);
     struct stat st2;
     assert_int_equal(fstat(nf.fd, &st2), 0);
     assert_int_equal(st2.st_nlink, 1);
-    node_fd_put(&f->fs, &nf);
-    node_forget(&f->fs, fresh, 1);
+    node_fd_put(&f->nodes, &nf);
+    node_forget(&f->nodes, fresh, 1);
     if (fresh != old)
-        node_forget(&f->fs, old, 1);
-    assert_int_equal(node_table_count(&f->fs), 0);
+        node_forget(&f->nodes, old, 1);
+    assert_int_equal(node_table_count(&f->nodes), 0);
 }
 
 typedef struct {
@@ -156,15 +159,15 @@ static gpointer lookup_forget_loop(gpointer data)
     for (int i = 0; i < w->rounds; i++) {
         struct stat st;
         Node *n = NULL;
-        int err =
-            node_lookup_backing(&w->f->fs, w->f->fs.nodes.root, w->f->fs.root_fd, "hot", &st, &n);
+        int err = node_lookup_backing(&w->f->nodes, w->f->nodes.root, w->f->root_fd, "hot", NULL,
+                                      &st, &n);
         if (err == -ENOENT)
             continue; /* between unlink and create */
         if (err) {
             g_atomic_int_inc(w->failures);
             continue;
         }
-        node_forget(&w->f->fs, n, 1);
+        node_forget(&w->f->nodes, n, 1);
     }
     return NULL;
 }
@@ -173,7 +176,7 @@ static gpointer recycle_loop(gpointer data)
 {
     Worker *w = data;
     for (int i = 0; i < w->rounds; i++) {
-        unlinkat(w->f->fs.root_fd, "hot", 0);
+        unlinkat(w->f->root_fd, "hot", 0);
         touch(w->f, "hot");
     }
     return NULL;
@@ -193,7 +196,7 @@ static void test_lookups_race_forgets(void **state)
         g_thread_join(t[i]);
     assert_int_equal(failures, 0);
     /* every reference given back: nothing left, nothing freed twice (ASan) */
-    assert_int_equal(node_table_count(&f->fs), 0);
+    assert_int_equal(node_table_count(&f->nodes), 0);
 }
 
 static void test_descriptor_cache_is_bounded(void **state)
@@ -208,16 +211,16 @@ static void test_descriptor_cache_is_bounded(void **state)
         Node *n = lookup(f, name, &st);
         assert_non_null(n);
         NodeFd nf;
-        assert_int_equal(node_fd(&f->fs, n, &nf), 0);
-        node_fd_put(&f->fs, &nf);
+        assert_int_equal(node_fd(&f->nodes, n, &nf), 0);
+        node_fd_put(&f->nodes, &nf);
         g_ptr_array_add(nodes, n);
     }
-    assert_true(f->fs.fdcache.lru.length <= f->fs.fdcache.capacity);
-    assert_int_equal(node_table_count(&f->fs), 2000);
+    assert_true(f->nodes.fdcache.lru.length <= f->nodes.fdcache.capacity);
+    assert_int_equal(node_table_count(&f->nodes), 2000);
     for (guint i = 0; i < nodes->len; i++)
-        node_forget(&f->fs, nodes->pdata[i], 1);
+        node_forget(&f->nodes, nodes->pdata[i], 1);
     g_ptr_array_free(nodes, TRUE);
-    assert_int_equal(node_table_count(&f->fs), 0);
+    assert_int_equal(node_table_count(&f->nodes), 0);
 }
 
 int main(void)

@@ -1,4 +1,4 @@
-/* The mount outlives its daemon (issue 14, SPEC §7 "Crash"): with
+/* The mount outlives its daemon (ckptfs(8) WHEN THE DAEMON DIES): with
  * `-o supervise`, kill -9 of the daemon (the supervisor's child) in the
  * middle of a 4-thread commit loop, of a walk of _views and of an SQLite
  * transaction loop, 20 times each, and `ckptfs --takeover` in the middle of

@@ -1,4 +1,5 @@
-/* The kernel data path (SPEC §6, FUSE passthrough): in the default variant
+/* The kernel data path (FUSE passthrough, docs/DESIGN.md "The data path"):
+ * in the default variant
  * (suite "mount", a root daemon on a kernel with CONFIG_FUSE_PASSTHROUGH)
  * files opened or created through the mount, and state files read through
  * _views, are read and written by the kernel itself: the daemon sees no

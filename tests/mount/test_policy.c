@@ -1,4 +1,5 @@
-/* The write policy through a real mount (SPEC §4): refused writes return
+/* The write policy through a real mount (ckptfs(8) NAMESPACES AND THE
+ * WRITE POLICY): refused writes return
  * EACCES, change nothing in the backing dir and are recorded; audit mode
  * carries them out and records them as allowed. */
 #include <errno.h>
@@ -225,7 +226,7 @@ static int setup_legacy_rw(void **state)
     return *state ? 0 : -1;
 }
 
-/* legacy=rw: the legacy area is writable and still recorded (SPEC §4);
+/* legacy=rw: the legacy area is writable and still recorded;
  * everything else is refused as with legacy=ro. */
 static void test_legacy_rw_writes_recorded(void **state)
 {

@@ -599,7 +599,8 @@ static bool listing_within(const char *dir, const char *name, bool want, double 
 
 /* The kernel keeps a listing across opens (it opens directories without
  * asking the daemon): a change through the mount shows at once, one behind
- * it once the directory's attributes expired (1 s, README "Directories"). */
+ * it once the directory's attributes expired (1 s, ckptfs(8) CACHING AND
+ * CONSISTENCY). */
 static void test_listing_sees_changes_behind_the_mount(void **state)
 {
     Mount *m = *state;

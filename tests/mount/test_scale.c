@@ -1,4 +1,4 @@
-/* Scale (SPEC §6): the daemon holds no descriptor per known inode.  A walk
+/* Scale: the daemon holds no descriptor per known inode.  A walk
  * with stat of 100,000 files through a mount whose daemon runs with
  * RLIMIT_NOFILE at 256 must see every file, while the kernel holds a
  * reference on all of them. */

@@ -1,4 +1,5 @@
-/* Keeping the views current without rescanning everything (issue 15):
+/* Keeping the views current without rescanning everything (ckptfs(8)
+ * KEEPING THE VIEWS CURRENT):
  * the catalog's metrics are true right after the mount; a marker written
  * behind the mount shows within rescan= seconds, through inotify and
  * through the periodic checks alone (CKPTFS_NO_INOTIFY=1 makes the daemon

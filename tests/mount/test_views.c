@@ -1,4 +1,4 @@
-/* The per-job views through a real mount (SPEC §5): one fixture with a job
+/* The per-job views through a real mount (ckptfs(8) THE VIEWS): one fixture with a job
  * of every marker class, each view compared with `ckptctl resolve --json` on
  * the backing dir; provenance xattrs, ERROR files, EROFS, reads, inode
  * numbers, find/du/tar/rsync over the views, and `latest` moving after a
@@ -53,7 +53,7 @@ static void marker(const char *root, const char *job, int n, const char *text)
     bput(root, rel, text);
 }
 
-/* One job of every class (SPEC §1):
+/* One job of every class of marker:
  *  ns       namespaced, chk-1 (v1) and chk-2 (v2); a symlink and a loop in its root
  *  leg      legacy in v1 (0,1), sharing v1 with leg2 (0 only) and mix (0)
  *  old      legacy in the older layout: generation=7 but no v7, so <dir>/5

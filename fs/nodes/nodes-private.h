@@ -1,0 +1,42 @@
+/* What the files of fs/nodes share, and nothing outside them includes:
+ * making and freeing nodes, putting them into the table, their slots, the
+ * descriptor cache's insides and file handles. */
+#pragma once
+#include <fcntl.h>
+
+#include "nodes.h"
+
+/* Room for any file handle: name_to_handle_at fills the variable tail. */
+typedef union {
+    struct file_handle fh;
+    char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+} HandleBuf;
+
+/* name_to_handle_at(2) into h, with the mount id in *mnt; 0 or -errno. */
+int fhandle_of(int dirfd, const char *name, int flags, HandleBuf *h, int *mnt);
+
+/* A node not in the table yet (no slot, no generation). */
+Node *node_new(NodeKind kind, mode_t type);
+/* Frees a node out of the table (its cached descriptor too). */
+void node_free(NodeTable *t, Node *n);
+/* The end of a find-or-add, called with the table's lock held and
+ * releasing it: a lookup reference on n, the node found in `table` (fresh
+ * is freed), or, when n is NULL, fresh added under key as a new node. */
+Node *node_adopt_locked(NodeTable *t, GHashTable *table, gpointer key, Node *n, Node *fresh);
+/* Writes n's changed fields (lookup count, namespace, staleness, the
+ * passthrough binding) into its slot; the table's lock held. */
+void node_sync_locked(Node *n);
+
+/* The descriptor cache (fdcache.c). */
+void fdcache_init(FdCache *c);
+void fdcache_clear(FdCache *c);
+/* Removes n's cached descriptor, if any. */
+void fdcache_drop(FdCache *c, Node *n);
+/* Caches fd (O_PATH) for n; the descriptor to use is borrowed in *out
+ * (NULL: none wanted). */
+void fdcache_insert(FdCache *c, Node *n, int fd, NodeFd *out);
+/* n's cached descriptor, borrowed in *out (fdcache_put): false for none. */
+bool fdcache_get(FdCache *c, Node *n, NodeFd *out);
+void fdcache_put(FdCache *c, NodeFd *f);
+/* Closes the older half of the cached descriptors; true if it closed any. */
+bool fdcache_shrink(FdCache *c);

@@ -1,0 +1,260 @@
+/* fs/nodes: the node table, one Node for everything the kernel holds a
+ * lookup reference on (docs/DESIGN.md, "Nodes"), and the passthrough
+ * bindings of nodes to backing files (passthrough.h).
+ *
+ * Contract: every function takes the table, never the daemon; the table
+ * knows the backing directory by two descriptors and the state memfd, and
+ * nothing of requests, policy or views.  It uses outlive/ (the slots of
+ * the state memfd, the in-flight journal) and kernel/ (passthrough), and
+ * nothing above.  All functions are thread-safe.
+ *
+ * - fuse_ino_t is the node's slot in the state memfd (outlive/state.h) in
+ *   the low 32 bits and its generation's low 32 bits above; the root is
+ *   slot 1, FUSE_ROOT_ID.  Every Node gets a fresh generation from a
+ *   counter kept in the state, so a reused slot never repeats an (ino,
+ *   generation) pair, and a daemon that attaches to a live connection finds
+ *   every node the kernel holds in the slots (node_table_revive) and serves
+ *   the same ids.
+ * - What a new daemon needs is written into the node's slot (NodeRec) under
+ *   the table's lock whenever it changes; the rest of Node is this
+ *   daemon's own.
+ * - BACKING nodes are keyed by the backing (st_dev, st_ino) and hold a
+ *   kernel file handle, not a descriptor: descriptors come from the bounded
+ *   descriptor cache (node_fd) and from open files.  When the backing fs
+ *   gives no handles (or the object is on another mount), the node pins one
+ *   O_PATH descriptor instead: the only case with a descriptor per node.
+ * - VIRTUAL and ALIAS nodes are keyed by a string the views choose (their
+ *   path in the views); an ALIAS also holds a backing handle for its reads.
+ * - nlookup counts the kernel's references; forget drops them and frees the
+ *   node at zero, after re-checking under the table's lock that it is still
+ *   the node in the table.
+ * Memory: about 230 bytes of daemon RSS per cached node on ext4 (Node, its
+ * 8-byte handle, the hash entry), measured with 100,000 nodes.
+ *
+ * Locks: NodeTable.lock (the hash tables, the slots and every field marked
+ * so below), then FdCache.lock, a leaf taken only after the table's is
+ * released (the lock order of fs/ is in ckptfs.h). */
+#pragma once
+#define FUSE_USE_VERSION 314
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "outlive/state.h"
+#include "policy.h"
+
+typedef enum {
+    NODE_BACKING, /* an object of the backing directory */
+    NODE_VIRTUAL, /* exists only in the views */
+    NODE_ALIAS,   /* a view entry that is a backing object: reads only */
+} NodeKind;
+
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+} NodeKey;
+
+typedef struct Node {
+    NodeKind kind;
+    mode_t type;         /* S_IFMT bits, fixed for the node's life */
+    uint64_t generation; /* fuse_entry_param.generation */
+    uint64_t nlookup;    /* NodeTable.lock */
+    CkNs ns;             /* NodeTable.lock (node_ns / node_set_ns) */
+
+    /* backing object (BACKING, ALIAS) */
+    NodeKey key;
+    struct file_handle *handle; /* NULL -> pinned_fd */
+    int pinned_fd;              /* O_PATH, only without a handle; else -1 */
+
+    /* VIRTUAL, ALIAS: the views' key (owned) and private data */
+    char *vkey;
+    ino_t vino; /* reported st_ino of a VIRTUAL node */
+    void *vdata;
+    GDestroyNotify vdata_free;
+
+    bool stale; /* NodeTable.lock: the handle gave ESTALE; next lookup re-checks */
+    int nopen;  /* open files (NodeTable.lock): an unlinked object stays valid */
+    /* FUSE passthrough (NodeTable.lock): the kernel wants every open of one
+     * inode bound to one backing id, or none bound */
+    int backing_id;        /* > 0 while opens are bound to it */
+    unsigned backing_refs; /* opens bound to backing_id */
+    unsigned cached_opens; /* opens replied without passthrough */
+    /* keep_cache: the backing mtime/size seen at the last open/release (NodeTable.lock) */
+    struct timespec open_mtime;
+    struct timespec open_ctime; /* multigrain on kernels >= 6.13: a change after a stat differs */
+    off_t open_size;
+    bool open_seen;
+
+    uint64_t revived;    /* NodeTable.lock: of nlookup, the references a previous daemon left */
+    uint32_t slot;       /* in the state memfd; 0 until the node is in the table */
+    NodeRec *rec;        /* that slot */
+    const char *rec_job; /* the job id rec->text holds (BACKING) */
+} Node;
+
+/* The bounded cache of O_PATH descriptors of nodes (fdcache.c). */
+typedef struct {
+    GMutex lock;
+    GHashTable *map; /* Node* -> FdEntry* */
+    GQueue lru;      /* FdEntry*, most recent at head */
+    guint capacity;
+} FdCache;
+
+typedef struct {
+    GMutex lock;
+    GHashTable *backing;  /* NodeKey* -> Node* */
+    GHashTable *virtuals; /* vkey -> Node* */
+    Node *root;
+    State *state;   /* the memfd behind the slots */
+    Node **by_slot; /* [STATE_NODE_SLOTS]: node_of; written under lock */
+    SlotPool pool;
+    guint64 count; /* nodes alive except the root */
+    FdCache fdcache;
+    /* fixed once node_table_init returned */
+    int root_fd;            /* O_PATH of the backing root (borrowed) */
+    int mount_fd;           /* O_RDONLY of it: open_by_handle_at's mount_fd (borrowed) */
+    bool handles;           /* the backing fs gives file handles (else one O_PATH fd per node) */
+    int root_mount_id;      /* handles from other mounts are not usable with mount_fd */
+    const char *views_name; /* interned: what ck_ns_child calls the views */
+} NodeTable;
+
+/* A descriptor borrowed from the cache; release with node_fd_put. */
+typedef struct {
+    int fd;
+    void *entry; /* FdEntry*, NULL when fd is not cached (close on put) */
+} NodeFd;
+
+typedef struct {
+    State *state;           /* the slots; a previous daemon's when it attached */
+    int root_fd, mount_fd;  /* the backing root, O_PATH and O_RDONLY (borrowed) */
+    const char *views_name; /* interned */
+    bool no_handles;        /* behave as on a file system without handles (tests) */
+    const char *name;       /* the backing directory, for messages */
+} NodeTableSetup;
+
+/* A table holding the root alone (a daemon that attaches then revives the
+ * nodes its predecessor left: node_table_revive).  0 or -errno. */
+int node_table_init(NodeTable *t, const NodeTableSetup *s);
+void node_table_destroy(NodeTable *t);
+guint64 node_table_count(NodeTable *t);
+
+static inline Node *node_of(NodeTable *t, fuse_ino_t ino)
+{
+    return ino == FUSE_ROOT_ID ? t->root : t->by_slot[(uint32_t)ino];
+}
+
+static inline fuse_ino_t node_ino(NodeTable *t, Node *n)
+{
+    return n == t->root ? FUSE_ROOT_ID : ((fuse_ino_t)(uint32_t)n->generation << 32) | n->slot;
+}
+
+/* Looks up `name` (one component, not "." or "..") in backing directory
+ * node `parent` and returns its node with nlookup+1, filling *st.
+ * dirfd: an O_PATH descriptor of parent (from node_fd).  ns: the entry's
+ * namespace when the caller has it already (a create: the policy's
+ * decision computed it), NULL to have it derived from parent's. */
+int node_lookup_backing(NodeTable *t, Node *parent, int dirfd, const char *name, const CkNs *ns,
+                        struct stat *st, Node **out);
+/* The same for an object just created as `name` of namespace ns and open
+ * as fd (not consumed). */
+int node_lookup_fd(NodeTable *t, CkNs ns, int fd, struct stat *st, Node **out);
+/* The node of a backing (dev, ino) if the table has one (no reference). */
+Node *node_find_backing(NodeTable *t, dev_t dev, ino_t ino);
+/* Adds count references to a node (link, create replies). */
+void node_ref(NodeTable *t, Node *n, uint64_t count);
+/* The kernel dropped `count` references. */
+void node_forget(NodeTable *t, Node *n, uint64_t count);
+/* A FORGET of node id ino: an id whose slot is empty or holds another
+ * node (one this daemon dropped itself after attaching, racing the
+ * kernel's own forget) is no node of the table's, and changes nothing. */
+void node_forget_id(NodeTable *t, fuse_ino_t ino, uint64_t count);
+
+/* The node's backing object is gone (marked stale, or it never had one). */
+bool node_is_stale(NodeTable *t, Node *n);
+/* Marks n stale when err is -ESTALE (its object is gone); returns err. */
+int node_mark_stale(NodeTable *t, Node *n, int err);
+/* Fills n->handle (or pinned_fd) from an O_PATH descriptor of the object. */
+int node_set_handle_from_fd(NodeTable *t, Node *n, int fd);
+
+CkNs node_ns(NodeTable *t, Node *n);
+void node_set_ns(NodeTable *t, Node *n, CkNs ns);
+
+/* keep_cache decision at open: true when the backing object's mtime and
+ * size equal what the last open saw; records the new values. */
+bool node_unchanged_since_open(NodeTable *t, Node *n, const struct stat *st);
+/* Records the attributes a written file has at release (its pages are current). */
+void node_note_release(NodeTable *t, Node *n, const struct stat *st);
+void node_open_count(NodeTable *t, Node *n, int delta);
+int node_nopen(NodeTable *t, Node *n);
+
+/* The passthrough binding of n's opens (passthrough.h decides and does the
+ * ioctls; the table keeps the binding, in the slot too):
+ * - node_binding_join_decided: when n has a binding (a backing id, or opens
+ *   without passthrough), another open joins it: true, with *id its backing
+ *   id or 0; false, nothing changed, when n has none yet.
+ * - node_binding_join: an open joins n's binding; fresh (> 0, a backing id
+ *   just registered for n) is taken when n has none.  Returns the open's
+ *   backing id (fresh when taken), 0 for an open without passthrough.
+ * - node_binding_leave: the open that joined with backing_id (maybe 0) is
+ *   released; returns the backing id to release (the last bound open went),
+ *   else 0. */
+bool node_binding_join_decided(NodeTable *t, Node *n, int *id);
+int node_binding_join(NodeTable *t, Node *n, int fresh);
+int node_binding_leave(NodeTable *t, Node *n, int backing_id);
+
+/* ---- the backing object (backing.c), by the descriptor cache (fdcache.c) ---- */
+
+/* An O_PATH|O_NOFOLLOW descriptor of the node's backing object. */
+int node_fd(NodeTable *t, Node *n, NodeFd *out);
+void node_fd_put(NodeTable *t, NodeFd *f);
+/* lstat of the node's backing object, through node_fd. */
+int node_fstat(NodeTable *t, Node *n, struct stat *st);
+/* Opens the node's backing object with open(2) flags (no O_CREAT). */
+int node_open(NodeTable *t, Node *n, int flags);
+/* node_open for reading or writing what is at the name now: fills st, and
+ * returns -ESTALE (marking n stale) when the object has no name left. */
+int node_open_live(NodeTable *t, Node *n, int flags, struct stat *st);
+
+/* ---- removed directories (removed.c) ---- */
+
+/* Before dirfd/name, a directory, is removed or renamed over: its node (if
+ * the kernel has one) keeps an O_PATH descriptor of it, so that an fstat of
+ * it open somewhere still answers (st_nlink 0, as ext4 does).  The kernel
+ * opens directories without telling the daemon (ops/dirs.c): any may be
+ * open.  Kept for the node's life even when the removal then fails
+ * (ENOTEMPTY): node_fd hands the descriptor out without a reference, so it
+ * is never taken back while the node lives; it still names the live
+ * directory. */
+void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name);
+
+/* ---- virtual nodes (virtual.c) ---- */
+
+/* A VIRTUAL or ALIAS node keyed by vkey, created by make() when missing;
+ * returns it with nlookup+1.  For ALIAS nodes, make() fills dev/ino/handle
+ * (node_set_handle_from_fd helps). */
+Node *node_get_virtual(NodeTable *t, const char *vkey, void (*make)(Node *n, void *ctx), void *ctx);
+/* The kernel's inode number of the VIRTUAL or ALIAS node at vkey, 0 when
+ * the table has none (the kernel holds nothing to invalidate). */
+fuse_ino_t node_virtual_ino(NodeTable *t, const char *vkey);
+/* Takes n out of the table of view nodes if it is still the one at vkey, so
+ * that the next node_get_virtual makes a fresh one (the kernel's references
+ * to n stay valid until it forgets them). */
+void node_unlist_virtual(NodeTable *t, const char *vkey, Node *n);
+
+/* ---- the nodes a previous daemon left (revive.c) ---- */
+
+/* A daemon that attached: every node the previous daemon left in the
+ * slots, in the table again (views nodes without their vdata: the views
+ * give it back at their next lookup by path).  Before any request. */
+void node_table_revive(NodeTable *t);
+/* The node in slot, NULL for none (a slot of the state memfd, as the
+ * journal and the handle records name nodes). */
+Node *node_of_slot(NodeTable *t, uint32_t slot);
+/* Drops the references a previous daemon left on n (a daemon that
+ * attached, for a node the kernel no longer holds). */
+void node_forget_revived(NodeTable *t, Node *n);
+/* Nodes bound to a backing file: the ids the previous daemon registered,
+ * which stay registered with the connection. */
+guint64 node_table_count_bound(NodeTable *t);

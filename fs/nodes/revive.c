@@ -1,0 +1,95 @@
+/* The nodes a previous daemon left in the slots of the state memfd (it was
+ * killed, or handed the connection over): the kernel holds their ids and
+ * will use them.  The attach sequence (fs/attach.c) calls these. */
+#include "nodes-private.h"
+
+#include <string.h>
+
+#include "intern.h"
+
+void node_table_revive(NodeTable *t)
+{
+    State *state = t->state;
+    uint32_t high = atomic_load(&state->hdr->node_high);
+    guint lost = 0;
+    for (uint32_t i = FUSE_ROOT_ID + 1; i < high; i++) {
+        NodeRec *r = &state->nodes[i];
+        if (atomic_load_explicit(&r->state, memory_order_acquire) != SLOT_USED)
+            continue;
+        Node *n = node_new((NodeKind)r->kind, (mode_t)r->type);
+        n->generation = r->generation;
+        n->nlookup = n->revived = r->nlookup;
+        n->key = (NodeKey){(dev_t)r->dev, (ino_t)r->ino};
+        n->vino = (ino_t)r->vino;
+        n->stale = r->stale;
+        n->backing_id = r->backing_id;
+        n->backing_refs = r->backing_refs;
+        n->cached_opens = r->cached_opens;
+        n->ns = (CkNs){(CkNsKind)r->ns_kind, NULL, (CkPlace)r->ns_place};
+        bool text = r->text_len != STATE_TEXT_LOST;
+        if (n->kind == NODE_BACKING) {
+            if (n->ns.kind == CK_NS_JOB)
+                n->ns.job = n->rec_job = text ? ck_intern(r->text) : NULL;
+        } else if (text) {
+            n->vkey = g_strdup(r->text);
+        }
+        if (r->handle_len) {
+            n->handle = g_malloc(sizeof(struct file_handle) + r->handle_len);
+            n->handle->handle_bytes = r->handle_len;
+            n->handle->handle_type = r->handle_type;
+            memcpy(n->handle->f_handle, r->handle, r->handle_len);
+        }
+        if ((n->kind != NODE_VIRTUAL && !n->handle) || (n->ns.kind == CK_NS_JOB && !n->ns.job) ||
+            (n->kind != NODE_BACKING && !n->vkey)) {
+            n->stale = true; /* kept no way to find it again: ESTALE, the kernel looks again */
+            lost++;
+            g_debug("ckptfs: node %u (kind %d, %s) has no way back", i, (int)n->kind,
+                    n->vkey ? n->vkey : "-");
+        }
+        n->rec = r;
+        n->slot = i;
+        t->by_slot[i] = n;
+        t->count++;
+        if (n->kind == NODE_BACKING) {
+            Node *old = g_hash_table_lookup(t->backing, &n->key);
+            if (!old || (old->stale && !n->stale))
+                g_hash_table_replace(t->backing, &n->key, n);
+        } else if (n->vkey && !g_hash_table_lookup(t->virtuals, n->vkey)) {
+            g_hash_table_insert(t->virtuals, n->vkey, n);
+        }
+    }
+    g_message("ckptfs: attached to the live connection: %" G_GUINT64_FORMAT
+              " nodes the kernel holds found again%s",
+              t->count, lost ? " (some without a way back: they answer ESTALE)" : "");
+}
+
+Node *node_of_slot(NodeTable *t, uint32_t slot)
+{
+    if (slot <= FUSE_ROOT_ID || slot >= STATE_NODE_SLOTS)
+        return NULL;
+    g_mutex_lock(&t->lock);
+    Node *n = t->by_slot[slot];
+    g_mutex_unlock(&t->lock);
+    return n;
+}
+
+void node_forget_revived(NodeTable *t, Node *n)
+{
+    g_mutex_lock(&t->lock);
+    uint64_t count = n->revived;
+    g_mutex_unlock(&t->lock);
+    if (count)
+        node_forget(t, n, count);
+}
+
+guint64 node_table_count_bound(NodeTable *t)
+{
+    guint64 bound = 0;
+    g_mutex_lock(&t->lock);
+    uint32_t high = atomic_load(&t->state->hdr->node_high);
+    for (uint32_t i = FUSE_ROOT_ID; i < high && i < STATE_NODE_SLOTS; i++)
+        if (t->by_slot[i] && t->by_slot[i]->backing_id > 0)
+            bound++;
+    g_mutex_unlock(&t->lock);
+    return bound;
+}

@@ -1,0 +1,618 @@
+/* The node table: finding and adding backing nodes, their references,
+ * slots and namespaces, staleness, opens and passthrough bindings. */
+#include "nodes-private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "outlive/inflight.h"
+
+static guint key_hash(gconstpointer p)
+{
+    const NodeKey *k = p;
+    guint64 v = (guint64)k->ino * 0x9E3779B97F4A7C15ull ^ (guint64)k->dev;
+    return (guint)(v ^ (v >> 32));
+}
+
+static gboolean key_equal(gconstpointer a, gconstpointer b)
+{
+    const NodeKey *x = a, *y = b;
+    return x->ino == y->ino && x->dev == y->dev;
+}
+
+/* ---- the node's slot in the state memfd ---- */
+
+static void rec_put_text(NodeRec *r, const char *text)
+{
+    size_t len = text ? strlen(text) : 0;
+    if (len >= STATE_NODE_TEXT) {
+        r->text_len = STATE_TEXT_LOST; /* the node cannot be found again */
+        return;
+    }
+    memcpy(r->text, text ? text : "", len + 1);
+    r->text_len = (uint16_t)len;
+}
+
+void node_sync_locked(Node *n)
+{
+    NodeRec *r = n->rec;
+    if (!r)
+        return;
+    r->nlookup = n->nlookup;
+    r->ns_kind = (uint8_t)n->ns.kind;
+    r->ns_place = (uint8_t)n->ns.place;
+    if (n->kind == NODE_BACKING && n->ns.job != n->rec_job) {
+        rec_put_text(r, n->ns.job);
+        n->rec_job = n->ns.job;
+    }
+    r->stale = n->stale;
+    r->backing_id = n->backing_id;
+    r->backing_refs = n->backing_refs;
+    r->cached_opens = n->cached_opens;
+}
+
+/* Gives n, just put into the table, a slot and writes the slot whole; its
+ * state goes last, so a daemon killed meanwhile leaves the slot free. */
+static void rec_take_locked(NodeTable *t, Node *n)
+{
+    uint32_t slot = slot_pool_take(&t->pool);
+    if (!slot)
+        g_error("ckptfs: the kernel holds %u nodes, all the state memfd has room for",
+                STATE_NODE_SLOTS);
+    NodeRec *r = &t->state->nodes[slot];
+    memset((char *)r + sizeof r->state, 0, sizeof *r - sizeof r->state);
+    r->kind = (uint8_t)n->kind;
+    r->type = (uint32_t)n->type;
+    r->generation = n->generation;
+    r->dev = (uint64_t)n->key.dev;
+    r->ino = (uint64_t)n->key.ino;
+    r->vino = (uint64_t)n->vino;
+    if (n->handle && n->handle->handle_bytes <= STATE_HANDLE_BYTES) {
+        r->handle_len = (uint8_t)n->handle->handle_bytes;
+        r->handle_type = n->handle->handle_type;
+        memcpy(r->handle, n->handle->f_handle, n->handle->handle_bytes);
+    }
+    if (n->kind != NODE_BACKING)
+        rec_put_text(r, n->vkey);
+    n->rec = r;
+    n->slot = slot;
+    n->rec_job = NULL;
+    node_sync_locked(n);
+    atomic_store_explicit(&r->state, SLOT_USED, memory_order_release);
+    t->by_slot[slot] = n;
+}
+
+static void rec_give_locked(NodeTable *t, Node *n)
+{
+    if (!n->rec)
+        return;
+    atomic_store_explicit(&n->rec->state, SLOT_FREE, memory_order_release);
+    t->by_slot[n->slot] = NULL;
+    slot_pool_give(&t->pool, n->slot);
+    n->rec = NULL;
+    n->slot = 0;
+}
+
+int node_mark_stale(NodeTable *t, Node *n, int err)
+{
+    if (err == -ESTALE && n != t->root) {
+        g_mutex_lock(&t->lock);
+        n->stale = true;
+        node_sync_locked(n);
+        g_mutex_unlock(&t->lock);
+        fdcache_drop(&t->fdcache, n);
+    }
+    return err;
+}
+
+/* ---- file handles ---- */
+
+int fhandle_of(int dirfd, const char *name, int flags, HandleBuf *h, int *mnt)
+{
+    h->fh.handle_bytes = MAX_HANDLE_SZ;
+    *mnt = 0;
+    return name_to_handle_at(dirfd, name, &h->fh, mnt, flags) == 0 ? 0 : -errno;
+}
+
+/* A copy of the handle's used bytes, as a node keeps it (g_free). */
+static struct file_handle *fhandle_dup(const struct file_handle *fh)
+{
+    return g_memdup2(fh, sizeof(struct file_handle) + fh->handle_bytes);
+}
+
+static bool fhandle_equal(const struct file_handle *a, const struct file_handle *b)
+{
+    if (!a || !b)
+        return a == b;
+    return a->handle_type == b->handle_type && a->handle_bytes == b->handle_bytes &&
+           memcmp(a->f_handle, b->f_handle, a->handle_bytes) == 0;
+}
+
+/* The node keeps a duplicate of fd as its way to the object. */
+static int node_pin_fd(Node *n, int fd)
+{
+    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dup_fd < 0)
+        return -errno;
+    n->pinned_fd = dup_fd;
+    return 0;
+}
+
+int node_set_handle_from_fd(NodeTable *t, Node *n, int fd)
+{
+    if (t->handles) {
+        HandleBuf h;
+        int mnt;
+        if (fhandle_of(fd, "", AT_EMPTY_PATH, &h, &mnt) == 0 && mnt == t->root_mount_id) {
+            n->handle = fhandle_dup(&h.fh);
+            n->pinned_fd = -1;
+            return 0;
+        }
+    }
+    /* no handles here (or another file system mounted inside the backing
+     * directory): keep the descriptor itself */
+    return node_pin_fd(n, fd);
+}
+
+/* ---- nodes ---- */
+
+Node *node_new(NodeKind kind, mode_t type)
+{
+    Node *n = g_new0(Node, 1);
+    n->kind = kind;
+    n->type = type & S_IFMT;
+    n->pinned_fd = -1;
+    return n;
+}
+
+void node_free(NodeTable *t, Node *n)
+{
+    fdcache_drop(&t->fdcache, n);
+    if (n->pinned_fd >= 0 && n != t->root)
+        close(n->pinned_fd);
+    if (n->vdata && n->vdata_free)
+        n->vdata_free(n->vdata);
+    g_free(n->handle);
+    g_free(n->vkey);
+    g_free(n);
+}
+
+int node_table_init(NodeTable *t, const NodeTableSetup *s)
+{
+    memset(t, 0, sizeof *t);
+    g_mutex_init(&t->lock);
+    t->backing = g_hash_table_new(key_hash, key_equal);
+    t->virtuals = g_hash_table_new(g_str_hash, g_str_equal);
+    fdcache_init(&t->fdcache);
+    t->root_fd = s->root_fd;
+    t->mount_fd = s->mount_fd;
+    t->views_name = s->views_name;
+    t->state = s->state;
+
+    struct stat st;
+    if (fstat(t->root_fd, &st) < 0)
+        return -errno;
+
+    /* Probe handle support: a handle of the root that opens again. */
+    HandleBuf h;
+    int mnt;
+    int probe_err =
+        s->no_handles ? EOPNOTSUPP : -fhandle_of(t->root_fd, "", AT_EMPTY_PATH, &h, &mnt);
+    if (!probe_err) {
+        int fd = open_by_handle_at(t->mount_fd, &h.fh, O_PATH | O_CLOEXEC);
+        if (fd >= 0) {
+            close(fd);
+            t->handles = true;
+            t->root_mount_id = mnt;
+        } else {
+            probe_err = errno;
+        }
+    }
+    if (!t->handles)
+        g_warning("ckptfs: %s gives no usable file handles (%s); keeping one O_PATH descriptor "
+                  "per cached node, so RLIMIT_NOFILE bounds the nodes the kernel can hold",
+                  s->name, g_strerror(probe_err));
+
+    t->by_slot = mmap(NULL, (size_t)STATE_NODE_SLOTS * sizeof(Node *), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (t->by_slot == MAP_FAILED) {
+        t->by_slot = NULL;
+        return -errno;
+    }
+
+    Node *root = node_new(NODE_BACKING, st.st_mode);
+    root->key.dev = st.st_dev;
+    root->key.ino = st.st_ino;
+    root->ns = ck_ns_root();
+    root->nlookup = 1;
+    root->pinned_fd = t->root_fd;
+    root->generation = 0;
+    root->slot = FUSE_ROOT_ID;
+    t->root = root;
+    g_hash_table_insert(t->backing, &root->key, root);
+    /* slot 1 is the root's, and slot 0 no node's: node ids start at 2 */
+    StateHeader *hdr = t->state->hdr;
+    slot_pool_init(&t->pool, &hdr->node_high, FUSE_ROOT_ID + 1, STATE_NODE_SLOTS,
+                   &t->state->nodes[0].state, sizeof(NodeRec));
+    if (atomic_load(&hdr->next_generation) == 0)
+        atomic_store(&hdr->next_generation, 1);
+    return 0;
+}
+
+void node_table_destroy(NodeTable *t)
+{
+    if (!t->backing)
+        return;
+    /* every node but the root has a slot, also those no key finds any more
+     * (stale, or left by a previous daemon) */
+    g_hash_table_destroy(t->backing);
+    g_hash_table_destroy(t->virtuals);
+    t->backing = t->virtuals = NULL;
+    uint32_t high = t->state ? atomic_load(&t->state->hdr->node_high) : 0;
+    for (uint32_t i = FUSE_ROOT_ID + 1; i < high && t->by_slot; i++)
+        if (t->by_slot[i])
+            node_free(t, t->by_slot[i]);
+    if (t->root)
+        node_free(t, t->root);
+    t->root = NULL;
+    /* whatever is left in the cache belonged to freed nodes */
+    fdcache_clear(&t->fdcache);
+    g_mutex_clear(&t->lock);
+    slot_pool_clear(&t->pool);
+    if (t->by_slot)
+        munmap(t->by_slot, (size_t)STATE_NODE_SLOTS * sizeof(Node *));
+    t->by_slot = NULL;
+}
+
+guint64 node_table_count(NodeTable *t)
+{
+    g_mutex_lock(&t->lock);
+    guint64 c = t->count;
+    g_mutex_unlock(&t->lock);
+    return c;
+}
+
+CkNs node_ns(NodeTable *t, Node *n)
+{
+    g_mutex_lock(&t->lock);
+    CkNs ns = n->ns;
+    g_mutex_unlock(&t->lock);
+    return ns;
+}
+
+void node_set_ns(NodeTable *t, Node *n, CkNs ns)
+{
+    g_mutex_lock(&t->lock);
+    n->ns = ns;
+    node_sync_locked(n);
+    g_mutex_unlock(&t->lock);
+}
+
+Node *node_find_backing(NodeTable *t, dev_t dev, ino_t ino)
+{
+    NodeKey k = {dev, ino};
+    g_mutex_lock(&t->lock);
+    Node *n = g_hash_table_lookup(t->backing, &k);
+    g_mutex_unlock(&t->lock);
+    return n;
+}
+
+void node_ref(NodeTable *t, Node *n, uint64_t count)
+{
+    g_mutex_lock(&t->lock);
+    n->nlookup += count;
+    node_sync_locked(n);
+    for (uint64_t i = 0; i < count; i++)
+        inflight_note(INFLIGHT_NODE, n->slot);
+    g_mutex_unlock(&t->lock);
+}
+
+Node *node_adopt_locked(NodeTable *t, GHashTable *table, gpointer key, Node *n, Node *fresh)
+{
+    if (n) {
+        n->nlookup++;
+        node_sync_locked(n);
+        inflight_note(INFLIGHT_NODE, n->slot);
+        g_mutex_unlock(&t->lock);
+        node_free(t, fresh);
+        return n;
+    }
+    fresh->generation = atomic_fetch_add(&t->state->hdr->next_generation, 1);
+    fresh->nlookup = 1;
+    g_hash_table_insert(table, key, fresh);
+    rec_take_locked(t, fresh);
+    inflight_note(INFLIGHT_NODE, fresh->slot);
+    t->count++;
+    g_mutex_unlock(&t->lock);
+    return fresh;
+}
+
+/* Puts `fresh` (a new BACKING node with its handle or pinned fd) into the
+ * table, or takes a reference on the node already there for its key.
+ * Returns the node now in the table; frees fresh if it was not used. */
+static Node *node_insert(NodeTable *t, Node *fresh, bool *inserted)
+{
+    g_mutex_lock(&t->lock);
+    Node *n = g_hash_table_lookup(t->backing, &fresh->key);
+    /* a stale node is replaced unless its handle shows the same object (a
+     * pinned descriptor of a gone object never comes back); so is one whose
+     * handle differs (another generation: the inode number was recycled) */
+    if (n && (n->type != fresh->type ||
+              (n->stale && (!n->handle || !fhandle_equal(n->handle, fresh->handle))) ||
+              (n->handle && fresh->handle && !fhandle_equal(n->handle, fresh->handle)))) {
+        /* the inode number was recycled for another object while the kernel
+         * still holds the old node: the old node stays stale (ESTALE) */
+        n->stale = true;
+        node_sync_locked(n);
+        g_hash_table_remove(t->backing, &n->key);
+        n = NULL;
+    }
+    *inserted = !n;
+    return node_adopt_locked(t, t->backing, &fresh->key, n, fresh);
+}
+
+/* Finds or adds the node of the object open as fd (any kind of descriptor),
+ * of namespace ns.  When cache_fd, fd is an O_PATH descriptor handed over
+ * to the descriptor cache (or closed). */
+static int node_from_fd(NodeTable *t, CkNs ns, int fd, bool cache_fd, struct stat *st, Node **out)
+{
+    if (fstat(fd, st) < 0) {
+        int err = -errno;
+        if (cache_fd)
+            close(fd);
+        return err;
+    }
+    Node *fresh = node_new(NODE_BACKING, st->st_mode);
+    fresh->key = (NodeKey){st->st_dev, st->st_ino};
+    fresh->ns = ns;
+    /* an O_TMPFILE file has no name yet, and a handle of an inode without
+     * links does not open (ESTALE): it keeps its descriptor */
+    int err = st->st_nlink == 0 ? node_pin_fd(fresh, fd) : node_set_handle_from_fd(t, fresh, fd);
+    if (err) {
+        if (cache_fd)
+            close(fd);
+        node_free(t, fresh);
+        return err;
+    }
+    bool inserted;
+    Node *n = node_insert(t, fresh, &inserted);
+    if (cache_fd) {
+        if (inserted && n->handle)
+            fdcache_insert(&t->fdcache, n, fd, NULL);
+        else
+            close(fd);
+    }
+    *out = n;
+    return 0;
+}
+
+/* The fast path for a new object: its handle straight from the name, two
+ * system calls in all.  Only taken when the handle provably names the
+ * object just stat'ed: handles of type FILEID_INO32_GEN (ext4, xfs with 32-bit
+ * inodes, ...) carry the inode number, which must be st_ino; a name replaced
+ * between the two calls is caught there.  Returns NULL when not usable. */
+static Node *node_by_name_handle(NodeTable *t, CkNs ns, int dirfd, const char *name,
+                                 const struct stat *st)
+{
+    if (!t->handles)
+        return NULL;
+    HandleBuf h;
+    int mnt;
+    if (fhandle_of(dirfd, name, 0, &h, &mnt) != 0 || mnt != t->root_mount_id)
+        return NULL;
+    uint32_t ino32;
+    if (h.fh.handle_type != 1 /* FILEID_INO32_GEN */ || h.fh.handle_bytes != 8)
+        return NULL;
+    memcpy(&ino32, h.fh.f_handle, sizeof ino32);
+    if (ino32 != (uint32_t)st->st_ino || st->st_ino > UINT32_MAX)
+        return NULL;
+    Node *n = node_new(NODE_BACKING, st->st_mode);
+    n->key = (NodeKey){st->st_dev, st->st_ino};
+    n->ns = ns;
+    n->handle = fhandle_dup(&h.fh);
+    return n;
+}
+
+int node_lookup_backing(NodeTable *t, Node *parent, int dirfd, const char *name, const CkNs *ns,
+                        struct stat *st, Node **out)
+{
+    if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -errno;
+    NodeKey k = {st->st_dev, st->st_ino};
+    g_mutex_lock(&t->lock);
+    Node *n = g_hash_table_lookup(t->backing, &k);
+    if (n && !n->stale && (n->type == (st->st_mode & S_IFMT))) {
+        n->nlookup++;
+        /* An object with one name is where its path says it is now: a
+         * directory moved behind the mount's back (or by an audited rename)
+         * takes its new namespace at the next lookup.  An object with several
+         * names keeps the namespace it was first found under (docs/DESIGN.md,
+         * "Namespaces and the write policy"). */
+        if (S_ISDIR(st->st_mode) || st->st_nlink == 1)
+            n->ns = ns ? *ns : ck_ns_child(parent->ns, name, t->views_name);
+        node_sync_locked(n);
+        inflight_note(INFLIGHT_NODE, n->slot);
+        g_mutex_unlock(&t->lock);
+        *out = n;
+        return 0;
+    }
+    CkNs pns = parent->ns;
+    g_mutex_unlock(&t->lock);
+    CkNs child = ns ? *ns : ck_ns_child(pns, name, t->views_name);
+
+    Node *fresh = node_by_name_handle(t, child, dirfd, name, st);
+    if (fresh) {
+        bool inserted;
+        *out = node_insert(t, fresh, &inserted);
+        return 0;
+    }
+
+    /* A new object: pin down exactly the object we look at, then take its handle. */
+    int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    return node_from_fd(t, child, fd, true, st, out);
+}
+
+int node_lookup_fd(NodeTable *t, CkNs ns, int fd, struct stat *st, Node **out)
+{
+    return node_from_fd(t, ns, fd, false, st, out);
+}
+
+void node_forget(NodeTable *t, Node *n, uint64_t count)
+{
+    g_mutex_lock(&t->lock);
+    if (n == t->root) {
+        g_mutex_unlock(&t->lock);
+        return;
+    }
+    /* a reference taken earlier in this request, given back (the kernel's
+     * own forgets are not journaled) */
+    for (uint64_t i = 0; i < count; i++)
+        inflight_unnote(INFLIGHT_NODE, n->slot);
+    if (count > n->nlookup) {
+        g_warning("ckptfs: forget of %" G_GUINT64_FORMAT
+                  " references on a node holding %" G_GUINT64_FORMAT,
+                  count, n->nlookup);
+        count = n->nlookup;
+    }
+    n->nlookup -= count;
+    n->revived = MIN(n->revived, n->nlookup);
+    if (n->nlookup > 0) {
+        node_sync_locked(n);
+        g_mutex_unlock(&t->lock);
+        return;
+    }
+    rec_give_locked(t, n);
+    /* Erase only if the table still maps the key to this node: a recycled
+     * inode number may already belong to a newer node. */
+    if (n->kind == NODE_BACKING) {
+        if (g_hash_table_lookup(t->backing, &n->key) == n)
+            g_hash_table_remove(t->backing, &n->key);
+    } else if (n->vkey && g_hash_table_lookup(t->virtuals, n->vkey) == n) {
+        g_hash_table_remove(t->virtuals, n->vkey);
+    }
+    t->count--;
+    g_mutex_unlock(&t->lock);
+    node_free(t, n);
+}
+
+void node_forget_id(NodeTable *t, fuse_ino_t ino, uint64_t count)
+{
+    Node *n = node_of(t, ino);
+    if (n && node_ino(t, n) == ino)
+        node_forget(t, n, count);
+}
+
+bool node_is_stale(NodeTable *t, Node *n)
+{
+    g_mutex_lock(&t->lock);
+    bool s = n->stale || (!n->handle && n->pinned_fd < 0);
+    g_mutex_unlock(&t->lock);
+    return s;
+}
+
+/* ---- opens ---- */
+
+bool node_unchanged_since_open(NodeTable *t, Node *n, const struct stat *st)
+{
+    g_mutex_lock(&t->lock);
+    bool same =
+        n->open_seen && n->open_size == st->st_size && n->open_mtime.tv_sec == st->st_mtim.tv_sec &&
+        n->open_mtime.tv_nsec == st->st_mtim.tv_nsec &&
+        n->open_ctime.tv_sec == st->st_ctim.tv_sec && n->open_ctime.tv_nsec == st->st_ctim.tv_nsec;
+    n->open_seen = true;
+    n->open_size = st->st_size;
+    n->open_mtime = st->st_mtim;
+    n->open_ctime = st->st_ctim;
+    g_mutex_unlock(&t->lock);
+    return same;
+}
+
+void node_note_release(NodeTable *t, Node *n, const struct stat *st)
+{
+    g_mutex_lock(&t->lock);
+    n->open_seen = true;
+    n->open_size = st->st_size;
+    n->open_mtime = st->st_mtim;
+    n->open_ctime = st->st_ctim;
+    g_mutex_unlock(&t->lock);
+}
+
+void node_open_count(NodeTable *t, Node *n, int delta)
+{
+    g_mutex_lock(&t->lock);
+    n->nopen += delta;
+    g_mutex_unlock(&t->lock);
+}
+
+int node_nopen(NodeTable *t, Node *n)
+{
+    g_mutex_lock(&t->lock);
+    int v = n->nopen;
+    g_mutex_unlock(&t->lock);
+    return v;
+}
+
+/* ---- passthrough bindings ---- */
+
+/* A bound open joins the node's backing id, an unbound one is counted so
+ * that no open is bound while it lasts; the binding is in the node's slot
+ * too, so that a daemon that takes over the connection releases the id
+ * when the last bound open is released.  The table's lock held. */
+static int binding_join_locked(Node *n, int fresh)
+{
+    int id = 0;
+    if (n->backing_id > 0) {
+        n->backing_refs++;
+        id = n->backing_id;
+    } else if (n->cached_opens == 0 && fresh > 0) {
+        n->backing_id = fresh;
+        n->backing_refs = 1;
+        id = fresh;
+    } else {
+        n->cached_opens++;
+    }
+    node_sync_locked(n);
+    return id;
+}
+
+bool node_binding_join_decided(NodeTable *t, Node *n, int *id)
+{
+    g_mutex_lock(&t->lock);
+    bool decided = n->backing_id > 0 || n->cached_opens > 0;
+    if (decided)
+        *id = binding_join_locked(n, 0);
+    g_mutex_unlock(&t->lock);
+    return decided;
+}
+
+int node_binding_join(NodeTable *t, Node *n, int fresh)
+{
+    g_mutex_lock(&t->lock);
+    int id = binding_join_locked(n, fresh);
+    g_mutex_unlock(&t->lock);
+    return id;
+}
+
+int node_binding_leave(NodeTable *t, Node *n, int backing_id)
+{
+    int release = 0;
+    g_mutex_lock(&t->lock);
+    if (backing_id > 0) {
+        if (n->backing_refs > 0 && --n->backing_refs == 0) {
+            release = n->backing_id;
+            n->backing_id = 0;
+        }
+    } else if (n->cached_opens > 0) {
+        n->cached_opens--;
+    }
+    node_sync_locked(n);
+    g_mutex_unlock(&t->lock);
+    return release;
+}

@@ -1,0 +1,58 @@
+/* The nodes of the views: VIRTUAL nodes and ALIAS nodes, keyed by the
+ * string the views give (their path in the views). */
+#include "nodes-private.h"
+
+#include "outlive/inflight.h"
+
+Node *node_get_virtual(NodeTable *t, const char *vkey, void (*make)(Node *n, void *ctx), void *ctx)
+{
+    g_mutex_lock(&t->lock);
+    Node *n = g_hash_table_lookup(t->virtuals, vkey);
+    if (n && n->vdata) {
+        n->nlookup++;
+        node_sync_locked(n);
+        inflight_note(INFLIGHT_NODE, n->slot);
+        g_mutex_unlock(&t->lock);
+        return n;
+    }
+    g_mutex_unlock(&t->lock);
+
+    Node *fresh = node_new(NODE_VIRTUAL, 0);
+    fresh->vkey = g_strdup(vkey);
+    fresh->ns = (CkNs){CK_NS_VIEWS, NULL, CK_PLACE_OTHER};
+    make(fresh, ctx);
+
+    g_mutex_lock(&t->lock);
+    n = g_hash_table_lookup(t->virtuals, vkey);
+    if (n && !n->vdata && n->kind == fresh->kind) {
+        /* a node a previous daemon left (node_table_revive): it gets its
+         * views data back, and keeps its id, generation and number */
+        n->vdata = g_steal_pointer(&fresh->vdata);
+        n->vdata_free = fresh->vdata_free;
+        if (!n->handle && fresh->handle) {
+            n->handle = g_steal_pointer(&fresh->handle);
+            n->stale = false;
+        }
+    } else if (n && !n->vdata) {
+        g_hash_table_remove(t->virtuals, vkey); /* now another kind of entry */
+        n = NULL;
+    }
+    return node_adopt_locked(t, t->virtuals, fresh->vkey, n, fresh);
+}
+
+fuse_ino_t node_virtual_ino(NodeTable *t, const char *vkey)
+{
+    g_mutex_lock(&t->lock);
+    Node *n = g_hash_table_lookup(t->virtuals, vkey);
+    fuse_ino_t ino = n ? node_ino(t, n) : 0;
+    g_mutex_unlock(&t->lock);
+    return ino;
+}
+
+void node_unlist_virtual(NodeTable *t, const char *vkey, Node *n)
+{
+    g_mutex_lock(&t->lock);
+    if (g_hash_table_lookup(t->virtuals, vkey) == n)
+        g_hash_table_remove(t->virtuals, vkey);
+    g_mutex_unlock(&t->lock);
+}

@@ -1,0 +1,223 @@
+#include "enforce.h"
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "views/control.h"
+
+const char *fs_caller_job(struct ckptfs *fs, fuse_req_t req)
+{
+    if (!fs->identity)
+        return NULL;
+    return ck_identity_of(fs->identity, fuse_req_ctx(req)->pid);
+}
+
+char *fs_node_path(struct ckptfs *fs, Node *n)
+{
+    if (n == fs->nodes.root)
+        return g_strdup("");
+    if (n->kind != NODE_BACKING)
+        return g_strdup_printf("%s/%s", fs->opt.views_name, n->vkey ? n->vkey : "");
+    NodeFd f;
+    if (node_fd(&fs->nodes, n, &f) < 0)
+        return NULL;
+    char proc[64], buf[PATH_MAX + 1];
+    g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", f.fd);
+    ssize_t len = readlink(proc, buf, sizeof buf - 1);
+    node_fd_put(&fs->nodes, &f);
+    if (len < 0)
+        return NULL;
+    buf[len] = '\0';
+    if (strncmp(buf, fs->backing, fs->backing_len) == 0 &&
+        (buf[fs->backing_len] == '/' || buf[fs->backing_len] == '\0')) {
+        const char *rel = buf + fs->backing_len;
+        while (*rel == '/')
+            rel++;
+        return g_strdup(rel);
+    }
+    return g_strdup(buf);
+}
+
+static char *entry_path(struct ckptfs *fs, Node *dir, const char *name)
+{
+    g_autofree char *p = fs_node_path(fs, dir);
+    if (!name)
+        return g_steal_pointer(&p);
+    if (!p || !*p)
+        return g_strdup(name);
+    return g_strconcat(p, "/", name, NULL);
+}
+
+static char *caller_comm(pid_t pid)
+{
+    char path[64];
+    g_snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return NULL;
+    g_strchomp(text);
+    return text;
+}
+
+/* Collisions reach the log (log.h: a warning when refused, info when
+ * allowed, with their fields in the journal), at most REFUSAL_LOG_BURST per
+ * REFUSAL_LOG_WINDOW_US so that a test suite crossing in a loop cannot
+ * flood it; the ones left out are counted and the count is logged with
+ * the first collision of a later window.  .collisions has every one. */
+#define REFUSAL_LOG_BURST     10
+#define REFUSAL_LOG_WINDOW_US (5 * G_USEC_PER_SEC)
+
+static void log_collision(struct ckptfs *fs, const CkCollision *c)
+{
+    LogLimit *l = &fs->log_limit;
+    gint64 now = g_get_monotonic_time();
+    guint64 said_later = 0;
+    g_mutex_lock(&l->lock);
+    if (l->window_start == 0 || now - l->window_start >= REFUSAL_LOG_WINDOW_US) {
+        said_later = l->suppressed;
+        l->suppressed = 0;
+        l->in_window = 0;
+        l->window_start = now;
+    }
+    bool logged = l->in_window < REFUSAL_LOG_BURST;
+    if (logged)
+        l->in_window++;
+    else
+        l->suppressed++;
+    g_mutex_unlock(&l->lock);
+    if (said_later)
+        log_event(G_LOG_LEVEL_WARNING, LOG_ID_COLLISION,
+                  "%" G_GUINT64_FORMAT " more collision(s) not logged (at most %d per %d s; "
+                  "every one is in %s)",
+                  said_later, REFUSAL_LOG_BURST, (int)(REFUSAL_LOG_WINDOW_US / G_USEC_PER_SEC),
+                  ".collisions");
+    if (logged)
+        log_collision_record(c);
+}
+
+/* Carries out a decision: records it when core says so (the paths are
+ * derived only then), and answers 0 to go on or -errno. */
+static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const char *op,
+                 const char *caller_job, Node *dir, const char *name, Node *dir2, const char *name2,
+                 const char *literal2)
+{
+    if (!d->record)
+        return d->proceed ? 0 : -d->err;
+    atomic_fetch_add_explicit(&fs->metrics->refusals[d->verdict][d->proceed ? 1 : 0], 1,
+                              memory_order_relaxed);
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    g_autofree char *path = entry_path(fs, dir, name);
+    g_autofree char *path2 = dir2 ? entry_path(fs, dir2, name2) : NULL;
+    g_autofree char *comm = caller_comm(ctx->pid);
+    const char *tag_env = control_tag_env(fs); /* tag_env= may change on a live mount */
+    g_autofree char *tag = tag_env ? ck_proc_env_value("/proc", ctx->pid, tag_env) : NULL;
+    CkCollision c = {
+        .time_us = g_get_real_time(),
+        .kind = ck_verdict_kind(d->verdict),
+        .denied = !d->proceed,
+        .op = op,
+        .path = path ? path : "",
+        .path2 = path2 ? path2 : literal2,
+        .caller_job = caller_job,
+        .owner_job = d->owner_job,
+        .pid = ctx->pid,
+        .uid = ctx->uid,
+        .comm = comm,
+        .has_tag = tag_env != NULL,
+        .tag = tag,
+    };
+    ck_collision_log_append(fs->collisions, &c);
+    log_collision(fs, &c);
+    return d->proceed ? 0 : -d->err;
+}
+
+/* The mode now: policy= and legacy= may change on a live mount (_views/.control). */
+static CkPolicy mode_of(struct ckptfs *fs)
+{
+    return (CkPolicy){
+        .legacy_rw = __atomic_load_n(&fs->policy.legacy_rw, __ATOMIC_RELAXED),
+        .audit = __atomic_load_n(&fs->policy.audit, __ATOMIC_RELAXED),
+        .off = fs->policy.off,
+    };
+}
+
+int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n)
+{
+    CkNs ns = node_ns(&fs->nodes, n);
+    const char *job = fs_caller_job(fs, req);
+    CkPolicy mode = mode_of(fs);
+    CkDecision d = ck_decide_write(&mode, job, ns);
+    return apply(fs, req, &d, op, job, n, NULL, NULL, NULL, NULL);
+}
+
+int fs_check_remove(struct ckptfs *fs, fuse_req_t req, const char *op, Node *dir, const char *name,
+                    CkNs *entry_out)
+{
+    CkNs ns = ck_ns_child(node_ns(&fs->nodes, dir), name, fs->opt.views_name);
+    *entry_out = ns;
+    const char *job = fs_caller_job(fs, req);
+    CkPolicy mode = mode_of(fs);
+    CkDecision d = ck_decide_write(&mode, job, ns);
+    return apply(fs, req, &d, op, job, dir, name, NULL, NULL, NULL);
+}
+
+int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *parent,
+                    const char *name, bool is_dir, CkNs *child_out)
+{
+    const char *job = fs_caller_job(fs, req);
+    CkPolicy mode = mode_of(fs);
+    CkDecision d =
+        ck_decide_create(&mode, job, node_ns(&fs->nodes, parent), name, is_dir, fs->opt.views_name);
+    *child_out = d.ns;
+    return apply(fs, req, &d, op, job, parent, name, NULL, NULL, NULL);
+}
+
+int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
+                    Node *newparent, const char *newname, unsigned flags, CkNs *src_out,
+                    CkNs *dst_out)
+{
+    const char *vn = fs->opt.views_name;
+    CkNs pns = node_ns(&fs->nodes, parent), npns = node_ns(&fs->nodes, newparent);
+    CkNs src = ck_ns_child(pns, name, vn);
+    const char *job = fs_caller_job(fs, req);
+    CkPolicy mode = mode_of(fs);
+    CkDecision d = ck_decide_rename(&mode, job, src, npns, newname, vn);
+    *src_out = src;
+    *dst_out = d.ns;
+    int err = apply(fs, req, &d, "rename", job, parent, name, newparent, newname, NULL);
+    if (err || d.record || !(flags & RENAME_EXCHANGE))
+        return err;
+    /* the entry at newname goes the other way, and takes src */
+    CkDecision back = ck_decide_rename(&mode, job, d.ns, pns, name, vn);
+    return apply(fs, req, &back, "rename", job, newparent, newname, parent, name, NULL);
+}
+
+int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, const char *newname,
+                  CkNs *out)
+{
+    const char *job = fs_caller_job(fs, req);
+    CkPolicy mode = mode_of(fs);
+    CkDecision d = ck_decide_link(&mode, job, node_ns(&fs->nodes, n),
+                                  node_ns(&fs->nodes, newparent), newname, fs->opt.views_name);
+    *out = d.ns;
+    return apply(fs, req, &d, "link", job, n, NULL, newparent, newname, NULL);
+}
+
+int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
+                     const char *target, CkNs *out)
+{
+    CkNs pns = node_ns(&fs->nodes, parent);
+    const char *job = fs_caller_job(fs, req);
+    CkPolicy mode = mode_of(fs);
+    /* The lexical resolution needs the parent's path; only a job's namespace
+     * can refuse a symlink for its target, so only then derive it. */
+    g_autofree char *ppath =
+        pns.kind == CK_NS_JOB && !fs->policy.off ? fs_node_path(fs, parent) : NULL;
+    CkDecision d =
+        ck_decide_symlink(&mode, job, pns, ppath ? ppath : "", name, target, fs->opt.views_name);
+    *out = d.ns;
+    return apply(fs, req, &d, "symlink", job, parent, name, NULL, NULL, target);
+}

@@ -1,0 +1,148 @@
+/* The daemon's state that outlives it (docs/DESIGN.md, "Outliving the
+ * daemon"): one memfd, kept by the supervisor beside the /dev/fuse
+ * descriptor, holding
+ *  - a header: the kernel's INIT request (a new daemon replays it to
+ *    libfuse), the generation counter, the live settings, the mount point
+ *    and the settings the mount fixed, and what the serving daemon says of
+ *    itself (status.h);
+ *  - the in-flight journal's records (inflight.h);
+ *  - a slot per node the kernel holds (node id = slot), with what a new
+ *    daemon needs to serve that id again: the backing (dev, ino) and file
+ *    handle, or the views' key; the lookup count; the namespace; the
+ *    passthrough binding (nodes/nodes.h writes them);
+ *  - a slot per open file or directory handle (fh = slot): its node and
+ *    open flags, so it can be opened again (ops/handles.c);
+ *  - the counters of .metrics (metrics.h) and the newest .collisions
+ *    records (core/collision.h keeps them in the memory it is handed).
+ * The memory is MAP_SHARED and sparse: only slots in use cost pages.  A
+ * slot's `state` is written last when it is taken and first when it is
+ * given back, so a daemon killed between two stores leaves either a whole
+ * slot or a free one.  Slots are handed out by SlotPool under the caller's
+ * lock; the pool's free list is rebuilt from the states by a new daemon. */
+#pragma once
+#include <glib.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "inflight.h"
+
+#define STATE_NODE_SLOTS   (1u << 24) /* nodes the kernel may hold at once */
+#define STATE_HANDLE_SLOTS (1u << 20) /* open files and directories at once */
+#define STATE_NODE_TEXT    136        /* a job id (<= 128) or a views key */
+#define STATE_HANDLE_BYTES 40         /* file handles up to this size survive */
+#define STATE_INIT_MAX     256        /* the kernel's INIT request: 104 bytes today */
+
+enum { SLOT_FREE = 0, SLOT_USED = 1 };
+
+typedef struct {
+    _Atomic uint32_t state; /* SLOT_FREE / SLOT_USED, written last when taken */
+    uint8_t kind;           /* NodeKind */
+    uint8_t stale;
+    uint8_t ns_kind, ns_place; /* CkNs (job in text for CK_NS_JOB) */
+    uint32_t type;             /* S_IFMT */
+    uint16_t text_len;         /* 0: none; STATE_TEXT_LOST: too long to keep */
+    uint8_t handle_len;        /* 0: no handle kept (the node cannot be found again) */
+    uint8_t pad;
+    int32_t handle_type;
+    uint64_t generation;
+    uint64_t nlookup;
+    uint64_t dev, ino;
+    uint64_t vino;
+    int32_t backing_id;
+    uint32_t backing_refs;
+    uint32_t cached_opens;
+    uint8_t handle[STATE_HANDLE_BYTES];
+    char text[STATE_NODE_TEXT];
+} NodeRec;
+#define STATE_TEXT_LOST 0xffff
+
+typedef struct {
+    _Atomic uint32_t state;
+    uint32_t kind; /* HandleKind (handles.h) */
+    uint64_t node; /* the kernel's node id of the open object */
+    int32_t flags; /* open(2) flags of the open */
+    int32_t backing_id;
+    uint8_t bound, writable;
+    uint8_t pad[6];
+    int32_t write_err;
+    uint32_t generation; /* bumped each time the slot is taken: fh = generation << 32 | slot */
+} HandleRec;
+
+typedef struct {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t node_rec_size, handle_rec_size;
+    _Atomic uint32_t init_len; /* 0 until the kernel's INIT was read */
+    uint8_t init[STATE_INIT_MAX];
+    uint64_t root_dev, root_ino;
+    _Atomic uint64_t next_generation;
+    _Atomic uint32_t node_high; /* slots below this were handed out once */
+    _Atomic uint32_t handle_high;
+    _Atomic uint64_t attaches;                  /* daemons that attached to the live connection */
+    _Atomic int32_t mode_audit, mode_legacy_rw; /* -1: as the options say */
+    char mountpoint[2048]; /* realpath: an attaching daemon must not resolve it (it waits) */
+    /* key=value lines of what the mount fixes for its life (main.c
+     * fixed_settings), written by the daemon that mounted */
+    char fixed[1024];
+    uint64_t mount_dev; /* the mount's device number, written once mounted */
+    /* the other settings changed live (control.c), applied again by a new
+     * daemon over its options; policy and legacy are mode_audit and
+     * mode_legacy_rw above */
+    _Atomic int64_t live_rescan_us; /* 0: as the options say */
+    _Atomic int32_t live_tag_env;   /* 0: as the options say; 1 + i: live_tag_env_text[i] */
+    char live_tag_env_text[2][256]; /* "" for none; the one not in use is written, then named */
+    /* what the serving daemon says of itself, for `ckptctl status` (read by
+     * the supervisor without asking the daemon, which may be hung) */
+    struct {
+        _Atomic int32_t pid;          /* 0 until a daemon serves */
+        _Atomic int64_t started_us;   /* g_get_real_time at its start */
+        _Atomic int32_t passthrough;  /* -1 not known yet, 0 off, 1 on */
+        _Atomic int32_t catalog_done; /* the first load of the catalog finished */
+        _Atomic int64_t last_rescan_us;
+        char version[32];
+        char passthrough_why[160]; /* why it is off */
+        char identity[192];        /* "env:VAR", "job:ID", "none" */
+        char log[64];              /* the log target */
+    } status;
+} StateHeader;
+
+typedef struct State {
+    int fd;
+    StateHeader *hdr;
+    InflightRec *inflight; /* [INFLIGHT_RECORDS] */
+    NodeRec *nodes;        /* [STATE_NODE_SLOTS] */
+    HandleRec *handles;    /* [STATE_HANDLE_SLOTS] */
+    void *metrics;         /* FsMetrics (metrics.h) */
+    void *collisions;      /* the collision log's store (ck_collision_log_new_in) */
+    size_t collisions_size;
+    size_t size;
+    bool attached; /* opened from a descriptor a previous daemon filled */
+} State;
+
+/* Creates a fresh state (fd < 0) or maps the one in fd (a previous
+ * daemon's, which must match this build's layout).  0 or -errno. */
+int state_open(State *s, int fd);
+/* A fresh state's descriptor alone (the supervisor makes it before the
+ * first daemon; the daemon maps it with state_open).  fd or -errno. */
+int state_create_fd(void);
+/* This build's layout of the state, as text: a takeover needs the same. */
+const char *state_layout(void);
+void state_close(State *s);
+
+/* Slots handed out under the caller's lock: the free ones below *high,
+ * then *high itself.  Slot 0 is never handed out; slots below `first` are
+ * the caller's to place. */
+typedef struct {
+    GArray *free; /* uint32_t, most recently freed last */
+    _Atomic uint32_t *high;
+    uint32_t first, cap;
+} SlotPool;
+
+/* states: the first slot's state field, stride bytes between slots. */
+void slot_pool_init(SlotPool *p, _Atomic uint32_t *high, uint32_t first, uint32_t cap,
+                    const void *states, size_t stride);
+void slot_pool_clear(SlotPool *p);
+/* A slot not in use, 0 when all are. */
+uint32_t slot_pool_take(SlotPool *p);
+void slot_pool_give(SlotPool *p, uint32_t slot);

@@ -1,0 +1,962 @@
+/* The per-job trees of the views (ckptfs(8) THE VIEWS):
+ *
+ *   <J>/state/...             ck_job_state_layers, merged per directory
+ *   <J>/checkpoints/<N>/...   ck_job_checkpoint_layers (or only ERROR)
+ *   <J>/latest                -> checkpoints/<latest restorable N>
+ *   <J>/restore               ck_job_restore_text
+ *
+ * A tree directory at path `rel` lists, for each layer in order, the backing
+ * directory the layer maps `rel` to (when `rel` is at or below its prefix)
+ * or the next component of its prefix (when the prefix is below `rel`).  The
+ * first layer naming an entry decides what it is: a directory (virtual; the
+ * layers merge again one level down) or a backing non-directory (an alias
+ * node), so an own entry shadows a legacy one of the same name.
+ *
+ * Backing objects are opened beneath the backing root (or beneath the
+ * external_root prefix's descriptor) with RESOLVE_NO_SYMLINKS: a view never
+ * follows a symlink anywhere, and a symlink in a tree is shown as itself.
+ *
+ * A directory's merged listing is cached in its VNode, keyed by the job
+ * snapshot's version, and revalidated against the (ino, mtime) of the
+ * backing directories it read at most once per half views timeout (and
+ * always before answering "no such entry"). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "classify.h"
+#include "intern.h"
+#include "layout.h"
+#include "resolve.h"
+#include "views-private.h"
+
+typedef struct {
+    char *name;
+    unsigned char type; /* DT_* */
+    gint16 layer;       /* -1: the ERROR file */
+    bool layer_root;    /* the entry is its layer's root (prefix's last component) */
+    bool synth;         /* an intermediate component of a layer's prefix */
+    ino_t ino;          /* backing st_ino / d_ino (non-directories) */
+    gint64 served_us;   /* atomic: when a lookup last gave the kernel this entry */
+} LEnt;
+
+typedef struct {
+    int layer;
+    char *path; /* what was opened (layer_path) */
+    dev_t dev;
+    ino_t ino;
+    gint64 mtime_ns;
+} LStamp;
+
+struct Listing {
+    guint64 serial; /* unique per listing built */
+    guint64 version;
+    gint64 checked_us; /* atomic */
+    GArray *stamps;    /* LStamp */
+    GArray *ents;      /* LEnt */
+    GHashTable *idx;   /* name -> index + 1 */
+};
+
+/* The index of checkpoint n in j->checkpoints (ascending), or -1. */
+static int checkpoint_index(const CkJobInfo *j, guint64 n)
+{
+    guint lo = 0, hi = j->checkpoints->len;
+    while (lo < hi) {
+        guint mid = (lo + hi) / 2;
+        guint64 m = ((CkCheckpointInfo *)j->checkpoints->pdata[mid])->n;
+        if (m == n)
+            return (int)mid;
+        if (m < n)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+static GPtrArray *tree_layers(JobView *jv, const VNode *vn, const CkCheckpointInfo **cp)
+{
+    *cp = NULL;
+    if (!vn->ckpt)
+        return jv->state_layers;
+    int i = checkpoint_index(jv->j, vn->n);
+    if (i < 0)
+        return NULL;
+    *cp = jv->j->checkpoints->pdata[i];
+    return jv->ckpt_layers->pdata[i];
+}
+
+/* ---- backing objects ---- */
+
+static char *layer_path(const CkLayer *l, const char *sub)
+{
+    if (!sub || !sub[0])
+        return g_strdup(l->backing);
+    if (!l->backing[0])
+        return g_strdup(sub);
+    return g_strconcat(l->backing, "/", sub, NULL);
+}
+
+/* Opens a layer's backing path (local: beneath the backing root; external:
+ * beneath the allowed prefix), never through a symlink.  -errno on failure. */
+static int backing_open(struct ckptfs *fs, const CkLayer *l, const char *path, int flags)
+{
+    if (l->local)
+        return ck_open_beneath(fs->root_fd, path, flags, NULL);
+    Views *v = views_of(fs);
+    for (guint i = 0; i < v->ext_prefixes->len; i++) {
+        const char *pfx = v->ext_prefixes->pdata[i];
+        int pfd = g_array_index(v->ext_fds, int, i);
+        if (pfd < 0 || !ck_path_is_under(path, pfx))
+            continue;
+        const char *rest = path + strlen(pfx);
+        while (*rest == '/')
+            rest++;
+        return ck_open_beneath(pfd, rest, flags, NULL);
+    }
+    return -EACCES; /* not under an allowed prefix: never followed */
+}
+
+static gint64 mtime_ns(const struct stat *sb)
+{
+    return (gint64)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
+}
+
+static unsigned char dt_of(mode_t m)
+{
+    return (unsigned char)IFTODT(m & S_IFMT);
+}
+
+/* ---- listings ---- */
+
+static void listing_clear(gpointer p)
+{
+    Listing *l = p;
+    for (guint i = 0; i < l->ents->len; i++)
+        g_free(g_array_index(l->ents, LEnt, i).name);
+    g_array_unref(l->ents);
+    for (guint i = 0; i < l->stamps->len; i++)
+        g_free(g_array_index(l->stamps, LStamp, i).path);
+    g_array_unref(l->stamps);
+    g_hash_table_unref(l->idx);
+}
+
+void listing_unref(Listing *l)
+{
+    if (l)
+        g_atomic_rc_box_release_full(l, listing_clear);
+}
+
+/* ---- nodes' data ---- */
+
+VNode *vnode_new(VnKind kind, const char *job)
+{
+    VNode *vn = g_new0(VNode, 1);
+    vn->kind = kind;
+    vn->job = job;
+    g_mutex_init(&vn->lock);
+    return vn;
+}
+
+void vnode_free(gpointer p)
+{
+    VNode *vn = p;
+    if (!vn)
+        return;
+    if (vn->listing)
+        listing_unref(vn->listing);
+    g_mutex_clear(&vn->lock);
+    g_free(vn->rel);
+    g_free(vn->backing);
+    g_free(vn);
+}
+
+static void listing_add(Listing *l, const char *name, unsigned char type, int layer,
+                        bool layer_root, bool synth, ino_t ino)
+{
+    if (g_hash_table_contains(l->idx, name))
+        return; /* an earlier layer's entry shadows it (directories merge one level down) */
+    LEnt e = {g_strdup(name), type, (gint16)layer, layer_root, synth, ino, 0};
+    g_array_append_val(l->ents, e);
+    g_hash_table_insert(l->idx, e.name, GUINT_TO_POINTER(l->ents->len));
+}
+
+/* rel is `prefix` or below it: the part below, else NULL. */
+static const char *below_prefix(const char *rel, const char *prefix)
+{
+    size_t pl = strlen(prefix);
+    if (pl == 0)
+        return rel;
+    if (strncmp(rel, prefix, pl) != 0)
+        return NULL;
+    if (rel[pl] == '\0')
+        return rel + pl;
+    return rel[pl] == '/' ? rel + pl + 1 : NULL;
+}
+
+/* prefix is strictly below rel: the rest of prefix after rel, else NULL. */
+static const char *prefix_below(const char *rel, const char *prefix)
+{
+    size_t rl = strlen(rel);
+    if (rl == 0)
+        return prefix[0] ? prefix : NULL;
+    if (strncmp(prefix, rel, rl) != 0 || prefix[rl] != '/')
+        return NULL;
+    return prefix + rl + 1;
+}
+
+static Listing *listing_build(struct ckptfs *fs, JobView *jv, const VNode *vn)
+{
+    Listing *l = g_atomic_rc_box_new0(Listing);
+    l->serial = __atomic_add_fetch(&views_of(fs)->next_serial, 1, __ATOMIC_RELAXED);
+    l->version = jv->j->version;
+    l->ents = g_array_new(FALSE, FALSE, sizeof(LEnt));
+    l->stamps = g_array_new(FALSE, FALSE, sizeof(LStamp));
+    l->idx = g_hash_table_new(g_str_hash, g_str_equal);
+    l->checked_us = g_get_monotonic_time();
+    const CkCheckpointInfo *cp;
+    GPtrArray *layers = tree_layers(jv, vn, &cp);
+    if (!layers)
+        return l;
+    if (cp && vn->rel[0] == '\0' && !cp->restore->restorable) {
+        listing_add(l, "ERROR", DT_REG, -1, false, false, 0);
+        return l;
+    }
+    for (guint i = 0; i < layers->len; i++) {
+        const CkLayer *ly = layers->pdata[i];
+        const char *sub = below_prefix(vn->rel, ly->prefix);
+        if (sub) {
+            g_autofree char *path = layer_path(ly, sub);
+            int fd = backing_open(fs, ly, path, O_RDONLY | O_DIRECTORY);
+            if (fd < 0)
+                continue;
+            struct stat sb;
+            if (fstat(fd, &sb) != 0) {
+                close(fd);
+                continue;
+            }
+            LStamp ls = {(int)i, g_steal_pointer(&path), sb.st_dev, sb.st_ino, mtime_ns(&sb)};
+            g_array_append_val(l->stamps, ls);
+            DIR *d = fdopendir(fd);
+            if (!d) {
+                close(fd);
+                continue;
+            }
+            struct dirent *de;
+            while ((de = readdir(d)) != NULL) {
+                const char *nm = de->d_name;
+                if (nm[0] == '.' && (nm[1] == '\0' || (nm[1] == '.' && nm[2] == '\0')))
+                    continue;
+                unsigned char t = views_dirent_type(d, de);
+                if (t == DT_UNKNOWN)
+                    continue;
+                listing_add(l, nm, t, (int)i, false, false, de->d_ino);
+            }
+            closedir(d);
+            continue;
+        }
+        const char *rest = prefix_below(vn->rel, ly->prefix);
+        if (!rest)
+            continue;
+        const char *slash = strchr(rest, '/');
+        if (slash) {
+            g_autofree char *nm = g_strndup(rest, (gsize)(slash - rest));
+            listing_add(l, nm, DT_DIR, (int)i, false, true, 0);
+            continue;
+        }
+        /* the layer's root itself: what the backing object is */
+        int fd = backing_open(fs, ly, ly->backing, O_PATH | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        struct stat sb;
+        if (fstat(fd, &sb) == 0)
+            listing_add(l, rest, dt_of(sb.st_mode), (int)i, true, false, sb.st_ino);
+        close(fd);
+    }
+    return l;
+}
+
+/* True when every backing directory the listing read is unchanged. */
+static bool listing_current(struct ckptfs *fs, JobView *jv, const VNode *vn, Listing *l)
+{
+    const CkCheckpointInfo *cp;
+    GPtrArray *layers = tree_layers(jv, vn, &cp);
+    for (guint i = 0; i < l->stamps->len; i++) {
+        const LStamp *s = &g_array_index(l->stamps, LStamp, i);
+        if (!layers || (guint)s->layer >= layers->len)
+            return false;
+        int fd = backing_open(fs, layers->pdata[s->layer], s->path, O_PATH | O_DIRECTORY);
+        if (fd < 0)
+            return false;
+        struct stat sb;
+        bool same = fstat(fd, &sb) == 0 && sb.st_dev == s->dev && sb.st_ino == s->ino &&
+                    mtime_ns(&sb) == s->mtime_ns;
+        close(fd);
+        if (!same)
+            return false;
+    }
+    return true;
+}
+
+/* The directory's listing (a reference).  force: revalidate now. */
+static Listing *tree_listing(struct ckptfs *fs, VNode *vn, JobView *jv, bool force)
+{
+    gint64 now = g_get_monotonic_time();
+    gint64 window = (gint64)(views_of(fs)->timeout * 1e6 / 2);
+    g_mutex_lock(&vn->lock);
+    Listing *l = vn->listing && vn->listing->version == jv->j->version
+                     ? g_atomic_rc_box_acquire(vn->listing)
+                     : NULL;
+    g_mutex_unlock(&vn->lock);
+    if (l) {
+        gint64 checked = __atomic_load_n(&l->checked_us, __ATOMIC_RELAXED);
+        if (!force && now - checked < window)
+            return l;
+        if (listing_current(fs, jv, vn, l)) {
+            __atomic_store_n(&l->checked_us, now, __ATOMIC_RELAXED);
+            return l;
+        }
+        listing_unref(l);
+    }
+    Listing *fresh = listing_build(fs, jv, vn);
+    g_mutex_lock(&vn->lock);
+    Listing *old = vn->listing;
+    vn->listing = g_atomic_rc_box_acquire(fresh);
+    g_mutex_unlock(&vn->lock);
+    listing_unref(old);
+    return fresh;
+}
+
+/* The serial of the listing of tree dir vn, revalidated as tree_listing
+ * does.  Taken at the first lookup already: a directory's mtime must not
+ * move when it is first listed (tar: "file changed as we read it"). */
+static guint64 tree_serial(struct ckptfs *fs, VNode *vn)
+{
+    g_autoptr(JobView) jv = jobview_get(fs, vn->job);
+    if (!jv)
+        return 0;
+    Listing *l = tree_listing(fs, vn, jv, false);
+    guint64 serial = l->serial;
+    listing_unref(l);
+    return serial;
+}
+
+/* ---- nodes ---- */
+
+/* What a node about to be made needs; its VNode is built only when the node
+ * table has none for the key (a walk re-reading a tree allocates nothing). */
+typedef struct {
+    struct ckptfs *fs;
+    VnKind kind;
+    mode_t type;
+    ino_t vino;
+    const VNode *pv;   /* the parent tree dir (tree entries) */
+    const CkLayer *ly; /* the entry's layer, NULL for none */
+    const LEnt *ent;   /* tree entries */
+    const char *rel;   /* the entry's tree path */
+    const CkCheckpointInfo *cp;
+    VNode *vn; /* prebuilt (non-tree nodes), else built by make */
+    /* aliases */
+    const struct stat *st;
+    int fd; /* O_PATH of the object, or -1: open dirfd/name */
+    int dirfd;
+    const char *name;
+    bool used;
+} MakeCtx;
+
+static void tree_generation(const VNode *tree, const CkLayer *ly, const char *rel, VNode *out);
+
+static VNode *build_vnode(MakeCtx *m)
+{
+    if (m->vn)
+        return g_steal_pointer(&m->vn);
+    VNode *vn = vnode_new(m->kind, m->pv->job);
+    vn->ckpt = m->pv->ckpt;
+    vn->n = m->pv->n;
+    if (m->kind == VN_ERROR) {
+        vn->source = "own";
+        if (m->cp) {
+            vn->backing = g_strdup(m->cp->restore->marker);
+            vn->has_gen = m->cp->restore->has_generation;
+            vn->gen = m->cp->restore->generation;
+        }
+        return vn;
+    }
+    vn->rel = g_strdup(m->rel);
+    vn->source = m->ly->source;
+    if (m->ent->layer_root)
+        vn->backing = g_strdup(m->ly->backing);
+    else if (!m->ent->synth)
+        vn->backing = layer_path(m->ly, below_prefix(m->rel, m->ly->prefix));
+    tree_generation(m->pv, m->ly, m->rel, vn);
+    return vn;
+}
+
+static void make_virtual(Node *n, void *p)
+{
+    MakeCtx *m = p;
+    n->kind = NODE_VIRTUAL;
+    n->type = m->type;
+    n->vino = m->vino;
+    n->vdata = build_vnode(m);
+    n->vdata_free = vnode_free;
+    m->used = true;
+}
+
+static void make_alias(Node *n, void *p)
+{
+    MakeCtx *m = p;
+    n->kind = NODE_ALIAS;
+    n->type = m->st->st_mode & S_IFMT;
+    n->key.dev = m->st->st_dev;
+    n->key.ino = m->st->st_ino;
+    int fd = m->fd >= 0 ? m->fd : openat(m->dirfd, m->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || node_set_handle_from_fd(&m->fs->nodes, n, fd) != 0)
+        n->pinned_fd = -1; /* no handle: reads fail with ESTALE, the kernel looks again */
+    if (fd >= 0 && fd != m->fd)
+        close(fd);
+    n->vdata = build_vnode(m);
+    n->vdata_free = vnode_free;
+    m->used = true;
+}
+
+/* The node for vkey; a stale one (its object gone, the inode number maybe
+ * recycled at this path: unlink + create) is taken out of the table first so
+ * the kernel gets a fresh node (node_forget frees the old one when unused). */
+static Node *get_node(struct ckptfs *fs, const char *vkey, void (*make)(Node *, void *), MakeCtx *m)
+{
+    Node *n = node_get_virtual(&fs->nodes, vkey, make, m);
+    if (!m->used && n->kind == NODE_ALIAS && node_is_stale(&fs->nodes, n)) {
+        node_unlist_virtual(&fs->nodes, vkey, n);
+        node_forget(&fs->nodes, n, 1);
+        n = node_get_virtual(&fs->nodes, vkey, make, m);
+    }
+    return n;
+}
+
+/* Copies provenance into a node that may already exist (another lookup may
+ * read it: under its lock). */
+static void set_provenance(VNode *dst, const VNode *src)
+{
+    g_mutex_lock(&dst->lock);
+    dst->source = src->source;
+    if (g_strcmp0(dst->backing, src->backing) != 0) {
+        g_free(dst->backing);
+        dst->backing = g_strdup(src->backing);
+    }
+    dst->has_gen = src->has_gen;
+    dst->gen = src->gen;
+    g_mutex_unlock(&dst->lock);
+}
+
+/* Fills e (attributes, ino, timeouts) for node n, which the caller got with
+ * nlookup+1; on failure the count is given back.  The caller replies. */
+static int node_to_entry(struct ckptfs *fs, Node *n, struct fuse_entry_param *e,
+                         double attr_timeout)
+{
+    memset(e, 0, sizeof *e);
+    int err = jv_getattr(fs, n, n->vdata, &e->attr, &e->attr_timeout);
+    if (err) {
+        node_forget(&fs->nodes, n, 1);
+        return err;
+    }
+    e->ino = node_ino(&fs->nodes, n);
+    e->generation = n->generation;
+    e->entry_timeout = views_of(fs)->timeout;
+    e->attr_timeout = MIN(attr_timeout, e->attr_timeout); /* a tree dir's: half */
+    return 0;
+}
+
+/* The virtual node of vkey (made with the prebuilt vn, which is taken;
+ * an existing node gets vn's provenance), nlookup+1, into e (node_to_entry). */
+static int virtual_to_entry(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t type,
+                            struct fuse_entry_param *e, double attr_timeout)
+{
+    MakeCtx m = {.fs = fs,
+                 .kind = vn->kind,
+                 .type = type,
+                 .vino = views_vino(fs, vkey),
+                 .vn = vn,
+                 .fd = -1,
+                 .dirfd = -1};
+    Node *n = node_get_virtual(&fs->nodes, vkey, make_virtual, &m);
+    if (!m.used) {
+        set_provenance(n->vdata, vn);
+        vnode_free(vn);
+    }
+    return node_to_entry(fs, n, e, attr_timeout);
+}
+
+static char *tree_vkey(const VNode *vn, const char *rel)
+{
+    if (vn->ckpt)
+        return rel[0]
+                   ? g_strdup_printf("%s/checkpoints/%" G_GUINT64_FORMAT "/%s", vn->job,
+                                     (guint64)vn->n, rel)
+                   : g_strdup_printf("%s/checkpoints/%" G_GUINT64_FORMAT, vn->job, (guint64)vn->n);
+    return rel[0] ? g_strdup_printf("%s/state/%s", vn->job, rel)
+                  : g_strdup_printf("%s/state", vn->job);
+}
+
+static char *child_rel(const char *rel, const char *name)
+{
+    return rel[0] ? g_strconcat(rel, "/", name, NULL) : g_strdup(name);
+}
+
+/* The generation a state path shows: its layer's, or v<G> of its first component. */
+static void tree_generation(const VNode *tree, const CkLayer *ly, const char *rel, VNode *out)
+{
+    if (ly && ly->has_generation) {
+        out->has_gen = true;
+        out->gen = ly->generation;
+        return;
+    }
+    if (tree->ckpt)
+        return;
+    const char *slash = strchr(rel, '/');
+    size_t l = slash ? (size_t)(slash - rel) : strlen(rel);
+    guint64 g;
+    if (ck_parse_generation_name(rel, l, &g)) {
+        out->has_gen = true;
+        out->gen = g;
+    }
+}
+
+/* The backing directory a layer maps tree dir pv to, opened once per
+ * directory handle (layer_fds[i]: -2 not yet, -1 none). */
+static int layer_dirfd(struct ckptfs *fs, const VNode *pv, const CkLayer *ly, int *layer_fds,
+                       guint i)
+{
+    if (layer_fds[i] == -2) {
+        const char *sub = below_prefix(pv->rel, ly->prefix);
+        g_autofree char *path = sub ? layer_path(ly, sub) : NULL;
+        int fd = path ? backing_open(fs, ly, path, O_PATH | O_DIRECTORY) : -1;
+        layer_fds[i] = fd < 0 ? -1 : fd;
+    }
+    return layer_fds[i];
+}
+
+/* Entry i of listing l of tree dir pv (a snapshot of jv): its node with
+ * nlookup+1 in e.  layer_fds (optional, jv's layers->len slots): backing
+ * directory descriptors kept by a directory handle. */
+static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, guint i,
+                      int *layer_fds, struct fuse_entry_param *e)
+{
+    LEnt *lp = &g_array_index(l->ents, LEnt, i);
+    __atomic_store_n(&lp->served_us, g_get_monotonic_time(), __ATOMIC_RELAXED);
+    const LEnt *ent = lp;
+    g_autofree char *rel = child_rel(pv->rel, ent->name);
+    g_autofree char *tk = tree_vkey(pv, rel);
+    const CkCheckpointInfo *cp;
+    GPtrArray *layers = tree_layers(jv, pv, &cp);
+    MakeCtx m = {.fs = fs, .pv = pv, .ent = ent, .rel = rel, .cp = cp, .fd = -1, .dirfd = -1};
+    if (ent->layer < 0) {
+        /* checkpoints/<N>/ERROR */
+        m.kind = VN_ERROR;
+        m.type = S_IFREG;
+        m.vino = views_vino(fs, tk);
+        return node_to_entry(fs, node_get_virtual(&fs->nodes, tk, make_virtual, &m), e, 0.0);
+    }
+    if (!layers || (guint)ent->layer >= layers->len)
+        return -ENOENT;
+    m.ly = layers->pdata[ent->layer];
+    double t = views_of(fs)->timeout;
+    if (ent->type == DT_DIR) {
+        m.kind = VN_TREE;
+        m.type = S_IFDIR;
+        m.vino = views_vino(fs, tk);
+        Node *n = node_get_virtual(&fs->nodes, tk, make_virtual, &m);
+        if (!m.used) {
+            /* which layer has it may change with the snapshot (few: directories) */
+            VNode *now = build_vnode(&m);
+            set_provenance(n->vdata, now);
+            vnode_free(now);
+        }
+        return node_to_entry(fs, n, e, t);
+    }
+
+    struct stat st;
+    int fd = -1;
+    int dirfd = layer_fds && !ent->layer_root && !ent->synth
+                    ? layer_dirfd(fs, pv, m.ly, layer_fds, (guint)ent->layer)
+                    : -1;
+    if (dirfd >= 0) {
+        if (fstatat(dirfd, ent->name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            return -ENOENT;
+    } else {
+        g_autofree char *bpath = ent->layer_root
+                                     ? g_strdup(m.ly->backing)
+                                     : layer_path(m.ly, below_prefix(rel, m.ly->prefix));
+        fd = backing_open(fs, m.ly, bpath, O_PATH | O_NOFOLLOW);
+        if (fd < 0)
+            return fd == -ELOOP || fd == -ENOTDIR ? -ENOENT : fd;
+        if (fstat(fd, &st) != 0) {
+            int err = -errno;
+            close(fd);
+            return err;
+        }
+    }
+    if (S_ISDIR(st.st_mode)) {
+        /* replaced by a directory since the listing: the next listing says so */
+        if (fd >= 0)
+            close(fd);
+        return -ENOENT;
+    }
+    g_autofree char *vkey =
+        g_strdup_printf("#%ju:%ju#%s", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino, tk);
+    m.kind = VN_ALIAS;
+    m.st = &st;
+    m.fd = fd;
+    m.dirfd = dirfd;
+    m.name = ent->name;
+    Node *n = get_node(fs, vkey, make_alias, &m);
+    if (fd >= 0)
+        close(fd);
+    memset(e, 0, sizeof *e);
+    e->attr = st;
+    e->ino = node_ino(&fs->nodes, n);
+    e->generation = n->generation;
+    e->entry_timeout = t;
+    e->attr_timeout = t;
+    return 0;
+}
+
+static int tree_lookup(struct ckptfs *fs, VNode *pv, const char *name, struct fuse_entry_param *e)
+{
+    g_autoptr(JobView) jv = jobview_get(fs, pv->job);
+    if (!jv)
+        return -ENOENT;
+    Listing *l = tree_listing(fs, pv, jv, false);
+    guint idx = GPOINTER_TO_UINT(g_hash_table_lookup(l->idx, name));
+    if (!idx) {
+        /* not there a moment ago: look again before saying so */
+        listing_unref(l);
+        l = tree_listing(fs, pv, jv, true);
+        idx = GPOINTER_TO_UINT(g_hash_table_lookup(l->idx, name));
+        if (!idx) {
+            listing_unref(l);
+            return -ENOENT;
+        }
+    }
+    int err = tree_entry(fs, pv, jv, l, idx - 1, NULL, e);
+    listing_unref(l);
+    return err;
+}
+
+int jv_readdir_entry(struct ckptfs *fs, ViewsDir *d, guint i, struct fuse_entry_param *e)
+{
+    return tree_entry(fs, d->vn, d->jv, d->listing, i, d->layer_fds, e);
+}
+
+/* Entries that exist exactly as long as their job (<J>, and its state,
+ * checkpoints and restore): the notifier drops them when the job goes, so
+ * the kernel may keep them long; their attributes never change (directories)
+ * or are not cached (restore). */
+static int stable(struct ckptfs *fs, int err, struct fuse_entry_param *e)
+{
+    if (err == 0 && e->ino) {
+        double st = views_of(fs)->stable_timeout;
+        e->entry_timeout = st;
+        if (e->attr_timeout > 0)
+            e->attr_timeout = st;
+    }
+    return err;
+}
+
+static char *latest_target(const CkJobInfo *j)
+{
+    return g_strdup_printf("checkpoints/%" G_GUINT64_FORMAT, (guint64)j->latest);
+}
+
+int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
+              struct fuse_entry_param *e)
+{
+    (void)parent;
+    double t = views_of(fs)->timeout;
+    switch (pv->kind) {
+    case VN_ROOT: {
+        if (!ck_is_job_id(name, strlen(name)) || !views_has_job(fs, name))
+            return -ENOENT;
+        const char *job = ck_intern(name);
+        VNode *vn = vnode_new(VN_JOB, job);
+        vn->source = "own";
+        vn->backing = ck_job_markers_dir(job);
+        return stable(fs, virtual_to_entry(fs, job, vn, S_IFDIR, e, t), e);
+    }
+    case VN_JOB: {
+        g_autoptr(JobView) jv = jobview_get(fs, pv->job);
+        if (!jv)
+            return -ENOENT;
+        const CkJobInfo *j = jv->j;
+        g_autofree char *vkey = g_strconcat(pv->job, "/", name, NULL);
+        if (strcmp(name, "state") == 0) {
+            VNode *vn = vnode_new(VN_TREE, pv->job);
+            vn->rel = g_strdup("");
+            if (j->has_own_root) {
+                vn->source = "own";
+                vn->backing = ck_job_state_dir(pv->job);
+            }
+            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
+        }
+        if (strcmp(name, "checkpoints") == 0) {
+            VNode *vn = vnode_new(VN_CKPTS, pv->job);
+            if (j->has_markers_dir) {
+                vn->source = "own";
+                vn->backing = ck_job_markers_dir(pv->job);
+            }
+            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
+        }
+        if (strcmp(name, "restore") == 0) {
+            VNode *vn = vnode_new(VN_RESTORE, pv->job);
+            if (j->has_markers_dir) {
+                vn->source = "own";
+                vn->backing = ck_job_markers_dir(pv->job);
+            }
+            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFREG, e, 0.0), e);
+        }
+        if (strcmp(name, "latest") == 0 && j->has_latest) {
+            VNode *vn = vnode_new(VN_LATEST, pv->job);
+            return virtual_to_entry(fs, vkey, vn, S_IFLNK, e, 0.0);
+        }
+        return -ENOENT;
+    }
+    case VN_CKPTS: {
+        guint64 n;
+        if (!ck_parse_u64(name, strlen(name), &n))
+            return -ENOENT;
+        g_autoptr(JobView) jv = jobview_get(fs, pv->job);
+        if (!jv)
+            return -ENOENT;
+        int i = checkpoint_index(jv->j, n);
+        if (i < 0)
+            return -ENOENT;
+        const CkRestore *r = ((CkCheckpointInfo *)jv->j->checkpoints->pdata[i])->restore;
+        VNode *vn = vnode_new(VN_TREE, pv->job);
+        vn->ckpt = true;
+        vn->n = n;
+        vn->rel = g_strdup("");
+        vn->source = "own";
+        vn->backing = ck_checkpoint_dir(pv->job, n);
+        vn->has_gen = r->has_generation;
+        vn->gen = r->generation;
+        g_autofree char *vkey =
+            g_strdup_printf("%s/checkpoints/%" G_GUINT64_FORMAT, pv->job, (guint64)n);
+        return virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t);
+    }
+    case VN_TREE:
+        return tree_lookup(fs, pv, name, e);
+    default:
+        return -ENOTDIR;
+    }
+}
+
+/* The text of checkpoints/<N>/ERROR (g_free), NULL when there is none. */
+static char *error_text(JobView *jv, guint64 n)
+{
+    int i = checkpoint_index(jv->j, n);
+    if (i < 0)
+        return NULL;
+    const CkRestore *r = ((CkCheckpointInfo *)jv->j->checkpoints->pdata[i])->restore;
+    if (r->restorable)
+        return NULL;
+    return g_strconcat(r->error ? r->error : "not restorable", "\n", NULL);
+}
+
+int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *timeout)
+{
+    double t = views_of(fs)->timeout;
+    switch (vn->kind) {
+    case VN_JOB:
+    case VN_CKPTS:
+        views_dir_attr(fs, n->vino, st);
+        *timeout = views_of(fs)->stable_timeout; /* never change */
+        return 0;
+    case VN_TREE: {
+        /* the kernel keeps a directory's listing while its mtime stays (no
+         * OPENDIR to ask): the mtime moves with the listing's serial, checked
+         * as a READDIR would, and is kept half the timeout, so a change
+         * behind the mount shows within it */
+        views_dir_attr(fs, n->vino, st);
+        guint64 serial = tree_serial(fs, vn);
+        st->st_mtim.tv_sec += (time_t)(serial / G_GUINT64_CONSTANT(1000000000));
+        st->st_mtim.tv_nsec += (long)(serial % G_GUINT64_CONSTANT(1000000000));
+        if (st->st_mtim.tv_nsec >= 1000000000L) {
+            st->st_mtim.tv_sec++;
+            st->st_mtim.tv_nsec -= 1000000000L;
+        }
+        st->st_ctim = st->st_mtim;
+        *timeout = t / 2;
+        return 0;
+    }
+    case VN_ALIAS: {
+        int err = node_fstat(&fs->nodes, n, st);
+        if (!err && st->st_nlink == 0)
+            err = node_mark_stale(&fs->nodes, n, -ESTALE); /* deleted (still open somewhere) */
+        *timeout = t;
+        return err;
+    }
+    default:
+        break;
+    }
+    views_dir_attr(fs, n->vino, st);
+    *timeout = 0.0;
+    g_autoptr(JobView) jv = jobview_get(fs, vn->job);
+    switch (vn->kind) {
+    case VN_RESTORE:
+        st->st_mode = S_IFREG | 0444;
+        st->st_size = jv ? (off_t)jv->restore_len : 0;
+        break;
+    case VN_ERROR: {
+        st->st_mode = S_IFREG | 0444;
+        g_autofree char *txt = jv ? error_text(jv, vn->n) : NULL;
+        st->st_size = txt ? (off_t)strlen(txt) : 0;
+        break;
+    }
+    case VN_LATEST: {
+        st->st_mode = S_IFLNK | 0777;
+        g_autofree char *tg = jv && jv->j->has_latest ? latest_target(jv->j) : NULL;
+        st->st_size = tg ? (off_t)strlen(tg) : 0;
+        break;
+    }
+    default:
+        return -EIO;
+    }
+    st->st_blocks = (st->st_size + 511) / 512;
+    return 0;
+}
+
+int jv_readlink(struct ckptfs *fs, Node *n, VNode *vn, char **target)
+{
+    (void)n;
+    g_autoptr(JobView) jv = jobview_get(fs, vn->job);
+    if (!jv || !jv->j->has_latest)
+        return -ENOENT;
+    *target = latest_target(jv->j);
+    return 0;
+}
+
+/* <J> and <J>/checkpoints list what the job snapshot says: the kernel may
+ * keep the listing while the snapshot is the one it listed. */
+static void cache_by_version(VNode *vn, const CkJobInfo *j, ViewsDir *d)
+{
+    d->cacheable = true;
+    g_mutex_lock(&vn->lock);
+    d->keep_cache = vn->opened_serial == j->version + 1;
+    vn->opened_serial = j->version + 1;
+    g_mutex_unlock(&vn->lock);
+}
+
+int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
+{
+    (void)n;
+    g_autoptr(JobView) jv = jobview_get(fs, vn->job);
+    if (!jv)
+        return -ENOENT;
+    const CkJobInfo *j = jv->j;
+    switch (vn->kind) {
+    case VN_JOB: {
+        const char *names[] = {"state", "checkpoints", "restore", "latest"};
+        const unsigned char types[] = {DT_DIR, DT_DIR, DT_REG, DT_LNK};
+        for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+            if (i == 3 && !j->has_latest)
+                continue;
+            g_autofree char *vkey = g_strconcat(vn->job, "/", names[i], NULL);
+            vent_add(d, names[i], views_vino(fs, vkey), types[i]);
+        }
+        cache_by_version(vn, j, d);
+        return 0;
+    }
+    case VN_CKPTS:
+        for (guint i = 0; i < j->checkpoints->len; i++) {
+            guint64 cn = ((CkCheckpointInfo *)j->checkpoints->pdata[i])->n;
+            char name[32];
+            g_snprintf(name, sizeof name, "%" G_GUINT64_FORMAT, (guint64)cn);
+            g_autofree char *vkey = g_strconcat(vn->job, "/checkpoints/", name, NULL);
+            vent_add(d, name, views_vino(fs, vkey), DT_DIR);
+        }
+        cache_by_version(vn, j, d);
+        return 0;
+    case VN_TREE: {
+        /* revalidated at most every half timeout: a change behind the mount
+         * shows within rescan= seconds, a re-read of a tree costs nothing */
+        Listing *l = tree_listing(fs, vn, jv, false);
+        for (guint i = 0; i < l->ents->len; i++) {
+            const LEnt *le = &g_array_index(l->ents, LEnt, i);
+            ino_t ino = le->ino;
+            if (le->type == DT_DIR || le->layer < 0) {
+                g_autofree char *rel = child_rel(vn->rel, le->name);
+                g_autofree char *vkey = tree_vkey(vn, rel);
+                ino = views_vino(fs, vkey);
+            }
+            /* the names stay the listing's: no copy per entry per opendir */
+            VEnt e = {le->name, ino, le->type, true, (gint64 *)&le->served_us, (int)i};
+            g_array_append_val(d->ents, e);
+        }
+        /* kept with the handle: a readdirplus looks its entries up in them */
+        d->listing = l;
+        d->jv = g_atomic_rc_box_acquire(jv);
+        d->vn = vn;
+        const CkCheckpointInfo *cp;
+        GPtrArray *layers = tree_layers(jv, vn, &cp);
+        d->n_layer_fds = layers ? layers->len : 0;
+        d->layer_fds = g_new(int, d->n_layer_fds + 1);
+        for (guint i = 0; i < d->n_layer_fds; i++)
+            d->layer_fds[i] = -2;
+        /* the kernel may keep the listing while it is the same one: a
+         * rebuilt listing (another snapshot, a backing dir changed) drops it */
+        d->cacheable = true;
+        g_mutex_lock(&vn->lock);
+        d->keep_cache = vn->opened_serial == l->serial;
+        vn->opened_serial = l->serial;
+        g_mutex_unlock(&vn->lock);
+        return 0;
+    }
+    default:
+        return -ENOTDIR;
+    }
+}
+
+int jv_open(struct ckptfs *fs, Node *n, VNode *vn, ViewsOpen *out)
+{
+    switch (vn->kind) {
+    case VN_RESTORE:
+    case VN_ERROR: {
+        g_autoptr(JobView) jv = jobview_get(fs, vn->job);
+        if (!jv)
+            return -ENOENT;
+        if (vn->kind == VN_RESTORE) {
+            out->content = g_bytes_new(jv->restore, jv->restore_len);
+        } else {
+            char *txt = error_text(jv, vn->n);
+            if (!txt)
+                return -ENOENT;
+            out->content = g_bytes_new_take(txt, strlen(txt));
+        }
+        out->fd = -1;
+        out->direct_io = true;
+        out->keep_cache = false;
+        return 0;
+    }
+    case VN_ALIAS: {
+        if (n->type != S_IFREG)
+            return -EACCES;
+        /* a file deleted behind the view (a handle of it still open
+         * somewhere) gives ESTALE: the view shows what is at the path now */
+        struct stat st;
+        int fd = node_open_live(&fs->nodes, n, O_RDONLY | O_NOFOLLOW, &st);
+        if (fd < 0)
+            return fd;
+        out->fd = fd;
+        out->content = NULL;
+        out->direct_io = false;
+        out->keep_cache = node_unchanged_since_open(&fs->nodes, n, &st);
+        return 0;
+    }
+    default:
+        return -EINVAL;
+    }
+}

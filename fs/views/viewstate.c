@@ -1,0 +1,287 @@
+/* The views' shared state (viewstate.h): the catalog and the early job
+ * names, the job snapshots, virtual inode numbers and directory attributes. */
+#include "viewstate.h"
+#include "intern.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "classify.h"
+#include "layout.h"
+#include "markers.h"
+#include "resolve.h"
+
+/* ---- inode numbers and attributes ---- */
+
+ino_t views_vino(struct ckptfs *fs, const char *vkey)
+{
+    /* A function of the key alone (64-bit FNV-1a): a path keeps its number
+     * after the kernel forgot its node and across daemon restarts, with no
+     * table that grows with every path ever listed.  Two keys share a number
+     * with odds of about n^2 / 2^63 (1e-7 at a million paths). */
+    (void)fs;
+    guint64 h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)vkey; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return (ino_t)(VINO_FIRST | (h >> 2));
+}
+
+void views_dir_attr(struct ckptfs *fs, ino_t ino, struct stat *st)
+{
+    Views *v = views_of(fs);
+    memset(st, 0, sizeof *st);
+    st->st_uid = v->uid;
+    st->st_gid = v->gid;
+    st->st_atim = st->st_mtim = st->st_ctim = v->mounted;
+    st->st_blksize = 4096;
+    st->st_ino = ino;
+    st->st_mode = S_IFDIR | 0555;
+    /* 1 as btrfs does: "subdirectories unknown", so no walker takes a leaf shortcut */
+    st->st_nlink = 1;
+}
+
+unsigned char views_dirent_type(DIR *d, const struct dirent *de)
+{
+    if (de->d_type != DT_UNKNOWN)
+        return de->d_type;
+    struct stat sb;
+    if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return DT_UNKNOWN;
+    return (unsigned char)IFTODT(sb.st_mode & S_IFMT);
+}
+
+/* ---- job names before the catalog is loaded ---- */
+
+static gint cmp_str(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The job directories under _jobs and _state (what the catalog lists). */
+static GPtrArray *scan_job_names(struct ckptfs *fs)
+{
+    g_autoptr(GHashTable) set = g_hash_table_new(g_direct_hash, g_direct_equal);
+    ck_list_job_dirs(fs->root_fd, CK_JOBS_DIR, set, NULL);
+    ck_list_job_dirs(fs->root_fd, CK_STATE_DIR, set, NULL);
+    GPtrArray *out = g_ptr_array_sized_new(g_hash_table_size(set));
+    GHashTableIter it;
+    gpointer k;
+    g_hash_table_iter_init(&it, set);
+    while (g_hash_table_iter_next(&it, &k, NULL))
+        g_ptr_array_add(out, k);
+    g_ptr_array_sort(out, cmp_str);
+    return out;
+}
+
+/* ---- the catalog ---- */
+
+CkCatalog *views_catalog(struct ckptfs *fs)
+{
+    Views *v = views_of(fs);
+    g_mutex_lock(&v->lock);
+    while (!v->load_done)
+        g_cond_wait(&v->loaded_cond, &v->lock);
+    CkCatalog *c = v->cat;
+    g_mutex_unlock(&v->lock);
+    return c;
+}
+
+CkCatalog *views_catalog_if_loaded(struct ckptfs *fs)
+{
+    Views *v = views_of(fs);
+    g_mutex_lock(&v->lock);
+    CkCatalog *c = v->load_done ? v->cat : NULL;
+    g_mutex_unlock(&v->lock);
+    return c;
+}
+
+GPtrArray *views_job_names(struct ckptfs *fs)
+{
+    Views *v = views_of(fs);
+    CkCatalog *c = views_catalog_if_loaded(fs);
+    if (c)
+        return ck_catalog_job_names(c);
+    g_mutex_lock(&v->lock);
+    GPtrArray *out =
+        v->early_names && !v->load_done ? g_ptr_array_ref(v->early_names) : g_ptr_array_new();
+    g_mutex_unlock(&v->lock);
+    return out;
+}
+
+bool views_has_job(struct ckptfs *fs, const char *job)
+{
+    Views *v = views_of(fs);
+    CkCatalog *c = views_catalog_if_loaded(fs);
+    if (c) {
+        g_autoptr(CkJobInfo) j = ck_catalog_get_job(c, job);
+        return j != NULL;
+    }
+    bool found = false;
+    g_mutex_lock(&v->lock);
+    if (!v->load_done && v->early_names) {
+        const char *ij = ck_intern(job);
+        found = g_ptr_array_find(v->early_names, ij, NULL);
+    }
+    g_mutex_unlock(&v->lock);
+    return found;
+}
+
+/* ---- job views ---- */
+
+#define JOBVIEWS_MAX 2048
+
+static void layers_unref(gpointer p)
+{
+    if (p)
+        g_ptr_array_unref(p);
+}
+
+static void jobview_clear(gpointer p)
+{
+    JobView *jv = p;
+    ck_job_info_unref(jv->j);
+    g_ptr_array_unref(jv->state_layers);
+    g_ptr_array_unref(jv->ckpt_layers);
+    g_free(jv->restore);
+}
+
+void jobview_unref(JobView *jv)
+{
+    if (jv)
+        g_atomic_rc_box_release_full(jv, jobview_clear);
+}
+
+static JobView *jobview_build(CkJobInfo *j)
+{
+    JobView *jv = g_atomic_rc_box_new0(JobView);
+    jv->j = j;
+    jv->state_layers = ck_job_state_layers(j);
+    jv->ckpt_layers = g_ptr_array_new_full(j->checkpoints->len, layers_unref);
+    for (guint i = 0; i < j->checkpoints->len; i++)
+        g_ptr_array_add(jv->ckpt_layers, ck_job_checkpoint_layers(j, j->checkpoints->pdata[i]));
+    jv->restore = ck_job_restore_text(j);
+    jv->restore_len = strlen(jv->restore);
+    return jv;
+}
+
+JobView *jobview_get(struct ckptfs *fs, const char *job)
+{
+    Views *v = views_of(fs);
+    CkCatalog *c = views_catalog(fs);
+    if (!c)
+        return NULL;
+    CkJobInfo *j = ck_catalog_get_job(c, job);
+    if (!j)
+        return NULL;
+    g_mutex_lock(&v->lock);
+    JobView *jv = g_hash_table_lookup(v->jobviews, j->job);
+    if (jv && jv->j->version == j->version) {
+        g_atomic_rc_box_acquire(jv);
+        g_mutex_unlock(&v->lock);
+        ck_job_info_unref(j);
+        return jv;
+    }
+    g_mutex_unlock(&v->lock);
+    JobView *fresh = jobview_build(j); /* takes j */
+    g_mutex_lock(&v->lock);
+    jv = g_hash_table_lookup(v->jobviews, fresh->j->job);
+    if (!jv || jv->j->version < fresh->j->version) {
+        /* a walk over every job must not keep every job's view: bounded */
+        if (!jv && g_hash_table_size(v->jobviews) >= JOBVIEWS_MAX)
+            g_hash_table_remove_all(v->jobviews);
+        g_hash_table_replace(v->jobviews, (gpointer)fresh->j->job, fresh);
+        jv = fresh;
+    } else {
+        jobview_unref(fresh);
+    }
+    g_atomic_rc_box_acquire(jv);
+    g_mutex_unlock(&v->lock);
+    return jv;
+}
+
+void jobviews_forget(struct ckptfs *fs, const char *job)
+{
+    Views *v = views_of(fs);
+    g_mutex_lock(&v->lock);
+    g_hash_table_remove(v->jobviews, job);
+    g_mutex_unlock(&v->lock);
+}
+
+/* ---- set-up ---- */
+
+Views *viewstate_new(struct ckptfs *fs)
+{
+    Views *v = g_new0(Views, 1);
+    struct stat st;
+    if (fstat(fs->root_fd, &st) == 0) {
+        v->uid = st.st_uid;
+        v->gid = st.st_gid;
+    }
+    clock_gettime(CLOCK_REALTIME, &v->mounted);
+    /* the kernel may keep view entries as long as a change behind the
+     * mount may take to show anyway (rescan=); catalog changes are
+     * invalidated explicitly, negative entries are never kept */
+    v->timeout = fs->opt.live.rescan_s > 0 ? fs->opt.live.rescan_s : 1.0;
+    v->rescan_us = (gint64)(fs->opt.live.rescan_s * 1e6);
+    v->stable_timeout = MAX(v->timeout, 60.0);
+    g_mutex_init(&v->lock);
+    g_cond_init(&v->loaded_cond);
+    v->jobviews =
+        g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)jobview_unref);
+    v->wake_fd = -1;
+
+    /* what the catalog resolves with: the mount's own options */
+    v->ext_prefixes = g_ptr_array_new_with_free_func(g_free);
+    v->ext_fds = g_array_new(FALSE, FALSE, sizeof(int));
+    if (fs->opt.external_root) {
+        char *p = ck_path_normalize_abs(fs->opt.external_root);
+        int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            g_warning("ckptfs: external_root=%s: %s (nothing under it is browsable)", p,
+                      g_strerror(errno));
+        g_ptr_array_add(v->ext_prefixes, p);
+        g_array_append_val(v->ext_fds, fd);
+    }
+    v->copts.resolve.legacy_backend = fs->opt.legacy_backend;
+    v->copts.resolve.legacy_backends = fs->opt.job_legacy_backends;
+    v->copts.resolve.external_roots = v->ext_prefixes->len ? v->ext_prefixes : NULL;
+    v->copts.views_name = fs->opt.views_name;
+
+    v->early_names = scan_job_names(fs);
+    return v;
+}
+
+void viewstate_end_load(Views *v)
+{
+    g_mutex_lock(&v->lock);
+    v->load_done = true;
+    g_cond_broadcast(&v->loaded_cond);
+    g_mutex_unlock(&v->lock);
+}
+
+void viewstate_free(Views *v)
+{
+    if (!v)
+        return;
+    if (v->cat)
+        ck_catalog_free(v->cat);
+    g_hash_table_unref(v->jobviews);
+    if (v->early_names)
+        g_ptr_array_unref(v->early_names);
+    if (v->root_names)
+        g_ptr_array_unref(v->root_names);
+    if (v->root_inos)
+        g_array_unref(v->root_inos);
+    if (v->pending)
+        g_hash_table_unref(v->pending);
+    for (guint i = 0; i < v->ext_fds->len; i++)
+        if (g_array_index(v->ext_fds, int, i) >= 0)
+            close(g_array_index(v->ext_fds, int, i));
+    g_array_unref(v->ext_fds);
+    g_ptr_array_unref(v->ext_prefixes);
+    g_mutex_clear(&v->lock);
+    g_cond_clear(&v->loaded_cond);
+    g_free(v);
+}

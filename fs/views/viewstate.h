@@ -1,0 +1,121 @@
+/* The views' shared state: what views.c (the views dir and the dispatch),
+ * jobviews.c (the per-job trees) and catalog_watch.c (the catalog's
+ * upkeep) all read, behind fs->views.
+ *
+ * This file calls none of the three; views.c calls jobviews.c and
+ * catalog_watch.c, and those two call only this file, so no two of the
+ * views' files call each other both ways.
+ *
+ * Here: the catalog (published once loaded) and the job names served
+ * before it is, the job snapshots the views derive (JobView, a bounded
+ * cache), the inode numbers of virtual nodes and the attributes of views
+ * directories.
+ *
+ * Locks (leaves in ckptfs.h's order; none is held across a reply, a
+ * catalog rebuild or a kernel notification): Views.lock guards the fields
+ * marked (lock) below, inval_lock the invalidation counters. */
+#pragma once
+#include <dirent.h>
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "catalog.h"
+#include "ckptfs.h"
+
+/* One job snapshot with what the views derive from it (an atomic rc box). */
+typedef struct {
+    CkJobInfo *j;
+    GPtrArray *state_layers; /* CkLayer* */
+    GPtrArray *ckpt_layers;  /* GPtrArray* of CkLayer*, parallel to j->checkpoints */
+    char *restore;           /* ck_job_restore_text */
+    gsize restore_len;
+} JobView;
+
+typedef struct {
+    /* immutable once views_init returned */
+    uid_t uid;
+    gid_t gid;
+    struct timespec mounted;
+    double timeout;          /* entry/attr timeout of views entries */
+    double stable_timeout;   /* of those invalidated explicitly, and of constant attributes */
+    CkCatalogOptions copts;  /* what the catalog was opened with */
+    GPtrArray *ext_prefixes; /* normalised external_root prefixes */
+    GArray *ext_fds;         /* O_PATH descriptors of them (-1: unusable) */
+
+    GMutex lock;
+    GCond loaded_cond;      /* load_done became true */
+    CkCatalog *cat;         /* (lock) NULL until the loader published it; then fixed */
+    bool load_done;         /* (lock) the loader finished (cat may still be NULL: failed) */
+    GPtrArray *early_names; /* sorted interned job ids, served until cat is loaded */
+    GHashTable *pending;    /* (lock) jobs written through the mount while loading (set) */
+    GHashTable *jobviews;   /* (lock) interned job -> JobView* (rc box) */
+
+    guint64 next_serial; /* atomic: Listing serials (jobviews.c) */
+
+    /* the views dir's listing once the catalog is loaded (views.c; lock) */
+    GPtrArray *root_names; /* sorted interned job ids */
+    GArray *root_inos;     /* ino_t, parallel */
+    guint64 root_version;  /* ck_catalog_names_version they are of */
+    guint64 root_given;    /* root_version + 1 of the listing the kernel got last, 0: none */
+
+    /* catalog_watch.c's: its threads and their wake-ups */
+    GThread *watcher, *notifier;
+    void *loadctl;      /* (lock) catalog_watch.c's LoadCtl */
+    GAsyncQueue *inval; /* InvalItem* for the notifier */
+    /* how many items were queued and how many the notifier has sent
+     * (inval_lock), for a write that waits for its own (catalog_watch.c) */
+    GMutex inval_lock;
+    GCond inval_cond;
+    guint64 inval_queued, inval_sent;
+    int wake_fd;      /* eventfd: wakes the watcher (stop, a new rescan period) */
+    gint64 rescan_us; /* atomic: rescan= (changed live through .control) */
+    gint stopping;    /* atomic */
+    gint threads_stopped;
+} Views;
+
+static inline Views *views_of(struct ckptfs *fs)
+{
+    return (Views *)fs->views;
+}
+
+/* The state of a mount's views: reads the job names (the views dir lists
+ * them at once, before the catalog is loaded). */
+Views *viewstate_new(struct ckptfs *fs);
+/* Frees it (catalog_watch_stop first: its threads read it). */
+void viewstate_free(Views *v);
+/* No catalog is coming (any more): requests waiting for it stop waiting. */
+void viewstate_end_load(Views *v);
+
+/* de's DT_* type, from fstatat in d when the file system leaves it
+ * DT_UNKNOWN; DT_UNKNOWN when that fails too (the entry went away). */
+unsigned char views_dirent_type(DIR *d, const struct dirent *de);
+/* Inode numbers of virtual nodes: the top bit set (never a backing
+ * number); four fixed ones for the views dir and its files, and a 62-bit
+ * hash of the vkey for every other (views_vino). */
+#define VINO_DIR        ((ino_t)((1ull << 63) | 1))
+#define VINO_COLLISIONS ((ino_t)((1ull << 63) | 2))
+#define VINO_METRICS    ((ino_t)((1ull << 63) | 3))
+#define VINO_CONTROL    ((ino_t)((1ull << 63) | 4))
+#define VINO_FIRST      ((1ull << 63) | (1ull << 62))
+
+/* The inode number of the virtual node of vkey (a hash: stable across
+ * forgets and daemons). */
+ino_t views_vino(struct ckptfs *fs, const char *vkey);
+void views_dir_attr(struct ckptfs *fs, ino_t ino, struct stat *st);
+
+/* The catalog, waiting for the loader when it is still running (NULL: it failed). */
+CkCatalog *views_catalog(struct ckptfs *fs);
+/* The catalog when it is loaded, else NULL (never waits). */
+CkCatalog *views_catalog_if_loaded(struct ckptfs *fs);
+/* Job ids for the views dir listing: the catalog's, or the early names. */
+GPtrArray *views_job_names(struct ckptfs *fs);
+bool views_has_job(struct ckptfs *fs, const char *job);
+
+/* The snapshot of job's views (a reference; NULL: no such job). */
+JobView *jobview_get(struct ckptfs *fs, const char *job);
+void jobview_unref(JobView *jv);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(JobView, jobview_unref)
+/* Drops the cached snapshot of a job that is gone. */
+void jobviews_forget(struct ckptfs *fs, const char *job);
