@@ -261,7 +261,8 @@ bool kio_uring_reply(uint64_t unique, const struct iovec *iov, int count, ssize_
     }
     for (int i = 1; i < count; i++) {
         size_t n = MIN(iov[i].iov_len, r->payload_max - body);
-        memcpy(e->buf + KU_LEAD + body, iov[i].iov_base, n);
+        if (n) /* libfuse passes empty pieces with a NULL base */
+            memcpy(e->buf + KU_LEAD + body, iov[i].iov_base, n);
         body += n;
         total += iov[i].iov_len;
     }
