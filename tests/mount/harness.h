@@ -13,6 +13,15 @@
 
 #include <glib.h>
 
+/* `call` fails with -1 and errno `e` (cmocka's assertions; errno is
+ * cleared first so a stale value cannot pass). */
+#define assert_errno(call, e)                                                                      \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        assert_int_equal((call), -1);                                                              \
+        assert_int_equal(errno, (e));                                                              \
+    } while (0)
+
 typedef struct {
     char *base;              /* temp dir holding everything */
     char *backing;           /* base/backing */

@@ -347,11 +347,12 @@ typedef struct {
 
 static void disagree(const Where *w, const char *field, const char *resolve, const char *view)
 {
+    const char *job = w->job ? w->job : "(no job yet)";
     fail_msg("directory %u (%s), job %s, checkpoint %s: %s disagrees\n"
              "  ckptctl resolve: %s\n  view:            %s\n"
              "--- ckptctl resolve --json ---\n%s--- _views/%s/restore block ---\n%s---",
-             w->dir, w->path, w->job, w->n ? w->n : "latest", field, resolve ? resolve : "(none)",
-             view ? view : "(none)", w->json ? w->json : "", w->job, w->block ? w->block : "");
+             w->dir, w->path, job, w->n ? w->n : "latest", field, resolve ? resolve : "(none)",
+             view ? view : "(none)", w->json ? w->json : "", job, w->block ? w->block : "");
 }
 
 static void same(const Where *w, const char *field, const char *resolve, const char *view)

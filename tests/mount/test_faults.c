@@ -22,13 +22,6 @@
 
 #include "harness.h"
 
-#define assert_errno(call, e)                                                                      \
-    do {                                                                                           \
-        errno = 0;                                                                                 \
-        assert_int_equal((call), -1);                                                              \
-        assert_int_equal(errno, (e));                                                              \
-    } while (0)
-
 /* The bytes of commit i: 12 KiB that differ per commit and per offset. */
 static char *commit_bytes(unsigned i, size_t *len)
 {

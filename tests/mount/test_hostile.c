@@ -29,13 +29,6 @@
 #define CANARY_FILE    "CANARY-SECRET"
 #define CANARY_CONTENT "canary-secret-content\n"
 
-#define assert_errno(call, e)                                                                      \
-    do {                                                                                           \
-        errno = 0;                                                                                 \
-        assert_int_equal((call), -1);                                                              \
-        assert_int_equal(errno, (e));                                                              \
-    } while (0)
-
 static char *M(Mount *m, const char *rel)
 {
     return g_build_filename(m->mnt, rel, NULL);

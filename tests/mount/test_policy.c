@@ -83,13 +83,6 @@ static int teardown(void **state)
     return rc;
 }
 
-#define assert_errno(call, e)                                                                      \
-    do {                                                                                           \
-        errno = 0;                                                                                 \
-        assert_int_equal((call), -1);                                                              \
-        assert_int_equal(errno, (e));                                                              \
-    } while (0)
-
 static void test_foreign_writes_refused(void **state)
 {
     Mount *m = *state;

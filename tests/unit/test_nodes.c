@@ -231,5 +231,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lookups_race_forgets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_descriptor_cache_is_bounded, setup, teardown),
     };
-    return cmocka_run_group_tests_name("mount/nodes", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("unit/nodes", tests, NULL, NULL);
 }
