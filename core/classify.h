@@ -1,4 +1,4 @@
-/* Names of a clink checkpoint directory (SPEC §1).
+/* Names of a clink checkpoint directory: job ids, v<G>, chk-<N>, subtasks.
  *
  * Every parser here takes (bytes, length), never reads past them, and accepts
  * only canonical decimal: no sign, no leading zero except "0" itself.  N and G

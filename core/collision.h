@@ -1,4 +1,4 @@
-/* Collision records (SPEC §4 "The collision log"): one JSON object per line,
+/* Collision records (as ckptfs(8) shows them): one JSON object per line,
  *   {"time","kind","verdict","op","path","path2","caller_job","owner_job",
  *    "pid","uid","comm"[,"tag"]}
  * and the bounded in-memory log behind _views/.collisions (newest N records),

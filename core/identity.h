@@ -1,4 +1,4 @@
-/* Caller identity (SPEC §4 job=ID, identity=env:VAR).
+/* Caller identity: the job a request comes from (job=ID or identity=env:VAR).
  *
  * The kernel reports the calling *thread*; the answer is per process (thread
  * group).  For identity=env:VAR the job is the value of VAR in

@@ -115,7 +115,7 @@ static bool has_u32(const GArray *a, guint32 v)
 }
 
 /* "0,1,2": every element a canonical u32; "" is the empty list.  A subtask
- * listed twice is kept once, at its first place (SPEC §1: read once). */
+ * listed twice is kept once, at its first place: a participant is read once. */
 static bool parse_participants(const char *v, size_t vlen, GArray *out)
 {
     if (vlen == 0)
@@ -166,7 +166,7 @@ CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpo
             return malformed(m, lineno, "NUL byte");
         /* Markers edited on other systems get CRLF line ends: one '\r' before
          * the LF is part of the line end, not of the value.  Only before an
-         * LF (SPEC §1): a last line without LF keeps its '\r'. */
+         * LF: a last line without LF keeps its '\r'. */
         if (nl && llen > 0 && line[llen - 1] == '\r')
             llen--;
         if (llen == 0 || line[0] == '#')
@@ -258,7 +258,7 @@ int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, Ck
 {
     *out = NULL;
     /* Look before opening: a COMPLETED that is not a regular file is never
-     * followed or opened (SPEC §1), so a FIFO or a device is not touched. */
+     * followed or opened, so a FIFO or a device is not touched. */
     struct stat st;
     if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return -errno;

@@ -1,10 +1,11 @@
-/* The COMPLETED marker (SPEC §1): parser and classification.
+/* The COMPLETED marker (key=value lines under _jobs/<J>/chk-<N>/): parser and
+ * classification.
  *
  * ck_marker_parse never crashes and never reads past len, whatever the bytes.
  * A parse error is not a failure of the call: it yields a marker of class
  * CK_MARKER_MALFORMED with the 1-based line number and a reason.
  *
- * Choices where SPEC §1 is silent:
+ * Choices made where the marker format leaves a case open:
  * - one '\r' before the LF (a CRLF file edited elsewhere) is stripped;
  * - values are not trimmed: "generation= 1" is a non-canonical number;
  * - a key outside [a-z_]+ (e.g. "Generation", "gen2", "") is malformed;
@@ -12,7 +13,7 @@
  * - "participants=" is the empty list (has_participants is true), an empty
  *   element ("0,,1", "0,1,") is malformed; "state=" (empty) is malformed;
  * - a subtask listed twice in participants= is kept once, at its first
- *   place (SPEC §1: read once);
+ *   place (a participant is read once);
  * - a '\r' is dropped only before an LF: a last line without LF keeps it;
  * - error is "line N: reason"; whole-file errors (size, not a regular file)
  *   have error_line 0 and no prefix; the first error in file order wins and
@@ -61,9 +62,9 @@ CkMarker *ck_marker_malformed(const char *reason);
 /* What a non-regular file is, for messages: "a symlink, not followed",
  * "a directory", "a FIFO", ... */
 const char *ck_marker_file_type(mode_t mode);
-/* The malformed marker of a COMPLETED that is not a regular file (SPEC §1):
- * "not a regular file (a directory)", "not a regular file (a symlink, not
- * followed)", ... */
+/* The malformed marker of a COMPLETED that is not a regular file, which is
+ * never followed or opened: "not a regular file (a directory)", "not a
+ * regular file (a symlink, not followed)", ... */
 CkMarker *ck_marker_not_regular(mode_t mode);
 /* Reads and parses a marker file.  A file over 64 KiB is malformed (read at
  * most 64 KiB + 1).  Returns 0 with *out set, or -errno on I/O error (the

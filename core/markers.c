@@ -116,8 +116,9 @@ GArray *ck_job_marker_list_full(int jfd, GArray *in_progress)
     return out;
 }
 
-/* Reads chk-<N>/COMPLETED of jfd; a regular file only (SPEC §1).  Returns
- * 0 with *out set, -ENOENT when it is gone, or another -errno. */
+/* Reads chk-<N>/COMPLETED of jfd; a regular file only (anything else is
+ * malformed, never followed or opened).  Returns 0 with *out set, -ENOENT
+ * when it is gone, or another -errno. */
 static int marker_read(int jfd, CkMarkerStamp *st, char *buf, CkMarker **out)
 {
     /* "chk-<N>" then "chk-<N>/COMPLETED": one of these per marker, no printf */

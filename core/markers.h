@@ -1,4 +1,4 @@
-/* A checkpoint directory's jobs and their markers (SPEC §1): the one
+/* A checkpoint directory's jobs and their markers: the one
  * implementation that lists the jobs, lists a job's checkpoints, reads each
  * COMPLETED and says what its restore reads.  The catalog (so the views and
  * ckptctl jobs, check, unused) and ck_resolve (ckptctl resolve) take every

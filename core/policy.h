@@ -1,4 +1,5 @@
-/* Job namespaces and the write policy (SPEC §4).
+/* Job namespaces and the write policy (docs/DESIGN.md, "Namespaces and the
+ * write policy").
  *
  * Every node of the mount carries a CkNs computed once, at lookup, from its
  * parent's CkNs and its name (ck_ns_child); rename recomputes it.  The write

@@ -1,5 +1,6 @@
-/* Restore resolution: SPEC §1's marker classes (SPEC §2's table is
- * restore_source.c, over the catalog).
+/* Restore resolution: what a restore reads for each marker class
+ * (namespaced, legacy, cut short, malformed).  From a location to its
+ * marker is restore_source.c, over the catalog.
  *
  * Local roots are looked at through the checkpoint directory's descriptor
  * only, component by component with AT_SYMLINK_NOFOLLOW, so a symlink in a
@@ -763,7 +764,7 @@ static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
     bool escapes;
     if (!classify_root(r, m->state, opts, "state", &escapes)) {
         if (escapes) {
-            r->cls = CK_MARKER_MALFORMED; /* SPEC §1: an escaping relative root is malformed */
+            r->cls = CK_MARKER_MALFORMED; /* a relative root that escapes is malformed */
             r->root_kind = CK_ROOT_NONE;
         }
         return;
@@ -967,7 +968,8 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
         restore_cut_short(r, dirfd, m, cache);
         break;
     }
-    /* Memory (SPEC §6): one array when the reads follow the participants. */
+    /* Memory (the budget: 1 KiB of catalog memory per marker): one array when
+     * the reads follow the participants. */
     if (r->subtasks->len == r->participants->len &&
         (r->subtasks->len == 0 || memcmp(r->subtasks->data, r->participants->data,
                                          r->subtasks->len * sizeof(guint32)) == 0)) {

@@ -1,9 +1,11 @@
-/* Restore resolution (SPEC §1 marker classes).
+/* Restore resolution, by marker class (namespaced, legacy, cut short,
+ * malformed).
  *
  * ck_restore_of_marker: what a restore of one job's checkpoint N reads,
  * given its parsed marker and the checkpoint directory it sits in.  Markers
  * are listed and read by markers.c, for the catalog and for ck_resolve (the
- * SPEC §2 table, restore_source.h), so ckptctl and the views share it. */
+ * table from a location to its restore source, restore_source.h), so ckptctl
+ * and the views share it. */
 #pragma once
 #include <glib.h>
 #include <stdbool.h>

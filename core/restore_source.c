@@ -1,4 +1,4 @@
-/* SPEC §2: the restore source of a location (see restore_source.h). */
+/* The restore source of a location (see restore_source.h). */
 #include "restore_source.h"
 #include "intern.h"
 

@@ -1,8 +1,8 @@
-/* SPEC §2 (record 013, "Restoring"): from the location a restore names to
- * what it reads.  A job's markers are the catalog's (a catalog of the one job
- * the answer comes from, built by the same code as the views' catalog), and
- * the jobs holding a marker for N are listed by markers.c, so `ckptctl
- * resolve`, `jobs`, `check` and `_views/<J>` cannot disagree.
+/* The restore source (record 013, "Restoring"): from the location a restore
+ * names to what it reads.  A job's markers are the catalog's (a catalog of
+ * the one job the answer comes from, built by the same code as the views'
+ * catalog), and the jobs holding a marker for N are listed by markers.c, so
+ * `ckptctl resolve`, `jobs`, `check` and `_views/<J>` cannot disagree.
  *
  *   the location names                         status
  *   <dir>/_jobs/<J> with a marker for N        ok: that marker's restore

@@ -1,4 +1,4 @@
-/* job_state_root (SPEC §1, record 013 "The change").
+/* job_state_root: a job's own state root under a base (record 013 "The change").
  *
  *   plain path or file:// URI      -> <base>/_state/<job>
  *   URI with a location and ?query -> /_state/<job> into the location, before

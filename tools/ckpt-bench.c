@@ -1,10 +1,10 @@
-/* ckpt-bench: runs the SPEC §6 workloads on a backing directory directly and
- * through a ckptfs mount of that same directory, in one run, and prints every
- * figure with its ratio to native and the SPEC target. It measures, it does
- * not judge: exit 0 whether or not targets are met, 2 on a setup error or
- * when a workload fails.
+/* ckpt-bench: runs the workloads of ckpt-bench(1) on a backing directory
+ * directly and through a ckptfs mount of that same directory, in one run, and
+ * prints every figure with its ratio to native and the target. It measures,
+ * it does not judge: exit 0 whether or not targets are met, 2 on a setup
+ * error or when a workload fails.
  *
- * Choices SPEC §6 leaves open, stated so the figures can be read:
+ * Choices of method, stated so the figures can be read:
  * - every write goes under _state/<bench job>/, a job namespace that an
  *   anonymous caller may write under the default policy;
  * - run r does native then mount when r is even, mount then native when odd;
@@ -1541,7 +1541,7 @@ static void wl_meta(Bench *b)
     MetaCtx c = {.dirs = (guint)scaled(META_DIRS, b->scale, 1)};
     guint files = c.dirs * META_PER_DIR;
     static const char *const what[] = {"create", "find", "stat", "unlink"};
-    static const double targets[] = {0.6, 0.5, 0.8, 0.25}; /* SPEC §6 */
+    static const double targets[] = {0.6, 0.5, 0.8, 0.25}; /* minimum ratios to native */
     Result *r[4];
     for (int i = 0; i < 4; i++)
         r[i] = result_new(b, "meta", g_strdup_printf("meta %s %u (files/s)", what[i], files),
@@ -1795,7 +1795,7 @@ static int mount_once(Bench *b, const char *dir, guint64 markers, MountSample *o
     return ret < 0 ? ret : e;
 }
 
-/* ---- browsing, idle and upkeep of a big mount (issue 15) ---- */
+/* ---- browsing, idle and upkeep of a big mount ---- */
 
 /* Seconds `argv` took (stdout and stderr to /dev/null); NAN when it failed. */
 static double time_cmd(const char *const *argv)
@@ -2092,7 +2092,7 @@ static void wl_mount(Bench *b)
         print_result(b, all[i]);
 }
 
-/* ---- outlive: kill -9 and --takeover of a supervised daemon (issue 14) ---- */
+/* ---- outlive: kill -9 and --takeover of a supervised daemon (the mount outlives it) ---- */
 
 #define OUT_SLOTS        4 /* final names per thread, renamed over in turn */
 #define OUT_COMMIT_BYTES (64 * 1024)
@@ -2919,8 +2919,9 @@ int main(int argc, char **argv)
          NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) oc = g_option_context_new(
-        "- SPEC §6 workloads, native and through a ckptfs mount of the same directory");
+    g_autoptr(GOptionContext) oc =
+        g_option_context_new("- the workloads of ckpt-bench(1), native and through a ckptfs mount "
+                             "of the same directory");
     g_option_context_add_main_entries(oc, entries, NULL);
     g_autoptr(GError) error = NULL;
     if (!g_option_context_parse(oc, &argc, &argv, &error) || argc != 1) {

@@ -1,4 +1,4 @@
-/* ckptctl fixture: writes a realistic checkpoint directory (SPEC §3).
+/* ckptctl fixture: writes a realistic checkpoint directory (ckptctl(1)).
  *
  * Namespaced jobs write _state/<J>/v<G>/<S>/checkpoint-<n>.snap and markers
  * with checkpoint/generation/participants/state; a job restarts into a new

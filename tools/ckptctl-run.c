@@ -1,5 +1,5 @@
 /* ckptctl run: run a command over a fresh ckptfs mount and fail it when two
- * jobs crossed (issue 7).
+ * jobs crossed (the run command of ckptctl(1)).
  *
  *   ckptctl run [--dir DIR] [--policy enforce|audit] [--identity env:VAR]
  *               [--job ID] [--tag-env VAR] [--collision-exit N] [--report FILE]

@@ -1,4 +1,4 @@
-/* ckptctl: inspect a clink checkpoint directory without a mount (SPEC §3).
+/* ckptctl: inspect a clink checkpoint directory without a mount (ckptctl(1)).
  * Every answer comes from core/ (catalog, resolve, stateroot, collision),
  * the same code the views use, so ckptctl and a mount cannot disagree. */
 #include "ckptctl.h"
@@ -428,7 +428,7 @@ static CkCatalog *catalog_with_stats(const char *cmd, const char *dir, Common *c
                            &c->cat_progress.jobs_total, "jobs");
     g_autoptr(GError) err = NULL;
     /* CKPTCTL_STATS=1: how long the catalog took and how much heap it holds
-     * (SPEC §6 budget: 1 KiB per marker), on stderr. */
+     * (the budget: 1 KiB of catalog memory per marker), on stderr. */
     bool stats = g_getenv("CKPTCTL_STATS") != NULL;
     struct mallinfo2 before = stats ? mallinfo2() : (struct mallinfo2){0};
     gint64 t0 = g_get_monotonic_time();
@@ -1305,7 +1305,7 @@ int main(int argc, char **argv)
 {
     setlocale(LC_ALL, ""); /* GOption's help and messages in the user's charset */
     if (argc < 2) {
-        /* a usage error is one line on stderr, as for every command (SPEC §3) */
+        /* a usage error is one line on stderr, as for every command */
         fputs("ckptctl: expected a command: jobs, resolve, check, state-root, unused, prune, "
               "collisions, set, status, fixture, run (try ckptctl --help)\n",
               stderr);

@@ -237,10 +237,9 @@ static int mounts_at(const char *mnt)
     return n;
 }
 
-/* Issue 13 bug 3: a second ckptfs on a mount point a live ckptfs serves
- * used to stack a second daemon (exit 0, two collision logs, umount removed
- * only the top one).  It is refused with one line; the first mount goes on
- * serving. */
+/* A second ckptfs on a mount point a live ckptfs serves used to stack a
+ * second daemon (exit 0, two collision logs, umount removed only the top
+ * one).  It is refused with one line; the first mount goes on serving. */
 static void test_second_mount_on_live_mount_refused(void **state)
 {
     (void)state;
@@ -291,8 +290,8 @@ static void test_second_mount_on_live_mount_refused(void **state)
     mount_free(m);
 }
 
-/* Issue 13: --help lists every -o option the README lists; --version names
- * ckptfs's and libfuse's versions. */
+/* --help lists every -o option the README lists; --version names ckptfs's
+ * and libfuse's versions. */
 static void test_help_and_version(void **state)
 {
     (void)state;

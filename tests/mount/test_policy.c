@@ -326,9 +326,9 @@ static int count_lines(const char *text, const char *needle)
     return n;
 }
 
-/* Issue 13: collisions reach the daemon's log (the journal under systemd)
- * as warnings naming who crossed where, rate-limited (10 per 5 s) with the
- * count of those left out said later; .collisions keeps every one. */
+/* Collisions reach the daemon's log (the journal under systemd) as warnings
+ * naming who crossed where, rate-limited (10 per 5 s) with the count of
+ * those left out said later; .collisions keeps every one. */
 static void test_collisions_logged_rate_limited(void **state)
 {
     (void)state;

@@ -929,10 +929,10 @@ static char *xattr_of(const char *path, const char *name)
     return g_strndup(buf, (gsize)n);
 }
 
-/* Issue 13: policy, legacy and rescan change on a live mount through the
- * extended attributes of _views/.control (and ckptctl set); getfattr shows
- * them; only root or the daemon's user may change them; each change is
- * logged and counted; the next request obeys. */
+/* Policy, legacy and rescan change on a live mount through the extended
+ * attributes of _views/.control (and ckptctl set); getfattr shows them;
+ * only root or the daemon's user may change them; each change is logged and
+ * counted; the next request obeys. */
 static void test_control(void **state)
 {
     (void)state;
@@ -1009,11 +1009,11 @@ static void test_control(void **state)
     mount_free(m);
 }
 
-/* Issue 13: metrics an operator can alert on.  Every series carries the
- * mount label (two mounts in one textfile collector never clash); build
- * info; expected misses (ENOENT of lookup, ENODATA of getxattr) apart from
- * errors; bytes through the mount and from the views; crossings named
- * collisions, with both verdicts whatever the mode. */
+/* Metrics an operator can alert on.  Every series carries the mount label
+ * (two mounts in one textfile collector never clash); build info; expected
+ * misses (ENOENT of lookup, ENODATA of getxattr) apart from errors; bytes
+ * through the mount and from the views; crossings named collisions, with
+ * both verdicts whatever the mode. */
 static void test_metrics_alertable(void **state)
 {
     (void)state;
@@ -1083,10 +1083,10 @@ static void test_metrics_alertable(void **state)
     mount_free(m);
 }
 
-/* Issue 13 bug 4: the catalog gauges are true from the first read of
- * .metrics, before any view was listed (they read 0 markers until then,
- * while the catalog loaded in the background).  Enough markers that the
- * load is still under way when the first scrape comes. */
+/* The catalog gauges are true from the first read of .metrics, before any
+ * view was listed (they read 0 markers until then, while the catalog loaded
+ * in the background).  Enough markers that the load is still under way when
+ * the first scrape comes. */
 static void test_metrics_on_fresh_mount(void **state)
 {
     (void)state;

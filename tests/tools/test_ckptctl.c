@@ -1,6 +1,6 @@
 /* Runs the built ckptctl (path in $CKPTCTL) on fixtures it wrote and on
  * hand-made bad input; parses its --json output and checks fields and exit
- * codes (SPEC §3: 0 success, 1 found, 2 usage or I/O error). */
+ * codes (0 success, 1 found, 2 usage or I/O error). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -343,7 +343,7 @@ static void jobs_json_is_json_glib_pretty(void **state)
     assert_non_null(strstr(r.out, "\"checkpoints\" : [],\n      \"latest\" : null,"));
 }
 
-/* ---- uint64 in JSON (SPEC §3) ---- */
+/* ---- uint64 in JSON: printed as exact integers ---- */
 
 /* Python's reading of `expr` over the JSON document `doc`, printed with
  * repr (exact integers); NULL when python3 is missing. */
@@ -389,8 +389,8 @@ static void jq_reads(Fx *fx, const char *doc, const char *filter, const char *wa
 }
 
 /* Checkpoint ids and generations at 0, 2^63-1, 2^63 and 2^64-1 come out of
- * resolve --json and jobs --json as the exact numbers (issue 12, defect 1:
- * they were cast to gint64 and came out negative). */
+ * resolve --json and jobs --json as the exact numbers (they were once cast
+ * to gint64 and came out negative). */
 static void json_uint64_exact(void **state)
 {
     Fx *fx = *state;
@@ -1179,9 +1179,8 @@ static void collisions(void **state)
     assert_one_line_error(&m);
 }
 
-/* Issue 13: tables are aligned whatever the width of a job id (the
- * fixture's are 32 hex characters, as real ones are): check and
- * collisions. */
+/* Tables are aligned whatever the width of a job id (the fixture's are 32
+ * hex characters, as real ones are): check and collisions. */
 static void tables_aligned(void **state)
 {
     Fx *fx = *state;
@@ -1219,8 +1218,8 @@ static void tables_aligned(void **state)
     assert_null(strstr(r.out, " TAG")); /* no record has a tag */
 }
 
-/* Issue 13: -c N where the job has no marker for N stays as-given (SPEC
- * 2, exit 0) but says so on stderr; --version names ckptfs. */
+/* -c N where the job has no marker for N stays as-given (read as the
+ * location names it, exit 0) but says so on stderr; --version names ckptfs. */
 static void resolve_missing_checkpoint_says_so(void **state)
 {
     Fx *fx = *state;
@@ -1246,9 +1245,9 @@ static void resolve_missing_checkpoint_says_so(void **state)
     assert_non_null(strstr(v.out, "ckptfs"));
 }
 
-/* Issue 13 bug 1: --file FILE alone reads FILE (it used to fail with
- * "expected [MOUNT]"), and MOUNT together with --file is a usage error
- * instead of MOUNT being ignored. */
+/* --file FILE alone reads FILE (it used to fail with "expected [MOUNT]"),
+ * and MOUNT together with --file is a usage error instead of MOUNT being
+ * ignored. */
 static void collisions_file(void **state)
 {
     Fx *fx = *state;

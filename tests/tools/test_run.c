@@ -1,8 +1,8 @@
-/* ckptctl run (issue 7) against real mounts: record 013's failure exits 3
- * and names both jobs, the fixed layout exits 0, COMMAND's status passes
- * through, a command killed by a signal or a SIGTERM to ckptctl run still
- * unmounts and leaves no daemon, two runs at once do not see each other, the
- * mount failing to come up exits 2, and --report holds the same report.
+/* ckptctl run against real mounts: record 013's failure exits 3 and names
+ * both jobs, the fixed layout exits 0, COMMAND's status passes through, a
+ * command killed by a signal or a SIGTERM to ckptctl run still unmounts and
+ * leaves no daemon, two runs at once do not see each other, the mount
+ * failing to come up exits 2, and --report holds the same report.
  *
  * Every run gets TMPDIR = a private directory of this program, so "no mount
  * left" is checked as "no line of /proc/self/mountinfo under it" and "no
@@ -393,8 +393,8 @@ static void test_json_on_stdout(void **state)
     assert_nothing_left(t);
 }
 
-/* Issue 13 bug 2: with --json, COMMAND's own stdout goes to stderr, so
- * stdout is the report alone (`ckptctl run --json -- CMD | jq .`). */
+/* With --json, COMMAND's own stdout goes to stderr, so stdout is the report
+ * alone (`ckptctl run --json -- CMD | jq .`). */
 static void test_json_command_stdout_to_stderr(void **state)
 {
     T *t = *state;
@@ -417,10 +417,10 @@ static void test_json_command_stdout_to_stderr(void **state)
     assert_nothing_left(t);
 }
 
-/* Issue 13 bug 2: a reader of the report that is gone (`| head -c0`, a jq
- * that stopped) used to kill ckptctl run with SIGPIPE (exit 141), skipping
- * the clean-up of its temporary directories.  The exit status stays the
- * collision status and nothing is left behind. */
+/* A reader of the report that is gone (`| head -c0`, a jq that stopped)
+ * used to kill ckptctl run with SIGPIPE (exit 141), skipping the clean-up
+ * of its temporary directories.  The exit status stays the collision status
+ * and nothing is left behind. */
 static void test_json_reader_gone(void **state)
 {
     T *t = *state;
@@ -450,8 +450,8 @@ static void test_json_reader_gone(void **state)
             fail_msg("left behind: %s/%s", t->tmp, n);
 }
 
-/* Issue 13: the report's tables stay aligned with real (32 hex) job ids:
- * record 013's failure with such ids. */
+/* The report's tables stay aligned with real (32 hex) job ids: record
+ * 013's failure with such ids. */
 static void test_report_aligned_with_long_job_ids(void **state)
 {
     T *t = *state;
@@ -535,8 +535,8 @@ static void test_tag_names_the_test(void **state)
     assert_nothing_left(t);
 }
 
-/* --dir: the state stays in DIR; the command's cwd (the caller's, issue 13:
- * pytest must find its files) and environment. */
+/* --dir: the state stays in DIR; the command's cwd (the caller's, so that
+ * pytest finds its files) and environment. */
 static void test_given_dir_and_environment(void **state)
 {
     T *t = *state;

@@ -419,7 +419,7 @@ static void restore_text_blocks(void **state)
     g_autoptr(CkJobInfo) j2 = ck_catalog_get_job(c, "j2");
     g_autofree char *t2 = ck_job_restore_text(j2);
     assert_non_null(strstr(t2, "generation: 1 (marker)\n"));
-    /* SPEC §1: unknown keys are kept and shown (C-escaped) */
+    /* unknown keys are kept and shown (C-escaped) */
     testfs_marker(fx->dir, "j3", 1, "generation=1\nparticipants=0\nowner=team \"a\"\nzz=\n");
     ck_catalog_rescan(c, NULL);
     g_autoptr(CkJobInfo) j3 = ck_catalog_get_job(c, "j3");

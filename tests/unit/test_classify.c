@@ -1,4 +1,4 @@
-/* core/classify.c against SPEC §1: job ids, canonical decimals, names, paths. */
+/* core/classify.c: job ids, canonical decimals, names, paths. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>

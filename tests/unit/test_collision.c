@@ -1,4 +1,4 @@
-/* core/collision.c against SPEC §4 "The collision log". */
+/* core/collision.c: the collision records of ckptfs(8) and their log. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,12 +18,12 @@
 #include "collision.h"
 
 /* 2026-12-01T18:00:00.123Z */
-#define SPEC_TIME_US (G_GINT64_CONSTANT(1796148000) * G_USEC_PER_SEC + 123456)
+#define EXAMPLE_TIME_US (G_GINT64_CONSTANT(1796148000) * G_USEC_PER_SEC + 123456)
 
-static CkCollision spec_record(void)
+static CkCollision example_record(void)
 {
     return (CkCollision){
-        .time_us = SPEC_TIME_US,
+        .time_us = EXAMPLE_TIME_US,
         .kind = "foreign-write",
         .denied = true,
         .op = "rename",
@@ -37,10 +37,10 @@ static CkCollision spec_record(void)
     };
 }
 
-static void test_spec_example(void **st)
+static void test_example_record(void **st)
 {
     (void)st;
-    CkCollision c = spec_record();
+    CkCollision c = example_record();
     g_autofree char *json = ck_collision_to_json(&c);
     assert_string_equal(
         json, "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"foreign-write\","
@@ -71,7 +71,7 @@ static void test_nulls_and_audit(void **st)
 static void test_tag(void **st)
 {
     (void)st;
-    CkCollision c = spec_record();
+    CkCollision c = example_record();
     c.has_tag = true;
     c.tag = "tests/test_x.py::test_a (call)";
     g_autofree char *json = ck_collision_to_json(&c);
@@ -88,7 +88,7 @@ static void test_tag(void **st)
 static void test_escaping(void **st)
 {
     (void)st;
-    CkCollision c = spec_record();
+    CkCollision c = example_record();
     c.path = "_state/b/we\"ird\nname\\\xff";
     c.comm = "a\tb";
     g_autofree char *json = ck_collision_to_json(&c);
@@ -112,7 +112,7 @@ static void test_ring_keeps_newest(void **st)
     g_autoptr(GBytes) empty = ck_collision_log_snapshot(log);
     assert_int_equal(g_bytes_get_size(empty), 0);
     for (int i = 0; i < 10; i++) {
-        CkCollision c = spec_record();
+        CkCollision c = example_record();
         c.pid = 100 + i;
         ck_collision_log_append(log, &c);
     }
@@ -132,7 +132,7 @@ static void test_keep_zero(void **st)
 {
     (void)st;
     g_autoptr(CkCollisionLog) log = ck_collision_log_new(0, NULL, NULL);
-    CkCollision c = spec_record();
+    CkCollision c = example_record();
     ck_collision_log_append(log, &c);
     assert_int_equal(ck_collision_log_total(log), 1);
     g_autoptr(GBytes) snap = ck_collision_log_snapshot(log);
@@ -146,7 +146,7 @@ static void test_file_append(void **st)
     assert_non_null(mkdtemp(dir));
     g_autofree char *path = g_build_filename(dir, "log.jsonl", NULL);
     assert_true(g_file_set_contents(path, "{\"old\":1}\n", -1, NULL));
-    CkCollision c = spec_record();
+    CkCollision c = example_record();
     g_autofree char *want = ck_collision_to_json(&c);
     for (int round = 0; round < 2; round++) { /* a restart appends */
         g_autoptr(GError) err = NULL;
@@ -190,7 +190,7 @@ static gpointer hammer(gpointer data)
 {
     CkCollisionLog *log = data;
     for (int i = 0; i < 500; i++) {
-        CkCollision c = spec_record();
+        CkCollision c = example_record();
         c.pid = i;
         ck_collision_log_append(log, &c);
     }
@@ -258,7 +258,7 @@ static void test_store_outlives_log(void **st)
     assert_true(mem != MAP_FAILED);
     CkCollisionLog *log = ck_collision_log_new_in(mem, size, 5, NULL, NULL);
     for (int i = 0; i < 7; i++) {
-        CkCollision c = spec_record();
+        CkCollision c = example_record();
         c.pid = i;
         ck_collision_log_append(log, &c);
     }
@@ -270,7 +270,7 @@ static void test_store_outlives_log(void **st)
     assert_true(pid >= 0);
     if (pid == 0) {
         CkCollisionLog *again = ck_collision_log_new_in(mem, size, 5, NULL, NULL);
-        CkCollision c = spec_record();
+        CkCollision c = example_record();
         c.pid = 7;
         ck_collision_log_append(again, &c);
         _exit(ck_collision_log_total(again) == 8 ? 0 : 1);
@@ -327,7 +327,7 @@ static void test_store_writer_killed(void **st)
             if (write(ready[1], "x", 1) != 1)
                 _exit(2);
             for (;; n++) {
-                CkCollision c = spec_record();
+                CkCollision c = example_record();
                 c.pid = (pid_t)n;
                 c.path = n % 3 ? "short" : big; /* lines of different lengths: the ring wraps */
                 ck_collision_log_append(log, &c);
@@ -377,7 +377,7 @@ static void test_reopen(void **st)
     g_autofree char *moved = g_build_filename(dir, "log.jsonl.1", NULL);
     g_autoptr(CkCollisionLog) log = ck_collision_log_new(10, path, NULL);
     assert_non_null(log);
-    CkCollision c = spec_record();
+    CkCollision c = example_record();
     ck_collision_log_append(log, &c);
     assert_int_equal(rename(path, moved), 0);
     c.pid = 2;
@@ -406,7 +406,7 @@ static void test_reopen(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spec_example),
+        cmocka_unit_test(test_example_record),
         cmocka_unit_test(test_nulls_and_audit),
         cmocka_unit_test(test_escaping),
         cmocka_unit_test(test_ring_keeps_newest),

@@ -1,4 +1,4 @@
-/* core/identity.c against SPEC §4 (job=ID, identity=env:VAR), on a fake
+/* core/identity.c: the caller's job (job=ID, identity=env:VAR), on a fake
  * /proc built by the test. */
 #include <stdarg.h>
 #include <stddef.h>

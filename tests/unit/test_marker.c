@@ -1,4 +1,4 @@
-/* core/marker.c against SPEC §1 "The COMPLETED marker". */
+/* core/marker.c: the parser and classes of the COMPLETED marker. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -128,8 +128,8 @@ static void test_crlf_stripped(void **st)
                      "line 1: generation is not a canonical number");
 }
 
-/* SPEC §1: "One \r before a line's LF is dropped": a last line without LF
- * keeps its \r, which then belongs to the value. */
+/* One \r before a line's LF is dropped: a last line without LF keeps its
+ * \r, which then belongs to the value. */
 static void test_cr_only_before_lf(void **st)
 {
     (void)st;
@@ -144,7 +144,7 @@ static void test_cr_only_before_lf(void **st)
     assert_int_equal(e->error_line, 2);
 }
 
-/* SPEC §1: a participant listed twice is read once (kept at its first place). */
+/* A participant listed twice is read once (kept at its first place). */
 static void test_duplicated_participants_once(void **st)
 {
     (void)st;
@@ -205,7 +205,7 @@ static void test_malformed_line_without_eq(void **st)
 {
     (void)st;
     expect_malformed("generation=1\nparticipants\n", 1, 2, "line 2: no '=' in line");
-    /* SPEC §1: a line of only blanks is a line without '=' */
+    /* a line of only blanks is a line without '=' */
     expect_malformed("   \n", 1, 1, "line 1: no '=' in line");
     expect_malformed("generation=1\n\t\n", 1, 2, "line 2: no '=' in line");
     expect_malformed("generation=1\n \r\n", 1, 2, "line 2: no '=' in line");
@@ -368,7 +368,7 @@ static void test_load(void **st)
     assert_int_equal(ck_marker_load(dfd, "missing", 3, &m), -ENOENT);
     assert_null(m);
 
-    /* SPEC §1: not a regular file: never followed or opened, malformed */
+    /* not a regular file: never followed or opened, malformed */
     assert_int_equal(symlinkat("COMPLETED", dfd, "link"), 0);
     assert_int_equal(ck_marker_load(dfd, "link", 3, &m), 0);
     assert_int_equal(m->cls, CK_MARKER_MALFORMED);

@@ -1,5 +1,5 @@
 /* core/markers.c: what is a job, what is a checkpoint of a job, and how each
- * marker is read (SPEC §1), on small directories in a temporary directory. */
+ * marker is read, on small directories in a temporary directory. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,7 +52,7 @@ static gint cmp_str(gconstpointer a, gconstpointer b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* SPEC §1: job ids are directories with a valid name; the rest is not a job. */
+/* Job ids are directories with a valid name; the rest is not a job. */
 static void job_dirs(void **state)
 {
     Fx *fx = *state;

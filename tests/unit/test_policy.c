@@ -1,4 +1,4 @@
-/* core/policy.c against SPEC §4 "Namespaces and the write policy". */
+/* core/policy.c against docs/DESIGN.md, "Namespaces and the write policy". */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -188,7 +188,7 @@ static void test_rename(void **st)
     /* the clink commit: tmp -> snap inside one job */
     assert_int_equal(ren(&ro, A, "_state/a/v1/0/c.tmp", "_state/a/v1/0", "c.snap"), CK_ALLOW);
     assert_int_equal(ren(&ro, NULL, "_state/a/v1/0/c.tmp", "_state/a/v1/0", "c.snap"), CK_ALLOW);
-    /* SPEC example: job a renaming inside job b */
+    /* job a renaming inside job b: a foreign write */
     assert_int_equal(ren(&ro, A, "_state/b/v1/0/c.tmp", "_state/b/v1/0", "c.snap"),
                      CK_FOREIGN_WRITE);
     /* across jobs, even anonymous */

@@ -1,6 +1,6 @@
-/* core/resolve.c (SPEC §1's marker-class table) and core/restore_source.c
- * (SPEC §2's table), row by row, on small directories built in a temporary
- * directory. */
+/* core/resolve.c (what a restore reads, marker class by marker class) and
+ * core/restore_source.c (the table in restore_source.h), row by row, on
+ * small directories built in a temporary directory. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,7 +73,7 @@ static void assert_reads(const CkRestore *r, const char *const *want)
     assert_int_equal(r->subtasks->len, n);
 }
 
-/* ---- SPEC §1: namespaced ---- */
+/* ---- namespaced markers ---- */
 
 static void namespaced_relative_root(void **state)
 {
@@ -314,7 +314,7 @@ static void path_is_under_componentwise(void **s)
     assert_string_equal(a, "/x");
 }
 
-/* ---- SPEC §1: legacy ---- */
+/* ---- legacy markers ---- */
 
 static void legacy_in_checkpoint_dir(void **state)
 {
@@ -436,7 +436,7 @@ static void legacy_backend_configured(void **state)
     assert_reads(r4, want4);
 }
 
-/* ---- SPEC §1: cut-short, malformed ---- */
+/* ---- cut-short and malformed markers ---- */
 
 static void cut_short_with_own_root(void **state)
 {
@@ -508,7 +508,7 @@ static void restore_copy_is_deep(void **state)
     assert_string_equal(c->root, r->root);
 }
 
-/* ---- SPEC §2 ---- */
+/* ---- the restore source of a location (restore_source.h) ---- */
 
 static CkResolution *resolve_at(Fx *fx, const char *sub, bool latest, uint64_t n, int *rc)
 {
@@ -600,9 +600,9 @@ static void marker_directory_latest(void **state)
     assert_int_equal(r4->status, CK_RESOLVE_AS_GIVEN);
 }
 
-/* SPEC §1: a COMPLETED that is not a regular file is never followed or
- * opened; its checkpoint exists and is malformed "not a regular file", in
- * resolve as in the catalog (issue 12: resolve used to answer as-given). */
+/* A COMPLETED that is not a regular file is never followed or opened; its
+ * checkpoint exists and is malformed "not a regular file", in resolve as in
+ * the catalog (resolve used to answer as-given). */
 static void non_regular_marker_is_malformed(void **state)
 {
     Fx *fx = *state;
@@ -667,7 +667,7 @@ static void symlinked_checkpoint_dir_is_malformed(void **state)
     assert_string_equal(res->restore->error, "malformed marker: chk-1 is a symlink, not followed");
 }
 
-/* SPEC §1: a participant listed twice is read once. */
+/* A participant listed twice is read once. */
 static void duplicated_participant_read_once(void **state)
 {
     Fx *fx = *state;
@@ -682,7 +682,7 @@ static void duplicated_participant_read_once(void **state)
     assert_int_equal(res->restore->participants->len, 2);
 }
 
-/* Checkpoint ids and generations up to 2^64-1 (SPEC §1: they fit uint64). */
+/* Checkpoint ids and generations up to 2^64-1 (they fit uint64). */
 static void huge_ids(void **state)
 {
     Fx *fx = *state;
@@ -785,8 +785,8 @@ static void resolve_agrees_with_catalog(void **state)
     }
 }
 
-/* SPEC §2: "latest" in a checkpoint directory with several jobs' markers is
- * refused, even when only one job has a restorable one. */
+/* "latest" in a checkpoint directory with several jobs' markers is refused,
+ * even when only one job has a restorable one. */
 static void latest_refused_whatever_the_markers_hold(void **state)
 {
     Fx *fx = *state;

@@ -1,4 +1,4 @@
-/* core/stateroot.c against SPEC §1 "Composing a job's state root". */
+/* core/stateroot.c: composing a job's state root (record 013, "The change"). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,7 +16,7 @@ static void expect(const char *base, const char *job, const char *want)
         fail_msg("job_state_root(%s, %s) = %s, want %s", base, job, got, want);
 }
 
-static void test_spec_examples(void **st)
+static void test_examples(void **st)
 {
     (void)st;
     expect("s3://b/ckpt?local=/tmp/w", "j1", "s3://b/ckpt/_state/j1?local=/tmp/w/_state/j1");
@@ -75,8 +75,8 @@ static void test_no_location(void **st)
     expect("disagg-local://?a=b", "j1", "disagg-local://?a=b");
 }
 
-/* SPEC §1: the location-less schemes stay unchanged whatever follows "://",
- * with or without a query; schemes that merely start with those names
+/* The location-less schemes stay unchanged whatever follows "://", with or
+ * without a query; schemes that merely start with those names
  * (changelog+file, changelog+rocksdb, memoryx) are composed as usual. */
 static void test_no_location_whatever_follows(void **st)
 {
@@ -117,9 +117,9 @@ static void test_remote(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spec_examples), cmocka_unit_test(test_plain_paths),
-        cmocka_unit_test(test_file_uris),     cmocka_unit_test(test_location_and_query),
-        cmocka_unit_test(test_no_location),   cmocka_unit_test(test_no_location_whatever_follows),
+        cmocka_unit_test(test_examples),    cmocka_unit_test(test_plain_paths),
+        cmocka_unit_test(test_file_uris),   cmocka_unit_test(test_location_and_query),
+        cmocka_unit_test(test_no_location), cmocka_unit_test(test_no_location_whatever_follows),
         cmocka_unit_test(test_remote),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
