@@ -222,16 +222,6 @@ static void *file_handle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec
 
 const HandleType file_handle_type = {file_handle_free, file_handle_revive};
 
-/* What file_of gives for an fh the registry does not have (the kernel
- * never sends one, unless a release was resent after a takeover). */
-static const FileHandle file_handle_lost = {.fd = -1, .write_err = -EBADF, .lost_err = -EBADF};
-
-FileHandle *file_of(struct ckptfs *fs, struct fuse_file_info *fi)
-{
-    FileHandle *h = handle_lookup(fs, fi->fh);
-    return h ? h : (FileHandle *)&file_handle_lost;
-}
-
 /* The one reply of an open: a reply the kernel did not take closes the file. */
 static void reply_open(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_file_info *fi)
 {

@@ -40,6 +40,16 @@ void *handle_lookup(struct ckptfs *fs, uint64_t fh)
     return fs->open_live[slot];
 }
 
+/* What file_of gives for an fh the registry does not have (the kernel
+ * never sends one, unless a release was resent after a takeover). */
+static const FileHandle file_handle_lost = {.fd = -1, .write_err = -EBADF, .lost_err = -EBADF};
+
+FileHandle *file_of(struct ckptfs *fs, struct fuse_file_info *fi)
+{
+    FileHandle *h = handle_lookup(fs, fi->fh);
+    return h ? h : (FileHandle *)&file_handle_lost;
+}
+
 void handle_close(struct ckptfs *fs, uint64_t fh)
 {
     uint32_t slot = (uint32_t)fh;
