@@ -22,6 +22,7 @@ typedef struct {
     int lost_err;           /* taken over but not opened again: every use answers this */
     bool bound;             /* pt_bind was asked (pt_unbind at release) */
     int backing_id;         /* > 0: the kernel does this file's I/O (FUSE passthrough) */
+    bool bound_writer;      /* counted in node_bound_writers */
     const char *marker_job; /* a COMPLETED of this job written: refresh the views at release */
     bool control;           /* _views/.control open for writing: writes set its settings */
 } FileHandle;
