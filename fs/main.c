@@ -246,7 +246,7 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
 
 /* The second half: the state (node table, handles, live settings) is this
  * daemon's from here on. */
-static int setup_state(struct ckptfs *fs, const SupLink *link)
+static int setup_state(struct ckptfs *fs)
 {
     FsOptions *o = &fs->opt;
     /* the counters go on from the previous daemon's; the gauges are this one's */
@@ -255,11 +255,9 @@ static int setup_state(struct ckptfs *fs, const SupLink *link)
     int rc = attach_match(fs);
     if (rc < 0)
         return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
-    /* settings changed while mounted outlive the daemon, unless a takeover
-     * gave new options: they say it all then */
+    /* settings changed while mounted outlive the daemon, unless this one's
+     * options change them (control.h) */
     fs->policy = (CkPolicy){.off = o->no_policy};
-    if (link->fresh_settings)
-        control_drop_kept(fs);
     control_init(fs);
     fs->entry_timeout = o->entry_timeout_s;
     fs->attr_timeout = o->attr_timeout_s;
@@ -575,7 +573,7 @@ int main(int argc, char *argv[])
             goto out;
         }
     }
-    rc = setup_state(&fs, &link);
+    rc = setup_state(&fs);
     if (rc)
         goto out;
     proctitle_set("ckptfs: serving %s", fs.mountpoint);

@@ -92,6 +92,13 @@ typedef struct {
     _Atomic int64_t live_rescan_us; /* 0: as the options say */
     _Atomic int32_t live_tag_env;   /* 0: as the options say; 1 + i: live_tag_env_text[i] */
     char live_tag_env_text[2][256]; /* "" for none; the one not in use is written, then named */
+    /* the live settings as the options (and config=) of the daemon that
+     * last read them said, as key=value lines: a new daemon keeps a
+     * setting changed live unless its own options say otherwise than
+     * these (control.c).  0: none yet; 1 + i: configured_text[i], written
+     * as live_tag_env_text is */
+    _Atomic int32_t configured_at;
+    char configured_text[2][512];
     /* what the serving daemon says of itself, for `ckptctl status` (read by
      * the supervisor without asking the daemon, which may be hung) */
     struct {

@@ -29,7 +29,7 @@
 
 extern char **environ;
 
-#define ENV_DAEMON "CKPTFS_SUPERVISED" /* sock,state,fuse,daemonized,mode,fresh */
+#define ENV_DAEMON "CKPTFS_SUPERVISED" /* sock,state,fuse,daemonized,mode */
 #define ENV_RESUME                                                                                 \
     "CKPTFS_SUPERVISOR"      /* fuse,state,listen,pid,sock,exe,daemonized,restarts,started */
 #define START_TRIES     5    /* daemons in a row that die before serving: then EIO */
@@ -344,7 +344,6 @@ typedef struct {
     int exe;     /* its binary (O_PATH), owned */
     char **argv; /* its command line, owned */
     bool ready, standby, attaching;
-    bool fresh;  /* started by a takeover with new options */
     char *error; /* what it said before it failed */
     char *note;  /* what its "ready" said */
 } Daemon;
@@ -612,7 +611,6 @@ static void on_ready(Sup *s, Daemon *d, const char *note)
         daemon_drop(&s->cur);
         s->cur = n;
         s->cur.s = s;
-        s->cur.fresh = false; /* its restarts keep what is changed live from now on */
         s->cur.sock_src = g_unix_fd_add(s->cur.sock, G_IO_IN | G_IO_HUP, on_daemon_msg, &s->cur);
         daemon_init(&s->next, s);
         g_autofree char *msg = g_strconcat("ok", note && *note ? " " : "", note ? note : "", NULL);
@@ -806,8 +804,8 @@ static void spawn_daemon(Sup *s, Daemon *d, int exe, char **argv, LinkMode mode)
     }
     if (mode != LINK_MOUNT && s->fuse_fd < 0)
         mode = LINK_MOUNT;
-    g_autofree char *env = g_strdup_printf("%d,%d,%d,%d,%d,%d", sv[1], s->state_fd, s->fuse_fd,
-                                           s->daemonized, (int)mode, d->fresh);
+    g_autofree char *env =
+        g_strdup_printf("%d,%d,%d,%d,%d", sv[1], s->state_fd, s->fuse_fd, s->daemonized, (int)mode);
     pid_t pid = fork();
     if (pid == 0) {
         set_cloexec(sv[1], false);
@@ -880,11 +878,8 @@ static void on_takeover(Sup *s, char *payload, size_t len, int exe)
         reply_client(s, refusal);
         return;
     }
-    /* then "options" (the request gave new ones) or "keep", then argv */
-    char **words = split_nul(payload + n + 1, len - n - 1);
-    bool fresh = words[0] && strcmp(words[0], "options") == 0;
-    char **argv = words[0] ? g_strdupv(words + 1) : g_new0(char *, 1);
-    g_strfreev(words);
+    /* then the new daemon's command line */
+    char **argv = split_nul(payload + n + 1, len - n - 1);
     if (!argv[0]) {
         g_strfreev(argv);
         close(exe);
@@ -895,7 +890,6 @@ static void on_takeover(Sup *s, char *payload, size_t len, int exe)
               "running one",
               s->mnt);
     sd_notify(0, "RELOADING=1");
-    s->next.fresh = fresh;
     spawn_daemon(s, &s->next, exe, argv, LINK_STANDBY);
 }
 
@@ -1154,8 +1148,8 @@ int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link
     link->main_thread = pthread_self();
     const char *denv = g_getenv(ENV_DAEMON);
     if (denv) {
-        long long v[6];
-        if (!parse_ints(denv, v, 6) || v[4] < LINK_MOUNT || v[4] > LINK_STANDBY) {
+        long long v[5];
+        if (!parse_ints(denv, v, 5) || v[4] < LINK_MOUNT || v[4] > LINK_STANDBY) {
             fprintf(stderr, "ckptfs: bad %s\n", ENV_DAEMON);
             return 1;
         }
@@ -1164,7 +1158,6 @@ int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link
         link->fuse_fd = (int)v[2];
         link->daemonized = v[3];
         link->mode = (LinkMode)v[4];
-        link->fresh_settings = v[5];
         for (int i = 0; i < 3; i++)
             set_cloexec((int)v[i], true);
         g_unsetenv(ENV_DAEMON);
@@ -1399,8 +1392,6 @@ int supervisor_takeover(const char *mountpoint, const char *opts, TakeoverCheck 
     g_autoptr(GByteArray) req = g_byte_array_new();
     g_byte_array_append(req, (const guint8 *)"takeover", 9);
     g_byte_array_append(req, (const guint8 *)state_layout(), (guint)strlen(state_layout()) + 1);
-    const char *how = opts ? "options" : "keep";
-    g_byte_array_append(req, (const guint8 *)how, (guint)strlen(how) + 1);
     append_nul(req, argv);
     r = exe >= 0 && send_msg(fd, req->data, req->len, exe) == 0 ? recv_msg(fd, buf, MSG_MAX, NULL)
                                                                 : -EIO;

@@ -47,7 +47,6 @@ typedef struct {
     int state_fd;              /* the state memfd the supervisor made; -1: make one */
     int fuse_fd;               /* the live connection to attach to; -1: mount */
     bool daemonized;           /* the supervisor detached from the terminal */
-    bool fresh_settings;       /* a takeover with new options: settings changed live are dropped */
     char **argv;               /* the daemon's command line (absolute), borrowed */
     const char *mnt;           /* the mount point (suplink_ready), borrowed */
     int conn_fd;               /* the connection the daemon serves (suplink_mounted, or fuse_fd) */

@@ -278,10 +278,13 @@ static void test_takeover_options_apply_and_fixed_ones_are_named(void **state)
     assert_int_equal(takeover(m, "supervise,policy=audit", &err), 0);
     g_autofree char *policy = control_value(m, "policy");
     assert_string_equal(policy, "audit");
-    /* a setting changed live is kept by a takeover without options, and
-     * given up to a takeover that gives new ones */
+    /* a setting changed live is kept by a takeover without options, and by
+     * one whose options leave it as they were (systemctl reload always
+     * gives the env file's options); a takeover whose options change it
+     * applies them */
     g_autofree char *control = g_build_filename(m->mnt, "_views", ".control", NULL);
     assert_int_equal(setxattr(control, "user.ckptfs.legacy", "rw", 2, 0), 0);
+    assert_int_equal(setxattr(control, "user.ckptfs.policy", "enforce", 7, 0), 0);
     g_free(err);
     err = NULL;
     assert_int_equal(takeover(m, NULL, &err), 0);
@@ -292,7 +295,27 @@ static void test_takeover_options_apply_and_fixed_ones_are_named(void **state)
     assert_int_equal(takeover(m, "supervise,policy=audit", &err), 0);
     g_free(legacy);
     legacy = control_value(m, "legacy");
+    assert_string_equal(legacy, "rw");
+    g_free(policy);
+    policy = control_value(m, "policy");
+    assert_string_equal(policy, "enforce");
+    g_free(err);
+    err = NULL;
+    assert_int_equal(takeover(m, "supervise,policy=audit,legacy=rw,rescan=5", &err), 0);
+    g_free(legacy);
+    legacy = control_value(m, "legacy");
+    assert_string_equal(legacy, "rw");
+    g_autofree char *rescan = control_value(m, "rescan");
+    assert_string_equal(rescan, "5");
+    g_free(err);
+    err = NULL;
+    assert_int_equal(takeover(m, "supervise,policy=enforce,rescan=5", &err), 0);
+    g_free(legacy);
+    legacy = control_value(m, "legacy");
     assert_string_equal(legacy, "ro");
+    g_free(policy);
+    policy = control_value(m, "policy");
+    assert_string_equal(policy, "enforce");
     /* the views name is the kernel's now: kept, and said so */
     mount_expect_log(m, "change only with a remount");
     g_free(err);
