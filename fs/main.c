@@ -232,6 +232,16 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
     fs->mount_fd = open(fs->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fs->mount_fd < 0)
         return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
+    /* a daemon that attaches serves the directory the mount was made of, or
+     * none: a takeover's standby says so before the running daemon hands over */
+    rc = attach_match(fs);
+    if (rc == -EXDEV)
+        return setup_error(fs, 1,
+                           "%s: is no longer the directory this mount was made of (moved, "
+                           "replaced or remounted); the running daemon goes on serving it",
+                           o->backing_arg);
+    if (rc < 0)
+        return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
     g_autoptr(GError) err = NULL;
     /* the newest records are kept in the state memfd: a new daemon has them */
     fs->collisions = ck_collision_log_new_in(fs->state.collisions, fs->state.collisions_size,
@@ -252,9 +262,6 @@ static int setup_state(struct ckptfs *fs)
     /* the counters go on from the previous daemon's; the gauges are this one's */
     fs->metrics = fs->state.metrics;
     fs_metrics_reset_gauges(fs->metrics);
-    int rc = attach_match(fs);
-    if (rc < 0)
-        return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
     /* settings changed while mounted outlive the daemon, unless this one's
      * options change them (control.h) */
     fs->policy = (CkPolicy){.off = o->no_policy};
@@ -272,7 +279,7 @@ static int setup_state(struct ckptfs *fs)
                           .views_name = o->views_name,
                           .no_handles = o->no_handles,
                           .name = fs->backing};
-    rc = node_table_init(&fs->nodes, &nts);
+    int rc = node_table_init(&fs->nodes, &nts);
     if (rc < 0)
         return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
     pt_init(&fs->pt, &fs->nodes, &fs->kio, fs->metrics,

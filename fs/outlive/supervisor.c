@@ -579,6 +579,17 @@ static void give_up(Sup *s, const char *why)
               "starts, or the mount is unmounted",
               s->failed_starts, why, s->mnt, s->mnt);
     sd_notifyf(0, "STATUS=no daemon can start (%s): requests fail with EIO", why);
+    /* a takeover that ends here is answered now, not when it gives up waiting */
+    g_autofree char *after =
+        s->fallback_why ? g_strdup_printf("the new daemon failed after the handover (%s), and ",
+                                          s->fallback_why)
+                        : g_strdup("");
+    g_autofree char *msg =
+        g_strdup_printf("error: %sno daemon can start (%s): every request fails with EIO until a "
+                        "takeover brings one that starts",
+                        after, why);
+    g_clear_pointer(&s->fallback_why, g_free);
+    reply_client(s, msg);
     if (!s->fail_buf)
         s->fail_buf = g_malloc(KIO_FAIL_BUF);
     /* what the dead daemons read and never answered comes again, to fail */
