@@ -370,10 +370,12 @@ static int derive_live(const FsOptions *opt, FsLive *live, char **why)
     return 0;
 }
 
-bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **remount, char **why)
+bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **level, char **remount,
+                            char **why)
 {
     *remount = NULL;
     *why = NULL;
+    *level = NULL;
     FsOptions cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.config = opt->config;
@@ -388,7 +390,11 @@ bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **remount, c
     g_autoptr(GString) rm = g_string_new(NULL);
     for (size_t i = 0; rc == 0 && i < G_N_ELEMENTS(config_keys); i++) {
         bool live = fs_live_key(config_keys[i].key) >= 0;
-        if (!live && g_strcmp0(config_value(&cfg, i), config_value(opt, i)) != 0)
+        if (live || g_strcmp0(config_value(&cfg, i), config_value(opt, i)) == 0)
+            continue;
+        if (strcmp(config_keys[i].key, "log_level") == 0)
+            *level = g_strdup(config_value(&cfg, i) ? config_value(&cfg, i) : "info");
+        else
             g_string_append_printf(rm, "%s%s", rm->len ? ", " : "", config_keys[i].key);
     }
     for (size_t i = 0; i < G_N_ELEMENTS(config_keys); i++)

@@ -108,7 +108,9 @@ char *fs_live_parse(FsLiveKey k, const char *value, FsLive *live);
 char *fs_live_format(FsLiveKey k, const FsLive *live);
 /* The live settings as the configuration says now: the command line's,
  * else config=FILE read again (checked whole, as at mount), else the
- * defaults.  True, with in *remount (g_free; NULL when none) the keys of
+ * defaults.  True, with in *level the log level when it changed (g_free;
+ * NULL when not) and in *remount (g_free; NULL when none) the keys of
  * config=FILE that changed but need a remount; or false with *why
  * (g_free). */
-bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **remount, char **why);
+bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **level, char **remount,
+                            char **why);

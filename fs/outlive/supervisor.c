@@ -574,7 +574,8 @@ static void give_up(Sup *s, const char *why)
     s->given_up = true;
     g_free(s->failed_why);
     s->failed_why = g_strdup(why);
-    g_warning("ckptfs: supervisor: %u daemons in a row failed to start (%s); giving up: every "
+    log_event(G_LOG_LEVEL_WARNING, LOG_ID_GIVE_UP,
+              "ckptfs: supervisor: %u daemons in a row failed to start (%s); giving up: every "
               "request to %s fails with EIO until `ckptfs --takeover %s` brings a daemon that "
               "starts, or the mount is unmounted",
               s->failed_starts, why, s->mnt, s->mnt);
@@ -1113,6 +1114,23 @@ static void sup_init(Sup *s)
     daemon_init(&s->next, s);
 }
 
+/* Logs as the command line argv asks (its log= and log_level=, config=
+ * included): a supervisor that a takeover re-executed, or one that adopted
+ * a daemon, keeps logging where the daemons it runs do.  Before any thread.
+ * A command line that does not parse (a config file broken meanwhile)
+ * leaves the log as it is. */
+static void log_like(char **argv, const char *mnt)
+{
+    g_auto(GStrv) copy = g_strdupv(argv);
+    struct fuse_args args = FUSE_ARGS_INIT((int)g_strv_length(copy), copy);
+    FsOptions o;
+    memset(&o, 0, sizeof o);
+    if (fs_options_parse(&args, &o) == 0)
+        log_open(o.log, o.log_level, false, NULL, mnt);
+    fuse_opt_free_args(&args);
+    fs_options_clear(&o);
+}
+
 bool supervisor_resuming(void)
 {
     return g_getenv(ENV_RESUME) != NULL;
@@ -1143,6 +1161,8 @@ int supervisor_resume(char **argv)
     int fds[] = {s.fuse_fd, s.state_fd, s.listen_fd, s.cur.sock, s.cur.exe};
     for (size_t i = 0; i < G_N_ELEMENTS(fds); i++)
         set_cloexec(fds[i], true);
+    read_mountpoint(&s);
+    log_like(s.cur.argv, s.mnt);
     s.loop = NULL;
     /* the daemon is this process's child still: exec keeps children */
     if (s.cur.sock >= 0)
@@ -1335,6 +1355,7 @@ static int adopt(const char *mnt, int c, const char *opts, TakeoverCheck check)
     }
     close(p[0]);
     setsid();
+    log_like(s.adopt_argv, mnt);
     if (chdir("/") < 0) {
     }
     s.ready_pipe = p[1];

@@ -1,9 +1,11 @@
 #include "control.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "views-private.h"
 
 _Static_assert(FS_LIVE_TAG_ENV_MAX < sizeof((StateHeader *)0)->live_tag_env_text[0],
@@ -195,8 +197,8 @@ void control_reload(struct ckptfs *fs)
     bool ok = true;
     if (fs->opt.config) {
         FsLive now;
-        g_autofree char *remount = NULL, *why = NULL;
-        if (!fs_options_reread_live(&fs->opt, &now, &remount, &why)) {
+        g_autofree char *remount = NULL, *why = NULL, *level = NULL;
+        if (!fs_options_reread_live(&fs->opt, &now, &level, &remount, &why)) {
             g_warning("ckptfs: reload: %s; the settings stay as they were", why);
             ok = false;
         } else {
@@ -214,6 +216,11 @@ void control_reload(struct ckptfs *fs)
             fs->configured = now;
             keep_configured(fs);
             g_mutex_unlock(&fs->control_lock);
+            if (level && log_set_level(level) == 0) {
+                g_message("ckptfs: reload: log_level is %s", level);
+                free(fs->opt.log_level);
+                fs->opt.log_level = strdup(level);
+            }
             if (remount)
                 g_message("ckptfs: reload: config=%s: %s changed, which takes a remount",
                           fs->opt.config, remount);
@@ -224,10 +231,17 @@ void control_reload(struct ckptfs *fs)
         g_warning("ckptfs: reload: %s; collisions still go to the file open before", err->message);
         ok = false;
     }
+    /* log=FILE too: moved away by a rotation, it is made again */
+    int lr = log_reopen();
+    if (lr < 0) {
+        g_warning("ckptfs: reload: log=%s: %s; the log still goes to the file open before",
+                  log_target_name(), g_strerror(-lr));
+        ok = false;
+    }
     atomic_fetch_add_explicit(&fs->metrics->config_reloads[ok ? 1 : 0], 1, memory_order_relaxed);
     if (ok)
-        g_message("ckptfs: reload: done%s%s", fs->opt.config ? ", config=" : "",
-                  fs->opt.config ? fs->opt.config : "");
+        log_event(G_LOG_LEVEL_MESSAGE, LOG_ID_RELOAD, "ckptfs: reload: done%s%s",
+                  fs->opt.config ? ", config=" : "", fs->opt.config ? fs->opt.config : "");
 }
 
 GBytes *control_text(struct ckptfs *fs)
