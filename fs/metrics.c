@@ -217,6 +217,13 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
     header(s, "ckptfs_daemon_attaches_total", "counter",
            "Daemons that attached to the live connection (a restart or a takeover).");
     sample(s, "ckptfs_daemon_attaches_total", mp, NULL, mnt->attaches);
+    header(s, "ckptfs_daemon_failed_starts_total", "counter",
+           "Daemons that died before they served (the supervisor retries, then gives up).");
+    sample(s, "ckptfs_daemon_failed_starts_total", mp, NULL, mnt->failed_starts);
+    header(s, "ckptfs_supervisor_give_ups_total", "counter",
+           "Times the supervisor gave up after failed starts in a row (requests failed with EIO "
+           "until a takeover).");
+    sample(s, "ckptfs_supervisor_give_ups_total", mp, NULL, mnt->give_ups);
 
     static const char *const pt_why[FS_PT_WHY_COUNT] = {
         [FS_PT_OFF] = "off",

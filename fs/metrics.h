@@ -141,11 +141,12 @@ static inline void fs_metric_bytes(atomic_uint_fast64_t *counter, guint64 n)
 
 /* What the exposition shows of the mount besides the counters. */
 typedef struct {
-    const char *mount; /* the mount point: the "mount" label of every series */
-    guint64 nodes;     /* the node table's current size */
-    guint64 attaches;  /* daemons that attached to the live connection */
-    gint64 started_us; /* when the serving daemon started (g_get_real_time) */
-    bool ring;         /* requests come over io_uring (else /dev/fuse) */
+    const char *mount;               /* the mount point: the "mount" label of every series */
+    guint64 nodes;                   /* the node table's current size */
+    guint64 attaches;                /* daemons that attached to the live connection */
+    guint64 failed_starts, give_ups; /* the supervisor's (state.h) */
+    gint64 started_us;               /* when the serving daemon started (g_get_real_time) */
+    bool ring;                       /* requests come over io_uring (else /dev/fuse) */
     guint64 ring_requests;
 } FsMetricsMount;
 

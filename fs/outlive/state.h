@@ -79,7 +79,9 @@ typedef struct {
     _Atomic uint64_t next_generation;
     _Atomic uint32_t node_high; /* slots below this were handed out once */
     _Atomic uint32_t handle_high;
-    _Atomic uint64_t attaches;                  /* daemons that attached to the live connection */
+    _Atomic uint64_t attaches;      /* daemons that attached to the live connection */
+    _Atomic uint64_t failed_starts; /* daemons that died before they served (supervisor) */
+    _Atomic uint64_t give_ups;      /* times the supervisor gave up (supervisor) */
     _Atomic int32_t mode_audit, mode_legacy_rw; /* -1: as the options say */
     char mountpoint[2048]; /* realpath: an attaching daemon must not resolve it (it waits) */
     /* key=value lines of what the mount fixes for its life (main.c

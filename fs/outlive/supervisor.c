@@ -555,6 +555,32 @@ bool connection_alive(int fd)
     return fd >= 0 && poll(&p, 1, 0) >= 0 && !(p.revents & (POLLERR | POLLNVAL));
 }
 
+/* The state memfd as the daemons fill it (mapped at the first need), or
+ * NULL with errno set. */
+static StateHeader *sup_state(Sup *s)
+{
+    if (!s->st.hdr) {
+        int fd = dup(s->state_fd);
+        int rc = fd < 0 ? -errno : state_open(&s->st, fd);
+        if (rc < 0) {
+            if (fd >= 0)
+                close(fd);
+            errno = -rc;
+            return NULL;
+        }
+    }
+    return s->st.hdr;
+}
+
+/* Counted where .metrics shows them (ckptfs_daemon_failed_starts_total,
+ * ckptfs_supervisor_give_ups_total), for as long as the mount lives. */
+static void count(Sup *s, size_t field)
+{
+    StateHeader *h = sup_state(s);
+    if (h)
+        atomic_fetch_add((_Atomic uint64_t *)((char *)h + field), 1);
+}
+
 /* ---- giving up: every request fails with EIO instead of waiting ---- */
 
 static gboolean on_failing_request(gint fd, GIOCondition cond, gpointer p)
@@ -572,6 +598,7 @@ static gboolean on_failing_request(gint fd, GIOCondition cond, gpointer p)
 static void give_up(Sup *s, const char *why)
 {
     s->given_up = true;
+    count(s, offsetof(StateHeader, give_ups));
     g_free(s->failed_why);
     s->failed_why = g_strdup(why);
     log_event(G_LOG_LEVEL_WARNING, LOG_ID_GIVE_UP,
@@ -792,12 +819,13 @@ static void on_daemon_exit(GPid pid, gint status, gpointer p)
               "supervisor: the daemon (pid %d) %s; a new one takes the connection over", (int)pid,
               how);
     s->restarts++;
-    /* one killed from outside (kill -9, the OOM killer) comes back at once
-     * and counts as no failure; one that cannot start is retried a few
-     * times, then the supervisor gives up rather than keep every access
-     * waiting */
-    bool killed = !exited && WTERMSIG(status) == SIGKILL;
-    s->failed_starts = was_ready || killed ? 0 : s->failed_starts + 1;
+    /* one that served before it died (kill -9, a crash) comes back at
+     * once; one that died before it served, whatever killed it (a broken
+     * config, the OOM killer at start-up), is retried a few times, then the
+     * supervisor gives up rather than keep every access waiting */
+    s->failed_starts = was_ready ? 0 : s->failed_starts + 1;
+    if (!was_ready)
+        count(s, offsetof(StateHeader, failed_starts));
     if (s->failed_starts >= START_TRIES)
         give_up(s, error ? error : how);
     else if (s->failed_starts >= 2)
@@ -908,14 +936,9 @@ static void on_takeover(Sup *s, char *payload, size_t len, int exe)
 /* The processes as this supervisor knows them, for status_json. */
 static char *status_of(Sup *s, bool *healthy)
 {
-    if (!s->st.hdr) {
-        int fd = dup(s->state_fd);
-        if (fd < 0 || state_open(&s->st, fd) < 0) {
-            if (fd >= 0)
-                close(fd);
-            *healthy = false;
-            return g_strdup_printf("error: the state memfd: %s", g_strerror(errno));
-        }
+    if (!sup_state(s)) {
+        *healthy = false;
+        return g_strdup_printf("error: the state memfd: %s", g_strerror(errno));
     }
     StatusProcs p = {
         .supervisor_pid = (int)getpid(),

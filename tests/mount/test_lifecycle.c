@@ -491,6 +491,9 @@ static void test_daemon_that_cannot_start_fails_requests_with_eio(void **state)
         fprintf(stderr, "--takeover: exit %d: %s", rc, msg);
     assert_int_equal(rc, 0);
     assert_serves(m, "resumed");
+    /* the episode stays in the counters */
+    assert_true(mount_metric(m, "ckptfs_daemon_failed_starts_total") >= 5);
+    assert_int_equal(mount_metric(m, "ckptfs_supervisor_give_ups_total"), 1);
     assert_int_equal(mount_stop(m), 0);
     mount_free(m);
 }
