@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -60,6 +61,39 @@ static const char *errno_label(int e, char *buf, size_t len)
 }
 
 _Thread_local FsOp fs_metric_cur_op = FS_OP_COUNT;
+_Thread_local unsigned fs_metric_tick;
+_Thread_local bool fs_metric_armed;
+static _Thread_local struct {
+    FsOp op;
+    struct rusage start;
+} sample_of_thread;
+
+static guint64 ns_of(const struct timeval *tv)
+{
+    return (guint64)tv->tv_sec * 1000000000u + (guint64)tv->tv_usec * 1000u;
+}
+
+void fs_metric_sample(FsMetrics *m, FsOp op)
+{
+    struct rusage now;
+    if (getrusage(RUSAGE_THREAD, &now) != 0)
+        return;
+    if (fs_metric_armed) {
+        const struct rusage *was = &sample_of_thread.start;
+        FsOp o = sample_of_thread.op;
+        guint64 cpu = ns_of(&now.ru_utime) + ns_of(&now.ru_stime) - ns_of(&was->ru_utime) -
+                      ns_of(&was->ru_stime);
+        guint64 sw = (guint64)(now.ru_nvcsw + now.ru_nivcsw - was->ru_nvcsw - was->ru_nivcsw);
+        atomic_fetch_add_explicit(&m->sampled[o], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->sampled_cpu_ns[o], cpu, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->sampled_switches[o], sw, memory_order_relaxed);
+        fs_metric_armed = false;
+        return; /* the next sample starts FS_METRIC_SAMPLE_EVERY requests later */
+    }
+    sample_of_thread.op = op;
+    sample_of_thread.start = now;
+    fs_metric_armed = true;
+}
 
 _Static_assert(sizeof(FsMetrics) == FS_METRICS_SIZE,
                "FsMetrics: a layout change needs STATE_VERSION + 1 (state.c)");
@@ -128,6 +162,29 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
     for (int op = 0; op < FS_OP_COUNT; op++) {
         g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
         sample(s, "ckptfs_ops_total", mp, lb, get(&m->ops[op]));
+    }
+
+    header(s, "ckptfs_requests_sampled_total", "counter",
+           "Requests whose cost was measured (one in 16 of each thread), by operation.");
+    for (int op = 0; op < FS_OP_COUNT; op++) {
+        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
+        sample(s, "ckptfs_requests_sampled_total", mp, lb, get(&m->sampled[op]));
+    }
+    header(s, "ckptfs_request_cpu_sampled_seconds_total", "counter",
+           "CPU time of the sampled requests, from a request's start to its thread's next "
+           "(reply and wait included), by operation.");
+    for (int op = 0; op < FS_OP_COUNT; op++) {
+        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
+        g_string_append_printf(s, "ckptfs_request_cpu_sampled_seconds_total{mount=\"");
+        append_label_value(s, mp);
+        g_string_append_printf(s, "\",%s} %.9f\n", lb, (double)get(&m->sampled_cpu_ns[op]) / 1e9);
+    }
+    header(s, "ckptfs_request_context_switches_sampled_total", "counter",
+           "Context switches of the sampled requests' threads, by operation.");
+    for (int op = 0; op < FS_OP_COUNT; op++) {
+        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
+        sample(s, "ckptfs_request_context_switches_sampled_total", mp, lb,
+               get(&m->sampled_switches[op]));
     }
 
     header(s, "ckptfs_errors_total", "counter",
