@@ -541,7 +541,8 @@ int main(int argc, char *argv[])
     rc = log_open(fs.opt.log, fs.opt.log_level, c.debug, fs.opt.backing_arg, c.mountpoint);
     if (rc)
         goto out;
-    if (!c.foreground && !fs.opt.log && strcmp(log_target_name(), "stderr") == 0)
+    if (!c.foreground && !fs.opt.log && strcmp(log_target_name(), "stderr") == 0 &&
+        !supervisor_started_me())
         g_message("ckptfs: this host has neither a journal nor syslog: once in the background the "
                   "daemon's log goes nowhere; -o log=FILE keeps it");
     /* -o supervise: on by default under systemd and in the background */

@@ -1154,6 +1154,11 @@ static void log_like(char **argv, const char *mnt)
     fs_options_clear(&o);
 }
 
+bool supervisor_started_me(void)
+{
+    return g_getenv(ENV_DAEMON) != NULL;
+}
+
 bool supervisor_resuming(void)
 {
     return g_getenv(ENV_RESUME) != NULL;

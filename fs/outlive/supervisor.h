@@ -63,6 +63,9 @@ typedef struct {
 /* A supervisor re-executed by a takeover: it resumes with what it had, and
  * parses nothing (so a config file broken meanwhile cannot stop it). */
 bool supervisor_resuming(void);
+/* This process is a daemon a supervisor started (its first process spoke
+ * to the terminal already). */
+bool supervisor_started_me(void);
 /* Runs the resumed supervisor; returns its exit status. */
 int supervisor_resume(char **argv);
 /* In main, options parsed, argv absolute (fs_argv_absolute).  In a daemon
