@@ -284,7 +284,7 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     }
     Creds c;
     creds_enter(fs, req, true, &c);
-    int fd = openat(pf.fd, at, flags, mode & 07777);
+    int fd = openat(pf.fd, at, flags, creds_mode(fs, req, mode));
     if (fd < 0 && errno == EEXIST && (flags & O_EXCL) && kio_resent()) {
         /* resent after the daemon died: the first try made the file (the
          * caller never had it, so it holds nothing written through it) */

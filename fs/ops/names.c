@@ -316,9 +316,9 @@ static int do_make(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name,
     if (target)
         r = symlinkat(target, pf.fd, name);
     else if (S_ISDIR(mode))
-        r = mkdirat(pf.fd, name, mode & 07777);
+        r = mkdirat(pf.fd, name, creds_mode(fs, req, mode));
     else
-        r = mknodat(pf.fd, name, mode, rdev);
+        r = mknodat(pf.fd, name, (mode & S_IFMT) | creds_mode(fs, req, mode), rdev);
     err = r < 0 ? -errno : 0;
     creds_leave(fs, &c);
     bool again = done_before(err, -EEXIST);
