@@ -68,6 +68,7 @@ typedef struct {
 typedef struct {
     GMutex lock;           /* one load at a time; guards stamp */
     CkIdentityMap *loaded; /* checked at set-up (main.c), handed to the identity */
+    bool in_force;         /* a map was loaded (lock) */
     struct {
         bool exists;
         dev_t dev;

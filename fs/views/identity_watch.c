@@ -59,6 +59,12 @@ static bool load(struct ckptfs *fs, const char *why, bool count)
     CkIdentityMap *m = ck_identity_map_load(path, &bad);
     if (count)
         atomic_fetch_add_explicit(&fs->metrics->idmap_reloads[m ? 1 : 0], 1, memory_order_relaxed);
+    if (!m && !w->in_force) {
+        g_warning("ckptfs: identity_map=%s (%s): %s; no map is in force until the file is "
+                  "mended: no caller is named by one",
+                  path, why, bad);
+        return false;
+    }
     if (!m) {
         g_warning("ckptfs: identity_map=%s (%s): %s; the previous map stays in force "
                   "(%" G_GUINT64_FORMAT " cgroup lines, %" G_GUINT64_FORMAT " uid lines)",
@@ -66,6 +72,7 @@ static bool load(struct ckptfs *fs, const char *why, bool count)
                   (guint64)atomic_load(&fs->metrics->idmap_lines[1]));
         return false;
     }
+    w->in_force = true;
     set_gauges(fs, m);
     g_message("ckptfs: identity_map=%s (%s): %u cgroup lines, %u uid lines", path, why,
               ck_identity_map_cgroup_lines(m), ck_identity_map_uid_lines(m));
@@ -94,6 +101,7 @@ void identity_watch_init(struct ckptfs *fs)
     g_mutex_lock(&w->lock);
     if (w->loaded) { /* checked at set-up, with its stamp */
         CkIdentityMap *m = g_steal_pointer(&w->loaded);
+        w->in_force = true;
         set_gauges(fs, m);
         ck_identity_set_map(fs->identity, m);
     } else {

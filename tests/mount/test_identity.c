@@ -953,7 +953,7 @@ static void test_takeover_and_kill(void **state)
     /* killed while the map is broken: the next daemon starts with none */
     put_map(map, "uid:x a\n");
     assert_true(wait_metric(m, RELOADS_FAILED, 2) >= 2);
-    mount_expect_log(m, "(a new daemon): line 1");
+    mount_expect_log(m, "(a new daemon): line 1: uid:x: not a uid; no map is in force");
     assert_int_equal(kill(next, SIGKILL), 0);
     pid_t last = 0;
     for (int i = 0; i < 3000 && ((last = mount_daemon_pid(m)) == next || last <= 0); i++)
