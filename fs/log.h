@@ -70,7 +70,9 @@ typedef struct {
     const char *passthrough_why; /* NULL: on */
     bool supervised;
     const char *job;          /* job=ID, or NULL */
-    const char *identity_env; /* identity=env:VAR, or NULL */
+    const char *identity;     /* identity= as given ("env:VAR", "cgroup:PATTERN", ...), or NULL */
+    const char *identity_map; /* identity_map=FILE, or NULL */
+    bool anonymous_deny;      /* anonymous=deny (said only when denied) */
     unsigned attaches;        /* 0: mounted now; N: took the live connection over, N times */
 } LogStart;
 void log_start(const LogStart *s);

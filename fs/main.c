@@ -26,6 +26,7 @@
 #include "attach.h"
 #include "ckptfs.h"
 #include "views/control.h"
+#include "views/identity_watch.h"
 #include "kernel/kio.h"
 #include "log.h"
 #include "ops/ops.h"
@@ -149,10 +150,24 @@ static void passthrough_setup(struct ckptfs *fs)
     kio_want_ring(&fs->kio, ring_why == NULL, ring_why, fs->opt.io_uring_depth_n);
 }
 
+/* Whether this process is in a cgroup v2 hierarchy: identity=cgroup reads
+ * the callers' "0::" lines. */
+static bool has_cgroup2(void)
+{
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents("/proc/self/cgroup", &text, NULL, NULL))
+        return false;
+    return g_str_has_prefix(text, "0::") || strstr(text, "\n0::") != NULL;
+}
+
 /* The backing directory and the files the options name, as a daemon will
  * find them: what a takeover checks before the running daemon hands over,
- * and the first thing a daemon checks.  fs->backing is set. */
-static int check_paths(struct ckptfs *fs, char **collision_log)
+ * and the first thing a daemon checks.  fs->backing is set.  check_map:
+ * identity_map=FILE is read into fs->idwatch.loaded (a malformed map is
+ * refused); a daemon that replaces a dead one leaves it to
+ * identity_watch_init, which goes on without a map rather than leave the
+ * mount without a daemon. */
+static int check_paths(struct ckptfs *fs, char **collision_log, bool check_map)
 {
     FsOptions *o = &fs->opt;
     struct stat st;
@@ -172,6 +187,14 @@ static int check_paths(struct ckptfs *fs, char **collision_log)
                            "%s: the backing directory already has an entry named %s; choose "
                            "another name for the views with -o views=NAME",
                            o->backing_arg, o->views_name);
+    g_autofree char *map_why = NULL;
+    if (check_map && !identity_watch_check(fs, &map_why))
+        return setup_error(fs, 2, "identity_map=%s: %s", o->identity_map, map_why);
+    if (o->identity_mode == CK_IDENTITY_CGROUP && !has_cgroup2())
+        return setup_error(fs, 1,
+                           "identity=%s: this system has no cgroup v2 hierarchy (no \"0::\" line "
+                           "in /proc/self/cgroup)",
+                           o->identity);
     if (o->collision_log)
         return check_collision_log(fs, collision_log);
     return 0;
@@ -211,7 +234,7 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
             return setup_error(fs, 2, "%s: path too long", mountpoint);
     }
     g_autofree char *log_path = NULL;
-    int rc = check_paths(fs, &log_path);
+    int rc = check_paths(fs, &log_path, link->mode != LINK_ATTACH);
     if (rc)
         return rc;
     if (attach)
@@ -249,8 +272,12 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
     if (!fs->collisions)
         return setup_error(fs, 2, "collision_log=%s: %s", o->collision_log,
                            err ? err->message : "?");
-    if (o->job_interned || o->identity_env)
-        fs->identity = ck_identity_new(o->job_interned, o->identity_env, "/proc");
+    if (o->identity_mode != CK_IDENTITY_NONE) {
+        g_autofree char *why = NULL;
+        fs->identity = ck_identity_new(o->job_interned, o->identity, NULL, "/proc", &why);
+        if (!fs->identity)
+            return setup_error(fs, 2, "identity=%s: %s", o->identity, why);
+    }
     return 0;
 }
 
@@ -264,8 +291,9 @@ static int setup_state(struct ckptfs *fs)
     fs_metrics_reset_gauges(fs->metrics);
     /* settings changed while mounted outlive the daemon, unless this one's
      * options change them (control.h) */
-    fs->policy = (CkPolicy){.off = o->no_policy};
+    fs->policy = (CkPolicy){.off = o->no_policy, .anonymous_deny = o->anonymous_deny};
     control_init(fs);
+    identity_watch_init(fs);
     fs->entry_timeout = o->entry_timeout_s;
     fs->attr_timeout = o->attr_timeout_s;
     passthrough_setup(fs);
@@ -304,6 +332,7 @@ static void teardown(struct ckptfs *fs)
     if (fs->views)
         views_destroy(fs);
     node_table_destroy(&fs->nodes);
+    identity_watch_clear(fs);
     if (fs->identity)
         ck_identity_free(fs->identity);
     if (fs->collisions)
@@ -478,7 +507,8 @@ static int check_command_line(char **argv)
     if (!rc) {
         fs.mountpoint = g_canonicalize_filename(c.mountpoint, NULL);
         g_autofree char *log_path = NULL;
-        rc = check_paths(&fs, &log_path);
+        rc = check_paths(&fs, &log_path, true);
+        g_clear_pointer(&fs.idwatch.loaded, ck_identity_map_free);
         g_free(fs.mountpoint);
         fs.mountpoint = NULL;
     }
@@ -510,6 +540,7 @@ int main(int argc, char *argv[])
     struct ckptfs fs;
     memset(&fs, 0, sizeof fs);
     fs.root_fd = fs.mount_fd = fs.reload_fd = fs.reload_stop = -1;
+    fs.idwatch.inotify_fd = fs.idwatch.stop_fd = -1;
     fs.started_us = g_get_real_time();
     struct fuse_cmdline_opts c;
     memset(&c, 0, sizeof c);
@@ -624,6 +655,7 @@ int main(int argc, char *argv[])
     if (views_start(&fs) != 0) /* threads: after the fork of fuse_daemonize */
         g_warning("ckptfs: views: cannot start the catalog threads");
     reload_start(&fs);
+    identity_watch_start(&fs);
     if (link.sock < 0)
         sd_notify(0, "READY=1"); /* systemd Type=notify: the mount is up */
     /* the supervisor hears "ready" at INIT (ops.c), once the state holds the
@@ -655,6 +687,7 @@ int main(int argc, char *argv[])
          * is for it: nothing is freed, nothing unmounted (a reload under
          * way finishes first). */
         reload_stop(&fs);
+        identity_watch_stop(&fs);
         views_stop(&fs);
         _exit(SUPERVISOR_EXIT_HANDOVER);
     }
@@ -664,6 +697,7 @@ int main(int argc, char *argv[])
     if (link.sock < 0)
         sd_notify(0, "STOPPING=1");
     reload_stop(&fs);
+    identity_watch_stop(&fs);
     views_stop(&fs); /* its notifier writes to the session: stop it first */
     attach_end(&fs, link.fuse_fd);
 out_unmount:

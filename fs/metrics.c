@@ -106,6 +106,8 @@ void fs_metrics_reset_gauges(FsMetrics *m)
     atomic_store(&m->rescan_duration_us, 0);
     atomic_store(&m->sweep_duration_us, 0);
     atomic_store(&m->pt_ids, 0);
+    atomic_store(&m->idmap_lines[0], 0);
+    atomic_store(&m->idmap_lines[1], 0);
 }
 
 /* A Prometheus label value: backslash, double quote and newline escaped. */
@@ -249,6 +251,18 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
            "collision_log=FILE could not be opened again; the settings stayed as they were).");
     sample(s, "ckptfs_config_reloads_total", mp, "result=\"ok\"", get(&m->config_reloads[1]));
     sample(s, "ckptfs_config_reloads_total", mp, "result=\"failed\"", get(&m->config_reloads[0]));
+
+    header(s, "ckptfs_identity_map_reloads_total", "counter",
+           "Loads of identity_map=FILE after the mount's (the file changed, or SIGHUP), by "
+           "result: ok, or failed (the file did not parse or could not be read; the previous "
+           "map stays in force).");
+    sample(s, "ckptfs_identity_map_reloads_total", mp, "result=\"ok\"", get(&m->idmap_reloads[1]));
+    sample(s, "ckptfs_identity_map_reloads_total", mp, "result=\"failed\"",
+           get(&m->idmap_reloads[0]));
+    header(s, "ckptfs_identity_map_lines", "gauge",
+           "Lines of identity_map=FILE in force, by kind: cgroup (a cgroup prefix) or uid.");
+    sample(s, "ckptfs_identity_map_lines", mp, "kind=\"cgroup\"", get(&m->idmap_lines[0]));
+    sample(s, "ckptfs_identity_map_lines", mp, "kind=\"uid\"", get(&m->idmap_lines[1]));
 
     header(s, "ckptfs_views_served_total", "counter", "Lookups and reads served in the views.");
     sample(s, "ckptfs_views_served_total", mp, NULL, get(&m->views_served));

@@ -108,9 +108,12 @@ typedef struct {
     atomic_uint_fast64_t sampled[FS_OP_COUNT];
     atomic_uint_fast64_t sampled_cpu_ns[FS_OP_COUNT];
     atomic_uint_fast64_t sampled_switches[FS_OP_COUNT];
+    /* identity_map=FILE (views/identity_watch.c) */
+    atomic_uint_fast64_t idmap_reloads[2]; /* [0] failed (the previous map kept), [1] ok */
+    atomic_uint_fast64_t idmap_lines[2];   /* gauges: [0] cgroup lines, [1] uid lines in force */
 } FsMetrics;
 /* The layout is part of the state memfd's: a change needs STATE_VERSION + 1. */
-#define FS_METRICS_SIZE 2480
+#define FS_METRICS_SIZE 2544
 
 /* A sample costs two getrusage calls (about 2 us each on a VM): one request
  * in 16 keeps that under 0.3 us a request on average. */

@@ -17,7 +17,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         .passthrough_why = kio_why_not(&fs->kio),
         .supervised = fs->supervised,
         .job = fs->opt.job_interned,
-        .identity_env = fs->opt.identity_env,
+        .identity = fs->opt.identity,
+        .identity_map = fs->opt.identity_map,
+        .anonymous_deny = fs->opt.anonymous_deny,
         .attaches = atomic_load(&fs->state.hdr->attaches),
     });
     pt_log_state(&fs->pt);

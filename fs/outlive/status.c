@@ -16,9 +16,9 @@ void status_publish(State *st, const FsOptions *o, const char *why, gint64 start
     StateHeader *h = st->hdr;
     g_strlcpy(h->status.version, CKPTFS_VERSION, sizeof h->status.version);
     g_strlcpy(h->status.passthrough_why, why ? why : "", sizeof h->status.passthrough_why);
-    g_autofree char *identity = o->job_interned   ? g_strconcat("job:", o->job_interned, NULL)
-                                : o->identity_env ? g_strconcat("env:", o->identity_env, NULL)
-                                                  : g_strdup("none");
+    g_autofree char *identity = o->job_interned ? g_strconcat("job:", o->job_interned, NULL)
+                                : o->identity   ? g_strdup(o->identity)
+                                                : g_strdup("none");
     g_strlcpy(h->status.identity, identity, sizeof h->status.identity);
     g_strlcpy(h->status.log, log_target_name(), sizeof h->status.log);
     atomic_store(&h->status.passthrough, why == NULL);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "identity_watch.h"
 #include "log.h"
 #include "views-private.h"
 
@@ -226,6 +227,7 @@ void control_reload(struct ckptfs *fs)
                           fs->opt.config, remount);
         }
     }
+    identity_watch_reload(fs, "SIGHUP");
     g_autoptr(GError) err = NULL;
     if (!ck_collision_log_reopen(fs->collisions, &err)) {
         g_warning("ckptfs: reload: %s; collisions still go to the file open before", err->message);
