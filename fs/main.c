@@ -572,10 +572,13 @@ int main(int argc, char *argv[])
     rc = log_open(fs.opt.log, fs.opt.log_level, c.debug, fs.opt.backing_arg, c.mountpoint);
     if (rc)
         goto out;
-    if (!c.foreground && !fs.opt.log && strcmp(log_target_name(), "stderr") == 0 &&
-        !supervisor_started_me())
-        g_message("ckptfs: this host has neither a journal nor syslog: once in the background the "
-                  "daemon's log goes nowhere; -o log=FILE keeps it");
+    /* said once the mount is up (a refusal stays one line) */
+    const char *lost_log =
+        !c.foreground && !fs.opt.log && strcmp(log_target_name(), "stderr") == 0 &&
+                !supervisor_started_me()
+            ? "ckptfs: this host has neither a journal nor syslog: in the background the "
+              "daemon's log goes nowhere; -o log=FILE keeps it"
+            : NULL;
     /* -o supervise: on by default under systemd and in the background */
     bool supervise =
         fs.opt.supervise >= 0 ? fs.opt.supervise : (!c.foreground || g_getenv("INVOCATION_ID"));
@@ -585,7 +588,7 @@ int main(int argc, char *argv[])
                          "is there to outlive; give one of them (or -o nosupervise)");
         goto out;
     }
-    rc = supervisor_start(cmd, supervise, c.foreground, &link);
+    rc = supervisor_start(cmd, supervise, c.foreground, lost_log, &link);
     if (rc || (supervise && link.sock < 0))
         goto out; /* the supervisor's own exit status */
     rc = reload_signal_setup(&fs);
@@ -649,6 +652,8 @@ int main(int argc, char *argv[])
         suplink_mounted(&link, fuse_session_fd(fs.se));
     }
     if (link.sock < 0) {
+        if (lost_log)
+            g_message("%s", lost_log);
         fuse_daemonize(c.foreground);
         daemonized = !c.foreground;
     }

@@ -162,7 +162,7 @@ static void remove_tree(const char *path)
 
 /* A run killed together with its daemon and the auto_unmount helper (CTest's
  * timeout SIGKILLs the whole process tree) leaves a dead mount at its private
- * mountpoint.  A dead mount answers ENOTCONN, which a live run's never does:
+ * mountpoint.  A dead mount answers ENOTCONN (statfs), which a live run's never does:
  * detach those under root and remove what their run left in its directory. */
 static void clear_dead_runs(const char *root)
 {
@@ -190,8 +190,9 @@ static void clear_dead_runs(const char *root)
     mnt_unref_table(tb);
     for (guint i = 0; i < dead->len; i++) {
         const char *mnt = dead->pdata[i];
-        struct stat st;
-        if (stat(mnt, &st) == 0 || errno != ENOTCONN)
+        /* statfs always reaches the daemon: a stat may be answered from the
+         * kernel's attribute cache of a mount whose daemon is dead */
+        if (mountrun_state(mnt) != MOUNTRUN_DEAD)
             continue;
         if (!mountrun_fusermount(mnt, true, NULL))
             continue;

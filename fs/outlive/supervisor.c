@@ -1199,7 +1199,8 @@ int supervisor_resume(char **argv)
     return run(&s);
 }
 
-int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link)
+int supervisor_start(char **argv, bool supervise, bool foreground, const char *started_note,
+                     SupLink *link)
 {
     memset(link, 0, sizeof *link);
     link->sock = link->state_fd = link->fuse_fd = link->conn_fd = -1;
@@ -1251,6 +1252,8 @@ int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link
             unsigned char b = 1;
             if (read(p[0], &b, 1) != 1 || b != 0)
                 waitpid(pid, NULL, 0); /* a supervisor that failed exits: reap it */
+            else if (started_note)
+                g_message("%s", started_note);
             _exit(b);
         }
         close(p[0]);

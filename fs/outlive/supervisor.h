@@ -72,8 +72,10 @@ int supervisor_resume(char **argv);
  * the supervisor started: fills link and returns 0.  Not supervising:
  * link->sock = -1, returns 0.  Otherwise this process becomes the
  * supervisor and returns only its exit status (> 0, or 0 after a clean
- * unmount) for main to exit with. */
-int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link);
+ * unmount) for main to exit with.  started_note (or NULL): what the
+ * process on the terminal says once a background mount is up. */
+int supervisor_start(char **argv, bool supervise, bool foreground, const char *started_note,
+                     SupLink *link);
 /* A standby or starting daemon's reason to fail, for the takeover's reply. */
 void suplink_error(SupLink *l, const char *msg);
 /* A standby daemon checked what it could: waits until the running daemon
