@@ -65,6 +65,20 @@ int pt_bind(Passthrough *p, Node *n, int fd)
     return id;
 }
 
+int pt_bind_unless_unbound(Passthrough *p, Node *n)
+{
+    if (!kio_passthrough(p->kio)) {
+        count_fallback(p, p->off_why);
+        return 0;
+    }
+    int id = node_binding_join(p->nodes, n, 0);
+    if (id)
+        atomic_fetch_add_explicit(&p->metrics->pt_opens, 1, memory_order_relaxed);
+    else
+        count_fallback(p, FS_PT_CACHED);
+    return id;
+}
+
 void pt_unbind(Passthrough *p, Node *n, int backing_id)
 {
     if (!kio_passthrough(p->kio))

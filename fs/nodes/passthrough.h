@@ -30,6 +30,10 @@ void pt_init(Passthrough *p, NodeTable *t, Kio *k, FsMetrics *m, FsPtWhy off_why
  * until pt_unbind).  Returns the backing id for the open reply, or 0 when
  * this open goes through the daemon; either way pair it with pt_unbind. */
 int pt_bind(Passthrough *p, Node *n, int fd);
+/* pt_bind for an open that must reach the daemon (its writes are watched):
+ * it goes without passthrough unless the node's other opens are bound
+ * already (the kernel wants one answer per inode); then it shares theirs. */
+int pt_bind_unless_unbound(Passthrough *p, Node *n);
 /* The open that pt_bind returned backing_id (maybe 0) for is released. */
 void pt_unbind(Passthrough *p, Node *n, int backing_id);
 /* Logs once why passthrough is off, if it is (at INIT). */

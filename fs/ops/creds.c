@@ -72,6 +72,44 @@ mode_t creds_mode(struct ckptfs *fs, fuse_req_t req, mode_t mode)
     return mode & 07777;
 }
 
+/* Whether req's caller has group gid (its own or a supplementary one). */
+static bool caller_in_group(fuse_req_t req, gid_t gid)
+{
+    if (fuse_req_ctx(req)->gid == gid)
+        return true;
+    gid_t small[64];
+    int n = fuse_req_getgroups(req, G_N_ELEMENTS(small), small);
+    g_autofree gid_t *big = NULL;
+    gid_t *list = small;
+    if (n > (int)G_N_ELEMENTS(small)) {
+        big = g_new(gid_t, n);
+        n = fuse_req_getgroups(req, n, big);
+        list = big;
+    }
+    for (int i = 0; i < n; i++)
+        if (list[i] == gid)
+            return true;
+    return false;
+}
+
+bool creds_sgid_to_drop(fuse_req_t req, const struct stat *st)
+{
+    /* uid 0 stands for CAP_FSETID: the request carries no capabilities */
+    return S_ISREG(st->st_mode) && (st->st_mode & (S_ISGID | S_IXGRP)) == S_ISGID &&
+           fuse_req_ctx(req)->uid != 0 && !caller_in_group(req, st->st_gid);
+}
+
+void creds_drop_sgid(fuse_req_t req, int fd)
+{
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !creds_sgid_to_drop(req, &st))
+        return;
+    char proc[64];
+    proc_path(proc, sizeof proc, fd); /* fchmod refuses an O_PATH descriptor */
+    if (chmod(proc, st.st_mode & 07777 & ~S_ISGID) < 0)
+        g_debug("ckptfs: dropping the set-group-ID bit: %s", g_strerror(errno));
+}
+
 void creds_leave(struct ckptfs *fs, Creds *c)
 {
     if (!c->switched)

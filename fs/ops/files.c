@@ -66,7 +66,9 @@ static void bind_open(struct ckptfs *fs, FileHandle *h, int flags)
     if (h->fd < 0 || (h->write_err && (flags & O_ACCMODE) != O_RDONLY))
         return;
     h->bound = true;
-    h->backing_id = pt_bind(&fs->pt, h->node, h->fd);
+    /* a write that must drop the set-group-ID bit has to reach the daemon */
+    h->backing_id =
+        h->sgid_watch ? pt_bind_unless_unbound(&fs->pt, h->node) : pt_bind(&fs->pt, h->node, h->fd);
     bound_writer(h, flags);
 }
 
@@ -114,13 +116,15 @@ static int open_views(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_fi
 /* Makes fd, open on backing node n, the open file fi: counted among the
  * node's opens (which keep an unlinked node from going stale) and registered. */
 static FileHandle *file_handle_open(struct ckptfs *fs, Node *n, int fd, bool writable,
-                                    const char *marker_job, struct fuse_file_info *fi)
+                                    bool sgid_watch, const char *marker_job,
+                                    struct fuse_file_info *fi)
 {
     FileHandle *h = g_new0(FileHandle, 1);
     h->fd = fd;
     h->node = n;
     h->flags = fi->flags;
     h->writable = writable;
+    h->sgid_watch = sgid_watch;
     h->marker_job = marker_job;
     node_open_count(&fs->nodes, n, 1);
     bind_open(fs, h, fi->flags);
@@ -182,10 +186,13 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
         return fd;
     CkNs ns = node_ns(&fs->nodes, n);
     const char *marker_job = wants_write(fi->flags) && ck_ns_is_marker(ns) ? ns.job : NULL;
-    FileHandle *h =
-        file_handle_open(fs, n, fd, (fi->flags & O_ACCMODE) != O_RDONLY, marker_job, fi);
+    bool writable = (fi->flags & O_ACCMODE) != O_RDONLY;
+    FileHandle *h = file_handle_open(fs, n, fd, writable, writable && creds_sgid_to_drop(req, &st),
+                                     marker_job, fi);
     if (!h)
         return -ENFILE;
+    if (fi->flags & O_TRUNC)
+        creds_drop_sgid(req, fd);
     set_open_flags(fs, n, &st, h, fi);
     drop_kernel_attrs(fs, h);
     return 0;
@@ -304,7 +311,7 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         return err;
     }
     bool marker = !tmpfile && ck_ns_is_marker(child);
-    FileHandle *h = file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
+    FileHandle *h = file_handle_open(fs, n, fd, true, false, marker ? child.job : NULL, fi);
     if (!h) {
         node_forget(&fs->nodes, n, 1);
         return -ENFILE;
@@ -459,6 +466,8 @@ static int do_write(struct ckptfs *fs, fuse_req_t req, FileHandle *h, struct fus
     ssize_t r = fuse_buf_copy(&out, in_buf, 0);
     if (r < 0)
         return (int)r;
+    if (r > 0 && h->sgid_watch)
+        creds_drop_sgid(req, h->fd);
     fs_metric_bytes(&fs->metrics->written_bytes, (guint64)r);
     *written = (size_t)r;
     return 0;
@@ -536,11 +545,13 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
     reply_err(fs, req, do_fsync(file_of(fs, fi), datasync));
 }
 
-static int do_fallocate(FileHandle *h, int mode, off_t off, off_t len)
+static int do_fallocate(fuse_req_t req, FileHandle *h, int mode, off_t off, off_t len)
 {
     int err = write_refusal(h);
     if (!err && fallocate(h->fd, mode, off, len) < 0)
         err = -errno;
+    if (!err)
+        creds_drop_sgid(req, h->fd);
     return err;
 }
 
@@ -550,7 +561,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(fs->metrics, FS_OP_FALLOCATE);
-    reply_err(fs, req, do_fallocate(file_of(fs, fi), mode, off, len));
+    reply_err(fs, req, do_fallocate(req, file_of(fs, fi), mode, off, len));
 }
 
 static int do_lseek(FileHandle *h, off_t off, int whence, off_t *pos)
@@ -574,8 +585,8 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
         fuse_reply_lseek(req, pos);
 }
 
-static int do_copy_file_range(FileHandle *in, off_t off_in, FileHandle *out, off_t off_out,
-                              size_t len, int flags, size_t *copied)
+static int do_copy_file_range(fuse_req_t req, FileHandle *in, off_t off_in, FileHandle *out,
+                              off_t off_out, size_t len, int flags, size_t *copied)
 {
     int err = write_refusal(out);
     if (err)
@@ -585,6 +596,8 @@ static int do_copy_file_range(FileHandle *in, off_t off_in, FileHandle *out, off
     ssize_t r = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, (unsigned)flags);
     if (r < 0)
         return -errno;
+    if (r > 0)
+        creds_drop_sgid(req, out->fd);
     *copied = (size_t)r;
     return 0;
 }
@@ -598,7 +611,7 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
     (void)ino_out;
     fs_metric_op(fs->metrics, FS_OP_COPY_FILE_RANGE);
     size_t copied = 0;
-    int err = do_copy_file_range(file_of(fs, fi_in), off_in, file_of(fs, fi_out), off_out, len,
+    int err = do_copy_file_range(req, file_of(fs, fi_in), off_in, file_of(fs, fi_out), off_out, len,
                                  flags, &copied);
     reply_write(fs, req, err, copied);
 }

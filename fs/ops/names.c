@@ -228,10 +228,13 @@ static int do_setattr(struct ckptfs *fs, fuse_req_t req, Node *n, struct stat *a
             goto out;
         }
     }
-    if (fstatat(fd, "", out, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-        err = -errno;
 out:
     creds_leave(fs, &c);
+    /* as the daemon: the caller may not chmod what it may truncate */
+    if (!err && (to_set & FUSE_SET_ATTR_SIZE))
+        creds_drop_sgid(req, fd);
+    if (!err && fstatat(fd, "", out, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+        err = -errno;
     node_fd_put(&fs->nodes, &f);
     return err;
 }

@@ -23,6 +23,7 @@ typedef struct {
     bool bound;             /* pt_bind was asked (pt_unbind at release) */
     int backing_id;         /* > 0: the kernel does this file's I/O (FUSE passthrough) */
     bool bound_writer;      /* counted in node_bound_writers */
+    bool sgid_watch;        /* writes may drop the set-group-ID bit (creds_sgid_to_drop) */
     const char *marker_job; /* a COMPLETED of this job written: refresh the views at release */
     bool control;           /* _views/.control open for writing: writes set its settings */
 } FileHandle;
@@ -89,6 +90,15 @@ typedef struct {
 void creds_enter(struct ckptfs *fs, fuse_req_t req, bool creating, Creds *c);
 void creds_leave(struct ckptfs *fs, Creds *c);
 mode_t creds_mode(struct ckptfs *fs, fuse_req_t req, mode_t mode);
+/* The set-group-ID bit of a regular file that is not group-executable is
+ * dropped when a caller without CAP_FSETID outside the file's group
+ * modifies it (writes, truncates, allocates), as the kernel does natively;
+ * the kernel's FUSE path clears only the group-executable case.
+ * creds_sgid_to_drop: whether a change by req's caller to a file of *st
+ * would drop it; creds_drop_sgid: drops it from fd's file if so (after the
+ * change succeeded; fd may be O_PATH). */
+bool creds_sgid_to_drop(fuse_req_t req, const struct stat *st);
+void creds_drop_sgid(fuse_req_t req, int fd);
 
 /* Names (names.c). */
 void fill_entry(struct ckptfs *fs, Node *n, const struct stat *st, struct fuse_entry_param *e);

@@ -326,6 +326,86 @@ static void test_umask_and_default_acl_as_natively(void **state)
     }
 }
 
+/* One change to an existing file by nobody (not in the file's group): a
+ * write, an allocation, a hole punched, a range zeroed, a truncate, an
+ * empty write.  Returns the file's mode afterwards. */
+typedef enum { CH_WRITE, CH_ALLOCATE, CH_PUNCH, CH_ZERO, CH_TRUNCATE, CH_EMPTY, CH_COUNT } Change;
+
+static mode_t mode_after(const char *path, mode_t mode, Change ch)
+{
+    put_file(path, "0123456789");
+    assert_int_equal(chown(path, 0, 0), 0);
+    assert_int_equal(chmod(path, mode), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) < 0 || setresgid(NOGROUP, NOGROUP, NOGROUP) < 0 ||
+            setresuid(NOBODY, NOBODY, NOBODY) < 0)
+            _exit(99);
+        int fd = open(path, O_WRONLY);
+        if (fd < 0)
+            _exit(98);
+        int r = 0;
+        switch (ch) {
+        case CH_WRITE:
+            r = write(fd, "x", 1) == 1 ? 0 : -1;
+            break;
+        case CH_ALLOCATE:
+            r = fallocate(fd, 0, 0, 8192);
+            break;
+        case CH_PUNCH:
+            r = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4);
+            break;
+        case CH_ZERO:
+            r = fallocate(fd, FALLOC_FL_ZERO_RANGE, 0, 4);
+            break;
+        case CH_TRUNCATE:
+            r = ftruncate(fd, 5);
+            break;
+        default:
+            r = pwrite(fd, "", 0, 0) == 0 ? 0 : -1;
+            break;
+        }
+        _exit(r == 0 && close(fd) == 0 ? 0 : 97);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_mode & 07777;
+}
+
+/* The set-user-ID and set-group-ID bits a change by another user drops are
+ * the ones ext4 drops: set-user-ID always, set-group-ID when the file is
+ * group-executable or the writer is not in its group; an empty write
+ * drops none.  In both data paths: a file whose bit a write would drop
+ * is written through the daemon, which drops it as the kernel would. */
+static void test_setid_bits_dropped_as_natively(void **state)
+{
+    Mount *m = *state;
+    make_dir(m, "setid", 0777, 0, 0);
+    static const mode_t modes[] = {04777, 02777, 02666, 06777, 04666};
+    for (int ch = 0; ch < CH_COUNT; ch++)
+        for (size_t i = 0; i < G_N_ELEMENTS(modes); i++) {
+            g_autofree char *name = g_strdup_printf("setid/f%d-%zu", ch, i);
+            g_autofree char *b = bp(m, name);
+            g_autofree char *n = g_build_filename(m->base, "native", name, NULL);
+            g_autofree char *through = mp(m, name);
+            mode_t native = mode_after(n, modes[i], ch);
+            /* set up through the backing dir, changed through the mount */
+            put_file(b, "0123456789");
+            assert_int_equal(chown(b, 0, 0), 0);
+            assert_int_equal(chmod(b, modes[i]), 0);
+            struct stat st;
+            assert_int_equal(stat(through, &st), 0); /* the kernel sees the new mode */
+            mode_t mounted = mode_after(through, modes[i], ch);
+            if (native != mounted)
+                fail_msg("change %d of a %04o file: native %04o, through the mount %04o", ch,
+                         modes[i], native, mounted);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -335,6 +415,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sticky_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_posix_acls_are_enforced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_umask_and_default_acl_as_natively, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_setid_bits_dropped_as_natively, setup, teardown),
     };
     return cmocka_run_group_tests_name("mount/perms", tests, NULL, NULL);
 }
