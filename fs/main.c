@@ -306,6 +306,7 @@ static int setup_state(struct ckptfs *fs)
                           .mount_fd = fs->mount_fd,
                           .views_name = o->views_name,
                           .no_handles = o->no_handles,
+                          .noatime = fs->noatime,
                           .name = fs->backing};
     int rc = node_table_init(&fs->nodes, &nts);
     if (rc < 0)
@@ -554,6 +555,7 @@ int main(int argc, char *argv[])
         goto out;
     }
     bool daemonized = false;
+    fs.noatime = has_mount_option(&args, "noatime");
     if (c.show_help) {
         fs_options_help();
         fuse_cmdline_help();

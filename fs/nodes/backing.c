@@ -48,10 +48,22 @@ int node_fstat(NodeTable *t, Node *n, struct stat *st)
     return err;
 }
 
+static int node_open_as(NodeTable *t, Node *n, int flags);
+
 int node_open(NodeTable *t, Node *n, int flags)
 {
     flags &= ~(O_CREAT | O_EXCL | O_NOCTTY);
     flags |= O_CLOEXEC;
+    if (t->noatime) {
+        int fd = node_open_as(t, n, flags | O_NOATIME);
+        if (fd != -EPERM)
+            return fd;
+    }
+    return node_open_as(t, n, flags);
+}
+
+static int node_open_as(NodeTable *t, Node *n, int flags)
+{
     int fd;
     if (n->handle) {
         fd = open_by_handle_at(t->mount_fd, n->handle, flags);

@@ -119,6 +119,7 @@ typedef struct {
     bool handles;           /* the backing fs gives file handles (else one O_PATH fd per node) */
     int root_mount_id;      /* handles from other mounts are not usable with mount_fd */
     const char *views_name; /* interned: what ck_ns_child calls the views */
+    bool noatime;           /* the mount is noatime: backing objects are opened O_NOATIME */
 } NodeTable;
 
 /* A descriptor borrowed from the cache; release with node_fd_put. */
@@ -132,6 +133,7 @@ typedef struct {
     int root_fd, mount_fd;  /* the backing root, O_PATH and O_RDONLY (borrowed) */
     const char *views_name; /* interned */
     bool no_handles;        /* behave as on a file system without handles (tests) */
+    bool noatime;           /* the mount's noatime: reads through it leave atimes alone */
     const char *name;       /* the backing directory, for messages */
 } NodeTableSetup;
 
@@ -218,7 +220,10 @@ int node_fd(NodeTable *t, Node *n, NodeFd *out);
 void node_fd_put(NodeTable *t, NodeFd *f);
 /* lstat of the node's backing object, through node_fd. */
 int node_fstat(NodeTable *t, Node *n, struct stat *st);
-/* Opens the node's backing object with open(2) flags (no O_CREAT). */
+/* Opens the node's backing object with open(2) flags (no O_CREAT); on a
+ * noatime mount with O_NOATIME too (where the daemon may: the owner's, or
+ * any as root), so that what the kernel reads through it, passthrough
+ * included, leaves the atime alone. */
 int node_open(NodeTable *t, Node *n, int flags);
 /* node_open for reading or writing what is at the name now: fills st, and
  * returns -ESTALE (marking n stale) when the object has no name left. */

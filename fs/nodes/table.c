@@ -192,6 +192,7 @@ int node_table_init(NodeTable *t, const NodeTableSetup *s)
     t->root_fd = s->root_fd;
     t->mount_fd = s->mount_fd;
     t->views_name = s->views_name;
+    t->noatime = s->noatime;
     t->state = s->state;
 
     struct stat st;

@@ -3,7 +3,8 @@
  * cleared by an O_DIRECT write, fstat of an open directory replaced by
  * rename, extended attributes of symlinks, syncfs under -o writeback after
  * unlinks, renameat2(RENAME_WHITEOUT), O_TMPFILE, a shared mapping of an
- * O_DIRECT file, and the options that are refused.  Runs in both variants
+ * O_DIRECT file, the atime of a noatime mount, and the options that are
+ * refused.  Runs in both variants
  * (passthrough and not); unprivileged callers are nobody/nogroup on a
  * mount with allow_other. */
 #include <errno.h>
@@ -341,6 +342,65 @@ static void test_no_default_permissions_refused(void **state)
     mount_free(m);
 }
 
+/* A read through the mount of a file whose atime is older than its mtime:
+ * the atime of the backing file after it (relatime would move it). */
+static time_t atime_after_read(Mount *m)
+{
+    g_autofree char *b = bp(m, "atime.dat");
+    put_file(b, "read me");
+    struct timespec ts[2] = {{946684800, 0}, {0, UTIME_NOW}}; /* atime 2000-01-01 */
+    assert_int_equal(utimensat(AT_FDCWD, b, ts, 0), 0);
+    g_autofree char *p = mp(m, "atime.dat");
+    g_autofree char *text = get_file(p);
+    assert_string_equal(text, "read me");
+    g_autofree char *dir = mp(m, "");
+    GDir *d = g_dir_open(dir, 0, NULL); /* and a listing of its directory */
+    assert_non_null(d);
+    while (g_dir_read_name(d))
+        ;
+    g_dir_close(d);
+    struct stat st;
+    assert_int_equal(stat(b, &st), 0);
+    return st.st_atim.tv_sec;
+}
+
+/* On a noatime mount what the daemon reads leaves atimes alone: listings,
+ * and files read without passthrough (with it the kernel reads the backing
+ * file under the backing file system's own atime rule); without noatime,
+ * relatime moves an atime older than the mtime, as natively. */
+static void test_noatime(void **state)
+{
+    (void)state;
+    const char *v = g_getenv("CKPTFS_TEST_OPTS");
+    bool passthrough = !(v && strstr(v, "passthrough=off"));
+    Mount *m = mount_new();
+    assert_int_equal(mount_start(m, NULL), 0);
+    assert_true(atime_after_read(m) > 946684800);
+    assert_int_equal(mount_stop(m), 0);
+    const char *args[] = {"-o", "noatime", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    time_t after = atime_after_read(m);
+    if (passthrough)
+        print_message("passthrough: the kernel reads the backing file, whose atime follows the "
+                      "backing file system's mount\n");
+    else
+        assert_int_equal(after, 946684800);
+    g_autofree char *bdir = bp(m, "");
+    struct stat st;
+    struct timespec old[2] = {{946684800, 0}, {0, UTIME_NOW}};
+    assert_int_equal(utimensat(AT_FDCWD, bdir, old, 0), 0);
+    g_autofree char *dir = mp(m, "");
+    GDir *d = g_dir_open(dir, 0, NULL);
+    assert_non_null(d);
+    while (g_dir_read_name(d))
+        ;
+    g_dir_close(d);
+    assert_int_equal(stat(bdir, &st), 0);
+    assert_int_equal(st.st_atim.tv_sec, 946684800);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +410,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fstat_replaced_dir, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_symlink_xattrs, mount_setup, mount_teardown),
         cmocka_unit_test(test_writeback_syncfs),
+        cmocka_unit_test(test_noatime),
         cmocka_unit_test_setup_teardown(test_rename_whiteout, setup_allow_other, mount_teardown),
         cmocka_unit_test_setup_teardown(test_tmpfile, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_o_direct_mmap, mount_setup, mount_teardown),
