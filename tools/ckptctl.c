@@ -847,7 +847,8 @@ static int cmd_check(int argc, char **argv)
     g_autoptr(CkptctlCatalog) cat =
         open_catalog("check",
                      "Every hazard of DIR: shared-location (two jobs' restores read one "
-                     "location), foreign-root, malformed (also unreadable markers), cut-short, "
+                     "state location: one root and generation, whatever their subtasks), "
+                     "foreign-root, malformed (also unreadable markers), cut-short, "
                      "orphan-root (informational), not-a-job.  Paths are relative to DIR.  Exit 1 "
                      "when a collision (shared-location, foreign-root) or a malformed marker is "
                      "found, else 0.",

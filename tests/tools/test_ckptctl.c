@@ -646,7 +646,7 @@ static void check_fixture(void **state)
     g_auto(Run) r = run("check", dir, "--json", NULL);
     assert_int_equal(r.status, 1);
     g_autoptr(JsonObject) o = parse_obj(r.out);
-    assert_int_equal(json_object_get_int_member(o, "collisions"), 2); /* v1/0, v1/1 */
+    assert_int_equal(json_object_get_int_member(o, "collisions"), 1); /* v1 */
     JsonObject *s = hazard_of(o, "shared-location");
     assert_non_null(s);
     assert_int_equal(json_array_get_length(json_object_get_array_member(s, "jobs")), 2);
