@@ -706,7 +706,9 @@ static int cmd_resolve(int argc, char **argv)
               "What a restore of LOCATION reads (ckptctl(1), COMMANDS): a job's marker directory "
               "<dir>/_jobs/<J>, a checkpoint directory, or a state backend URI.  status is "
               "ok (one job's marker), refused (several jobs: candidates names each job's "
-              "marker directory) or as-given.  Paths are joined to the location as given.  "
+              "marker directory) or as-given; a job's marker directory without a marker for N "
+              "is as-given with a warning (the restore would read the marker directory itself "
+              "as state).  Paths are joined to the location as given.  "
               "Exit 0 for ok and as-given, 1 for refused and for a checkpoint that is not "
               "restorable (error says why), 2 for usage or I/O errors.",
               entries, &argc, &argv, 1, 1);
@@ -805,6 +807,7 @@ static int cmd_resolve(int argc, char **argv)
             json_builder_add_null_value(b);
         }
         ckptctl_add_str_or_null(b, "error", error);
+        ckptctl_add_str_or_null(b, "warning", res->warning);
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
@@ -821,6 +824,8 @@ static int cmd_resolve(int argc, char **argv)
                 add_list(t, "candidates", res->candidates);
             g_autofree char *e = error ? g_strescape(error, NULL) : NULL;
             g_string_append_printf(t, "error: %s\n", e ? e : "-");
+            if (res->warning)
+                g_string_append_printf(t, "warning: %s\n", res->warning);
         }
         fputs(t->str, stdout);
     }
@@ -829,7 +834,11 @@ static int cmd_resolve(int argc, char **argv)
     if (exit_code == CKPTCTL_FOUND && error && c.json)
         fprintf(stderr, "ckptctl resolve: %s\n", error);
     /* as-given is what a restore does, yet a mistyped -c deserves a word */
-    if (!latest && res->status == CK_RESOLVE_AS_GIVEN && g_file_test(loc, G_FILE_TEST_IS_DIR))
+    if (res->warning) { /* like the refusal: in the text, or on stderr beside the JSON */
+        if (c.json)
+            fprintf(stderr, "ckptctl resolve: warning: %s\n", res->warning);
+    } else if (!latest && res->status == CK_RESOLVE_AS_GIVEN &&
+               g_file_test(loc, G_FILE_TEST_IS_DIR))
         fprintf(stderr,
                 "ckptctl resolve: no marker for checkpoint %" G_GUINT64_FORMAT
                 " in %s: a restore reads the location as given\n",

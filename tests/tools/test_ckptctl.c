@@ -151,10 +151,10 @@ static char *fixture(Fx *fx, const char *name, ...)
 }
 
 static const char *const resolve_keys[] = {
-    "status", "job",        "checkpoint",        "class",
-    "root",   "generation", "generation_source", "participants",
-    "marker", "reads",      "candidates",        "error",
-    NULL};
+    "status",  "job",        "checkpoint",        "class",
+    "root",    "generation", "generation_source", "participants",
+    "marker",  "reads",      "candidates",        "error",
+    "warning", NULL};
 
 static void assert_all_resolve_keys(JsonObject *o)
 {
@@ -1232,10 +1232,41 @@ static void resolve_missing_checkpoint_says_so(void **state)
     g_autoptr(JsonObject) o = parse_obj(r.out);
     assert_string_equal(json_object_get_string_member(o, "status"), "as-given");
     assert_non_null(strstr(r.err, "no marker for checkpoint 99"));
-    /* the checkpoint that exists: nothing on stderr */
+    /* a job's marker directory read as given: the restore would read the
+     * marker directory itself as state, which the answer says in a field */
+    assert_all_resolve_keys(o);
+    const char *w = json_object_get_string_member(o, "warning");
+    assert_non_null(w);
+    assert_non_null(strstr(w, "no marker for checkpoint 99"));
+    assert_non_null(strstr(w, "read the marker directory itself as state"));
+    assert_non_null(strstr(r.err, "warning: "));
+    g_auto(Run) h = run("resolve", jobdir, "-c", "99", NULL);
+    assert_int_equal(h.status, 0);
+    assert_non_null(strstr(h.out, "status: as-given\n"));
+    g_autofree char *line = g_strconcat("\nwarning: ", w, "\n", NULL);
+    assert_non_null(strstr(h.out, line));
+    assert_string_equal(h.err, ""); /* said once, in the text */
+    /* latest of a marker directory with no marker at all: the same */
+    testfs_mkdir(fx->tmp, "rm/_jobs/empty");
+    g_autofree char *empty = path_in(fx, "rm/_jobs/empty");
+    g_auto(Run) e = run("resolve", empty, "--json", NULL);
+    assert_int_equal(e.status, 0);
+    g_autoptr(JsonObject) eo = parse_obj(e.out);
+    assert_string_equal(json_object_get_string_member(eo, "status"), "as-given");
+    assert_non_null(strstr(json_object_get_string_member(eo, "warning"), "itself as state"));
+    /* the checkpoint that exists: nothing on stderr, no warning */
     g_auto(Run) ok = run("resolve", jobdir, "-c", "1", NULL);
     assert_int_equal(ok.status, 0);
     assert_string_equal(ok.err, "");
+    assert_null(strstr(ok.out, "warning"));
+    g_auto(Run) okj = run("resolve", jobdir, "-c", "1", "--json", NULL);
+    g_autoptr(JsonObject) oko = parse_obj(okj.out);
+    assert_true(json_object_get_null_member(oko, "warning"));
+    /* a checkpoint directory without a marker for N: as given, no warning */
+    g_autofree char *cdir = path_in(fx, "rm");
+    g_auto(Run) cd = run("resolve", cdir, "-c", "99", "--json", NULL);
+    g_autoptr(JsonObject) cdo = parse_obj(cd.out);
+    assert_true(json_object_get_null_member(cdo, "warning"));
     /* a URI: as given, nothing to say */
     g_auto(Run) u = run("resolve", "s3://b/ckpt", "-c", "99", NULL);
     assert_int_equal(u.status, 0);
