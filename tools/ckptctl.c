@@ -18,6 +18,7 @@
 #include "classify.h"
 #include "collision.h"
 #include "follow.h"
+#include "layout.h"
 #include "resolve.h"
 #include "restore_source.h"
 #include "stateroot.h"
@@ -492,6 +493,25 @@ static void catalog_done(CkCatalog *cat)
 typedef CkCatalog CkptctlCatalog;
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkptctlCatalog, catalog_done)
 
+/* 0 when dir is a checkpoint directory (ck_is_checkpoint_dir), else the
+ * exit code after one line: /etc has no jobs, hazards or unused state, and
+ * saying so would pass a wrong path for a clean directory.  A directory
+ * that cannot be opened is left to the catalog, which says why. */
+static int checkpoint_dir_or_fail(const char *cmd, const char *dir, const char *views)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int is = ck_is_checkpoint_dir(fd, views ? views : "_views");
+    close(fd);
+    if (is != 0)
+        return 0;
+    return ckptctl_fail(cmd,
+                        "%s: not a checkpoint directory (no _jobs, no _state, no v<G> or <S> "
+                        "directory in it)",
+                        dir);
+}
+
 /* The start of jobs, check, unused and prune: their options (into c, and
  * `extra`'s, NULL-terminated, may be NULL), then the catalog of DIR (the
  * one argument).  NULL with *rc the exit code when the command ends here. */
@@ -505,6 +525,9 @@ static CkCatalog *open_catalog(const char *cmd, const char *summary, const GOpti
     common_entries(c, true, entries, &n);
     *rc = parse(cmd, "DIR", summary, entries, argc, argv, 1, 1);
     if (*rc >= 0)
+        return NULL;
+    *rc = checkpoint_dir_or_fail(cmd, (*argv)[1], c->views);
+    if (*rc)
         return NULL;
     CkResolveOptions ro;
     *rc = common_resolve_options(cmd, c, &ro);

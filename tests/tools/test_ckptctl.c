@@ -1313,6 +1313,34 @@ static void collisions_file(void **state)
     assert_non_null(strstr(m.err, "none.jsonl"));
 }
 
+/* A directory that is not a checkpoint directory (no _jobs, _state, v<G>
+ * or <S>) is a usage error for the commands that read one: `jobs /etc`
+ * printed nothing and exited 0.  An empty directory is a checkpoint
+ * directory before its first job. */
+static void not_a_checkpoint_dir(void **state)
+{
+    Fx *fx = *state;
+    testfs_put(fx->tmp, "etc/passwd", "root:x:0:0::/root:/bin/sh\n");
+    testfs_mkdir(fx->tmp, "etc/ssh");
+    testfs_mkdir(fx->tmp, "empty");
+    g_autofree char *etc = path_in(fx, "etc");
+    g_autofree char *empty = path_in(fx, "empty");
+    static const char *const cmds[] = {"jobs", "check", "unused", "prune"};
+    for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
+        g_auto(Run) r = run(cmds[i], etc, NULL);
+        assert_one_line_error(&r);
+        assert_non_null(strstr(r.err, "not a checkpoint directory"));
+        assert_string_equal(r.out, "");
+        g_auto(Run) j = run(cmds[i], etc, "--json", NULL);
+        assert_one_line_error(&j);
+        assert_string_equal(j.out, "");
+        g_auto(Run) e = run(cmds[i], empty, "--json", NULL);
+        assert_int_equal(e.status, 0);
+        g_autoptr(JsonObject) o = parse_obj(e.out);
+        assert_non_null(o);
+    }
+}
+
 /* ---- the progress line ---- */
 
 /* What `cmdline` writes on a terminal (a pty from script(1)); stdout is
@@ -1397,6 +1425,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(tables_aligned, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_missing_checkpoint_says_so, setup, teardown),
         cmocka_unit_test_setup_teardown(progress_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(not_a_checkpoint_dir, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
