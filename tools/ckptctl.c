@@ -9,8 +9,11 @@
 #include <fcntl.h>
 #include <locale.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "catalog.h"
@@ -19,6 +22,7 @@
 #include "collision.h"
 #include "follow.h"
 #include "layout.h"
+#include "policy.h"
 #include "resolve.h"
 #include "restore_source.h"
 #include "stateroot.h"
@@ -92,6 +96,11 @@ void ckptctl_add_u64(JsonBuilder *b, guint64 v)
 char *ckptctl_json_text(JsonBuilder *b)
 {
     g_autoptr(JsonNode) root = json_builder_get_root(b);
+    return ckptctl_json_node_text(root);
+}
+
+char *ckptctl_json_node_text(JsonNode *root)
+{
     g_autoptr(JsonGenerator) gen = json_generator_new();
     json_generator_set_pretty(gen, TRUE);
     json_generator_set_indent(gen, 2);
@@ -245,9 +254,13 @@ static void common_entries(Common *c, bool with_resolve, GOptionEntry *entries, 
             "[job:<ID>] legacy_backend",
             "FILE"};
     }
-    entries[(*n)++] = (GOptionEntry){"views",   0,
-                                     0,         G_OPTION_ARG_STRING,
-                                     &c->views, "Name of the views directory (default _views)",
+    entries[(*n)++] = (GOptionEntry){"views",
+                                     0,
+                                     0,
+                                     G_OPTION_ARG_STRING,
+                                     &c->views,
+                                     "Name of a mount's views directory (default: what the mount "
+                                     "says, else _views)",
                                      "NAME"};
     entries[*n] = (GOptionEntry){NULL, 0, 0, 0, NULL, NULL, NULL};
 }
@@ -526,6 +539,10 @@ static CkCatalog *open_catalog(const char *cmd, const char *summary, const GOpti
     *rc = parse(cmd, "DIR", summary, entries, argc, argv, 1, 1);
     if (*rc >= 0)
         return NULL;
+    /* DIR may be a mount: its views are not part of the directory */
+    char *views = ckptctl_views_of((*argv)[1], c->views);
+    g_free(c->views);
+    c->views = views;
     *rc = checkpoint_dir_or_fail(cmd, (*argv)[1], c->views);
     if (*rc)
         return NULL;
@@ -1225,27 +1242,338 @@ static int cmd_prune(int argc, char **argv)
 
 /* ---- collisions ---- */
 
+char *ckptctl_views_of(const char *mount, const char *given)
+{
+    if (given)
+        return g_strdup(given);
+    /* the daemon answers on its root; an older one, or no mount, does not */
+    char buf[256];
+    ssize_t n = getxattr(mount, "user.ckptfs.views", buf, sizeof buf - 1);
+    if (n > 0) {
+        buf[n] = '\0';
+        if (!strchr(buf, '/') && strcmp(buf, ".") != 0 && strcmp(buf, "..") != 0)
+            return g_strdup(buf);
+    }
+    return g_strdup("_views");
+}
+
 static const char *member_str(JsonObject *o, const char *k)
 {
     const char *v = ckptctl_member_str(o, k);
     return v ? v : "-";
 }
 
+/* What --since, --job and --kind keep. */
+typedef struct {
+    bool has_since;
+    gint64 since_us; /* real time */
+    const char *job;
+    char **kinds; /* NULL: every kind */
+} RecordFilter;
+
+/* TIME as --since takes it: an ISO 8601 date and time ("2026-12-01T18:00:00Z";
+ * without a zone, local time), a date ("2026-12-01", its midnight, local
+ * time), or how long ago: N followed by s, m, h or d ("10m"). */
+static bool parse_since(const char *text, gint64 *out_us)
+{
+    char *end = NULL;
+    guint64 n = g_ascii_strtoull(text, &end, 10);
+    if (end != text && end[0] && !end[1] && strchr("smhd", end[0]) && g_ascii_isdigit(text[0])) {
+        static const gint64 unit[] = {['s'] = 1, ['m'] = 60, ['h'] = 3600, ['d'] = 86400};
+        if (n > (guint64)(G_MAXINT64 / G_USEC_PER_SEC / 86400))
+            return false;
+        *out_us = g_get_real_time() - (gint64)n * unit[(unsigned char)end[0]] * G_USEC_PER_SEC;
+        return true;
+    }
+    g_autoptr(GTimeZone) local = g_time_zone_new_local();
+    g_autoptr(GDateTime) dt = g_date_time_new_from_iso8601(text, local);
+    if (!dt) {
+        g_autofree char *midnight = g_strconcat(text, "T00:00:00", NULL);
+        dt = g_date_time_new_from_iso8601(midnight, local);
+    }
+    if (!dt)
+        return false;
+    *out_us = g_date_time_to_unix(dt) * G_USEC_PER_SEC + g_date_time_get_microsecond(dt);
+    return true;
+}
+
+/* A record's time ("2026-12-01T18:00:00.123Z") in real-time microseconds. */
+static bool record_time(JsonObject *o, gint64 *us)
+{
+    const char *t = ckptctl_member_str(o, "time");
+    if (!t)
+        return false;
+    g_autoptr(GDateTime) dt = g_date_time_new_from_iso8601(t, NULL);
+    if (!dt)
+        return false;
+    *us = g_date_time_to_unix(dt) * G_USEC_PER_SEC + g_date_time_get_microsecond(dt);
+    return true;
+}
+
+static bool record_matches(const RecordFilter *f, JsonObject *o)
+{
+    gint64 t;
+    if (f->has_since && (!record_time(o, &t) || t < f->since_us))
+        return false;
+    if (f->job && g_strcmp0(ckptctl_member_str(o, "caller_job"), f->job) != 0 &&
+        g_strcmp0(ckptctl_member_str(o, "owner_job"), f->job) != 0)
+        return false;
+    if (f->kinds) {
+        const char *k = ckptctl_member_str(o, "kind");
+        return k && g_strv_contains((const char *const *)f->kinds, k);
+    }
+    return true;
+}
+
+/* The records of recs that f keeps, in order (borrowed). */
+static GPtrArray *filter_records(const RecordFilter *f, GPtrArray *recs)
+{
+    GPtrArray *out = g_ptr_array_new();
+    for (guint i = 0; i < recs->len; i++)
+        if (record_matches(f, recs->pdata[i]))
+            g_ptr_array_add(out, recs->pdata[i]);
+    return out;
+}
+
+/* The records as a table; with_tag: the TAG column even when no record has
+ * one (--follow: later records may), headings: the header line. */
+static void print_records_table(GPtrArray *recs, bool with_tag, bool headings)
+{
+    bool tags = with_tag;
+    for (guint i = 0; i < recs->len && !tags; i++)
+        tags = json_object_has_member(recs->pdata[i], "tag");
+    static const char *const cols[] = {"TIME", "KIND",  "VERDICT", "OP",   "CALLER", "OWNER",
+                                       "PATH", "PATH2", "COMM",    ">PID", "TAG",    NULL};
+    static const char *const cols_notag[] = {"TIME", "KIND",  "VERDICT", "OP",   "CALLER", "OWNER",
+                                             "PATH", "PATH2", "COMM",    ">PID", NULL};
+    g_autoptr(CkptctlTable) t = ckptctl_table_new(tags ? cols : cols_notag);
+    if (!headings)
+        ckptctl_table_noheadings(t);
+    for (guint i = 0; i < recs->len; i++) {
+        JsonObject *o = recs->pdata[i];
+        JsonNode *pid = json_object_get_member(o, "pid");
+        g_autofree char *pids = pid && JSON_NODE_HOLDS_VALUE(pid)
+                                    ? g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(pid))
+                                    : NULL;
+        /* the TAG column is read only when there is one */
+        ckptctl_table_row(t, member_str(o, "time"), member_str(o, "kind"), member_str(o, "verdict"),
+                          member_str(o, "op"), member_str(o, "caller_job"),
+                          member_str(o, "owner_job"), member_str(o, "path"), member_str(o, "path2"),
+                          member_str(o, "comm"), pids, member_str(o, "tag"));
+    }
+    if (recs->len)
+        ckptctl_table_print(t, NULL);
+}
+
+/* --follow --json: each record as its own document. */
+static void print_record_documents(GPtrArray *recs)
+{
+    for (guint i = 0; i < recs->len; i++) {
+        g_autoptr(JsonNode) node = json_node_new(JSON_NODE_OBJECT);
+        json_node_set_object(node, recs->pdata[i]);
+        g_autofree char *text = ckptctl_json_node_text(node);
+        fputs(text, stdout);
+    }
+    fflush(stdout);
+}
+
+static void note_torn(const char *path, guint skipped, guint first_bad)
+{
+    if (skipped)
+        fprintf(stderr,
+                "ckptctl collisions: %s: skipped %u torn line(s) that are not a JSON object "
+                "(the first: line %u)\n",
+                path, skipped, first_bad);
+}
+
+static volatile sig_atomic_t follow_stop;
+
+static void on_follow_signal(int sig)
+{
+    follow_stop = sig;
+}
+
+/* What --follow has read of the log. */
+typedef struct {
+    const char *path;
+    bool file;   /* --file: appended to, perhaps rotated; else the views' snapshot */
+    guint64 ino; /* --file: the file read, and how far */
+    off_t offset;
+    gint64 mtime_ns; /* the snapshot: its stamp when last read ... */
+    off_t size;
+    char *last;    /* ... and the last whole line it had (NULL: none yet) */
+    guint skipped; /* torn lines over the whole run */
+    guint first_bad;
+    guint shown; /* records printed */
+} Follow;
+
+/* The whole lines of the log not read yet (g_free), "" when none; NULL
+ * with errno when the log cannot be read (the mount went away). */
+static char *follow_new_text(Follow *f)
+{
+    struct stat st;
+    if (stat(f->path, &st) != 0)
+        return NULL;
+    gint64 mtime_ns = (gint64)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    if (!f->file) {
+        if (mtime_ns == f->mtime_ns && st.st_size == f->size && f->last)
+            return g_strdup("");
+        g_autofree char *buf = NULL;
+        gsize len = 0;
+        if (!g_file_get_contents(f->path, &buf, &len, NULL))
+            return NULL;
+        f->mtime_ns = mtime_ns;
+        f->size = st.st_size;
+        const char *end = buf + len;
+        while (end > buf && end[-1] != '\n')
+            end--; /* whole lines only */
+        const char *from = buf;
+        if (f->last) { /* after the last line seen; all of it when that line is gone */
+            size_t ll = strlen(f->last);
+            for (const char *p = end; p > buf;) {
+                const char *ls = p - 1; /* the line before p: [ls, p) with its LF */
+                while (ls > buf && ls[-1] != '\n')
+                    ls--;
+                if ((size_t)(p - 1 - ls) == ll && memcmp(ls, f->last, ll) == 0) {
+                    from = p;
+                    break;
+                }
+                p = ls;
+            }
+        }
+        if (end > buf) {
+            const char *ls = end - 1;
+            while (ls > buf && ls[-1] != '\n')
+                ls--;
+            g_free(f->last);
+            f->last = g_strndup(ls, (gsize)(end - 1 - ls));
+        }
+        return g_strndup(from, (gsize)(end - from));
+    }
+    if ((guint64)st.st_ino != f->ino || st.st_size < f->offset) {
+        f->ino = (guint64)st.st_ino; /* rotated (moved away, a new file) or truncated */
+        f->offset = 0;
+    }
+    if (st.st_size == f->offset)
+        return g_strdup("");
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    GString *s = g_string_new(NULL);
+    char chunk[65536];
+    ssize_t r;
+    while ((r = pread(fd, chunk, sizeof chunk, f->offset + (off_t)s->len)) > 0)
+        g_string_append_len(s, chunk, r);
+    close(fd);
+    gsize whole = s->len;
+    while (whole > 0 && s->str[whole - 1] != '\n')
+        whole--; /* a line still being written waits for its LF */
+    g_string_truncate(s, whole);
+    f->offset += (off_t)whole;
+    return g_string_free(s, FALSE);
+}
+
+/* Prints what is new and matches; false when the log cannot be read. */
+static bool follow_step(Follow *f, const RecordFilter *flt, bool json)
+{
+    g_autofree char *text = follow_new_text(f);
+    if (!text)
+        return false;
+    if (!*text)
+        return true;
+    guint skipped = 0, first_bad = 0;
+    g_autoptr(GPtrArray) recs =
+        ck_collision_parse_lines_skipping(text, strlen(text), &skipped, &first_bad);
+    if (skipped && !f->skipped)
+        f->first_bad = first_bad;
+    f->skipped += skipped;
+    g_autoptr(GPtrArray) keep = filter_records(flt, recs);
+    if (json)
+        print_record_documents(keep);
+    else
+        print_records_table(keep, true, f->shown == 0);
+    f->shown += keep->len;
+    return true;
+}
+
+/* --follow: what the log holds, then each record as it comes, until
+ * SIGINT or SIGTERM (or the log goes away: exit 2). */
+static int follow_log(const char *path, bool file, const RecordFilter *flt, bool json)
+{
+    Follow f = {.path = path, .file = file};
+    struct sigaction sa = {.sa_handler = on_follow_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int rc = CKPTCTL_OK;
+    if (!follow_step(&f, flt, json)) {
+        rc = ckptctl_fail("collisions", "%s: %s", path, g_strerror(errno));
+    } else {
+        while (!follow_stop) {
+            g_usleep(250 * G_TIME_SPAN_MILLISECOND);
+            if (follow_stop)
+                break;
+            if (!follow_step(&f, flt, json)) {
+                rc = ckptctl_fail("collisions", "%s: %s (no longer there to follow)", path,
+                                  g_strerror(errno));
+                break;
+            }
+        }
+    }
+    g_free(f.last);
+    note_torn(path, f.skipped, f.first_bad);
+    if (rc)
+        return rc;
+    return f.shown ? CKPTCTL_FOUND : CKPTCTL_OK;
+}
+
 static int cmd_collisions(int argc, char **argv)
 {
     Common c = {0};
-    char *file = NULL;
-    GOptionEntry entries[8];
+    char *file = NULL, *since = NULL, *job = NULL;
+    char **kinds = NULL;
+    gboolean follow = FALSE;
+    GOptionEntry entries[12];
     guint n = 0;
     entries[n++] = (GOptionEntry){"file", 0,
                                   0,      G_OPTION_ARG_FILENAME,
                                   &file,  "Read FILE (a collision_log=FILE) instead of MOUNT's log",
                                   "FILE"};
+    entries[n++] = (GOptionEntry){
+        "since",
+        0,
+        0,
+        G_OPTION_ARG_STRING,
+        &since,
+        "Only records made at or after TIME: 2026-12-01T18:00:00Z, 2026-12-01 (local time "
+        "without a zone), or how long ago: 30s, 10m, 2h, 1d",
+        "TIME"};
+    entries[n++] =
+        (GOptionEntry){"job", 0,
+                       0,     G_OPTION_ARG_STRING,
+                       &job,  "Only records where job ID wrote (caller) or was written (owner)",
+                       "ID"};
+    entries[n++] = (GOptionEntry){"kind",
+                                  0,
+                                  0,
+                                  G_OPTION_ARG_STRING_ARRAY,
+                                  &kinds,
+                                  "Only records of KIND (repeatable, or a comma list), e.g. "
+                                  "foreign-write",
+                                  "KIND"};
+    entries[n++] = (GOptionEntry){
+        "follow", 'f',
+        0,        G_OPTION_ARG_NONE,
+        &follow,  "After the records there are, print each new one as it comes, until interrupted",
+        NULL};
     common_entries(&c, false, entries, &n);
     int rc = parse("collisions", "[MOUNT]",
                    "The collision log of a ckptfs mount (MOUNT/<views>/.collisions, JSON "
-                   "lines), or of --file.  --json prints {\"records\":[...]}.  Exit 1 when there "
-                   "are records, 0 when there are none.",
+                   "lines; the views' name is asked of the mount unless --views gives it), or "
+                   "of --file.  A line that is not a JSON object (torn by a writer that was "
+                   "killed) is skipped and counted on stderr.  --json prints "
+                   "{\"records\":[...]}; with --follow, each record as its own document.  Exit 1 "
+                   "when there are records (those the filters keep), 0 when there are none.",
                    entries, &argc, &argv, 0, 1);
     /* the options are read only now: MOUNT or --file, exactly one of them */
     if (rc < 0 && (file != NULL) == (argc == 2))
@@ -1253,64 +1581,77 @@ static int cmd_collisions(int argc, char **argv)
                           file ? "give MOUNT or --file FILE, not both (try ckptctl collisions "
                                  "--help)"
                                : "expected MOUNT or --file FILE (try ckptctl collisions --help)");
+    RecordFilter flt = {.job = job};
+    if (rc < 0 && since && !(flt.has_since = parse_since(since, &flt.since_us)))
+        rc = ckptctl_fail("collisions",
+                          "--since %s: expected a time (2026-12-01T18:00:00Z, 2026-12-01) or how "
+                          "long ago (30s, 10m, 2h, 1d)",
+                          since);
+    if (rc < 0 && job && !ck_is_job_id(job, strlen(job)))
+        rc = ckptctl_fail("collisions", "--job %s: not a job id", job);
+    g_auto(GStrv) kind_list = NULL;
+    if (rc < 0 && kinds) {
+        g_autofree char *joined = g_strjoinv(",", kinds);
+        kind_list = g_strsplit(joined, ",", -1);
+        for (char **k = kind_list; *k && rc < 0; k++) {
+            bool known = false;
+            for (int v = 1; v < CK_VERDICT_COUNT; v++)
+                known |= strcmp(*k, ck_verdict_kind((CkVerdict)v)) == 0;
+            if (!**k)
+                rc = ckptctl_fail("collisions", "--kind: an empty kind");
+            else if (!known) /* a kind this ckptctl does not know may be a newer daemon's */
+                fprintf(stderr, "ckptctl collisions: --kind %s: not a kind this ckptctl knows\n",
+                        *k);
+        }
+        flt.kinds = kind_list;
+    }
     if (rc >= 0) {
         g_free(file);
+        g_free(since);
+        g_free(job);
+        g_strfreev(kinds);
         common_clear(&c);
         return rc;
     }
+    g_autofree char *views = file ? NULL : ckptctl_views_of(argv[1], c.views);
     g_autofree char *path =
-        file ? g_strdup(file)
-             : g_build_filename(argv[1], c.views ? c.views : "_views", ".collisions", NULL);
-    g_free(file);
-    g_autofree char *buf = NULL;
-    gsize len = 0;
-    g_autoptr(GError) err = NULL;
-    if (!g_file_get_contents(path, &buf, &len, &err)) {
-        common_clear(&c);
-        return ckptctl_fail("collisions", "%s", err->message);
-    }
-    g_autoptr(GPtrArray) recs = ck_collision_parse_lines(buf, len, &err);
-    if (!recs) {
-        common_clear(&c);
-        return ckptctl_fail("collisions", "%s: %s", path, err->message);
-    }
-    if (c.json) {
-        g_autoptr(JsonBuilder) b = json_builder_new();
-        json_builder_begin_object(b);
-        ckptctl_add_records(b, recs);
-        json_builder_end_object(b);
-        ckptctl_print_json(b);
+        file ? g_strdup(file) : g_build_filename(argv[1], views, ".collisions", NULL);
+    if (follow) {
+        rc = follow_log(path, file != NULL, &flt, c.json);
     } else {
-        /* TAG only when the mount recorded one (tag_env=, ckptctl run) */
-        bool tags = false;
-        for (guint i = 0; i < recs->len && !tags; i++)
-            tags = json_object_has_member(recs->pdata[i], "tag");
-        static const char *const cols[] = {"TIME", "KIND",  "VERDICT", "OP",   "CALLER", "OWNER",
-                                           "PATH", "PATH2", "COMM",    ">PID", "TAG",    NULL};
-        static const char *const cols_notag[] = {"TIME",   "KIND",  "VERDICT", "OP",
-                                                 "CALLER", "OWNER", "PATH",    "PATH2",
-                                                 "COMM",   ">PID",  NULL};
-        g_autoptr(CkptctlTable) t = ckptctl_table_new(tags ? cols : cols_notag);
-        for (guint i = 0; i < recs->len; i++) {
-            JsonObject *o = recs->pdata[i];
-            JsonNode *pid = json_object_get_member(o, "pid");
-            g_autofree char *pids =
-                pid && JSON_NODE_HOLDS_VALUE(pid)
-                    ? g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(pid))
-                    : NULL;
-            /* the TAG column is read only when there is one */
-            ckptctl_table_row(t, member_str(o, "time"), member_str(o, "kind"),
-                              member_str(o, "verdict"), member_str(o, "op"),
-                              member_str(o, "caller_job"), member_str(o, "owner_job"),
-                              member_str(o, "path"), member_str(o, "path2"), member_str(o, "comm"),
-                              pids, member_str(o, "tag"));
+        g_autofree char *buf = NULL;
+        gsize len = 0;
+        g_autoptr(GError) err = NULL;
+        if (!g_file_get_contents(path, &buf, &len, &err)) {
+            rc = ckptctl_fail("collisions", "%s", err->message);
+        } else {
+            guint skipped = 0, first_bad = 0;
+            g_autoptr(GPtrArray) all =
+                ck_collision_parse_lines_skipping(buf, len, &skipped, &first_bad);
+            g_autoptr(GPtrArray) recs = filter_records(&flt, all);
+            note_torn(path, skipped, first_bad);
+            if (c.json) {
+                g_autoptr(JsonBuilder) b = json_builder_new();
+                json_builder_begin_object(b);
+                ckptctl_add_records(b, recs);
+                json_builder_end_object(b);
+                ckptctl_print_json(b);
+            } else {
+                print_records_table(recs, false, true);
+                if (recs->len == all->len)
+                    printf("%u record(s)\n", recs->len);
+                else
+                    printf("%u record(s) of %u in the log\n", recs->len, all->len);
+            }
+            rc = recs->len ? CKPTCTL_FOUND : CKPTCTL_OK;
         }
-        if (recs->len)
-            ckptctl_table_print(t, NULL);
-        printf("%u record(s)\n", recs->len);
     }
+    g_free(file);
+    g_free(since);
+    g_free(job);
+    g_strfreev(kinds);
     common_clear(&c);
-    return recs->len ? CKPTCTL_FOUND : CKPTCTL_OK;
+    return rc;
 }
 
 /* ---- main ---- */

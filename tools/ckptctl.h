@@ -14,8 +14,11 @@
 
 /* One line on stderr ("ckptctl CMD: ..."); returns CKPTCTL_ERROR. */
 int ckptctl_fail(const char *cmd, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-/* The builder's document, pretty, with a final newline (g_free). */
+/* The builder's document, pretty, with a final newline (g_free): the one
+ * JSON style of every --json. */
 char *ckptctl_json_text(JsonBuilder *b);
+/* The same for a document already made (status, --follow's records). */
+char *ckptctl_json_node_text(JsonNode *root);
 /* An unsigned 64-bit number, written exactly (json-glib has only gint64
  * nodes: a value above G_MAXINT64 goes in as a tagged string that
  * ckptctl_json_text turns back into the bare number token). */
@@ -32,6 +35,10 @@ void ckptctl_add_records(JsonBuilder *b, GPtrArray *recs);
 void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision);
 /* A hazard's jobs joined by ',', "-" when none (g_free). */
 char *ckptctl_hazard_jobs(const CkHazard *h);
+/* The views directory's name of the ckptfs mount at `mount`: `given`
+ * (--views) when set, else what the mount root says (user.ckptfs.views),
+ * else "_views" (g_free). */
+char *ckptctl_views_of(const char *mount, const char *given);
 /* A record's string member, NULL when absent or not a string. */
 const char *ckptctl_member_str(JsonObject *o, const char *k);
 
@@ -43,6 +50,8 @@ typedef struct CkptctlTable CkptctlTable;
 CkptctlTable *ckptctl_table_new(const char *const *headers);
 void ckptctl_table_row(CkptctlTable *t, ...);
 guint ckptctl_table_rows(CkptctlTable *t);
+/* No header line (rows that continue a table printed before). */
+void ckptctl_table_noheadings(CkptctlTable *t);
 void ckptctl_table_print(CkptctlTable *t, const char *prefix);
 void ckptctl_table_free(CkptctlTable *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkptctlTable, ckptctl_table_free)

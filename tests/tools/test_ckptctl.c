@@ -13,6 +13,8 @@
 #include <json-glib/json-glib.h>
 #include <stdio.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1139,6 +1141,23 @@ static void unused_print0(void **state)
     assert_string_equal(empty.out, "");
 }
 
+/* One collision record as the daemon writes it. */
+static char *record_line(const char *time, const char *kind, const char *caller, const char *owner,
+                         const char *path)
+{
+    g_autofree char *o = owner ? g_strdup_printf("\"%s\"", owner) : g_strdup("null");
+    return g_strdup_printf("{\"time\":\"%s\",\"kind\":\"%s\",\"verdict\":\"denied\",\"op\":"
+                           "\"create\",\"path\":\"%s\",\"path2\":null,\"caller_job\":\"%s\","
+                           "\"owner_job\":%s,\"pid\":7,\"uid\":0,\"comm\":\"w\"}\n",
+                           time, kind, path, caller, o);
+}
+
+static guint records_in(const char *json)
+{
+    g_autoptr(JsonObject) o = parse_obj(json);
+    return json_array_get_length(json_object_get_array_member(o, "records"));
+}
+
 static void collisions(void **state)
 {
     Fx *fx = *state;
@@ -1169,11 +1188,13 @@ static void collisions(void **state)
     assert_int_equal(e.status, 0);
     g_autoptr(JsonObject) eo = parse_obj(e.out);
     assert_int_equal(json_array_get_length(json_object_get_array_member(eo, "records")), 0);
-    /* garbage, missing */
+    /* garbage is skipped and counted; a missing log is an error */
     testfs_put(fx->tmp, "mnt3/_views/.collisions", "{\"kind\":1}\nnot json\n");
     g_autofree char *mnt3 = path_in(fx, "mnt3");
     g_auto(Run) g = run("collisions", mnt3, "--json", NULL);
-    assert_one_line_error(&g);
+    assert_int_equal(g.status, 1);
+    assert_int_equal(records_in(g.out), 1);
+    assert_non_null(strstr(g.err, "skipped 1 torn line(s)"));
     g_autofree char *none = path_in(fx, "none");
     g_auto(Run) m = run("collisions", none, NULL);
     assert_one_line_error(&m);
@@ -1341,6 +1362,141 @@ static void not_a_checkpoint_dir(void **state)
     }
 }
 
+/* A torn line (a writer killed mid-line) made the whole log unreadable;
+ * now it is skipped and counted on stderr.  --since, --job and --kind
+ * keep what they name. */
+static void collisions_torn_lines_and_filters(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *r1 =
+        record_line("2026-01-01T10:00:00.000Z", "foreign-write", "b", "a", "_state/a/x");
+    g_autofree char *r2 = record_line("2026-06-01T10:00:00.000Z", "legacy-write", "c", NULL, "v1");
+    /* the newest, made a second ago: --since 1h keeps it alone */
+    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
+    g_autofree char *nows = g_date_time_format(now, "%Y-%m-%dT%H:%M:%S.000Z");
+    g_autofree char *r3 = record_line(nows, "cross-namespace-rename", "a", "b", "_state/b/y");
+    g_autofree char *log = g_strconcat(r1, "{\"time\":\"2026-03-01T10:00", "\n", r2, r3,
+                                       "{\"time\":", NULL); /* torn twice, the last without LF */
+    testfs_put(fx->tmp, "log.jsonl", log);
+    g_autofree char *file = path_in(fx, "log.jsonl");
+    g_auto(Run) all = run("collisions", "--file", file, "--json", NULL);
+    assert_int_equal(all.status, 1);
+    assert_int_equal(records_in(all.out), 3);
+    assert_non_null(strstr(all.err, "skipped 2 torn line(s)"));
+    assert_non_null(strstr(all.err, "line 2"));
+    g_auto(Run) h = run("collisions", "--file", file, NULL);
+    assert_int_equal(h.status, 1);
+    assert_non_null(strstr(h.out, "\n3 record(s)\n"));
+    /* --since: an absolute time, a date, how long ago */
+    g_auto(Run) s1 =
+        run("collisions", "--file", file, "--since", "2026-05-01T00:00:00Z", "--json", NULL);
+    assert_int_equal(records_in(s1.out), 2);
+    g_auto(Run) s2 = run("collisions", "--file", file, "--since", "2026-01-02", "--json", NULL);
+    assert_int_equal(records_in(s2.out), 2);
+    g_auto(Run) s3 = run("collisions", "--file", file, "--since", "1h", "--json", NULL);
+    assert_int_equal(records_in(s3.out), 1);
+    g_auto(Run) s4 = run("collisions", "--file", file, "--since", "2099-01-01", NULL);
+    assert_int_equal(s4.status, 0); /* nothing kept: nothing found */
+    assert_non_null(strstr(s4.out, "0 record(s) of 3 in the log"));
+    /* --job: as the writer or as the owner */
+    g_auto(Run) j = run("collisions", "--file", file, "--job", "a", "--json", NULL);
+    assert_int_equal(records_in(j.out), 2);
+    g_auto(Run) jc = run("collisions", "--file", file, "--job", "c", "--json", NULL);
+    assert_int_equal(records_in(jc.out), 1);
+    /* --kind: repeated, or a comma list */
+    g_auto(Run) k = run("collisions", "--file", file, "--kind", "legacy-write", "--kind",
+                        "foreign-write", "--json", NULL);
+    assert_int_equal(records_in(k.out), 2);
+    g_auto(Run) k2 = run("collisions", "--file", file, "--kind",
+                         "cross-namespace-rename,legacy-write", "--json", NULL);
+    assert_int_equal(records_in(k2.out), 2);
+    g_auto(Run) all3 = run("collisions", "--file", file, "--kind", "foreign-write", "--job", "b",
+                           "--since", "2025-01-01", "--json", NULL);
+    assert_int_equal(records_in(all3.out), 1);
+    /* a kind nobody writes: said, not an error */
+    g_auto(Run) ku = run("collisions", "--file", file, "--kind", "foriegn-write", "--json", NULL);
+    assert_int_equal(ku.status, 0);
+    assert_non_null(strstr(ku.err, "not a kind this ckptctl knows"));
+    /* bad values: usage errors */
+    g_auto(Run) b1 = run("collisions", "--file", file, "--since", "yesterday-ish", NULL);
+    assert_one_line_error(&b1);
+    g_auto(Run) b2 = run("collisions", "--file", file, "--job", "not/a/job", NULL);
+    assert_one_line_error(&b2);
+}
+
+/* --follow: the records there are, then each one appended (a line still
+ * being written waits for its LF, a rotated file is followed by name),
+ * until SIGTERM: exit 1 after records. */
+static void collisions_follow_file(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *r1 =
+        record_line("2026-01-01T10:00:00.000Z", "foreign-write", "b", "a", "_state/a/first");
+    testfs_put(fx->tmp, "follow.jsonl", r1);
+    g_autofree char *file = path_in(fx, "follow.jsonl");
+    const char *argv[] = {g_getenv("CKPTCTL"),
+                          "collisions",
+                          "--file",
+                          file,
+                          "--follow",
+                          "--json",
+                          "--job",
+                          "a",
+                          NULL};
+    GPid pid;
+    gint out_fd = -1;
+    g_autoptr(GError) err = NULL;
+    assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                         NULL, &pid, NULL, &out_fd, NULL, &err));
+    g_autoptr(GString) got = g_string_new(NULL);
+    g_autofree char *r2 =
+        record_line("2026-01-02T10:00:00.000Z", "foreign-write", "b", "a", "_state/a/second");
+    g_autofree char *r3 = record_line("2026-01-03T10:00:00.000Z", "legacy-write", "c", NULL,
+                                      "v9"); /* not job a's: filtered out */
+    g_autofree char *r4 = record_line("2026-01-04T10:00:00.000Z", "foreign-write", "a", "b",
+                                      "_state/b/after-rotation");
+    const char *wants[] = {"_state/a/first", "_state/a/second", "_state/b/after-rotation"};
+    for (int step = 0; step < 3; step++) {
+        if (step == 1) {
+            /* half a line, then the rest */
+            size_t half = strlen(r2) / 2;
+            FILE *f = fopen(file, "a");
+            fwrite(r2, 1, half, f);
+            fclose(f);
+            g_usleep(600 * 1000);
+            f = fopen(file, "a");
+            fputs(r2 + half, f);
+            fputs(r3, f);
+            fclose(f);
+        } else if (step == 2) {
+            g_autofree char *moved = path_in(fx, "follow.jsonl.1");
+            assert_int_equal(rename(file, moved), 0);
+            testfs_put(fx->tmp, "follow.jsonl", r4);
+        }
+        for (int i = 0; i < 100 && !strstr(got->str, wants[step]); i++) {
+            char buf[4096];
+            struct pollfd pfd = {out_fd, POLLIN, 0};
+            if (poll(&pfd, 1, 100) > 0) {
+                ssize_t n = read(out_fd, buf, sizeof buf);
+                if (n > 0)
+                    g_string_append_len(got, buf, n);
+            }
+        }
+        if (!strstr(got->str, wants[step]))
+            fail_msg("--follow did not print %s; got: %s", wants[step], got->str);
+    }
+    kill(pid, SIGTERM);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    g_spawn_close_pid(pid);
+    close(out_fd);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    assert_null(strstr(got->str, "v9"));
+    /* each record its own document, pretty like every --json */
+    assert_non_null(strstr(got->str, "{\n  \"time\" : "));
+}
+
 /* ---- the progress line ---- */
 
 /* What `cmdline` writes on a terminal (a pty from script(1)); stdout is
@@ -1426,6 +1582,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(resolve_missing_checkpoint_says_so, setup, teardown),
         cmocka_unit_test_setup_teardown(progress_line, setup, teardown),
         cmocka_unit_test_setup_teardown(not_a_checkpoint_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(collisions_torn_lines_and_filters, setup, teardown),
+        cmocka_unit_test_setup_teardown(collisions_follow_file, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -797,6 +797,52 @@ static void test_next_run_clears_a_dead_run(void **state)
     assert_nothing_left(t);
 }
 
+static char *read_text(const char *dir, const char *name)
+{
+    g_autofree char *p = g_build_filename(dir, name, NULL);
+    char *text = NULL;
+    if (!g_file_get_contents(p, &text, NULL, NULL))
+        fail_msg("%s: not written", p);
+    return text;
+}
+
+/* ckptctl collisions MOUNT and ckptctl set MOUNT on a mount with
+ * -o views=NAME find its views without --views (they looked in _views and
+ * failed); --follow on the mount prints the records made while it runs,
+ * as --kind and --job filter them, and exits 1 on SIGTERM after records. */
+static void test_collisions_of_a_mount_with_views_name(void **state)
+{
+    T *t = *state;
+    g_autofree char *sh = script(t, "collisions-of-the-mount.sh");
+    g_autofree char *found = tmp_path(t, "found");
+    assert_int_equal(g_mkdir(found, 0755), 0);
+    int rc = ckptctl_run(t, NULL, "--identity", "env:CLINK_JOB_ID", "--policy", "enforce", "-o",
+                         "views=_v", "--", "sh", sh, found, NULL);
+    assert_int_equal(rc, 3);
+    g_autofree char *crc = read_text(found, "collisions.rc");
+    assert_string_equal(crc, "1\n");
+    g_autofree char *cj = read_text(found, "collisions.json");
+    g_autoptr(JsonParser) p = json_parser_new();
+    assert_true(json_parser_load_from_data(p, cj, -1, NULL));
+    JsonArray *recs =
+        json_object_get_array_member(json_node_get_object(json_parser_get_root(p)), "records");
+    assert_int_equal(json_array_get_length(recs), 1);
+    JsonObject *r0 = json_array_get_object_element(recs, 0);
+    assert_string_equal(json_object_get_string_member(r0, "path"), "_state/a/stolen");
+    assert_string_equal(json_object_get_string_member(r0, "caller_job"), "b");
+    g_autofree char *src = read_text(found, "set.rc");
+    assert_string_equal(src, "0\n");
+    g_autofree char *so = read_text(found, "set.out");
+    assert_non_null(strstr(so, "policy=enforce\n"));
+    g_autofree char *frc = read_text(found, "follow.rc");
+    assert_string_equal(frc, "1\n");
+    g_autofree char *fj = read_text(found, "follow.json");
+    assert_non_null(strstr(fj, "\"path\" : \"_state/a/stolen\""));
+    assert_non_null(strstr(fj, "\"path\" : \"_state/a/again\""));
+    assert_null(strstr(fj, "v9")); /* a legacy-write: not the kind asked for */
+    assert_nothing_left(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -818,6 +864,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sigterm_unmounts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigkill_of_run_leaves_no_mount, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_run_clears_a_dead_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collisions_of_a_mount_with_views_name, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests_name("ckptctl run", tests, NULL, NULL);
 }
