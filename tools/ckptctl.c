@@ -52,7 +52,8 @@ static const char synopsis[] =
     "      [--tag-env VAR] [--collision-exit N] [--report FILE] -- COMMAND [ARGS...]\n"
     "                           run COMMAND over a fresh mount; exit 3 (or N) on collisions\n"
     "\n"
-    "Every command takes --json (one JSON document on stdout) and --help.\n"
+    "Every command takes --json (one JSON document on stdout) and --help;\n"
+    "ckptctl -V (--version) prints the version.\n"
     "Exit status: 0 success, 1 found what it looks for (collisions, hazards, a refusal,\n"
     "a checkpoint that is not restorable, unused state, collision records, an entry prune\n"
     "did not remove), 2 usage or I/O error (one line on stderr).\n";
@@ -1690,7 +1691,7 @@ int main(int argc, char **argv)
         fputs(synopsis, stdout);
         return CKPTCTL_OK;
     }
-    if (strcmp(argv[1], "--version") == 0) {
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
         printf("ckptctl (ckptfs) %s\n", CKPTFS_VERSION);
         return CKPTCTL_OK;
     }
