@@ -1563,6 +1563,18 @@ GPtrArray *ck_catalog_hazards(CkCatalog *c)
     return out;
 }
 
+char *ck_hazard_key(const CkHazard *h)
+{
+    GString *k = g_string_new(h->kind);
+    g_string_append_c(k, '\x1f');
+    g_string_append(k, h->path);
+    for (guint i = 0; i < h->jobs->len; i++) {
+        g_string_append_c(k, '\x1f');
+        g_string_append(k, h->jobs->pdata[i]);
+    }
+    return g_string_free(k, FALSE);
+}
+
 /* ---- unused ---- */
 
 static void unused_free(gpointer p)

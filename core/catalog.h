@@ -187,6 +187,10 @@ typedef struct {
  * "_state/<J>" (orphan-root), "_jobs/<name>" or "_state/<name>" (not-a-job).
  * jobs: sorted ids; for foreign-root [J, the other job]; empty for not-a-job. */
 GPtrArray *ck_catalog_hazards(CkCatalog *c);
+/* What makes two hazards the same one, as a string (g_free): kind, path
+ * and jobs, not the detail (which lists every checkpoint involved, and
+ * grows as jobs go on writing there). */
+char *ck_hazard_key(const CkHazard *h);
 
 typedef struct {
     char *path;         /* relative to the dir: "v1", "3", "_state/j1/v2" */

@@ -49,7 +49,8 @@ static const char synopsis[] =
     "              [--seed X] [--force]\n"
     "                           write a realistic checkpoint directory\n"
     "  run [--dir DIR] [--policy enforce|audit] [--identity env:VAR] [--job ID]\n"
-    "      [--tag-env VAR] [--collision-exit N] [--report FILE] -- COMMAND [ARGS...]\n"
+    "      [--tag-env VAR] [--collision-exit N] [--report FILE] [--baseline]\n"
+    "      -- COMMAND [ARGS...]\n"
     "                           run COMMAND over a fresh mount; exit 3 (or N) on collisions\n"
     "\n"
     "Every command takes --json (one JSON document on stdout) and --help;\n"
@@ -158,7 +159,8 @@ void ckptctl_add_records(JsonBuilder *b, GPtrArray *recs)
     json_builder_end_array(b);
 }
 
-void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision)
+void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision,
+                         GHashTable *baseline)
 {
     json_builder_set_member_name(b, "hazards");
     json_builder_begin_array(b);
@@ -176,6 +178,9 @@ void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision
         if (with_collision) {
             json_builder_set_member_name(b, "collision");
             json_builder_add_boolean_value(b, h->collision);
+            g_autofree char *key = baseline ? ck_hazard_key(h) : NULL;
+            json_builder_set_member_name(b, "baseline");
+            json_builder_add_boolean_value(b, key && g_hash_table_contains(baseline, key));
         }
         json_builder_end_object(b);
     }
@@ -920,7 +925,7 @@ static int cmd_check(int argc, char **argv)
     if (c.json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
-        ckptctl_add_hazards(b, hz, false);
+        ckptctl_add_hazards(b, hz, false, NULL);
         json_builder_set_member_name(b, "collisions");
         json_builder_add_int_value(b, collisions);
         json_builder_end_object(b);

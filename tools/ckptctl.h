@@ -30,9 +30,11 @@ void ckptctl_add_str_or_null(JsonBuilder *b, const char *name, const char *v);
 /* "records": the collision records (JsonObject*) as they were read. */
 void ckptctl_add_records(JsonBuilder *b, GPtrArray *recs);
 /* "hazards": [{"kind","jobs","path","detail"}] of ck_catalog_hazards, as
- * ckptctl check --json prints them; with_collision adds "collision" (run's
- * --report). */
-void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision);
+ * ckptctl check --json prints them; with_collision adds "collision" and
+ * "baseline" (run's --report): whether the hazard's key (ck_hazard_key) is
+ * in `baseline` (may be NULL: none is). */
+void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision,
+                         GHashTable *baseline);
 /* A hazard's jobs joined by ',', "-" when none (g_free). */
 char *ckptctl_hazard_jobs(const CkHazard *h);
 /* The views directory's name of the ckptfs mount at `mount`: `given`

@@ -843,6 +843,90 @@ static void test_collisions_of_a_mount_with_views_name(void **state)
     assert_nothing_left(t);
 }
 
+/* Without --identity (or --job) every caller is anonymous: job b writing
+ * _state/a is not seen, and the run passes.  It used to say so only as
+ * "no identity (every caller anonymous)" in the report; now a warning on
+ * stderr before COMMAND, in the report and in the report's "warnings". */
+static void test_no_identity_warns(void **state)
+{
+    T *t = *state;
+    g_autofree char *rep = tmp_path(t, "anon.json");
+    g_autofree char *out = NULL, *err = NULL;
+    int rc = ckptctl_run_err(t, &out, &err, "--report", rep, "--", "sh", "-c",
+                             "mkdir -p \"$CKPTFS_MOUNT/_state/a\" && "
+                             "CLINK_JOB_ID=b sh -c 'echo x > \"$CKPTFS_MOUNT/_state/a/x\"'",
+                             NULL);
+    assert_int_equal(rc, 0); /* nothing could be seen */
+    assert_non_null(strstr(err, "ckptctl run: warning: no --identity or --job"));
+    assert_non_null(strstr(err, "foreign-write"));
+    assert_true(has_line(out, "ckptctl run: warning: ", "every caller is anonymous", NULL));
+    g_autoptr(JsonObject) r = load_report(rep);
+    JsonArray *w = json_object_get_array_member(r, "warnings");
+    assert_int_equal(json_array_get_length(w), 1);
+    assert_non_null(strstr(json_array_get_string_element(w, 0), "cannot be seen"));
+    /* with an identity, or a job: no warning, and b's write is seen */
+    g_autofree char *rep2 = tmp_path(t, "named.json");
+    g_autofree char *out2 = NULL, *err2 = NULL;
+    rc = ckptctl_run_err(t, &out2, &err2, "--identity", "env:CLINK_JOB_ID", "--report", rep2, "--",
+                         "sh", "-c",
+                         "mkdir -p \"$CKPTFS_MOUNT/_state/a\" && "
+                         "CLINK_JOB_ID=b sh -c 'echo x > \"$CKPTFS_MOUNT/_state/a/x\"'",
+                         NULL);
+    assert_int_equal(rc, 3);
+    assert_null(strstr(err2, "warning"));
+    g_autoptr(JsonObject) r2 = load_report(rep2);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(r2, "warnings")), 0);
+    g_autofree char *err3 = NULL;
+    rc = ckptctl_run_err(t, NULL, &err3, "-o", "job=j", "--", "true", NULL);
+    assert_int_equal(rc, 0);
+    assert_null(strstr(err3, "warning"));
+    assert_nothing_left(t);
+}
+
+/* --dir over a directory that already has a collision hazard failed the
+ * run even when COMMAND did nothing.  With --baseline the hazards DIR had
+ * before COMMAND are listed, marked, and do not count; a new one does. */
+static void test_baseline(void **state)
+{
+    T *t = *state;
+    g_autofree char *dir = tmp_path(t, "shared");
+    testfs_mkdir(dir, "v1/0");
+    testfs_mkdir(dir, "v1/1");
+    testfs_marker(dir, "a", 1, "generation=1\nparticipants=0\n");
+    testfs_marker(dir, "b", 1, "generation=1\nparticipants=1\n");
+    /* without --baseline: the hazard DIR had fails the run */
+    int rc = ckptctl_run(t, NULL, "--job", "a", "--dir", dir, "--", "true", NULL);
+    assert_int_equal(rc, 3);
+    /* with: reported, not counted */
+    g_autofree char *rep = tmp_path(t, "baseline.json");
+    g_autofree char *out = NULL;
+    rc = ckptctl_run(t, &out, "--job", "a", "--dir", dir, "--baseline", "--report", rep, "--",
+                     "true", NULL);
+    assert_int_equal(rc, 0);
+    assert_true(has_line(out, "ckptctl run: ", "1 there before COMMAND", NULL));
+    assert_true(has_line(out, "ckptctl run:   shared-location ", " a,b ", " v1 ", " yes ", NULL));
+    g_autoptr(JsonObject) r = load_report(rep);
+    assert_int_equal(json_object_get_int_member(r, "collisions"), 0);
+    JsonObject *h = json_array_get_object_element(json_object_get_array_member(r, "hazards"), 0);
+    assert_string_equal(json_object_get_string_member(h, "kind"), "shared-location");
+    assert_true(json_object_get_boolean_member(h, "collision"));
+    assert_true(json_object_get_boolean_member(h, "baseline"));
+    /* a job that joins the shared location makes a new hazard: it counts */
+    g_autofree char *rep2 = tmp_path(t, "baseline2.json");
+    rc = ckptctl_run(
+        t, NULL, "--job", "c", "--dir", dir, "--baseline", "--report", rep2, "--", "sh", "-c",
+        "mkdir -p \"$CKPTFS_MOUNT/_jobs/c/chk-1\" && printf "
+        "'generation=1\\nparticipants=2\\n' > \"$CKPTFS_MOUNT/_jobs/c/chk-1/COMPLETED\"",
+        NULL);
+    assert_int_equal(rc, 3);
+    g_autoptr(JsonObject) r2 = load_report(rep2);
+    assert_int_equal(json_object_get_int_member(r2, "collisions"), 1);
+    JsonObject *h2 = json_array_get_object_element(json_object_get_array_member(r2, "hazards"), 0);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(h2, "jobs")), 3);
+    assert_false(json_object_get_boolean_member(h2, "baseline"));
+    assert_nothing_left(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -866,6 +950,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_next_run_clears_a_dead_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_collisions_of_a_mount_with_views_name, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_no_identity_warns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_baseline, setup, teardown),
     };
     return cmocka_run_group_tests_name("ckptctl run", tests, NULL, NULL);
 }
