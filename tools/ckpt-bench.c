@@ -79,6 +79,7 @@
 #include <json-glib/json-glib.h>
 
 #include "ckptfs-config.h"
+#include "jsonout.h"
 #include "mountrun.h"
 
 #define MiB              (1024u * 1024u)
@@ -1066,11 +1067,8 @@ static void print_json(const Bench *b)
     json_builder_end_object(jb);
 
     g_autoptr(JsonNode) root = json_builder_get_root(jb);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    json_generator_set_pretty(gen, TRUE);
-    json_generator_set_root(gen, root);
-    g_autofree char *text = json_generator_to_data(gen, NULL);
-    printf("%s\n", text);
+    g_autofree char *text = json_out_text(root); /* the one style of every --json */
+    fputs(text, stdout);
 }
 
 static void note(Bench *b, const char *fmt, ...) G_GNUC_PRINTF(2, 3);

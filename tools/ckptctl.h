@@ -7,6 +7,7 @@
 #include <json-glib/json-glib.h>
 
 #include "catalog.h"
+#include "jsonout.h"
 
 #define CKPTCTL_OK    0
 #define CKPTCTL_FOUND 1
@@ -14,14 +15,12 @@
 
 /* One line on stderr ("ckptctl CMD: ..."); returns CKPTCTL_ERROR. */
 int ckptctl_fail(const char *cmd, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-/* The builder's document, pretty, with a final newline (g_free): the one
- * JSON style of every --json. */
+/* The builder's document in the one JSON style of every --json
+ * (json_out_text: pretty, with a final newline; g_free). */
 char *ckptctl_json_text(JsonBuilder *b);
 /* The same for a document already made (status, --follow's records). */
 char *ckptctl_json_node_text(JsonNode *root);
-/* An unsigned 64-bit number, written exactly (json-glib has only gint64
- * nodes: a value above G_MAXINT64 goes in as a tagged string that
- * ckptctl_json_text turns back into the bare number token). */
+/* An unsigned 64-bit number, written exactly (json_out_add_u64). */
 void ckptctl_add_u64(JsonBuilder *b, guint64 v);
 /* Prints ckptctl_json_text(b) on stdout. */
 void ckptctl_print_json(JsonBuilder *b);

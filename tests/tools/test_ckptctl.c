@@ -345,6 +345,53 @@ static void jobs_json_is_json_glib_pretty(void **state)
     assert_non_null(strstr(r.out, "\"checkpoints\" : [],\n      \"latest\" : null,"));
 }
 
+/* Every --json of ckptctl in one style: what json-glib's pretty printer,
+ * two spaces of indentation, writes for the same document, and a final
+ * newline (check was pretty while jobs was compact, once). */
+static void every_json_in_one_style(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = fixture(fx, "fx", "--jobs", "2", "--legacy", "2", NULL);
+    g_autofree char *jobdir = NULL;
+    {
+        g_autofree char *jobs = g_build_filename(dir, "_jobs", NULL);
+        g_autoptr(GDir) jd = g_dir_open(jobs, 0, NULL);
+        jobdir = g_build_filename(jobs, g_dir_read_name(jd), NULL);
+    }
+    testfs_put(fx->tmp, "log.jsonl",
+               "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"legacy-write\","
+               "\"verdict\":\"denied\",\"op\":\"mkdir\",\"path\":\"v1\",\"path2\":null,"
+               "\"caller_job\":null,\"owner_job\":null,\"pid\":1,\"uid\":0,\"comm\":\"sh\"}\n");
+    g_autofree char *log = path_in(fx, "log.jsonl");
+    g_autofree char *fx2 = path_in(fx, "fx2");
+    const char *const cmds[][6] = {
+        {"jobs", dir, NULL},
+        {"check", dir, NULL},
+        {"unused", dir, NULL},
+        {"prune", dir, NULL},
+        {"resolve", jobdir, NULL},
+        {"resolve", dir, "-c", "1", NULL},
+        {"state-root", "s3://b/x?local=/w", "j1", NULL},
+        {"collisions", "--file", log, NULL},
+        {"fixture", fx2, "--jobs", "1", NULL},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
+        g_auto(Run) r =
+            run(cmds[i][0], "--json", cmds[i][1], cmds[i][2], cmds[i][3], cmds[i][4], NULL);
+        g_autoptr(JsonParser) p = json_parser_new();
+        if (!json_parser_load_from_data(p, r.out, -1, NULL))
+            fail_msg("%s --json: not JSON: %s", cmds[i][0], r.out);
+        g_autoptr(JsonGenerator) gen = json_generator_new();
+        json_generator_set_pretty(gen, TRUE);
+        json_generator_set_indent(gen, 2);
+        json_generator_set_root(gen, json_parser_get_root(p));
+        g_autofree char *text = json_generator_to_data(gen, NULL);
+        g_autofree char *want = g_strconcat(text, "\n", NULL);
+        if (strcmp(r.out, want) != 0)
+            fail_msg("%s --json is not in the one style:\n%s", cmds[i][0], r.out);
+    }
+}
+
 /* ---- uint64 in JSON: printed as exact integers ---- */
 
 /* Python's reading of `expr` over the JSON document `doc`, printed with
@@ -1559,6 +1606,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(fixture_refuses_non_empty_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_json, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_json_is_json_glib_pretty, setup, teardown),
+        cmocka_unit_test_setup_teardown(every_json_in_one_style, setup, teardown),
         cmocka_unit_test_setup_teardown(json_uint64_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_refused_names_every_job, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_human_words, setup, teardown),
