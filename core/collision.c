@@ -55,6 +55,10 @@ char *ck_collision_to_json(const CkCollision *c)
     add_string(b, "path", c->path);
     add_string(b, "path2", c->path2);
     add_string(b, "caller_job", c->caller_job);
+    if (c->identity)
+        add_string(b, "identity", c->identity);
+    if (c->identity_value)
+        add_string(b, "identity_value", c->identity_value);
     add_string(b, "owner_job", c->owner_job);
     json_builder_set_member_name(b, "pid");
     json_builder_add_int_value(b, c->pid);
@@ -368,4 +372,26 @@ GPtrArray *ck_collision_parse_lines_skipping(const char *buf, gsize len, guint *
     if (first_bad)
         *first_bad = 0;
     return parse_lines(buf, len, skipped, first_bad, NULL);
+}
+
+/* A string member, or NULL (absent, null, another type). */
+static const char *str_member(JsonObject *o, const char *name)
+{
+    JsonNode *n = json_object_get_member(o, name);
+    if (!n || !JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING)
+        return NULL;
+    return json_node_get_string(n);
+}
+
+char *ck_collision_caller_text(JsonObject *rec)
+{
+    const char *job = str_member(rec, "caller_job");
+    if (job)
+        return g_strdup(job);
+    const char *value = str_member(rec, "identity_value");
+    if (value)
+        return g_strdup_printf("(invalid: %s)", value);
+    if (g_strcmp0(str_member(rec, "kind"), "invalid-identity") == 0)
+        return g_strdup("(invalid)");
+    return g_strdup("(anonymous)");
 }

@@ -1,6 +1,6 @@
 /* Collision records (as ckptfs(8) shows them): one JSON object per line,
- *   {"time","kind","verdict","op","path","path2","caller_job","owner_job",
- *    "pid","uid","comm"[,"tag"]}
+ *   {"time","kind","verdict","op","path","path2","caller_job"[,"identity"
+ *    [,"identity_value"]],"owner_job","pid","uid","comm"[,"tag"]}
  * and the bounded in-memory log behind _views/.collisions (newest N records),
  * optionally appended to a file that survives restarts.  Thread-safe. */
 #pragma once
@@ -20,7 +20,14 @@ typedef struct {
     const char *path;       /* relative to the mount root */
     const char *path2;      /* rename/link destination or symlink target; NULL -> null */
     const char *caller_job; /* NULL -> null */
-    const char *owner_job;  /* NULL -> null */
+    /* "identity": the mode that named the caller ("env", "cgroup", "uid",
+     * "job": ck_identity_mode_name); NULL (an anonymous caller, a mount
+     * without identity) leaves the member out */
+    const char *identity;
+    /* "identity_value": for an identity that is not a valid job id
+     * (invalid-identity), the value as given, escaped; NULL leaves it out */
+    const char *identity_value;
+    const char *owner_job; /* NULL -> null */
     pid_t pid;
     uid_t uid;
     const char *comm; /* process name, may be NULL */
@@ -91,4 +98,8 @@ GPtrArray *ck_collision_parse_lines(const char *buf, gsize len, GError **err);
  * LF is read like the others.  Never NULL. */
 GPtrArray *ck_collision_parse_lines_skipping(const char *buf, gsize len, guint *skipped,
                                              guint *first_bad);
+/* For tables of records (a record as ck_collision_parse_lines gives it):
+ * who wrote, as a reader would say it: the caller's job; "(invalid: VALUE)"
+ * for an identity that is not a job id; "(anonymous)".  g_free. */
+char *ck_collision_caller_text(JsonObject *rec);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkCollisionLog, ck_collision_log_free)

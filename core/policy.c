@@ -6,6 +6,8 @@
 #include <glib.h>
 #include <string.h>
 
+const char ck_caller_invalid[] = "(invalid identity)";
+
 static const char *default_views(const char *views_name)
 {
     return views_name ? views_name : "_views";
@@ -67,6 +69,10 @@ const char *ck_verdict_kind(CkVerdict v)
         return "cross-namespace-link";
     case CK_CROSS_NAMESPACE_SYMLINK:
         return "cross-namespace-symlink";
+    case CK_ANONYMOUS_WRITE:
+        return "anonymous-write";
+    case CK_INVALID_IDENTITY:
+        return "invalid-identity";
     case CK_VIEWS_READ_ONLY:
         return "views-read-only";
     }
@@ -87,16 +93,21 @@ const char *ck_ns_owner(CkNs ns)
 
 CkVerdict ck_policy_write(const CkPolicy *p, const char *caller_job, CkNs target)
 {
-    switch (target.kind) {
-    case CK_NS_VIEWS:
+    if (target.kind == CK_NS_VIEWS)
         return CK_VIEWS_READ_ONLY;
+    if (caller_job == CK_CALLER_INVALID)
+        return CK_INVALID_IDENTITY;
+    switch (target.kind) {
     case CK_NS_JOB:
-        return caller_job == NULL || caller_job == target.job ? CK_ALLOW : CK_FOREIGN_WRITE;
+        if (caller_job == NULL)
+            return p->anonymous_deny ? CK_ANONYMOUS_WRITE : CK_ALLOW;
+        return caller_job == target.job ? CK_ALLOW : CK_FOREIGN_WRITE;
     case CK_NS_LEGACY:
         return p->legacy_rw ? CK_ALLOW : CK_LEGACY_WRITE;
     case CK_NS_ROOT:
     case CK_NS_STRUCT:
     case CK_NS_STRAY:
+    case CK_NS_VIEWS:
         break;
     }
     return CK_OUTSIDE_NAMESPACE;
@@ -131,12 +142,15 @@ static CkNs child_of(CkNs parent, const char *name, const char *views_name, CkNs
     return child;
 }
 
-/* A rename's or link's two ends: views are read-only, and both ends must be
- * in one namespace (else `cross`, never EXDEV). */
-static CkVerdict same_namespace(CkNs src, CkNs dst, CkVerdict cross)
+/* A rename's or link's two ends: views are read-only, an invalid caller
+ * writes nowhere, and both ends must be in one namespace (else `cross`,
+ * never EXDEV). */
+static CkVerdict same_namespace(const char *caller_job, CkNs src, CkNs dst, CkVerdict cross)
 {
     if (src.kind == CK_NS_VIEWS || dst.kind == CK_NS_VIEWS)
         return CK_VIEWS_READ_ONLY;
+    if (caller_job == CK_CALLER_INVALID)
+        return CK_INVALID_IDENTITY;
     return ck_ns_equal(src, dst) ? CK_ALLOW : cross;
 }
 
@@ -144,6 +158,8 @@ CkVerdict ck_policy_create(const CkPolicy *p, const char *caller_job, CkNs paren
                            bool is_dir, const char *views_name, CkNs *child_out)
 {
     CkNs child = child_of(parent, name, views_name, child_out);
+    if (caller_job == CK_CALLER_INVALID) /* not even the structure's mkdirs */
+        return ck_policy_write(p, caller_job, child);
     if (is_structure(parent))
         return create_in_structure(p, caller_job, parent, child, is_dir);
     return ck_policy_write(p, caller_job, child);
@@ -153,7 +169,7 @@ CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, 
                            const char *name, const char *views_name, CkNs *dst_out)
 {
     CkNs dst = child_of(dst_parent, name, views_name, dst_out);
-    CkVerdict v = same_namespace(src, dst, CK_CROSS_NAMESPACE_RENAME);
+    CkVerdict v = same_namespace(caller_job, src, dst, CK_CROSS_NAMESPACE_RENAME);
     if (v != CK_ALLOW)
         return v;
     /* Removing the source entry is a write of its namespace; that also keeps
@@ -172,7 +188,7 @@ CkVerdict ck_policy_link(const CkPolicy *p, const char *caller_job, CkNs src, Ck
                          const char *name, const char *views_name, CkNs *dst_out)
 {
     CkNs dst = child_of(dst_parent, name, views_name, dst_out);
-    CkVerdict v = same_namespace(src, dst, CK_CROSS_NAMESPACE_LINK);
+    CkVerdict v = same_namespace(caller_job, src, dst, CK_CROSS_NAMESPACE_LINK);
     if (v != CK_ALLOW)
         return v;
     if (is_structure(dst_parent)) /* a link is never a directory */
@@ -247,7 +263,12 @@ CkVerdict ck_policy_symlink(const CkPolicy *p, const char *caller_job, CkNs pare
 
 /* ---- decisions ---- */
 
-static const CkPolicy strict = {.legacy_rw = false};
+/* The verdicts are taken as with legacy=ro (a legacy write is a verdict
+ * even with legacy=rw); anonymous= decides the verdict itself. */
+static CkPolicy strict_of(const CkPolicy *p)
+{
+    return (CkPolicy){.anonymous_deny = p->anonymous_deny};
+}
 
 /* The mode applied to verdict v; owner: the namespace the record names. */
 static CkDecision decide(const CkPolicy *p, CkVerdict v, CkNs owner, CkNs ns)
@@ -279,6 +300,7 @@ static CkNs owner_of_two(const char *caller_job, CkNs src, CkNs dst)
 
 CkDecision ck_decide_write(const CkPolicy *p, const char *caller_job, CkNs target)
 {
+    CkPolicy strict = strict_of(p);
     return decide(p, ck_policy_write(&strict, caller_job, target), target, target);
 }
 
@@ -286,6 +308,7 @@ CkDecision ck_decide_create(const CkPolicy *p, const char *caller_job, CkNs pare
                             const char *name, bool is_dir, const char *views_name)
 {
     CkNs child;
+    CkPolicy strict = strict_of(p);
     CkVerdict v = ck_policy_create(&strict, caller_job, parent, name, is_dir, views_name, &child);
     return decide(p, v, child, child);
 }
@@ -294,6 +317,7 @@ CkDecision ck_decide_rename(const CkPolicy *p, const char *caller_job, CkNs src,
                             const char *name, const char *views_name)
 {
     CkNs dst;
+    CkPolicy strict = strict_of(p);
     CkVerdict v = ck_policy_rename(&strict, caller_job, src, dst_parent, name, views_name, &dst);
     return decide(p, v, owner_of_two(caller_job, src, dst), dst);
 }
@@ -302,6 +326,7 @@ CkDecision ck_decide_link(const CkPolicy *p, const char *caller_job, CkNs src, C
                           const char *name, const char *views_name)
 {
     CkNs dst;
+    CkPolicy strict = strict_of(p);
     CkVerdict v = ck_policy_link(&strict, caller_job, src, dst_parent, name, views_name, &dst);
     return decide(p, v, owner_of_two(caller_job, src, dst), dst);
 }
@@ -311,6 +336,7 @@ CkDecision ck_decide_symlink(const CkPolicy *p, const char *caller_job, CkNs par
                              const char *views_name)
 {
     CkNs child;
+    CkPolicy strict = strict_of(p);
     CkVerdict v = ck_policy_symlink(&strict, caller_job, parent, parent_path, name, target,
                                     views_name, &child);
     return decide(p, v, child, child);

@@ -7,7 +7,8 @@
  * no allocation, safe to call on every request from any thread.
  *
  * Job ids inside CkNs and caller identities are ck_intern() pointers (core/intern.h),
- * so two jobs are the same job iff the pointers are equal. */
+ * so two jobs are the same job iff the pointers are equal.  A caller is a
+ * job, NULL (anonymous) or CK_CALLER_INVALID. */
 #pragma once
 #include <stdbool.h>
 
@@ -77,10 +78,18 @@ typedef enum {
     CK_CROSS_NAMESPACE_RENAME,  /* "cross-namespace-rename" */
     CK_CROSS_NAMESPACE_LINK,    /* "cross-namespace-link" */
     CK_CROSS_NAMESPACE_SYMLINK, /* "cross-namespace-symlink" */
+    CK_ANONYMOUS_WRITE,         /* "anonymous-write": anonymous=deny */
+    CK_INVALID_IDENTITY,        /* "invalid-identity": the caller is CK_CALLER_INVALID */
     CK_VIEWS_READ_ONLY,         /* a write into the views: EROFS, not a collision */
 } CkVerdict;
 
-#define CK_VERDICT_COUNT 8
+#define CK_VERDICT_COUNT 10
+
+/* The caller whose identity is present but is not a valid job id (an
+ * empty or malformed value): it writes nowhere (CK_INVALID_IDENTITY), and
+ * is never taken for anonymous.  A pointer no interned job id equals. */
+extern const char ck_caller_invalid[];
+#define CK_CALLER_INVALID ((const char *)ck_caller_invalid)
 
 /* "foreign-write", ...; "allow" for CK_ALLOW, "views-read-only". */
 const char *ck_verdict_kind(CkVerdict v);
@@ -88,14 +97,20 @@ const char *ck_verdict_kind(CkVerdict v);
 int ck_verdict_errno(CkVerdict v);
 
 typedef struct {
-    bool legacy_rw; /* legacy=rw: legacy writes go on (ck_decide_*: still recorded) */
-    bool audit;     /* policy=audit: crossing writes go on, recorded as allowed */
-    bool off;       /* no checks at all (measuring only): only the views stay EROFS */
+    bool legacy_rw;      /* legacy=rw: legacy writes go on (ck_decide_*: still recorded) */
+    bool audit;          /* policy=audit: crossing writes go on, recorded as allowed */
+    bool off;            /* no checks at all (measuring only): only the views stay EROFS */
+    bool anonymous_deny; /* anonymous=deny: an anonymous caller writes in no job's namespace */
 } CkPolicy;
 
 /* A write to an existing object (write, truncate, setattr, xattr, open for
  * writing) or the removal of an entry (unlink/rmdir: pass the entry's ns).
- * caller_job: interned job id, or NULL for an anonymous caller. */
+ * caller_job: interned job id, NULL for an anonymous caller, or
+ * CK_CALLER_INVALID.  Every check below answers CK_VIEWS_READ_ONLY for the
+ * views first, then CK_INVALID_IDENTITY for an invalid caller, whatever the
+ * namespace (the structure's mkdirs included); an anonymous caller's write
+ * into a job's namespace is CK_ANONYMOUS_WRITE with anonymous_deny, else
+ * allowed. */
 CkVerdict ck_policy_write(const CkPolicy *p, const char *caller_job, CkNs target);
 
 /* Creating entry `name` in a directory of namespace `parent` (create, mknod,

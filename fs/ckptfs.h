@@ -25,7 +25,9 @@
  *      loader thread and the views' stop), over Views.lock and over the
  *      catalog's locks while the loader re-reads the jobs written during
  *      the load.
- *   4. Leaf locks, under which nothing else is taken: FdCache.lock,
+ *   4. IdentityWatch.lock (views/identity_watch.c: one load of the
+ *      identity map at a time), over the identity's map lock inside core/.
+ *   5. Leaf locks, under which nothing else is taken: FdCache.lock,
  *      DirPark.lock, Views.lock, each VNode.lock, Views.inval_lock,
  *      control_lock, LogLimit.lock, Kio.gate_lock, KioRing.lock, and those
  *      inside core/: the catalog's rebuild lock over its table lock, the
@@ -60,6 +62,24 @@ typedef struct {
     guint64 suppressed;
 } LogLimit;
 
+/* identity_map=FILE kept in force (views/identity_watch.c): loaded at start,
+ * again when the file changes (inotify on its directory, and a stat every
+ * rescan interval) and on SIGHUP. */
+typedef struct {
+    GMutex lock;           /* one load at a time; guards stamp */
+    CkIdentityMap *loaded; /* checked at set-up (main.c), handed to the identity */
+    bool in_force;         /* a map was loaded (lock) */
+    struct {
+        bool exists;
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        struct timespec mtime, ctime;
+    } stamp; /* the file as it was at the last load, taken or failed */
+    GThread *thread;
+    int inotify_fd, stop_fd; /* -1 when not running */
+} IdentityWatch;
+
 /* Directories the kernel reads without an OPENDIR (ops/dirs.c): the listing
  * a READDIR stopped in, kept for the READDIR that goes on from there. */
 #define DIRPARK_SLOTS 16
@@ -88,12 +108,18 @@ struct ckptfs {
     gid_t *groups; /* the daemon's supplementary groups, restored after acting as a caller */
     int ngroups;
     CkIdentity *identity;       /* NULL when neither job= nor identity= is given */
+    IdentityWatch idwatch;      /* identity_map=FILE; IdentityWatch.lock */
     CkCollisionLog *collisions; /* never NULL */
     double entry_timeout;       /* passthrough tree */
     double attr_timeout;
     /* set at INIT (before any other request): directories are opened by
      * the kernel alone, READDIR and FSYNCDIR come with fh 0 (ops/dirs.c) */
     bool no_opendir;
+    /* set at INIT: the kernel enforces and caches POSIX ACLs, and leaves the
+     * umask to the daemon (creates are made under the caller's umask, so
+     * the backing file system applies a default ACL instead, as it would
+     * natively: ops/creds.c) */
+    bool posix_acl;
     bool supervised;   /* a supervisor keeps the connection (outlive/supervisor.h) */
     SupLink *link;     /* to the supervisor (its sock is -1 when there is none) */
     gint64 started_us; /* when this daemon started (process_start_time_seconds) */

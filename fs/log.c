@@ -409,11 +409,14 @@ int log_reopen(void)
 
 gsize log_collision_fields(const CkCollision *c, GLogField out[], gsize max, char **text)
 {
-    const char *job = c->caller_job ? c->caller_job : "(anonymous)";
+    g_autofree char *job = c->caller_job       ? g_strdup_printf("job %s", c->caller_job)
+                           : c->identity_value ? g_strdup_printf("invalid identity %s \"%s\"",
+                                                                 c->identity, c->identity_value)
+                                               : g_strdup("job (anonymous)");
     const char *owner = c->owner_job ? c->owner_job : "-";
     g_autofree char *where =
         c->path2 ? g_strdup_printf("%s -> %s", c->path, c->path2) : g_strdup(c->path);
-    *text = g_strdup_printf("collision %s: %s %s %s by job %s (pid %d, %s%s%s), owner %s",
+    *text = g_strdup_printf("collision %s: %s %s %s by %s (pid %d, %s%s%s), owner %s",
                             c->denied ? "refused" : "allowed", c->kind, c->op, where, job,
                             (int)c->pid, c->comm ? c->comm : "?", c->tag ? ", tag " : "",
                             c->tag ? c->tag : "", owner);
@@ -445,9 +448,17 @@ void log_start(const LogStart *s)
 {
     g_autofree char *pt =
         s->passthrough_why ? g_strdup_printf("off (%s)", s->passthrough_why) : g_strdup("on");
-    g_autofree char *identity = s->job            ? g_strdup_printf("job=%s", s->job)
-                                : s->identity_env ? g_strdup_printf("env:%s", s->identity_env)
-                                                  : g_strdup("none (every caller anonymous)");
+    g_autofree char *identity =
+        s->job ? g_strdup_printf("job=%s", s->job)
+        : s->identity
+            ? g_strdup_printf("%s%s%s%s", s->identity, s->identity_map ? " (map " : "",
+                              s->identity_map ? s->identity_map : "", s->identity_map ? ")" : "")
+            : g_strdup("none (every caller anonymous)");
+    if (s->anonymous_deny && !s->job) {
+        char *deny = g_strconcat(identity, ", anonymous callers denied", NULL);
+        g_free(identity);
+        identity = deny;
+    }
     g_autofree char *how = s->attaches ? g_strdup_printf(", took the live connection over "
                                                          "(%u times since mounted)",
                                                          s->attaches)

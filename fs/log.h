@@ -29,6 +29,7 @@
 #define LOG_ID_RESTART     "618882962e1d4992a63147bbac7d85d3"
 #define LOG_ID_PT_FALLBACK "59765defd9f44c9db817a394f82f2a53"
 #define LOG_ID_RELOAD      "cec9b3a8353a4e71aabdf926759fd900"
+#define LOG_ID_GIVE_UP     "a62f5cbed5724d908537d6fcbad4b431"
 
 /* A record of kind id (LOG_ID_*), printf-style text after the id. */
 #define log_event(level, id, ...)                                                                  \
@@ -69,7 +70,9 @@ typedef struct {
     const char *passthrough_why; /* NULL: on */
     bool supervised;
     const char *job;          /* job=ID, or NULL */
-    const char *identity_env; /* identity=env:VAR, or NULL */
+    const char *identity;     /* identity= as given ("env:VAR", "cgroup:PATTERN", ...), or NULL */
+    const char *identity_map; /* identity_map=FILE, or NULL */
+    bool anonymous_deny;      /* anonymous=deny (said only when denied) */
     unsigned attaches;        /* 0: mounted now; N: took the live connection over, N times */
 } LogStart;
 void log_start(const LogStart *s);

@@ -26,6 +26,7 @@
 #include "attach.h"
 #include "ckptfs.h"
 #include "views/control.h"
+#include "views/identity_watch.h"
 #include "kernel/kio.h"
 #include "log.h"
 #include "ops/ops.h"
@@ -149,10 +150,24 @@ static void passthrough_setup(struct ckptfs *fs)
     kio_want_ring(&fs->kio, ring_why == NULL, ring_why, fs->opt.io_uring_depth_n);
 }
 
+/* Whether this process is in a cgroup v2 hierarchy: identity=cgroup reads
+ * the callers' "0::" lines. */
+static bool has_cgroup2(void)
+{
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents("/proc/self/cgroup", &text, NULL, NULL))
+        return false;
+    return g_str_has_prefix(text, "0::") || strstr(text, "\n0::") != NULL;
+}
+
 /* The backing directory and the files the options name, as a daemon will
  * find them: what a takeover checks before the running daemon hands over,
- * and the first thing a daemon checks.  fs->backing is set. */
-static int check_paths(struct ckptfs *fs, char **collision_log)
+ * and the first thing a daemon checks.  fs->backing is set.  check_map:
+ * identity_map=FILE is read into fs->idwatch.loaded (a malformed map is
+ * refused); a daemon that replaces a dead one leaves it to
+ * identity_watch_init, which goes on without a map rather than leave the
+ * mount without a daemon. */
+static int check_paths(struct ckptfs *fs, char **collision_log, bool check_map)
 {
     FsOptions *o = &fs->opt;
     struct stat st;
@@ -172,6 +187,14 @@ static int check_paths(struct ckptfs *fs, char **collision_log)
                            "%s: the backing directory already has an entry named %s; choose "
                            "another name for the views with -o views=NAME",
                            o->backing_arg, o->views_name);
+    g_autofree char *map_why = NULL;
+    if (check_map && !identity_watch_check(fs, &map_why))
+        return setup_error(fs, 2, "identity_map=%s: %s", o->identity_map, map_why);
+    if (o->identity_mode == CK_IDENTITY_CGROUP && !has_cgroup2())
+        return setup_error(fs, 1,
+                           "identity=%s: this system has no cgroup v2 hierarchy (no \"0::\" line "
+                           "in /proc/self/cgroup)",
+                           o->identity);
     if (o->collision_log)
         return check_collision_log(fs, collision_log);
     return 0;
@@ -211,7 +234,7 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
             return setup_error(fs, 2, "%s: path too long", mountpoint);
     }
     g_autofree char *log_path = NULL;
-    int rc = check_paths(fs, &log_path);
+    int rc = check_paths(fs, &log_path, link->mode != LINK_ATTACH);
     if (rc)
         return rc;
     if (attach)
@@ -232,6 +255,16 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
     fs->mount_fd = open(fs->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fs->mount_fd < 0)
         return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
+    /* a daemon that attaches serves the directory the mount was made of, or
+     * none: a takeover's standby says so before the running daemon hands over */
+    rc = attach_match(fs);
+    if (rc == -EXDEV)
+        return setup_error(fs, 1,
+                           "%s: is no longer the directory this mount was made of (moved, "
+                           "replaced or remounted); the running daemon goes on serving it",
+                           o->backing_arg);
+    if (rc < 0)
+        return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
     g_autoptr(GError) err = NULL;
     /* the newest records are kept in the state memfd: a new daemon has them */
     fs->collisions = ck_collision_log_new_in(fs->state.collisions, fs->state.collisions_size,
@@ -239,28 +272,28 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
     if (!fs->collisions)
         return setup_error(fs, 2, "collision_log=%s: %s", o->collision_log,
                            err ? err->message : "?");
-    if (o->job_interned || o->identity_env)
-        fs->identity = ck_identity_new(o->job_interned, o->identity_env, "/proc");
+    if (o->identity_mode != CK_IDENTITY_NONE) {
+        g_autofree char *why = NULL;
+        fs->identity = ck_identity_new(o->job_interned, o->identity, NULL, "/proc", &why);
+        if (!fs->identity)
+            return setup_error(fs, 2, "identity=%s: %s", o->identity, why);
+    }
     return 0;
 }
 
 /* The second half: the state (node table, handles, live settings) is this
  * daemon's from here on. */
-static int setup_state(struct ckptfs *fs, const SupLink *link)
+static int setup_state(struct ckptfs *fs)
 {
     FsOptions *o = &fs->opt;
     /* the counters go on from the previous daemon's; the gauges are this one's */
     fs->metrics = fs->state.metrics;
     fs_metrics_reset_gauges(fs->metrics);
-    int rc = attach_match(fs);
-    if (rc < 0)
-        return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
-    /* settings changed while mounted outlive the daemon, unless a takeover
-     * gave new options: they say it all then */
-    fs->policy = (CkPolicy){.off = o->no_policy};
-    if (link->fresh_settings)
-        control_drop_kept(fs);
+    /* settings changed while mounted outlive the daemon, unless this one's
+     * options change them (control.h) */
+    fs->policy = (CkPolicy){.off = o->no_policy, .anonymous_deny = o->anonymous_deny};
     control_init(fs);
+    identity_watch_init(fs);
     fs->entry_timeout = o->entry_timeout_s;
     fs->attr_timeout = o->attr_timeout_s;
     passthrough_setup(fs);
@@ -274,7 +307,7 @@ static int setup_state(struct ckptfs *fs, const SupLink *link)
                           .views_name = o->views_name,
                           .no_handles = o->no_handles,
                           .name = fs->backing};
-    rc = node_table_init(&fs->nodes, &nts);
+    int rc = node_table_init(&fs->nodes, &nts);
     if (rc < 0)
         return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
     pt_init(&fs->pt, &fs->nodes, &fs->kio, fs->metrics,
@@ -299,6 +332,7 @@ static void teardown(struct ckptfs *fs)
     if (fs->views)
         views_destroy(fs);
     node_table_destroy(&fs->nodes);
+    identity_watch_clear(fs);
     if (fs->identity)
         ck_identity_free(fs->identity);
     if (fs->collisions)
@@ -473,7 +507,8 @@ static int check_command_line(char **argv)
     if (!rc) {
         fs.mountpoint = g_canonicalize_filename(c.mountpoint, NULL);
         g_autofree char *log_path = NULL;
-        rc = check_paths(&fs, &log_path);
+        rc = check_paths(&fs, &log_path, true);
+        g_clear_pointer(&fs.idwatch.loaded, ck_identity_map_free);
         g_free(fs.mountpoint);
         fs.mountpoint = NULL;
     }
@@ -505,6 +540,7 @@ int main(int argc, char *argv[])
     struct ckptfs fs;
     memset(&fs, 0, sizeof fs);
     fs.root_fd = fs.mount_fd = fs.reload_fd = fs.reload_stop = -1;
+    fs.idwatch.inotify_fd = fs.idwatch.stop_fd = -1;
     fs.started_us = g_get_real_time();
     struct fuse_cmdline_opts c;
     memset(&c, 0, sizeof c);
@@ -536,6 +572,13 @@ int main(int argc, char *argv[])
     rc = log_open(fs.opt.log, fs.opt.log_level, c.debug, fs.opt.backing_arg, c.mountpoint);
     if (rc)
         goto out;
+    /* said once the mount is up (a refusal stays one line) */
+    const char *lost_log =
+        !c.foreground && !fs.opt.log && strcmp(log_target_name(), "stderr") == 0 &&
+                !supervisor_started_me()
+            ? "ckptfs: this host has neither a journal nor syslog: in the background the "
+              "daemon's log goes nowhere; -o log=FILE keeps it"
+            : NULL;
     /* -o supervise: on by default under systemd and in the background */
     bool supervise =
         fs.opt.supervise >= 0 ? fs.opt.supervise : (!c.foreground || g_getenv("INVOCATION_ID"));
@@ -545,7 +588,7 @@ int main(int argc, char *argv[])
                          "is there to outlive; give one of them (or -o nosupervise)");
         goto out;
     }
-    rc = supervisor_start(cmd, supervise, c.foreground, &link);
+    rc = supervisor_start(cmd, supervise, c.foreground, lost_log, &link);
     if (rc || (supervise && link.sock < 0))
         goto out; /* the supervisor's own exit status */
     rc = reload_signal_setup(&fs);
@@ -575,7 +618,7 @@ int main(int argc, char *argv[])
             goto out;
         }
     }
-    rc = setup_state(&fs, &link);
+    rc = setup_state(&fs);
     if (rc)
         goto out;
     proctitle_set("ckptfs: serving %s", fs.mountpoint);
@@ -609,12 +652,15 @@ int main(int argc, char *argv[])
         suplink_mounted(&link, fuse_session_fd(fs.se));
     }
     if (link.sock < 0) {
+        if (lost_log)
+            g_message("%s", lost_log);
         fuse_daemonize(c.foreground);
         daemonized = !c.foreground;
     }
     if (views_start(&fs) != 0) /* threads: after the fork of fuse_daemonize */
         g_warning("ckptfs: views: cannot start the catalog threads");
     reload_start(&fs);
+    identity_watch_start(&fs);
     if (link.sock < 0)
         sd_notify(0, "READY=1"); /* systemd Type=notify: the mount is up */
     /* the supervisor hears "ready" at INIT (ops.c), once the state holds the
@@ -646,6 +692,7 @@ int main(int argc, char *argv[])
          * is for it: nothing is freed, nothing unmounted (a reload under
          * way finishes first). */
         reload_stop(&fs);
+        identity_watch_stop(&fs);
         views_stop(&fs);
         _exit(SUPERVISOR_EXIT_HANDOVER);
     }
@@ -655,6 +702,7 @@ int main(int argc, char *argv[])
     if (link.sock < 0)
         sd_notify(0, "STOPPING=1");
     reload_stop(&fs);
+    identity_watch_stop(&fs);
     views_stop(&fs); /* its notifier writes to the session: stop it first */
     attach_end(&fs, link.fuse_fd);
 out_unmount:

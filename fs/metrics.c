@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -60,6 +61,39 @@ static const char *errno_label(int e, char *buf, size_t len)
 }
 
 _Thread_local FsOp fs_metric_cur_op = FS_OP_COUNT;
+_Thread_local unsigned fs_metric_tick;
+_Thread_local bool fs_metric_armed;
+static _Thread_local struct {
+    FsOp op;
+    struct rusage start;
+} sample_of_thread;
+
+static guint64 ns_of(const struct timeval *tv)
+{
+    return (guint64)tv->tv_sec * 1000000000u + (guint64)tv->tv_usec * 1000u;
+}
+
+void fs_metric_sample(FsMetrics *m, FsOp op)
+{
+    struct rusage now;
+    if (getrusage(RUSAGE_THREAD, &now) != 0)
+        return;
+    if (fs_metric_armed) {
+        const struct rusage *was = &sample_of_thread.start;
+        FsOp o = sample_of_thread.op;
+        guint64 cpu = ns_of(&now.ru_utime) + ns_of(&now.ru_stime) - ns_of(&was->ru_utime) -
+                      ns_of(&was->ru_stime);
+        guint64 sw = (guint64)(now.ru_nvcsw + now.ru_nivcsw - was->ru_nvcsw - was->ru_nivcsw);
+        atomic_fetch_add_explicit(&m->sampled[o], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->sampled_cpu_ns[o], cpu, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->sampled_switches[o], sw, memory_order_relaxed);
+        fs_metric_armed = false;
+        return; /* the next sample starts FS_METRIC_SAMPLE_EVERY requests later */
+    }
+    sample_of_thread.op = op;
+    sample_of_thread.start = now;
+    fs_metric_armed = true;
+}
 
 _Static_assert(sizeof(FsMetrics) == FS_METRICS_SIZE,
                "FsMetrics: a layout change needs STATE_VERSION + 1 (state.c)");
@@ -72,6 +106,8 @@ void fs_metrics_reset_gauges(FsMetrics *m)
     atomic_store(&m->rescan_duration_us, 0);
     atomic_store(&m->sweep_duration_us, 0);
     atomic_store(&m->pt_ids, 0);
+    atomic_store(&m->idmap_lines[0], 0);
+    atomic_store(&m->idmap_lines[1], 0);
 }
 
 /* A Prometheus label value: backslash, double quote and newline escaped. */
@@ -128,6 +164,29 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
     for (int op = 0; op < FS_OP_COUNT; op++) {
         g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
         sample(s, "ckptfs_ops_total", mp, lb, get(&m->ops[op]));
+    }
+
+    header(s, "ckptfs_requests_sampled_total", "counter",
+           "Requests whose cost was measured (one in 16 of each thread), by operation.");
+    for (int op = 0; op < FS_OP_COUNT; op++) {
+        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
+        sample(s, "ckptfs_requests_sampled_total", mp, lb, get(&m->sampled[op]));
+    }
+    header(s, "ckptfs_request_cpu_sampled_seconds_total", "counter",
+           "CPU time of the sampled requests, from a request's start to its thread's next "
+           "(reply and wait included), by operation.");
+    for (int op = 0; op < FS_OP_COUNT; op++) {
+        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
+        g_string_append_printf(s, "ckptfs_request_cpu_sampled_seconds_total{mount=\"");
+        append_label_value(s, mp);
+        g_string_append_printf(s, "\",%s} %.9f\n", lb, (double)get(&m->sampled_cpu_ns[op]) / 1e9);
+    }
+    header(s, "ckptfs_request_context_switches_sampled_total", "counter",
+           "Context switches of the sampled requests' threads, by operation.");
+    for (int op = 0; op < FS_OP_COUNT; op++) {
+        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
+        sample(s, "ckptfs_request_context_switches_sampled_total", mp, lb,
+               get(&m->sampled_switches[op]));
     }
 
     header(s, "ckptfs_errors_total", "counter",
@@ -193,6 +252,18 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
     sample(s, "ckptfs_config_reloads_total", mp, "result=\"ok\"", get(&m->config_reloads[1]));
     sample(s, "ckptfs_config_reloads_total", mp, "result=\"failed\"", get(&m->config_reloads[0]));
 
+    header(s, "ckptfs_identity_map_reloads_total", "counter",
+           "Loads of identity_map=FILE after the mount's (the file changed, or SIGHUP), by "
+           "result: ok, or failed (the file did not parse or could not be read; the previous "
+           "map stays in force).");
+    sample(s, "ckptfs_identity_map_reloads_total", mp, "result=\"ok\"", get(&m->idmap_reloads[1]));
+    sample(s, "ckptfs_identity_map_reloads_total", mp, "result=\"failed\"",
+           get(&m->idmap_reloads[0]));
+    header(s, "ckptfs_identity_map_lines", "gauge",
+           "Lines of identity_map=FILE in force, by kind: cgroup (a cgroup prefix) or uid.");
+    sample(s, "ckptfs_identity_map_lines", mp, "kind=\"cgroup\"", get(&m->idmap_lines[0]));
+    sample(s, "ckptfs_identity_map_lines", mp, "kind=\"uid\"", get(&m->idmap_lines[1]));
+
     header(s, "ckptfs_views_served_total", "counter", "Lookups and reads served in the views.");
     sample(s, "ckptfs_views_served_total", mp, NULL, get(&m->views_served));
     header(s, "ckptfs_rescans_total", "counter", "Rescans of the backing directory.");
@@ -217,6 +288,13 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
     header(s, "ckptfs_daemon_attaches_total", "counter",
            "Daemons that attached to the live connection (a restart or a takeover).");
     sample(s, "ckptfs_daemon_attaches_total", mp, NULL, mnt->attaches);
+    header(s, "ckptfs_daemon_failed_starts_total", "counter",
+           "Daemons that died before they served (the supervisor retries, then gives up).");
+    sample(s, "ckptfs_daemon_failed_starts_total", mp, NULL, mnt->failed_starts);
+    header(s, "ckptfs_supervisor_give_ups_total", "counter",
+           "Times the supervisor gave up after failed starts in a row (requests failed with EIO "
+           "until a takeover).");
+    sample(s, "ckptfs_supervisor_give_ups_total", mp, NULL, mnt->give_ups);
 
     static const char *const pt_why[FS_PT_WHY_COUNT] = {
         [FS_PT_OFF] = "off",

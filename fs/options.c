@@ -40,6 +40,8 @@ static const struct fuse_opt fs_opt_spec[] = {
     OPT("policy=%s", policy),
     OPT("job=%s", job),
     OPT("identity=%s", identity),
+    OPT("identity_map=%s", identity_map),
+    OPT("anonymous=%s", anonymous),
     OPT("legacy=%s", legacy),
     OPT("legacy_backend=%s", legacy_backend),
     OPT("external_root=%s", external_root),
@@ -122,6 +124,16 @@ void fs_options_help(void)
            "    -o policy=enforce|audit   refuse and record, or allow and record (enforce)\n"
            "    -o job=ID                 every caller acts as job ID\n"
            "    -o identity=env:VAR       a caller's job is VAR in its environment\n"
+           "    -o identity=cgroup:PATTERN\n"
+           "                              a caller's job is read from its cgroup v2 path\n"
+           "                              (%%j: the job id, *: any one component), after\n"
+           "                              the cgroup lines of identity_map\n"
+           "    -o identity=cgroup        the cgroup lines of identity_map name the jobs\n"
+           "    -o identity=uid           the uid:N lines of identity_map name the jobs\n"
+           "    -o identity_map=FILE      \"CGROUP-PREFIX JOB\" and \"uid:N JOB\" lines, read\n"
+           "                              again when the file changes and on SIGHUP\n"
+           "    -o anonymous=allow|deny   whether a caller no identity names may write in\n"
+           "                              job namespaces (allow for env, deny for cgroup, uid)\n"
            "    -o legacy=ro|rw           the legacy area is read-only or writable (ro)\n"
            "    -o legacy_backend=PATH    where legacy markers' state lives\n"
            "    -o external_root=PREFIX   absolute state roots under PREFIX are browsable\n"
@@ -161,6 +173,8 @@ static const struct {
     {"policy", offsetof(FsOptions, policy)},
     {"job", offsetof(FsOptions, job)},
     {"identity", offsetof(FsOptions, identity)},
+    {"identity_map", offsetof(FsOptions, identity_map)},
+    {"anonymous", offsetof(FsOptions, anonymous)},
     {"legacy", offsetof(FsOptions, legacy)},
     {"legacy_backend", offsetof(FsOptions, legacy_backend)},
     {"external_root", offsetof(FsOptions, external_root)},
@@ -370,10 +384,12 @@ static int derive_live(const FsOptions *opt, FsLive *live, char **why)
     return 0;
 }
 
-bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **remount, char **why)
+bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **level, char **remount,
+                            char **why)
 {
     *remount = NULL;
     *why = NULL;
+    *level = NULL;
     FsOptions cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.config = opt->config;
@@ -388,7 +404,11 @@ bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **remount, c
     g_autoptr(GString) rm = g_string_new(NULL);
     for (size_t i = 0; rc == 0 && i < G_N_ELEMENTS(config_keys); i++) {
         bool live = fs_live_key(config_keys[i].key) >= 0;
-        if (!live && g_strcmp0(config_value(&cfg, i), config_value(opt, i)) != 0)
+        if (live || g_strcmp0(config_value(&cfg, i), config_value(opt, i)) == 0)
+            continue;
+        if (strcmp(config_keys[i].key, "log_level") == 0)
+            *level = g_strdup(config_value(&cfg, i) ? config_value(&cfg, i) : "info");
+        else
             g_string_append_printf(rm, "%s%s", rm->len ? ", " : "", config_keys[i].key);
     }
     for (size_t i = 0; i < G_N_ELEMENTS(config_keys); i++)
@@ -469,17 +489,41 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
         }
         opt->job_interned = ck_intern(opt->job);
     }
+    opt->identity_mode = opt->job ? CK_IDENTITY_JOB : CK_IDENTITY_NONE;
     if (opt->identity) {
-        if (!g_str_has_prefix(opt->identity, "env:") || !opt->identity[4] ||
-            strchr(opt->identity + 4, '=')) {
-            fprintf(stderr, "ckptfs: identity=%s: expected env:VAR\n", opt->identity);
+        g_autofree char *why = NULL;
+        if (!ck_identity_spec_check(opt->identity, &opt->identity_mode, &why)) {
+            fprintf(stderr, "ckptfs: identity=%s: %s\n", opt->identity, why);
             return 2;
         }
-        opt->identity_env = g_strdup(opt->identity + 4);
     }
     if (opt->job && opt->identity) {
         fprintf(stderr, "ckptfs: job= and identity= exclude each other\n");
         return 2;
+    }
+    bool with_map =
+        opt->identity_mode == CK_IDENTITY_CGROUP || opt->identity_mode == CK_IDENTITY_UID;
+    if (opt->identity_map && (!with_map || !*opt->identity_map)) {
+        fprintf(stderr, "ckptfs: identity_map=%s: %s\n", opt->identity_map,
+                *opt->identity_map ? "only identity=cgroup and identity=uid read a map"
+                                   : "expected a file");
+        return 2;
+    }
+    if (!opt->identity_map && (opt->identity_mode == CK_IDENTITY_UID ||
+                               (opt->identity && strcmp(opt->identity, "cgroup") == 0))) {
+        fprintf(stderr,
+                "ckptfs: identity=%s: the jobs are named by identity_map=FILE, which is not "
+                "given\n",
+                opt->identity);
+        return 2;
+    }
+    opt->anonymous_deny = ck_identity_anonymous_denied_by_default(opt->identity_mode);
+    if (opt->anonymous) {
+        if (strcmp(opt->anonymous, "allow") != 0 && strcmp(opt->anonymous, "deny") != 0) {
+            fprintf(stderr, "ckptfs: anonymous=%s: expected allow or deny\n", opt->anonymous);
+            return 2;
+        }
+        opt->anonymous_deny = strcmp(opt->anonymous, "deny") == 0;
     }
     const char *views = opt->views ? opt->views : "_views";
     if (!valid_views_name(views)) {
@@ -545,6 +589,8 @@ void fs_options_clear(FsOptions *opt)
     free(opt->policy);
     free(opt->job);
     free(opt->identity);
+    free(opt->identity_map);
+    free(opt->anonymous);
     free(opt->legacy);
     free(opt->legacy_backend);
     free(opt->external_root);
@@ -560,7 +606,6 @@ void fs_options_clear(FsOptions *opt)
     free(opt->io_uring_depth);
     free(opt->log);
     free(opt->log_level);
-    g_free(opt->identity_env);
     g_free(opt->backing_arg);
     g_free(opt->mountpoint_arg);
     if (opt->job_legacy_backends)

@@ -11,6 +11,8 @@
 #include <glib.h>
 #include <stdbool.h>
 
+#include "identity.h"
+
 /* The settings a live mount changes without a remount (control.c applies
  * them, from _views/.control and from a reload of config=FILE), in the
  * order of fs_live_keys. */
@@ -33,10 +35,12 @@ typedef struct {
 
 typedef struct {
     /* our options; strings are g_malloc'ed, NULL when unset */
-    char *policy;   /* "enforce" | "audit" */
-    char *job;      /* job=ID */
-    char *identity; /* "env:VAR" */
-    char *legacy;   /* "ro" | "rw" */
+    char *policy;       /* "enforce" | "audit" */
+    char *job;          /* job=ID */
+    char *identity;     /* "env:VAR", "cgroup:PATTERN", "cgroup", "uid" */
+    char *identity_map; /* identity_map=FILE */
+    char *anonymous;    /* "allow" | "deny" */
+    char *legacy;       /* "ro" | "rw" */
     char *legacy_backend;
     char *external_root;
     char *views;  /* views name, default "_views" */
@@ -63,9 +67,10 @@ typedef struct {
     bool passthrough_off;
     bool io_uring_off;
     unsigned io_uring_depth_n;
-    const char *job_interned; /* ck_intern(job) or NULL */
-    char *identity_env;       /* VAR of identity=env:VAR */
-    const char *views_name;   /* interned */
+    const char *job_interned;     /* ck_intern(job) or NULL */
+    CkIdentityMode identity_mode; /* job=, identity= (CK_IDENTITY_NONE: neither) */
+    bool anonymous_deny;          /* anonymous=, or the mode's default */
+    const char *views_name;       /* interned */
     double entry_timeout_s;
     double attr_timeout_s;
     GHashTable *job_legacy_backends; /* interned job -> g_strdup path ([job:<ID>] groups) */
@@ -108,7 +113,9 @@ char *fs_live_parse(FsLiveKey k, const char *value, FsLive *live);
 char *fs_live_format(FsLiveKey k, const FsLive *live);
 /* The live settings as the configuration says now: the command line's,
  * else config=FILE read again (checked whole, as at mount), else the
- * defaults.  True, with in *remount (g_free; NULL when none) the keys of
+ * defaults.  True, with in *level the log level when it changed (g_free;
+ * NULL when not) and in *remount (g_free; NULL when none) the keys of
  * config=FILE that changed but need a remount; or false with *why
  * (g_free). */
-bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **remount, char **why);
+bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **level, char **remount,
+                            char **why);

@@ -99,9 +99,12 @@
 #define MOUNT_TIMEOUT_MS 20000
 #define VIEW_WAIT_MS     6000
 #define SETUP_ERROR      2
-#define MAX_SYSTEMS      6 /* ckptfs and the peers */
+#define MAX_SYSTEMS      7 /* ckptfs in each transport, and the peers */
+#define MAX_PHASES       8 /* figures one measurement gives */
 
 static const char passthrough_ll_src[] = "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c";
+/* FUSE over io_uring is off until the fuse module's switch is on */
+static const char enable_uring_param[] = "/sys/module/fuse/parameters/enable_uring";
 
 static const char *const workload_names[] = {"commit64k", "commit4m", "seqwrite", "seqread",
                                              "randread",  "meta",     "view",     "mount"};
@@ -152,7 +155,20 @@ typedef struct {
     char *skip;             /* why it is not run, or NULL */
     const char *skip_cell;  /* what its table cells say then */
     gboolean drops_dirsync; /* listed in peers_dropping_dirsync */
+    const char *opts;       /* ckptfs: -o options of this system, after --mount-opts */
 } System;
+
+/* What ckptfs's daemon did for one figure's operations, from the deltas of
+ * its .metrics over the mounted runs: per operation (the op label), the
+ * requests, and of the sampled ones their count, CPU seconds and context
+ * switches. */
+typedef struct {
+    double requests, sampled, cpu_s, switches;
+} ProfOp;
+typedef struct {
+    GHashTable *ops;   /* op name (owned) -> ProfOp* (owned) */
+    double operations; /* commits, files, ... of the runs */
+} Profile;
 
 typedef enum {
     TARGET_RATIO_MIN, /* mount/native throughput >= target */
@@ -177,6 +193,8 @@ typedef struct {
     GArray *sys_mount[MAX_SYSTEMS];
     const char *sys_cell[MAX_SYSTEMS]; /* NULL: the ratio; else what the cell says */
     char *sys_note[MAX_SYSTEMS];       /* why a peer's cell failed */
+    const char *per;                   /* what an operation is ("commit", "file"), or NULL */
+    Profile prof[MAX_SYSTEMS];         /* ckptfs systems only */
 } Result;
 
 typedef struct {
@@ -216,10 +234,18 @@ typedef struct {
     char *daemon_mnt;
     gboolean daemon_stopping; /* lock: daemon_stop (not a kill) is ending the daemon */
 
-    /* what the workloads run through: [0] ckptfs, then the peers */
+    /* what the workloads run through: [0] ckptfs (over io_uring where the
+     * kernel offers it), maybe ckptfs over /dev/fuse, then the peers */
     System systems[MAX_SYSTEMS];
     guint nsystems;
-    guint cur; /* the system being measured */
+    guint cur;       /* the system being measured */
+    char *uring_was; /* the fuse module's enable_uring before the run, to restore */
+
+    /* the measurement under way on a ckptfs mount: a snapshot of .metrics
+     * at its start, and each figure's deltas (prof_start, prof_stop) */
+    GHashTable *prof_snap;
+    GHashTable *prof_delta[MAX_PHASES];
+    double prof_ops[MAX_PHASES];
 
     GPtrArray *results;
     GPtrArray *notes;
@@ -234,6 +260,11 @@ typedef struct {
 } Side;
 
 typedef int (*MeasureFn)(Bench *b, const Side *side, void *ctx, double *out);
+
+static gboolean is_ckptfs(const Bench *b, guint s)
+{
+    return b->systems[s].kind == SYS_CKPTFS;
+}
 
 /* ---- small helpers ---- */
 
@@ -567,6 +598,10 @@ static GPtrArray *system_argv(const Bench *b, const System *sys, const char *bac
             g_ptr_array_add(argv, g_strdup("-o"));
             g_ptr_array_add(argv, g_strdup(b->mount_opts));
         }
+        if (sys->opts) {
+            g_ptr_array_add(argv, g_strdup("-o"));
+            g_ptr_array_add(argv, g_strdup(sys->opts));
+        }
         break;
     case SYS_PASSTHROUGH_LL:
         /* the backing is only changed behind the mount between a mounted
@@ -745,6 +780,8 @@ static void result_free(gpointer p)
         g_array_unref(r->sys_native[s]);
         g_array_unref(r->sys_mount[s]);
         g_free(r->sys_note[s]);
+        if (r->prof[s].ops)
+            g_hash_table_unref(r->prof[s].ops);
     }
     g_free(r);
 }
@@ -795,6 +832,9 @@ static char *fmt_target(const Result *r)
     return g_strdup("-");
 }
 
+static void print_profile(const Bench *b, const Result *r);
+static void json_profile(JsonBuilder *jb, const Result *r, guint s);
+
 static void print_result(const Bench *b, const Result *r)
 {
     if (b->json)
@@ -812,7 +852,7 @@ static void print_result(const Bench *b, const Result *r)
     const char *met = r->kind == TARGET_NONE ? "-" : result_met(r) ? "yes" : "no";
     printf("%-40s %12s %12s %7s %7s %4s%s%s\n", r->label, n, m, rs, t, met, r->note ? "  # " : "",
            r->note ? r->note : "");
-    fflush(stdout);
+    print_profile(b, r);
 }
 
 static void result_fail(Bench *b, Result *r, const char *what, int err)
@@ -882,19 +922,21 @@ static char *peer_cell(const Bench *b, const Result *r, guint s)
     return g_strdup_printf("%.3f%s", ratio, b->systems[s].drops_dirsync && is_commit(r) ? "*" : "");
 }
 
-/* Whether ckptfs's ratio beats every peer that keeps the directory fsync
- * and has a figure on this line: "yes", "no (best peer's NAME)", or "-". */
-static char *ahead_cell(const Bench *b, const Result *r)
+/* Whether ckptfs's ratio (the ckptfs system c) beats every peer that keeps
+ * the directory fsync and has a figure on this line: "yes", "no (best
+ * peer's NAME)", or "-". */
+static char *ahead_of_peers(const Bench *b, const Result *r, guint c)
 {
-    double mine = result_ratio(r);
-    if (strcmp(r->status, "ok") || isnan(mine))
+    double mine = system_ratio(r, c);
+    if ((c == 0 && strcmp(r->status, "ok")) || r->sys_cell[c] || isnan(mine))
         return g_strdup("-");
     const char *behind = NULL;
     double best = mine;
     gboolean any = FALSE;
     for (guint s = 1; s < b->nsystems; s++) {
         double theirs = system_ratio(r, s);
-        if (b->systems[s].drops_dirsync || r->sys_cell[s] || isnan(theirs))
+        if (b->systems[s].kind == SYS_CKPTFS || b->systems[s].drops_dirsync || r->sys_cell[s] ||
+            isnan(theirs))
             continue;
         any = TRUE;
         if (r->kind == TARGET_RATIO_MAX ? theirs < best : theirs > best) {
@@ -905,6 +947,19 @@ static char *ahead_cell(const Bench *b, const Result *r)
     if (!any)
         return g_strdup("-");
     return behind ? g_strdup_printf("no (%s)", behind) : g_strdup("yes");
+}
+
+/* ahead_of_peers of each ckptfs system, "A / B" when there are two. */
+static char *ahead_cell(const Bench *b, const Result *r)
+{
+    GString *s = g_string_new(NULL);
+    for (guint c = 0; c < b->nsystems; c++) {
+        if (!is_ckptfs(b, c))
+            continue;
+        g_autofree char *a = ahead_of_peers(b, r, c);
+        g_string_append_printf(s, "%s%s", s->len ? " / " : "", a);
+    }
+    return g_string_free(s, FALSE);
 }
 
 /* One table: a row per workload line, a column per system. */
@@ -922,7 +977,8 @@ static void print_peers_table(const Bench *b)
         w[s] = MAX((int)strlen(h), 7);
         printf(" %*s", w[s], h);
     }
-    printf(" %s\n", "ahead of durable peers");
+    printf(" %s\n", b->nsystems > 1 && is_ckptfs(b, 1) ? "ahead of durable peers (ring / dev)"
+                                                       : "ahead of durable peers");
     for (guint i = 0; i < b->results->len; i++) {
         const Result *r = g_ptr_array_index(b->results, i);
         g_autofree char *n = fmt_value(median(r->native));
@@ -970,6 +1026,8 @@ static void json_systems(JsonBuilder *jb, const Bench *b, const Result *r)
             json_builder_add_string_value(jb, r->sys_note[s]);
         else
             json_builder_add_null_value(jb);
+        if (b->systems[s].kind == SYS_CKPTFS)
+            json_profile(jb, r, s);
         json_builder_end_object(jb);
     }
     json_builder_end_object(jb);
@@ -1083,6 +1141,220 @@ static void note(Bench *b, const char *fmt, ...)
         printf("# %s\n", text);
 }
 
+/* ---- what ckptfs's daemon did: requests per operation, cost per request ---- */
+
+static GHashTable *prof_table(void)
+{
+    return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+}
+
+static ProfOp *prof_op(GHashTable *t, const char *name)
+{
+    ProfOp *p = g_hash_table_lookup(t, name);
+    if (!p) {
+        p = g_new0(ProfOp, 1);
+        g_hash_table_insert(t, g_strdup(name), p);
+    }
+    return p;
+}
+
+/* The per-operation series of the mount's .metrics (one read), or NULL. */
+static GHashTable *prof_read(const Bench *b)
+{
+    static const char *const series[] = {
+        "ckptfs_ops_total{",
+        "ckptfs_requests_sampled_total{",
+        "ckptfs_request_cpu_sampled_seconds_total{",
+        "ckptfs_request_context_switches_sampled_total{",
+    };
+    g_autofree char *path = g_build_filename(b->mnt, "_views", ".metrics", NULL);
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return NULL;
+    GHashTable *t = prof_table();
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    for (char **l = lines; *l; l++) {
+        int which = -1;
+        for (int i = 0; i < (int)G_N_ELEMENTS(series); i++)
+            if (g_str_has_prefix(*l, series[i]))
+                which = i;
+        const char *op = which < 0 ? NULL : strstr(*l, ",op=\"");
+        const char *end = op ? strchr(op + 5, '"') : NULL;
+        const char *val = strrchr(*l, ' ');
+        if (!op || !end || !val)
+            continue;
+        g_autofree char *name = g_strndup(op + 5, (gsize)(end - op - 5));
+        ProfOp *p = prof_op(t, name);
+        double *field[] = {&p->requests, &p->sampled, &p->cpu_s, &p->switches};
+        *field[which] = g_ascii_strtod(val + 1, NULL);
+    }
+    return t;
+}
+
+/* A measurement on a ckptfs mount begins (side mounted): its .metrics now. */
+static void prof_start(Bench *b, const Side *side)
+{
+    g_clear_pointer(&b->prof_snap, g_hash_table_unref);
+    if (side->mounted && is_ckptfs(b, b->cur))
+        b->prof_snap = prof_read(b);
+}
+
+/* Figure i's operations (ops of them) are done: what the daemon did for
+ * them, from prof_start or the previous prof_stop.  Outside the timed
+ * stretch: reading .metrics is a few requests of its own. */
+static void prof_stop(Bench *b, const Side *side, guint i, double ops)
+{
+    if (!side->mounted || !b->prof_snap || i >= MAX_PHASES)
+        return;
+    GHashTable *now = prof_read(b);
+    if (!now)
+        return;
+    GHashTable *d = prof_table();
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, now);
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+        const ProfOp *a = v, *was = g_hash_table_lookup(b->prof_snap, k);
+        ProfOp *p = prof_op(d, k);
+        p->requests = a->requests - (was ? was->requests : 0);
+        p->sampled = a->sampled - (was ? was->sampled : 0);
+        p->cpu_s = a->cpu_s - (was ? was->cpu_s : 0);
+        p->switches = a->switches - (was ? was->switches : 0);
+    }
+    if (b->prof_delta[i])
+        g_hash_table_unref(b->prof_delta[i]);
+    b->prof_delta[i] = d;
+    b->prof_ops[i] = ops;
+    g_hash_table_unref(b->prof_snap);
+    b->prof_snap = now;
+}
+
+/* After a mounted run: its figures' deltas go to their results. */
+static void prof_keep(Bench *b, Result **results, guint nout)
+{
+    for (guint i = 0; i < MAX_PHASES; i++) {
+        GHashTable *d = b->prof_delta[i];
+        if (!d)
+            continue;
+        if (i < nout) {
+            Profile *pr = &results[i]->prof[b->cur];
+            if (!pr->ops)
+                pr->ops = prof_table();
+            GHashTableIter it;
+            gpointer k, v;
+            g_hash_table_iter_init(&it, d);
+            while (g_hash_table_iter_next(&it, &k, &v)) {
+                const ProfOp *x = v;
+                ProfOp *p = prof_op(pr->ops, k);
+                p->requests += x->requests;
+                p->sampled += x->sampled;
+                p->cpu_s += x->cpu_s;
+                p->switches += x->switches;
+            }
+            pr->operations += b->prof_ops[i];
+        }
+        g_hash_table_unref(d);
+        b->prof_delta[i] = NULL;
+    }
+    g_clear_pointer(&b->prof_snap, g_hash_table_unref);
+}
+
+typedef struct {
+    const char *name;
+    const ProfOp *p;
+} ProfRow;
+
+static gint by_requests(gconstpointer a, gconstpointer b)
+{
+    const ProfRow *x = a, *y = b;
+    return x->p->requests < y->p->requests ? 1 : x->p->requests > y->p->requests ? -1 : 0;
+}
+
+/* The operations of a profile, most requested first (g_array_unref). */
+static GArray *prof_rows(const Profile *pr, double *requests, double *sampled, double *cpu_s,
+                         double *switches)
+{
+    GArray *rows = g_array_new(FALSE, FALSE, sizeof(ProfRow));
+    *requests = *sampled = *cpu_s = *switches = 0;
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, pr->ops);
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+        const ProfOp *p = v;
+        *requests += p->requests;
+        *sampled += p->sampled;
+        *cpu_s += p->cpu_s;
+        *switches += p->switches;
+        if (p->requests / pr->operations >= 0.005)
+            g_array_append_val(rows, ((ProfRow){k, p}));
+    }
+    g_array_sort(rows, by_requests);
+    return rows;
+}
+
+/* "#   ckptfs: 10.01 requests per commit (lookup 2.00 at 19 us, ...); the
+ * daemon: 21.4 us CPU and 1.02 context switches per request" */
+static void print_profile(const Bench *b, const Result *r)
+{
+    for (guint s = 0; s < b->nsystems; s++) {
+        const Profile *pr = &r->prof[s];
+        if (!is_ckptfs(b, s) || !pr->ops || !(pr->operations > 0) || !r->per)
+            continue;
+        double requests, sampled, cpu_s, switches;
+        g_autoptr(GArray) rows = prof_rows(pr, &requests, &sampled, &cpu_s, &switches);
+        g_autoptr(GString) line = g_string_new(NULL);
+        g_string_append_printf(line, "#   %s: %.2f requests per %s%s", b->systems[s].name,
+                               requests / pr->operations, r->per, rows->len ? " (" : "");
+        for (guint i = 0; i < rows->len; i++) {
+            const ProfRow *row = &g_array_index(rows, ProfRow, i);
+            g_string_append_printf(line, "%s%s %.2f", i ? ", " : "", row->name,
+                                   row->p->requests / pr->operations);
+            if (row->p->sampled > 0)
+                g_string_append_printf(line, " at %.0f us", row->p->cpu_s / row->p->sampled * 1e6);
+        }
+        if (rows->len)
+            g_string_append(line, ")");
+        if (sampled > 0 && requests / pr->operations >= 0.005)
+            g_string_append_printf(line,
+                                   "; the daemon: %.1f us CPU and %.2f context switches per "
+                                   "request",
+                                   cpu_s / sampled * 1e6, switches / sampled);
+        printf("%s\n", line->str);
+    }
+    fflush(stdout);
+}
+
+static void json_profile(JsonBuilder *jb, const Result *r, guint s)
+{
+    const Profile *pr = &r->prof[s];
+    json_builder_set_member_name(jb, "profile");
+    if (!pr->ops || !(pr->operations > 0) || !r->per) {
+        json_builder_add_null_value(jb);
+        return;
+    }
+    double requests, sampled, cpu_s, switches;
+    g_autoptr(GArray) rows = prof_rows(pr, &requests, &sampled, &cpu_s, &switches);
+    json_builder_begin_object(jb);
+    json_builder_set_member_name(jb, "per");
+    json_builder_add_string_value(jb, r->per);
+    json_number_or_null(jb, "requests_per_operation", requests / pr->operations);
+    json_number_or_null(jb, "cpu_us_per_request", sampled > 0 ? cpu_s / sampled * 1e6 : NAN);
+    json_number_or_null(jb, "switches_per_request", sampled > 0 ? switches / sampled : NAN);
+    json_builder_set_member_name(jb, "ops");
+    json_builder_begin_object(jb);
+    for (guint i = 0; i < rows->len; i++) {
+        const ProfRow *row = &g_array_index(rows, ProfRow, i);
+        json_builder_set_member_name(jb, row->name);
+        json_builder_begin_object(jb);
+        json_number_or_null(jb, "per_operation", row->p->requests / pr->operations);
+        json_number_or_null(jb, "cpu_us",
+                            row->p->sampled > 0 ? row->p->cpu_s / row->p->sampled * 1e6 : NAN);
+        json_builder_end_object(jb);
+    }
+    json_builder_end_object(jb);
+    json_builder_end_object(jb);
+}
+
 /* ---- running both sides ---- */
 
 /* A workload failed for the current system: the run fails for ckptfs; a
@@ -1120,6 +1392,7 @@ static int run_sides(Bench *b, const char *workload, MeasureFn fn, void *ctx, Re
                 out[i] = NAN;
             sync();
             int ret = fn(b, order[s], ctx, out);
+            prof_keep(b, results, nout);
             if (ret < 0) {
                 for (guint i = 0; i < nout; i++)
                     system_fail(b, results[i], order[s]->mounted ? "mount" : "native", ret);
@@ -1249,6 +1522,7 @@ static int measure_commit(Bench *b, const Side *side, void *ctx, double *out)
         threads[i].dir = side_path(side, "_state/%s/v1/%d", b->job, i);
         handles[i] = g_thread_new("commit", commit_thread, &threads[i]);
     }
+    prof_start(b, side);
     g_mutex_lock(&gate.lock);
     double start = now_s();
     gate.deadline = start + COMMIT_SECONDS * b->scale;
@@ -1262,6 +1536,9 @@ static int measure_commit(Bench *b, const Side *side, void *ctx, double *out)
         g_thread_join(handles[i]);
         commits += threads[i].commits;
         end = MAX(end, threads[i].end);
+    }
+    prof_stop(b, side, 0, (double)commits);
+    for (int i = 0; i < COMMIT_THREADS; i++) {
         if (threads[i].err < 0 && ret == 0)
             ret = threads[i].err;
         int e = empty_dir(threads[i].dir);
@@ -1281,6 +1558,7 @@ static void wl_commit(Bench *b, const char *workload, gsize size)
     g_autofree char *h = human_bytes(size);
     Result *r = result_new(b, workload, g_strdup_printf("commit %s (commits/s)", h), "commits/s",
                            TARGET_RATIO_MIN, size >= 4 * MiB ? 0.97 : 0.92);
+    r->per = "commit";
     int ret = 0;
     for (int i = 0; i < COMMIT_THREADS && ret == 0; i++) {
         g_autofree char *d = g_strdup_printf("%s/_state/%s/v1/%d", b->backing, b->job, i);
@@ -1458,6 +1736,7 @@ static int measure_meta(Bench *b, const Side *side, void *ctx, double *out)
     char name[32];
     int ret = 0;
 
+    prof_start(b, side);
     double t0 = now_s();
     for (guint d = 0; d < c->dirs && ret == 0; d++) {
         snprintf(name, sizeof name, "d%03u", d);
@@ -1478,6 +1757,7 @@ static int measure_meta(Bench *b, const Side *side, void *ctx, double *out)
     double t1 = now_s();
     if (ret == 0)
         out[0] = files / (t1 - t0);
+    prof_stop(b, side, 0, files);
 
     if (ret == 0) {
         t0 = now_s();
@@ -1490,6 +1770,7 @@ static int measure_meta(Bench *b, const Side *side, void *ctx, double *out)
         t1 = now_s();
         if (ret == 0)
             out[1] = META_REPEAT * files / (t1 - t0);
+        prof_stop(b, side, 1, META_REPEAT * files);
     }
 
     if (ret == 0) {
@@ -1506,6 +1787,7 @@ static int measure_meta(Bench *b, const Side *side, void *ctx, double *out)
         t1 = now_s();
         if (ret == 0)
             out[2] = META_REPEAT * files / (t1 - t0);
+        prof_stop(b, side, 2, META_REPEAT * files);
     }
 
     if (ret == 0) {
@@ -1521,6 +1803,7 @@ static int measure_meta(Bench *b, const Side *side, void *ctx, double *out)
         t1 = now_s();
         if (ret == 0)
             out[3] = files / (t1 - t0);
+        prof_stop(b, side, 3, files);
     }
 
     for (guint d = 0; d < c->dirs; d++)
@@ -1543,9 +1826,11 @@ static void wl_meta(Bench *b)
     static const char *const what[] = {"create", "find", "stat", "unlink"};
     static const double targets[] = {0.6, 0.5, 0.8, 0.25}; /* minimum ratios to native */
     Result *r[4];
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) {
         r[i] = result_new(b, "meta", g_strdup_printf("meta %s %u (files/s)", what[i], files),
                           "files/s", TARGET_RATIO_MIN, targets[i]);
+        r[i]->per = "file";
+    }
     run_systems(b, "meta", measure_meta, &c, r, 4);
     for (int i = 0; i < 4; i++)
         print_result(b, r[i]);
@@ -2647,6 +2932,19 @@ static void wl_outlive(Bench *b)
 
 /* ---- set-up, signals, main ---- */
 
+/* The fuse module's enable_uring back as it was before the run. */
+static void uring_restore(Bench *b)
+{
+    if (!b->uring_was)
+        return;
+    int u = open(enable_uring_param, O_WRONLY | O_CLOEXEC);
+    if (u < 0 || write(u, b->uring_was, strlen(b->uring_was)) < 0)
+        g_printerr("ckpt-bench: cannot set %s back to %s\n", enable_uring_param, b->uring_was);
+    if (u >= 0)
+        close(u);
+    g_clear_pointer(&b->uring_was, g_free);
+}
+
 static gpointer signal_thread(gpointer p)
 {
     Bench *b = p;
@@ -2661,6 +2959,7 @@ static gpointer signal_thread(gpointer p)
     g_printerr("ckpt-bench: %s: unmounting and cleaning up\n", g_strsignal(sig));
     g_mutex_lock(&b->lock); /* held until _exit: no new daemon starts */
     daemon_kill_locked(b);
+    uring_restore(b);
     if (b->scratch) {
         rm_rf(b->scratch);
     } else if (b->backing) {
@@ -2727,6 +3026,18 @@ static int setup(Bench *b)
     if (fd >= 0)
         close(fd);
 
+    /* ckptfs runs in both transports: the ring needs the module's switch
+     * on for the run (root), and gets it back as it was at the end */
+    g_autofree char *was = NULL;
+    if (!b->mounted_dir && geteuid() == 0 &&
+        g_file_get_contents(enable_uring_param, &was, NULL, NULL) && was[0] == 'N') {
+        int u = open(enable_uring_param, O_WRONLY | O_CLOEXEC);
+        if (u >= 0 && write(u, "Y\n", 2) == 2)
+            b->uring_was = g_steal_pointer(&was);
+        if (u >= 0)
+            close(u);
+    }
+
     b->data = g_malloc(4 * MiB);
     g_autoptr(GRand) rand = g_rand_new_with_seed(1);
     for (gsize i = 0; i < 4 * MiB / 4; i++)
@@ -2780,12 +3091,31 @@ static char *build_passthrough_ll(Bench *b, char **why)
     return exe;
 }
 
-/* systems[0] is ckptfs; --peers adds each peer, found in PATH or built,
+/* Whether the fuse module serves FUSE over io_uring now. */
+static gboolean uring_enabled(void)
+{
+    g_autofree char *v = NULL;
+    return g_file_get_contents(enable_uring_param, &v, NULL, NULL) && v[0] == 'Y';
+}
+
+/* systems[0] is ckptfs (and [1] ckptfs over /dev/fuse where [0] has the
+ * ring); --peers adds each peer, found in PATH or built,
  * or recorded as skipped with the reason. */
 static void setup_systems(Bench *b)
 {
     b->systems[0] = (System){.name = "ckptfs", .kind = SYS_CKPTFS, .exe = g_strdup(b->ckptfs)};
     b->nsystems = 1;
+    /* where the kernel serves FUSE over io_uring, ckptfs runs once over the
+     * ring (its default) and once over /dev/fuse */
+    if (!b->mounted_dir && uring_enabled() &&
+        !(b->mount_opts && strstr(b->mount_opts, "io_uring"))) {
+        b->systems[0].name = "ckptfs-ring";
+        b->systems[1] = (System){.name = "ckptfs-dev",
+                                 .kind = SYS_CKPTFS,
+                                 .exe = g_strdup(b->ckptfs),
+                                 .opts = "io_uring=off"};
+        b->nsystems = 2;
+    }
     if (!b->peers)
         return;
     g_autofree char *lower = g_build_filename(b->scratch, "ovl-lower", NULL);
@@ -2840,6 +3170,7 @@ static void teardown(Bench *b)
     g_mutex_lock(&b->lock);
     daemon_kill_locked(b);
     g_mutex_unlock(&b->lock);
+    uring_restore(b);
     if (b->scratch) {
         rm_rf(b->scratch);
     } else if (b->backing && b->job) {
@@ -3008,6 +3339,10 @@ int main(int argc, char **argv)
         struct utsname u;
         uname(&u);
         printf("# ckpt-bench: backing %s (%s), mount %s\n", b.backing, b.fs_type, b.mnt);
+        if (b.uring_was)
+            printf("# enable_uring of the fuse module set to Y for the run, and back to %s at its "
+                   "end\n",
+                   g_strchomp(b.uring_was));
         printf("# daemon %s -o %s; kernel %s; scale %g; median of %d run%s per side\n",
                b.mounted_dir ? "(existing mount)" : b.ckptfs,
                b.mount_opts && *b.mount_opts ? b.mount_opts : "(defaults)", u.release, b.scale,
@@ -3015,7 +3350,8 @@ int main(int argc, char **argv)
         for (guint s = 1; s < b.nsystems; s++) {
             g_autoptr(GPtrArray) argv = system_argv(&b, &b.systems[s], b.backing, b.mnt);
             g_autofree char *cmd = g_strjoinv(" ", (char **)argv->pdata);
-            printf("# peer %s%s: %s\n", b.systems[s].name, b.systems[s].drops_dirsync ? "*" : "",
+            printf("# %s %s%s: %s\n", is_ckptfs(&b, s) ? "also" : "peer", b.systems[s].name,
+                   b.systems[s].drops_dirsync ? "*" : "",
                    b.systems[s].skip ? b.systems[s].skip : cmd);
         }
         printf("%-40s %12s %12s %7s %7s %4s\n", "workload", "native", "mount", "ratio", "target",

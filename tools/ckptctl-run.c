@@ -1,7 +1,7 @@
 /* ckptctl run: run a command over a fresh ckptfs mount and fail it when two
  * jobs crossed (the run command of ckptctl(1)).
  *
- *   ckptctl run [--dir DIR] [--policy enforce|audit] [--identity env:VAR]
+ *   ckptctl run [--dir DIR] [--policy enforce|audit] [--identity MODE]
  *               [--job ID] [--tag-env VAR] [--collision-exit N] [--report FILE]
  *               [--json] [--keep] [--ckptfs PATH] [-o OPT]... -- COMMAND [ARGS...]
  *
@@ -43,6 +43,7 @@
 
 #include "catalog.h"
 #include "collision.h"
+#include "identity.h"
 #include "mountrun.h"
 
 #define RUN_EXIT_COLLISIONS 3
@@ -150,7 +151,7 @@ static void remove_tree(const char *path)
 
 /* A run killed together with its daemon and the auto_unmount helper (CTest's
  * timeout SIGKILLs the whole process tree) leaves a dead mount at its private
- * mountpoint.  A dead mount answers ENOTCONN, which a live run's never does:
+ * mountpoint.  A dead mount answers ENOTCONN (statfs), which a live run's never does:
  * detach those under root and remove what their run left in its directory. */
 static void clear_dead_runs(const char *root)
 {
@@ -178,8 +179,9 @@ static void clear_dead_runs(const char *root)
     mnt_unref_table(tb);
     for (guint i = 0; i < dead->len; i++) {
         const char *mnt = dead->pdata[i];
-        struct stat st;
-        if (stat(mnt, &st) == 0 || errno != ENOTCONN)
+        /* statfs always reaches the daemon: a stat may be answered from the
+         * kernel's attribute cache of a mount whose daemon is dead */
+        if (mountrun_state(mnt) != MOUNTRUN_DEAD)
             continue;
         if (!mountrun_fusermount(mnt, true, NULL))
             continue;
@@ -586,6 +588,13 @@ static GPtrArray *group_records(GPtrArray *recs)
     return groups;
 }
 
+static const char *caller_label(const Group *g)
+{
+    if (g->caller)
+        return g->caller;
+    return strcmp(g->kind, "invalid-identity") == 0 ? "(invalid identity)" : "(anonymous)";
+}
+
 static const char *owner_label(const Group *g)
 {
     if (g->owner)
@@ -636,9 +645,10 @@ static void record_row(CkptctlTable *t, const Group *g, JsonObject *o)
                                 : NULL;
     g_autofree char *where =
         g_strdup_printf("%s%s%s", path ? path : "?", path2 ? " -> " : "", path2 ? path2 : "");
-    ckptctl_table_row(t, g->kind, g->caller ? g->caller : "(anonymous)",
-                      ckptctl_member_str(o, "verdict"), ckptctl_member_str(o, "op"), where,
-                      ckptctl_member_str(o, "comm"), pids, ckptctl_member_str(o, "tag"));
+    g_autofree char *caller = ck_collision_caller_text(o);
+    ckptctl_table_row(t, g->kind, caller, ckptctl_member_str(o, "verdict"),
+                      ckptctl_member_str(o, "op"), where, ckptctl_member_str(o, "comm"), pids,
+                      ckptctl_member_str(o, "tag"));
 }
 
 static void print_report(const Run *r, const Outcome *out)
@@ -682,8 +692,7 @@ static void print_report(const Run *r, const Outcome *out)
         if (g->more)
             g_string_append(ex, ", ...");
         g_autofree char *count = g_strdup_printf("%u", g->count);
-        ckptctl_table_row(gt, g->kind, g->caller ? g->caller : "(anonymous)", owner_label(g), count,
-                          ex->str);
+        ckptctl_table_row(gt, g->kind, caller_label(g), owner_label(g), count, ex->str);
         for (guint k = 0; k < g->recs->len && k < MAX_LISTED; k++)
             record_row(rt, g, g->recs->pdata[k]);
         if (g->recs->len > MAX_LISTED)
@@ -931,7 +940,10 @@ static int parse_args(Run *r, int *argc, char ***argv)
          "or enforce (crossings fail with EACCES)",
          "enforce|audit"},
         {"identity", 0, 0, G_OPTION_ARG_STRING, &r->identity,
-         "A process's job is the value of VAR in its environment", "env:VAR"},
+         "How a process's job is known, as ckptfs's identity=: env:VAR (VAR in its "
+         "environment), cgroup:PATTERN (its cgroup v2 path), cgroup or uid (with -o "
+         "identity_map=FILE)",
+         "MODE"},
         {"job", 0, 0, G_OPTION_ARG_STRING, &r->job, "Every process acts as job ID", "ID"},
         {"collision-exit", 0, 0, G_OPTION_ARG_INT, &r->collision_exit,
          "Exit status when jobs crossed (default 3; 1 to 255, e.g. to keep clear of a test "
@@ -992,9 +1004,14 @@ static int parse_args(Run *r, int *argc, char ***argv)
         return run_error("--tag-env %s: expected an environment variable name", r->tag_env);
     if (strcmp(r->policy, "audit") != 0 && strcmp(r->policy, "enforce") != 0)
         return run_error("--policy %s: expected enforce or audit", r->policy);
-    if (r->identity && (!g_str_has_prefix(r->identity, "env:") || !r->identity[4] ||
-                        strpbrk(r->identity + 4, "=,")))
-        return run_error("--identity %s: expected env:VAR", r->identity);
+    if (r->identity) {
+        CkIdentityMode mode;
+        g_autofree char *why = NULL;
+        if (!ck_identity_spec_check(r->identity, &mode, &why))
+            return run_error("--identity %s: %s", r->identity, why);
+        if (strchr(r->identity, ','))
+            return run_error("--identity %s: a ',' would end the mount option", r->identity);
+    }
     if (r->identity && r->job)
         return run_error("--identity and --job exclude each other");
     if (r->job && (!*r->job || strchr(r->job, ',')))

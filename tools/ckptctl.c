@@ -48,7 +48,7 @@ static const char synopsis[] =
     "  fixture DIR [--jobs J] [--checkpoints C] [--subtasks S] [--bytes B] [--legacy L]\n"
     "              [--seed X] [--force]\n"
     "                           write a realistic checkpoint directory\n"
-    "  run [--dir DIR] [--policy enforce|audit] [--identity env:VAR] [--job ID]\n"
+    "  run [--dir DIR] [--policy enforce|audit] [--identity MODE] [--job ID]\n"
     "      [--tag-env VAR] [--collision-exit N] [--report FILE] [--baseline]\n"
     "      -- COMMAND [ARGS...]\n"
     "                           run COMMAND over a fresh mount; exit 3 (or N) on collisions\n"
@@ -1299,18 +1299,29 @@ static GPtrArray *filter_records(const RecordFilter *f, GPtrArray *recs)
     return out;
 }
 
-/* The records as a table; with_tag: the TAG column even when no record has
- * one (--follow: later records may), headings: the header line. */
-static void print_records_table(GPtrArray *recs, bool with_tag, bool headings)
+/* The records as a table: CALLER as ck_collision_caller_text says it,
+ * IDENTITY only when a record has one (a mount with identity= or job=),
+ * TAG only when the mount recorded one (tag_env=, ckptctl run); every
+ * column (--follow: later records may have them), headings: the header
+ * line. */
+static void print_records_table(GPtrArray *recs, bool every_column, bool headings)
 {
-    bool tags = with_tag;
-    for (guint i = 0; i < recs->len && !tags; i++)
-        tags = json_object_has_member(recs->pdata[i], "tag");
-    static const char *const cols[] = {"TIME", "KIND",  "VERDICT", "OP",   "CALLER", "OWNER",
-                                       "PATH", "PATH2", "COMM",    ">PID", "TAG",    NULL};
-    static const char *const cols_notag[] = {"TIME", "KIND",  "VERDICT", "OP",   "CALLER", "OWNER",
-                                             "PATH", "PATH2", "COMM",    ">PID", NULL};
-    g_autoptr(CkptctlTable) t = ckptctl_table_new(tags ? cols : cols_notag);
+    bool tags = every_column, idents = every_column;
+    for (guint i = 0; i < recs->len; i++) {
+        tags |= json_object_has_member(recs->pdata[i], "tag");
+        idents |= json_object_has_member(recs->pdata[i], "identity");
+    }
+    g_autoptr(GPtrArray) cols = g_ptr_array_new();
+    const char *const fixed[] = {"TIME",  "KIND", "VERDICT", "OP",   "CALLER",
+                                 "OWNER", "PATH", "PATH2",   "COMM", ">PID"};
+    for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++)
+        g_ptr_array_add(cols, (gpointer)fixed[i]);
+    if (idents)
+        g_ptr_array_add(cols, "IDENTITY");
+    if (tags)
+        g_ptr_array_add(cols, "TAG");
+    g_ptr_array_add(cols, NULL);
+    g_autoptr(CkptctlTable) t = ckptctl_table_new((const char *const *)cols->pdata);
     if (!headings)
         ckptctl_table_noheadings(t);
     for (guint i = 0; i < recs->len; i++) {
@@ -1319,11 +1330,13 @@ static void print_records_table(GPtrArray *recs, bool with_tag, bool headings)
         g_autofree char *pids = pid && JSON_NODE_HOLDS_VALUE(pid)
                                     ? g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(pid))
                                     : NULL;
-        /* the TAG column is read only when there is one */
+        g_autofree char *caller = ck_collision_caller_text(o);
+        /* the optional columns last, those not shown left out */
+        const char *ident = member_str(o, "identity"), *tag = member_str(o, "tag");
         ckptctl_table_row(t, member_str(o, "time"), member_str(o, "kind"), member_str(o, "verdict"),
-                          member_str(o, "op"), member_str(o, "caller_job"),
-                          member_str(o, "owner_job"), member_str(o, "path"), member_str(o, "path2"),
-                          member_str(o, "comm"), pids, member_str(o, "tag"));
+                          member_str(o, "op"), caller, member_str(o, "owner_job"),
+                          member_str(o, "path"), member_str(o, "path2"), member_str(o, "comm"),
+                          pids, idents ? ident : tag, tag);
     }
     if (recs->len)
         ckptctl_table_print(t, NULL);

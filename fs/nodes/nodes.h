@@ -82,6 +82,7 @@ typedef struct Node {
     int backing_id;        /* > 0 while opens are bound to it */
     unsigned backing_refs; /* opens bound to backing_id */
     unsigned cached_opens; /* opens replied without passthrough */
+    int bound_writers;     /* atomic: bound opens that may write (node_bound_writers) */
     /* keep_cache: the backing mtime/size seen at the last open/release (NodeTable.lock) */
     struct timespec open_mtime;
     struct timespec open_ctime; /* multigrain on kernels >= 6.13: a change after a stat differs */
@@ -188,6 +189,12 @@ bool node_unchanged_since_open(NodeTable *t, Node *n, const struct stat *st);
 void node_note_release(NodeTable *t, Node *n, const struct stat *st);
 void node_open_count(NodeTable *t, Node *n, int delta);
 int node_nopen(NodeTable *t, Node *n);
+/* Opens bound to passthrough that may write: the kernel writes the backing
+ * file for them without a request (a shared mapping's stores change its
+ * mtime and ctime behind the daemon), so while one lasts the kernel may not
+ * keep n's attributes (node_attrs_volatile: true).  Lock-free. */
+void node_bound_writers(Node *n, int delta);
+bool node_attrs_volatile(Node *n);
 
 /* The passthrough binding of n's opens (passthrough.h decides and does the
  * ioctls; the table keeps the binding, in the slot too):

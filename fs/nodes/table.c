@@ -551,6 +551,16 @@ void node_open_count(NodeTable *t, Node *n, int delta)
     g_mutex_unlock(&t->lock);
 }
 
+void node_bound_writers(Node *n, int delta)
+{
+    g_atomic_int_add(&n->bound_writers, delta);
+}
+
+bool node_attrs_volatile(Node *n)
+{
+    return g_atomic_int_get(&n->bound_writers) > 0;
+}
+
 int node_nopen(NodeTable *t, Node *n)
 {
     g_mutex_lock(&t->lock);

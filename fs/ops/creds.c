@@ -1,7 +1,9 @@
 /* Acting as the caller (docs/DESIGN.md, "Namespaces and the write
  * policy"): creates are made with the caller's
  * fsuid, fsgid and supplementary groups, switched per worker thread. */
+#include <sched.h>
 #include <sys/fsuid.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "ops.h"
@@ -50,6 +52,24 @@ void creds_enter(struct ckptfs *fs, fuse_req_t req, bool creating, Creds *c)
     setfsgid(ctx->gid);
     setfsuid(ctx->uid);
     c->switched = true;
+}
+
+/* Whether this thread has a umask of its own: threads share one (the
+ * process's fs_struct) until each unshares it, once. */
+static _Thread_local int own_umask; /* 0 not tried, 1 yes, -1 unshare failed */
+
+mode_t creds_mode(struct ckptfs *fs, fuse_req_t req, mode_t mode)
+{
+    if (!fs->posix_acl)
+        return mode & 07777; /* the kernel masked it; the daemon's umask is 0 */
+    mode_t mask = fuse_req_ctx(req)->umask & 0777;
+    if (!own_umask)
+        own_umask = unshare(CLONE_FS) == 0 ? 1 : -1;
+    if (own_umask < 0)
+        return mode & 07777 & ~mask; /* no default ACL then, but the right mode */
+    /* the backing file system applies it, or a default ACL of the parent */
+    umask(mask);
+    return mode & 07777;
 }
 
 void creds_leave(struct ckptfs *fs, Creds *c)

@@ -8,11 +8,12 @@
 
 #include "views/control.h"
 
-const char *fs_caller_job(struct ckptfs *fs, fuse_req_t req)
+CkCaller fs_caller(struct ckptfs *fs, fuse_req_t req)
 {
     if (!fs->identity)
-        return NULL;
-    return ck_identity_of(fs->identity, fuse_req_ctx(req)->pid);
+        return (CkCaller){NULL, CK_IDENTITY_NONE, NULL};
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    return ck_identity_caller(fs->identity, ctx->pid, ctx->uid);
 }
 
 char *fs_node_path(struct ckptfs *fs, Node *n)
@@ -101,7 +102,7 @@ static void log_collision(struct ckptfs *fs, const CkCollision *c)
 /* Carries out a decision: records it when core says so (the paths are
  * derived only then), and answers 0 to go on or -errno. */
 static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const char *op,
-                 const char *caller_job, Node *dir, const char *name, Node *dir2, const char *name2,
+                 const CkCaller *caller, Node *dir, const char *name, Node *dir2, const char *name2,
                  const char *literal2)
 {
     if (!d->record)
@@ -121,7 +122,9 @@ static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const c
         .op = op,
         .path = path ? path : "",
         .path2 = path2 ? path2 : literal2,
-        .caller_job = caller_job,
+        .caller_job = caller->job == CK_CALLER_INVALID ? NULL : caller->job,
+        .identity = ck_identity_mode_name(caller->mode),
+        .identity_value = caller->value,
         .owner_job = d->owner_job,
         .pid = ctx->pid,
         .uid = ctx->uid,
@@ -141,16 +144,18 @@ static CkPolicy mode_of(struct ckptfs *fs)
         .legacy_rw = __atomic_load_n(&fs->policy.legacy_rw, __ATOMIC_RELAXED),
         .audit = __atomic_load_n(&fs->policy.audit, __ATOMIC_RELAXED),
         .off = fs->policy.off,
+        .anonymous_deny = fs->policy.anonymous_deny,
     };
 }
 
 int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n)
 {
     CkNs ns = node_ns(&fs->nodes, n);
-    const char *job = fs_caller_job(fs, req);
+    g_auto(CkCaller) caller = fs_caller(fs, req);
+    const char *job = caller.job;
     CkPolicy mode = mode_of(fs);
     CkDecision d = ck_decide_write(&mode, job, ns);
-    return apply(fs, req, &d, op, job, n, NULL, NULL, NULL, NULL);
+    return apply(fs, req, &d, op, &caller, n, NULL, NULL, NULL, NULL);
 }
 
 int fs_check_remove(struct ckptfs *fs, fuse_req_t req, const char *op, Node *dir, const char *name,
@@ -158,21 +163,23 @@ int fs_check_remove(struct ckptfs *fs, fuse_req_t req, const char *op, Node *dir
 {
     CkNs ns = ck_ns_child(node_ns(&fs->nodes, dir), name, fs->opt.views_name);
     *entry_out = ns;
-    const char *job = fs_caller_job(fs, req);
+    g_auto(CkCaller) caller = fs_caller(fs, req);
+    const char *job = caller.job;
     CkPolicy mode = mode_of(fs);
     CkDecision d = ck_decide_write(&mode, job, ns);
-    return apply(fs, req, &d, op, job, dir, name, NULL, NULL, NULL);
+    return apply(fs, req, &d, op, &caller, dir, name, NULL, NULL, NULL);
 }
 
 int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *parent,
                     const char *name, bool is_dir, CkNs *child_out)
 {
-    const char *job = fs_caller_job(fs, req);
+    g_auto(CkCaller) caller = fs_caller(fs, req);
+    const char *job = caller.job;
     CkPolicy mode = mode_of(fs);
     CkDecision d =
         ck_decide_create(&mode, job, node_ns(&fs->nodes, parent), name, is_dir, fs->opt.views_name);
     *child_out = d.ns;
-    return apply(fs, req, &d, op, job, parent, name, NULL, NULL, NULL);
+    return apply(fs, req, &d, op, &caller, parent, name, NULL, NULL, NULL);
 }
 
 int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
@@ -182,35 +189,38 @@ int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char 
     const char *vn = fs->opt.views_name;
     CkNs pns = node_ns(&fs->nodes, parent), npns = node_ns(&fs->nodes, newparent);
     CkNs src = ck_ns_child(pns, name, vn);
-    const char *job = fs_caller_job(fs, req);
+    g_auto(CkCaller) caller = fs_caller(fs, req);
+    const char *job = caller.job;
     CkPolicy mode = mode_of(fs);
     CkDecision d = ck_decide_rename(&mode, job, src, npns, newname, vn);
     *src_out = src;
     *dst_out = d.ns;
-    int err = apply(fs, req, &d, "rename", job, parent, name, newparent, newname, NULL);
+    int err = apply(fs, req, &d, "rename", &caller, parent, name, newparent, newname, NULL);
     if (err || d.record || !(flags & RENAME_EXCHANGE))
         return err;
     /* the entry at newname goes the other way, and takes src */
     CkDecision back = ck_decide_rename(&mode, job, d.ns, pns, name, vn);
-    return apply(fs, req, &back, "rename", job, newparent, newname, parent, name, NULL);
+    return apply(fs, req, &back, "rename", &caller, newparent, newname, parent, name, NULL);
 }
 
 int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, const char *newname,
                   CkNs *out)
 {
-    const char *job = fs_caller_job(fs, req);
+    g_auto(CkCaller) caller = fs_caller(fs, req);
+    const char *job = caller.job;
     CkPolicy mode = mode_of(fs);
     CkDecision d = ck_decide_link(&mode, job, node_ns(&fs->nodes, n),
                                   node_ns(&fs->nodes, newparent), newname, fs->opt.views_name);
     *out = d.ns;
-    return apply(fs, req, &d, "link", job, n, NULL, newparent, newname, NULL);
+    return apply(fs, req, &d, "link", &caller, n, NULL, newparent, newname, NULL);
 }
 
 int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
                      const char *target, CkNs *out)
 {
     CkNs pns = node_ns(&fs->nodes, parent);
-    const char *job = fs_caller_job(fs, req);
+    g_auto(CkCaller) caller = fs_caller(fs, req);
+    const char *job = caller.job;
     CkPolicy mode = mode_of(fs);
     /* The lexical resolution needs the parent's path; only a job's namespace
      * can refuse a symlink for its target, so only then derive it. */
@@ -219,5 +229,5 @@ int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char
     CkDecision d =
         ck_decide_symlink(&mode, job, pns, ppath ? ppath : "", name, target, fs->opt.views_name);
     *out = d.ns;
-    return apply(fs, req, &d, "symlink", job, parent, name, NULL, NULL, target);
+    return apply(fs, req, &d, "symlink", &caller, parent, name, NULL, NULL, target);
 }

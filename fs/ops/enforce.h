@@ -16,8 +16,9 @@
 
 #include "ckptfs.h"
 
-/* The job the caller acts as (interned), or NULL for anonymous. */
-const char *fs_caller_job(struct ckptfs *fs, fuse_req_t req);
+/* Who the caller of req is (core/identity.h): its job, anonymous, or an
+ * identity that is not a job id.  ck_caller_clear it (g_auto). */
+CkCaller fs_caller(struct ckptfs *fs, fuse_req_t req);
 
 /* A write to existing object `n` (open for writing, setattr, xattr). */
 int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n);

@@ -37,6 +37,27 @@ static bool wants_write(int flags)
     return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
 }
 
+/* A bound open that may write keeps the kernel from caching its node's
+ * attributes (node_bound_writers): stores into a shared mapping reach the
+ * backing file without a request, and only a stat that asks sees them. */
+static void bound_writer(FileHandle *h, int flags)
+{
+    if (h->backing_id > 0 && (flags & O_ACCMODE) != O_RDONLY && h->node->kind == NODE_BACKING) {
+        h->bound_writer = true;
+        node_bound_writers(h->node, 1);
+    }
+}
+
+/* The attributes the kernel holds of a file opened for writing before
+ * this open bound it are dropped, so its next stat asks.  Inline: an
+ * attribute-only invalidation (no offset) takes no inode lock in the
+ * kernel, and the open's reply must not overtake it. */
+static void drop_kernel_attrs(struct ckptfs *fs, FileHandle *h)
+{
+    if (h->bound_writer)
+        fuse_lowlevel_notify_inval_inode(fs->se, node_ino(&fs->nodes, h->node), -1, 0);
+}
+
 /* Binds the open file h to its backing file in the kernel when the policy
  * allows every write it could make (the verdict is taken at open and never
  * revisited, so a file whose writes the daemon must see stays unbound). */
@@ -46,6 +67,7 @@ static void bind_open(struct ckptfs *fs, FileHandle *h, int flags)
         return;
     h->bound = true;
     h->backing_id = pt_bind(&fs->pt, h->node, h->fd);
+    bound_writer(h, flags);
 }
 
 /* Open flags for the reply.  O_DIRECT is the kernel's own business: with
@@ -165,12 +187,15 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
     if (!h)
         return -ENFILE;
     set_open_flags(fs, n, &st, h, fi);
+    drop_kernel_attrs(fs, h);
     return 0;
 }
 
 static void file_handle_free(struct ckptfs *fs, void *p)
 {
     FileHandle *h = p;
+    if (h->bound_writer)
+        node_bound_writers(h->node, -1);
     if (h->bound)
         pt_unbind(&fs->pt, h->node, h->backing_id);
     if (h->fd >= 0) {
@@ -202,6 +227,7 @@ static void *file_handle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec
     h->write_err = rec->write_err;
     h->bound = rec->bound;
     h->backing_id = rec->backing_id;
+    bound_writer(h, rec->flags);
     h->control = n->kind == NODE_VIRTUAL && rec->writable;
     if (n->kind != NODE_VIRTUAL) {
         int flags = backing_open_flags(fs, rec->flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW);
@@ -258,7 +284,7 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     }
     Creds c;
     creds_enter(fs, req, true, &c);
-    int fd = openat(pf.fd, at, flags, mode & 07777);
+    int fd = openat(pf.fd, at, flags, creds_mode(fs, req, mode));
     if (fd < 0 && errno == EEXIST && (flags & O_EXCL) && kio_resent()) {
         /* resent after the daemon died: the first try made the file (the
          * caller never had it, so it holds nothing written through it) */
@@ -277,13 +303,13 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         close(fd);
         return err;
     }
-    fill_entry(fs, n, &st, e);
     bool marker = !tmpfile && ck_ns_is_marker(child);
     FileHandle *h = file_handle_open(fs, n, fd, true, marker ? child.job : NULL, fi);
     if (!h) {
         node_forget(&fs->nodes, n, 1);
         return -ENFILE;
     }
+    fill_entry(fs, n, &st, e); /* after the binding: its attributes are not kept */
     set_open_flags(fs, n, &st, h, fi);
     return 0;
 }

@@ -21,8 +21,10 @@
  * changed behind the mount shows within it (as a name that appeared does:
  * negative entries are kept as long). */
 #define DIR_ATTR_TIMEOUT 1.0
-static double attr_timeout_of(struct ckptfs *fs, mode_t mode)
+static double attr_timeout_of(struct ckptfs *fs, Node *n, mode_t mode)
 {
+    if (node_attrs_volatile(n))
+        return 0;
     return fs->no_opendir && S_ISDIR(mode) ? MIN(fs->attr_timeout, DIR_ATTR_TIMEOUT)
                                            : fs->attr_timeout;
 }
@@ -33,7 +35,7 @@ void fill_entry(struct ckptfs *fs, Node *n, const struct stat *st, struct fuse_e
     e->ino = node_ino(&fs->nodes, n);
     e->generation = n->generation;
     e->attr = *st;
-    e->attr_timeout = attr_timeout_of(fs, st->st_mode);
+    e->attr_timeout = attr_timeout_of(fs, n, st->st_mode);
     e->entry_timeout = fs->entry_timeout;
 }
 
@@ -138,9 +140,9 @@ static int do_getattr(struct ckptfs *fs, Node *n, struct fuse_file_info *fi, str
     *timeout = fs->attr_timeout;
     if (n->kind != NODE_BACKING)
         return views_getattr(fs, n, st, timeout);
+    *timeout = attr_timeout_of(fs, n, n->type);
     if (fi && n->type == S_IFREG && file_of(fs, fi)->fd >= 0)
         return fstat(file_of(fs, fi)->fd, st) < 0 ? -errno : 0;
-    *timeout = attr_timeout_of(fs, n->type);
     return node_stat(fs, n, st);
 }
 
@@ -240,11 +242,12 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_SETATTR);
     struct stat st;
-    int err = do_setattr(fs, req, node_by_ino(fs, ino), attr, to_set, fi, &st);
+    Node *n = node_by_ino(fs, ino);
+    int err = do_setattr(fs, req, n, attr, to_set, fi, &st);
     if (err)
         reply_err(fs, req, err);
     else
-        fuse_reply_attr(req, &st, attr_timeout_of(fs, st.st_mode));
+        fuse_reply_attr(req, &st, attr_timeout_of(fs, n, st.st_mode));
 }
 
 /* The target of a symlink (g_free). */
@@ -313,9 +316,9 @@ static int do_make(struct ckptfs *fs, fuse_req_t req, Node *p, const char *name,
     if (target)
         r = symlinkat(target, pf.fd, name);
     else if (S_ISDIR(mode))
-        r = mkdirat(pf.fd, name, mode & 07777);
+        r = mkdirat(pf.fd, name, creds_mode(fs, req, mode));
     else
-        r = mknodat(pf.fd, name, mode, rdev);
+        r = mknodat(pf.fd, name, (mode & S_IFMT) | creds_mode(fs, req, mode), rdev);
     err = r < 0 ? -errno : 0;
     creds_leave(fs, &c);
     bool again = done_before(err, -EEXIST);

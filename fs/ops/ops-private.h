@@ -22,6 +22,7 @@ typedef struct {
     int lost_err;           /* taken over but not opened again: every use answers this */
     bool bound;             /* pt_bind was asked (pt_unbind at release) */
     int backing_id;         /* > 0: the kernel does this file's I/O (FUSE passthrough) */
+    bool bound_writer;      /* counted in node_bound_writers */
     const char *marker_job; /* a COMPLETED of this job written: refresh the views at release */
     bool control;           /* _views/.control open for writing: writes set its settings */
 } FileHandle;
@@ -79,12 +80,15 @@ static inline int sync_fd(int fd, int datasync)
 /* Acting as the caller (creds.c): switches this worker thread's fsuid, fsgid
  * and supplementary groups to the caller's when the caller is not the
  * daemon's own user and either the request creates something (ownership)
- * or the kernel does not check permissions itself. */
+ * or the kernel does not check permissions itself.  A create also takes
+ * the caller's umask (with POSIX ACLs negotiated): creds_mode gives the
+ * mode to pass to the creating call. */
 typedef struct {
     bool switched;
 } Creds;
 void creds_enter(struct ckptfs *fs, fuse_req_t req, bool creating, Creds *c);
 void creds_leave(struct ckptfs *fs, Creds *c);
+mode_t creds_mode(struct ckptfs *fs, fuse_req_t req, mode_t mode);
 
 /* Names (names.c). */
 void fill_entry(struct ckptfs *fs, Node *n, const struct stat *st, struct fuse_entry_param *e);

@@ -17,7 +17,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         .passthrough_why = kio_why_not(&fs->kio),
         .supervised = fs->supervised,
         .job = fs->opt.job_interned,
-        .identity_env = fs->opt.identity_env,
+        .identity = fs->opt.identity,
+        .identity_map = fs->opt.identity_map,
+        .anonymous_deny = fs->opt.anonymous_deny,
         .attaches = atomic_load(&fs->state.hdr->attaches),
     });
     pt_log_state(&fs->pt);
@@ -55,7 +57,16 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->max_read = fs->opt.max_read; /* must equal the max_read mount option */
     /* the kernel keeps min(its bdi read-ahead, this): main raises the bdi's */
     conn->max_readahead = 16u * 1024 * 1024;
-    /* creates pass the caller's mode as given; the kernel applied the umask */
+    /* POSIX ACLs as the backing file system has them: the kernel caches
+     * and enforces them (with default_permissions), and sends creates
+     * unmasked with the caller's umask, which the daemon applies the way
+     * the backing file system would (a directory's default ACL wins over
+     * it).  Without, creates pass the mode the kernel masked. */
+    if ((conn->capable & (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK)) ==
+        (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK))
+        conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+    fs->posix_acl = (conn->want & (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK)) ==
+                    (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK);
     conn->time_gran = 1;
     /* No OPENDIR/RELEASEDIR when the kernel may cache (dirs.c): a walk then
      * costs a READDIR per directory it has not listed yet, and nothing for

@@ -28,6 +28,7 @@ void inflight_begin(InflightRec *base, _Atomic uint32_t *threads, uint64_t uniqu
     atomic_store_explicit(&r->unique, 0, memory_order_release);
     atomic_store_explicit(&r->n, 0, memory_order_relaxed);
     r->overflow = 0;
+    atomic_store_explicit(&r->since_us, g_get_monotonic_time(), memory_order_relaxed);
     atomic_store_explicit(&r->unique, unique & ~INFLIGHT_RESENT, memory_order_release);
     tls_rec = r;
 }

@@ -37,7 +37,7 @@ typedef struct {
     _Atomic uint32_t n;
     uint32_t overflow;
     _Atomic uint32_t e[INFLIGHT_ENTRIES]; /* kind << 28 | slot */
-    uint32_t pad[2];
+    _Atomic int64_t since_us; /* g_get_monotonic_time() when read: a hung daemon shows (status.h) */
 } InflightRec;
 
 /* A request read by this thread (kio, at read): its record is this

@@ -10,7 +10,7 @@
 #include "metrics.h"
 
 #define STATE_MAGIC   0x746174737470636bull /* "ckptstat" */
-#define STATE_VERSION 5
+#define STATE_VERSION 8
 #define STATE_PAGE    4096
 #define STATE_HEADER  (2 * STATE_PAGE) /* the header's pages, before the journal */
 

@@ -79,7 +79,9 @@ typedef struct {
     _Atomic uint64_t next_generation;
     _Atomic uint32_t node_high; /* slots below this were handed out once */
     _Atomic uint32_t handle_high;
-    _Atomic uint64_t attaches;                  /* daemons that attached to the live connection */
+    _Atomic uint64_t attaches;      /* daemons that attached to the live connection */
+    _Atomic uint64_t failed_starts; /* daemons that died before they served (supervisor) */
+    _Atomic uint64_t give_ups;      /* times the supervisor gave up (supervisor) */
     _Atomic int32_t mode_audit, mode_legacy_rw; /* -1: as the options say */
     char mountpoint[2048]; /* realpath: an attaching daemon must not resolve it (it waits) */
     /* key=value lines of what the mount fixes for its life (main.c
@@ -92,6 +94,13 @@ typedef struct {
     _Atomic int64_t live_rescan_us; /* 0: as the options say */
     _Atomic int32_t live_tag_env;   /* 0: as the options say; 1 + i: live_tag_env_text[i] */
     char live_tag_env_text[2][256]; /* "" for none; the one not in use is written, then named */
+    /* the live settings as the options (and config=) of the daemon that
+     * last read them said, as key=value lines: a new daemon keeps a
+     * setting changed live unless its own options say otherwise than
+     * these (control.c).  0: none yet; 1 + i: configured_text[i], written
+     * as live_tag_env_text is */
+    _Atomic int32_t configured_at;
+    char configured_text[2][512];
     /* what the serving daemon says of itself, for `ckptctl status` (read by
      * the supervisor without asking the daemon, which may be hung) */
     struct {

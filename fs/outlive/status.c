@@ -16,9 +16,9 @@ void status_publish(State *st, const FsOptions *o, const char *why, gint64 start
     StateHeader *h = st->hdr;
     g_strlcpy(h->status.version, CKPTFS_VERSION, sizeof h->status.version);
     g_strlcpy(h->status.passthrough_why, why ? why : "", sizeof h->status.passthrough_why);
-    g_autofree char *identity = o->job_interned   ? g_strconcat("job:", o->job_interned, NULL)
-                                : o->identity_env ? g_strconcat("env:", o->identity_env, NULL)
-                                                  : g_strdup("none");
+    g_autofree char *identity = o->job_interned ? g_strconcat("job:", o->job_interned, NULL)
+                                : o->identity   ? g_strdup(o->identity)
+                                                : g_strdup("none");
     g_strlcpy(h->status.identity, identity, sizeof h->status.identity);
     g_strlcpy(h->status.log, log_target_name(), sizeof h->status.log);
     atomic_store(&h->status.passthrough, why == NULL);
@@ -83,6 +83,20 @@ static char *field(const char *src, size_t len)
     return g_strndup(src, strnlen(src, len));
 }
 
+/* Seconds the oldest request the serving daemon read has waited for its
+ * answer, or -1 when none waits (only a supervised daemon journals them). */
+static double oldest_request_s(const State *st)
+{
+    gint64 now = g_get_monotonic_time(), oldest = now;
+    for (int i = 0; i < INFLIGHT_THREADS; i++) {
+        const InflightRec *r = &st->inflight[i];
+        gint64 since = atomic_load(&r->since_us);
+        if (atomic_load(&r->unique) && since > 0 && since < oldest)
+            oldest = since;
+    }
+    return oldest < now ? (double)(now - oldest) / 1e6 : -1;
+}
+
 char *status_json(const State *st, const StatusProcs *p, bool *healthy)
 {
     StateHeader *h = st->hdr;
@@ -105,6 +119,12 @@ char *status_json(const State *st, const StatusProcs *p, bool *healthy)
     else if (pstate == 'T' || pstate == 't')
         g_ptr_array_add(problems,
                         g_strdup("the daemon is stopped (SIGSTOP, or a debugger): requests wait"));
+    double waited = oldest_request_s(st);
+    if (waited >= STATUS_HUNG_AFTER_S && !(pstate == 'T' || pstate == 't'))
+        g_ptr_array_add(problems,
+                        g_strdup_printf("a request has waited %.0f s for the daemon's answer: the "
+                                        "daemon or the backing storage hangs",
+                                        waited));
 
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
@@ -143,6 +163,11 @@ char *status_json(const State *st, const StatusProcs *p, bool *healthy)
     add_text(b, "protocol", protocol);
     json_builder_end_object(b);
     add_int(b, "attaches", (gint64)atomic_load(&h->attaches));
+    json_builder_set_member_name(b, "oldest_request_seconds");
+    if (waited < 0)
+        json_builder_add_null_value(b);
+    else
+        json_builder_add_double_value(b, waited);
     int pt = atomic_load(&h->status.passthrough);
     json_builder_set_member_name(b, "passthrough");
     if (pt < 0)

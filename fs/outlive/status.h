@@ -21,6 +21,11 @@ typedef struct {
     bool connection_gone; /* the mount was unmounted or aborted */
 } StatusProcs;
 
+/* A request unanswered this long makes the mount unhealthy: a daemon or a
+ * backing file system that hangs (an fsync on a healthy disk takes far
+ * less). */
+#define STATUS_HUNG_AFTER_S 60
+
 /* The daemon: what it is, at INIT (passthrough is known then: why, NULL
  * when it is on), started_us when it started (g_get_real_time). */
 void status_publish(State *st, const FsOptions *o, const char *why, gint64 started_us);

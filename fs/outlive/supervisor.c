@@ -29,7 +29,7 @@
 
 extern char **environ;
 
-#define ENV_DAEMON "CKPTFS_SUPERVISED" /* sock,state,fuse,daemonized,mode,fresh */
+#define ENV_DAEMON "CKPTFS_SUPERVISED" /* sock,state,fuse,daemonized,mode */
 #define ENV_RESUME                                                                                 \
     "CKPTFS_SUPERVISOR"      /* fuse,state,listen,pid,sock,exe,daemonized,restarts,started */
 #define START_TRIES     5    /* daemons in a row that die before serving: then EIO */
@@ -344,7 +344,6 @@ typedef struct {
     int exe;     /* its binary (O_PATH), owned */
     char **argv; /* its command line, owned */
     bool ready, standby, attaching;
-    bool fresh;  /* started by a takeover with new options */
     char *error; /* what it said before it failed */
     char *note;  /* what its "ready" said */
 } Daemon;
@@ -556,6 +555,32 @@ bool connection_alive(int fd)
     return fd >= 0 && poll(&p, 1, 0) >= 0 && !(p.revents & (POLLERR | POLLNVAL));
 }
 
+/* The state memfd as the daemons fill it (mapped at the first need), or
+ * NULL with errno set. */
+static StateHeader *sup_state(Sup *s)
+{
+    if (!s->st.hdr) {
+        int fd = dup(s->state_fd);
+        int rc = fd < 0 ? -errno : state_open(&s->st, fd);
+        if (rc < 0) {
+            if (fd >= 0)
+                close(fd);
+            errno = -rc;
+            return NULL;
+        }
+    }
+    return s->st.hdr;
+}
+
+/* Counted where .metrics shows them (ckptfs_daemon_failed_starts_total,
+ * ckptfs_supervisor_give_ups_total), for as long as the mount lives. */
+static void count(Sup *s, size_t field)
+{
+    StateHeader *h = sup_state(s);
+    if (h)
+        atomic_fetch_add((_Atomic uint64_t *)((char *)h + field), 1);
+}
+
 /* ---- giving up: every request fails with EIO instead of waiting ---- */
 
 static gboolean on_failing_request(gint fd, GIOCondition cond, gpointer p)
@@ -573,13 +598,26 @@ static gboolean on_failing_request(gint fd, GIOCondition cond, gpointer p)
 static void give_up(Sup *s, const char *why)
 {
     s->given_up = true;
+    count(s, offsetof(StateHeader, give_ups));
     g_free(s->failed_why);
     s->failed_why = g_strdup(why);
-    g_warning("ckptfs: supervisor: %u daemons in a row failed to start (%s); giving up: every "
+    log_event(G_LOG_LEVEL_WARNING, LOG_ID_GIVE_UP,
+              "ckptfs: supervisor: %u daemons in a row failed to start (%s); giving up: every "
               "request to %s fails with EIO until `ckptfs --takeover %s` brings a daemon that "
               "starts, or the mount is unmounted",
               s->failed_starts, why, s->mnt, s->mnt);
     sd_notifyf(0, "STATUS=no daemon can start (%s): requests fail with EIO", why);
+    /* a takeover that ends here is answered now, not when it gives up waiting */
+    g_autofree char *after =
+        s->fallback_why ? g_strdup_printf("the new daemon failed after the handover (%s), and ",
+                                          s->fallback_why)
+                        : g_strdup("");
+    g_autofree char *msg =
+        g_strdup_printf("error: %sno daemon can start (%s): every request fails with EIO until a "
+                        "takeover brings one that starts",
+                        after, why);
+    g_clear_pointer(&s->fallback_why, g_free);
+    reply_client(s, msg);
     if (!s->fail_buf)
         s->fail_buf = g_malloc(KIO_FAIL_BUF);
     /* what the dead daemons read and never answered comes again, to fail */
@@ -612,7 +650,6 @@ static void on_ready(Sup *s, Daemon *d, const char *note)
         daemon_drop(&s->cur);
         s->cur = n;
         s->cur.s = s;
-        s->cur.fresh = false; /* its restarts keep what is changed live from now on */
         s->cur.sock_src = g_unix_fd_add(s->cur.sock, G_IO_IN | G_IO_HUP, on_daemon_msg, &s->cur);
         daemon_init(&s->next, s);
         g_autofree char *msg = g_strconcat("ok", note && *note ? " " : "", note ? note : "", NULL);
@@ -782,12 +819,13 @@ static void on_daemon_exit(GPid pid, gint status, gpointer p)
               "supervisor: the daemon (pid %d) %s; a new one takes the connection over", (int)pid,
               how);
     s->restarts++;
-    /* one killed from outside (kill -9, the OOM killer) comes back at once
-     * and counts as no failure; one that cannot start is retried a few
-     * times, then the supervisor gives up rather than keep every access
-     * waiting */
-    bool killed = !exited && WTERMSIG(status) == SIGKILL;
-    s->failed_starts = was_ready || killed ? 0 : s->failed_starts + 1;
+    /* one that served before it died (kill -9, a crash) comes back at
+     * once; one that died before it served, whatever killed it (a broken
+     * config, the OOM killer at start-up), is retried a few times, then the
+     * supervisor gives up rather than keep every access waiting */
+    s->failed_starts = was_ready ? 0 : s->failed_starts + 1;
+    if (!was_ready)
+        count(s, offsetof(StateHeader, failed_starts));
     if (s->failed_starts >= START_TRIES)
         give_up(s, error ? error : how);
     else if (s->failed_starts >= 2)
@@ -806,8 +844,8 @@ static void spawn_daemon(Sup *s, Daemon *d, int exe, char **argv, LinkMode mode)
     }
     if (mode != LINK_MOUNT && s->fuse_fd < 0)
         mode = LINK_MOUNT;
-    g_autofree char *env = g_strdup_printf("%d,%d,%d,%d,%d,%d", sv[1], s->state_fd, s->fuse_fd,
-                                           s->daemonized, (int)mode, d->fresh);
+    g_autofree char *env =
+        g_strdup_printf("%d,%d,%d,%d,%d", sv[1], s->state_fd, s->fuse_fd, s->daemonized, (int)mode);
     pid_t pid = fork();
     if (pid == 0) {
         set_cloexec(sv[1], false);
@@ -880,11 +918,8 @@ static void on_takeover(Sup *s, char *payload, size_t len, int exe)
         reply_client(s, refusal);
         return;
     }
-    /* then "options" (the request gave new ones) or "keep", then argv */
-    char **words = split_nul(payload + n + 1, len - n - 1);
-    bool fresh = words[0] && strcmp(words[0], "options") == 0;
-    char **argv = words[0] ? g_strdupv(words + 1) : g_new0(char *, 1);
-    g_strfreev(words);
+    /* then the new daemon's command line */
+    char **argv = split_nul(payload + n + 1, len - n - 1);
     if (!argv[0]) {
         g_strfreev(argv);
         close(exe);
@@ -895,21 +930,15 @@ static void on_takeover(Sup *s, char *payload, size_t len, int exe)
               "running one",
               s->mnt);
     sd_notify(0, "RELOADING=1");
-    s->next.fresh = fresh;
     spawn_daemon(s, &s->next, exe, argv, LINK_STANDBY);
 }
 
 /* The processes as this supervisor knows them, for status_json. */
 static char *status_of(Sup *s, bool *healthy)
 {
-    if (!s->st.hdr) {
-        int fd = dup(s->state_fd);
-        if (fd < 0 || state_open(&s->st, fd) < 0) {
-            if (fd >= 0)
-                close(fd);
-            *healthy = false;
-            return g_strdup_printf("error: the state memfd: %s", g_strerror(errno));
-        }
+    if (!sup_state(s)) {
+        *healthy = false;
+        return g_strdup_printf("error: the state memfd: %s", g_strerror(errno));
     }
     StatusProcs p = {
         .supervisor_pid = (int)getpid(),
@@ -1108,6 +1137,28 @@ static void sup_init(Sup *s)
     daemon_init(&s->next, s);
 }
 
+/* Logs as the command line argv asks (its log= and log_level=, config=
+ * included): a supervisor that a takeover re-executed, or one that adopted
+ * a daemon, keeps logging where the daemons it runs do.  Before any thread.
+ * A command line that does not parse (a config file broken meanwhile)
+ * leaves the log as it is. */
+static void log_like(char **argv, const char *mnt)
+{
+    g_auto(GStrv) copy = g_strdupv(argv);
+    struct fuse_args args = FUSE_ARGS_INIT((int)g_strv_length(copy), copy);
+    FsOptions o;
+    memset(&o, 0, sizeof o);
+    if (fs_options_parse(&args, &o) == 0)
+        log_open(o.log, o.log_level, false, NULL, mnt);
+    fuse_opt_free_args(&args);
+    fs_options_clear(&o);
+}
+
+bool supervisor_started_me(void)
+{
+    return g_getenv(ENV_DAEMON) != NULL;
+}
+
 bool supervisor_resuming(void)
 {
     return g_getenv(ENV_RESUME) != NULL;
@@ -1138,6 +1189,8 @@ int supervisor_resume(char **argv)
     int fds[] = {s.fuse_fd, s.state_fd, s.listen_fd, s.cur.sock, s.cur.exe};
     for (size_t i = 0; i < G_N_ELEMENTS(fds); i++)
         set_cloexec(fds[i], true);
+    read_mountpoint(&s);
+    log_like(s.cur.argv, s.mnt);
     s.loop = NULL;
     /* the daemon is this process's child still: exec keeps children */
     if (s.cur.sock >= 0)
@@ -1146,7 +1199,8 @@ int supervisor_resume(char **argv)
     return run(&s);
 }
 
-int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link)
+int supervisor_start(char **argv, bool supervise, bool foreground, const char *started_note,
+                     SupLink *link)
 {
     memset(link, 0, sizeof *link);
     link->sock = link->state_fd = link->fuse_fd = link->conn_fd = -1;
@@ -1154,8 +1208,8 @@ int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link
     link->main_thread = pthread_self();
     const char *denv = g_getenv(ENV_DAEMON);
     if (denv) {
-        long long v[6];
-        if (!parse_ints(denv, v, 6) || v[4] < LINK_MOUNT || v[4] > LINK_STANDBY) {
+        long long v[5];
+        if (!parse_ints(denv, v, 5) || v[4] < LINK_MOUNT || v[4] > LINK_STANDBY) {
             fprintf(stderr, "ckptfs: bad %s\n", ENV_DAEMON);
             return 1;
         }
@@ -1164,7 +1218,6 @@ int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link
         link->fuse_fd = (int)v[2];
         link->daemonized = v[3];
         link->mode = (LinkMode)v[4];
-        link->fresh_settings = v[5];
         for (int i = 0; i < 3; i++)
             set_cloexec((int)v[i], true);
         g_unsetenv(ENV_DAEMON);
@@ -1199,6 +1252,8 @@ int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link
             unsigned char b = 1;
             if (read(p[0], &b, 1) != 1 || b != 0)
                 waitpid(pid, NULL, 0); /* a supervisor that failed exits: reap it */
+            else if (started_note)
+                g_message("%s", started_note);
             _exit(b);
         }
         close(p[0]);
@@ -1331,6 +1386,7 @@ static int adopt(const char *mnt, int c, const char *opts, TakeoverCheck check)
     }
     close(p[0]);
     setsid();
+    log_like(s.adopt_argv, mnt);
     if (chdir("/") < 0) {
     }
     s.ready_pipe = p[1];
@@ -1399,8 +1455,6 @@ int supervisor_takeover(const char *mountpoint, const char *opts, TakeoverCheck 
     g_autoptr(GByteArray) req = g_byte_array_new();
     g_byte_array_append(req, (const guint8 *)"takeover", 9);
     g_byte_array_append(req, (const guint8 *)state_layout(), (guint)strlen(state_layout()) + 1);
-    const char *how = opts ? "options" : "keep";
-    g_byte_array_append(req, (const guint8 *)how, (guint)strlen(how) + 1);
     append_nul(req, argv);
     r = exe >= 0 && send_msg(fd, req->data, req->len, exe) == 0 ? recv_msg(fd, buf, MSG_MAX, NULL)
                                                                 : -EIO;

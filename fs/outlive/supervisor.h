@@ -47,7 +47,6 @@ typedef struct {
     int state_fd;              /* the state memfd the supervisor made; -1: make one */
     int fuse_fd;               /* the live connection to attach to; -1: mount */
     bool daemonized;           /* the supervisor detached from the terminal */
-    bool fresh_settings;       /* a takeover with new options: settings changed live are dropped */
     char **argv;               /* the daemon's command line (absolute), borrowed */
     const char *mnt;           /* the mount point (suplink_ready), borrowed */
     int conn_fd;               /* the connection the daemon serves (suplink_mounted, or fuse_fd) */
@@ -64,14 +63,19 @@ typedef struct {
 /* A supervisor re-executed by a takeover: it resumes with what it had, and
  * parses nothing (so a config file broken meanwhile cannot stop it). */
 bool supervisor_resuming(void);
+/* This process is a daemon a supervisor started (its first process spoke
+ * to the terminal already). */
+bool supervisor_started_me(void);
 /* Runs the resumed supervisor; returns its exit status. */
 int supervisor_resume(char **argv);
 /* In main, options parsed, argv absolute (fs_argv_absolute).  In a daemon
  * the supervisor started: fills link and returns 0.  Not supervising:
  * link->sock = -1, returns 0.  Otherwise this process becomes the
  * supervisor and returns only its exit status (> 0, or 0 after a clean
- * unmount) for main to exit with. */
-int supervisor_start(char **argv, bool supervise, bool foreground, SupLink *link);
+ * unmount) for main to exit with.  started_note (or NULL): what the
+ * process on the terminal says once a background mount is up. */
+int supervisor_start(char **argv, bool supervise, bool foreground, const char *started_note,
+                     SupLink *link);
 /* A standby or starting daemon's reason to fail, for the takeover's reply. */
 void suplink_error(SupLink *l, const char *msg);
 /* A standby daemon checked what it could: waits until the running daemon

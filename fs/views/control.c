@@ -1,9 +1,12 @@
 #include "control.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "identity_watch.h"
+#include "log.h"
 #include "views-private.h"
 
 _Static_assert(FS_LIVE_TAG_ENV_MAX < sizeof((StateHeader *)0)->live_tag_env_text[0],
@@ -22,50 +25,6 @@ void control_current(struct ckptfs *fs, FsLive *live)
 const char *control_tag_env(struct ckptfs *fs)
 {
     return __atomic_load_n(&fs->tag_env, __ATOMIC_RELAXED);
-}
-
-void control_init(struct ckptfs *fs)
-{
-    g_mutex_init(&fs->control_lock);
-    fs->configured = fs->opt.live;
-    FsLive l = fs->opt.live;
-    StateHeader *h = fs->state.hdr;
-    int audit = atomic_load(&h->mode_audit), rw = atomic_load(&h->mode_legacy_rw);
-    if (audit >= 0)
-        l.audit = audit;
-    if (rw >= 0)
-        l.legacy_rw = rw;
-    int64_t rescan_us = atomic_load(&h->live_rescan_us);
-    if (rescan_us > 0)
-        l.rescan_s = (double)rescan_us / 1e6;
-    int tag = atomic_load(&h->live_tag_env);
-    if (tag == 1 || tag == 2) {
-        char name[sizeof h->live_tag_env_text[0]];
-        memcpy(name, h->live_tag_env_text[tag - 1], sizeof name);
-        name[sizeof name - 1] = '\0';
-        FsLive t;
-        g_autofree char *bad = fs_live_parse(FS_LIVE_TAG_ENV, name, &t);
-        if (!bad)
-            l.tag_env = t.tag_env;
-    }
-    fs->opt.live = l;
-    fs->policy.audit = l.audit;
-    fs->policy.legacy_rw = l.legacy_rw;
-    fs->tag_env = l.tag_env;
-}
-
-void control_drop_kept(struct ckptfs *fs)
-{
-    StateHeader *h = fs->state.hdr;
-    atomic_store(&h->mode_audit, -1);
-    atomic_store(&h->mode_legacy_rw, -1);
-    atomic_store(&h->live_rescan_us, 0);
-    atomic_store(&h->live_tag_env, 0);
-}
-
-void control_clear(struct ckptfs *fs)
-{
-    g_mutex_clear(&fs->control_lock);
 }
 
 /* Into the state memfd, for the next daemon (control_lock held). */
@@ -94,6 +53,96 @@ static void keep_for_next_daemon(struct ckptfs *fs, FsLiveKey k, const FsLive *v
     default:
         break;
     }
+}
+
+/* What the options said of each setting, as key=value lines. */
+static char *configured_text(const FsLive *c)
+{
+    GString *s = g_string_new(NULL);
+    for (int k = 0; k < FS_LIVE_COUNT; k++) {
+        g_autofree char *v = fs_live_format((FsLiveKey)k, c);
+        g_string_append_printf(s, "%s=%s\n", fs_live_keys[k], v);
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* Into the state memfd, for the next daemon (control_lock held, or no
+ * other thread yet): the buffer not in use, then its name. */
+static void keep_configured(struct ckptfs *fs)
+{
+    StateHeader *h = fs->state.hdr;
+    g_autofree char *text = configured_text(&fs->configured);
+    int next = atomic_load(&h->configured_at) == 1 ? 1 : 0;
+    g_strlcpy(h->configured_text[next], text, sizeof h->configured_text[next]);
+    atomic_store(&h->configured_at, next + 1);
+}
+
+/* The value the previous daemon's options gave key k, or NULL (g_free). */
+static char *configured_before(const StateHeader *h, FsLiveKey k)
+{
+    int at = atomic_load(&h->configured_at);
+    if (at != 1 && at != 2)
+        return NULL;
+    char text[sizeof h->configured_text[0]];
+    memcpy(text, h->configured_text[at - 1], sizeof text);
+    text[sizeof text - 1] = '\0';
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    g_autofree char *prefix = g_strconcat(fs_live_keys[k], "=", NULL);
+    for (char **l = lines; *l; l++)
+        if (g_str_has_prefix(*l, prefix))
+            return g_strdup(*l + strlen(prefix));
+    return NULL;
+}
+
+/* A setting changed live outlives the daemon, unless this daemon's options
+ * say otherwise of it than the previous daemon's did: a takeover (or
+ * systemctl reload) that changes an option applies it, one that leaves it
+ * alone keeps what was set live. */
+static bool options_changed(const StateHeader *h, FsLiveKey k, const FsLive *mine)
+{
+    g_autofree char *before = configured_before(h, k);
+    g_autofree char *now = fs_live_format(k, mine);
+    return before && strcmp(before, now) != 0;
+}
+
+void control_init(struct ckptfs *fs)
+{
+    g_mutex_init(&fs->control_lock);
+    fs->configured = fs->opt.live;
+    FsLive l = fs->opt.live;
+    StateHeader *h = fs->state.hdr;
+    int audit = atomic_load(&h->mode_audit), rw = atomic_load(&h->mode_legacy_rw);
+    if (audit >= 0 && !options_changed(h, FS_LIVE_POLICY, &l))
+        l.audit = audit;
+    if (rw >= 0 && !options_changed(h, FS_LIVE_LEGACY, &l))
+        l.legacy_rw = rw;
+    int64_t rescan_us = atomic_load(&h->live_rescan_us);
+    if (rescan_us > 0 && !options_changed(h, FS_LIVE_RESCAN, &l))
+        l.rescan_s = (double)rescan_us / 1e6;
+    int tag = atomic_load(&h->live_tag_env);
+    if ((tag == 1 || tag == 2) && !options_changed(h, FS_LIVE_TAG_ENV, &l)) {
+        char name[sizeof h->live_tag_env_text[0]];
+        memcpy(name, h->live_tag_env_text[tag - 1], sizeof name);
+        name[sizeof name - 1] = '\0';
+        FsLive t;
+        g_autofree char *bad = fs_live_parse(FS_LIVE_TAG_ENV, name, &t);
+        if (!bad)
+            l.tag_env = t.tag_env;
+    }
+    /* what is kept from now on: the values in force, and what the options
+     * said */
+    for (int k = 0; k < FS_LIVE_COUNT; k++)
+        keep_for_next_daemon(fs, (FsLiveKey)k, &l);
+    keep_configured(fs);
+    fs->opt.live = l;
+    fs->policy.audit = l.audit;
+    fs->policy.legacy_rw = l.legacy_rw;
+    fs->tag_env = l.tag_env;
+}
+
+void control_clear(struct ckptfs *fs)
+{
+    g_mutex_clear(&fs->control_lock);
 }
 
 static char *shown(FsLiveKey k, const FsLive *l)
@@ -149,8 +198,8 @@ void control_reload(struct ckptfs *fs)
     bool ok = true;
     if (fs->opt.config) {
         FsLive now;
-        g_autofree char *remount = NULL, *why = NULL;
-        if (!fs_options_reread_live(&fs->opt, &now, &remount, &why)) {
+        g_autofree char *remount = NULL, *why = NULL, *level = NULL;
+        if (!fs_options_reread_live(&fs->opt, &now, &level, &remount, &why)) {
             g_warning("ckptfs: reload: %s; the settings stay as they were", why);
             ok = false;
         } else {
@@ -166,21 +215,35 @@ void control_reload(struct ckptfs *fs)
             }
             g_mutex_lock(&fs->control_lock);
             fs->configured = now;
+            keep_configured(fs);
             g_mutex_unlock(&fs->control_lock);
+            if (level && log_set_level(level) == 0) {
+                g_message("ckptfs: reload: log_level is %s", level);
+                free(fs->opt.log_level);
+                fs->opt.log_level = strdup(level);
+            }
             if (remount)
                 g_message("ckptfs: reload: config=%s: %s changed, which takes a remount",
                           fs->opt.config, remount);
         }
     }
+    identity_watch_reload(fs, "SIGHUP");
     g_autoptr(GError) err = NULL;
     if (!ck_collision_log_reopen(fs->collisions, &err)) {
         g_warning("ckptfs: reload: %s; collisions still go to the file open before", err->message);
         ok = false;
     }
+    /* log=FILE too: moved away by a rotation, it is made again */
+    int lr = log_reopen();
+    if (lr < 0) {
+        g_warning("ckptfs: reload: log=%s: %s; the log still goes to the file open before",
+                  log_target_name(), g_strerror(-lr));
+        ok = false;
+    }
     atomic_fetch_add_explicit(&fs->metrics->config_reloads[ok ? 1 : 0], 1, memory_order_relaxed);
     if (ok)
-        g_message("ckptfs: reload: done%s%s", fs->opt.config ? ", config=" : "",
-                  fs->opt.config ? fs->opt.config : "");
+        log_event(G_LOG_LEVEL_MESSAGE, LOG_ID_RELOAD, "ckptfs: reload: done%s%s",
+                  fs->opt.config ? ", config=" : "", fs->opt.config ? fs->opt.config : "");
 }
 
 GBytes *control_text(struct ckptfs *fs)

@@ -24,12 +24,12 @@
 #define CONTROL_NAME "user.ckptfs."
 
 /* At set-up, before views_init: the settings the daemon starts with, into
- * fs->opt.live (what the options say, with what a previous daemon changed
- * live over it) and fs->policy, fs->tag_env; fs->configured: the options'. */
+ * fs->opt.live and fs->policy, fs->tag_env; fs->configured: the options'.
+ * A setting changed live by an earlier daemon of this mount is kept unless
+ * this daemon's options (and config=) say otherwise of it than the earlier
+ * daemon's did: a takeover or reload applies the options it changes and
+ * keeps the rest. */
 void control_init(struct ckptfs *fs);
-/* Before control_init: the settings changed live by earlier daemons are
- * dropped, the options say them all (a takeover that gave new options). */
-void control_drop_kept(struct ckptfs *fs);
 void control_clear(struct ckptfs *fs);
 
 /* The settings in force now. */

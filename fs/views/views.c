@@ -123,9 +123,15 @@ static GBytes *snapshot(struct ckptfs *fs, VnKind k, bool wait)
     if (k == VN_CONTROL)
         return control_text(fs);
     catalog_watch_load_gauges(fs, wait);
-    FsMetricsMount mnt = {
-        fs->mountpoint, node_table_count(&fs->nodes), atomic_load(&fs->state.hdr->attaches),
-        fs->started_us, kio_ring(&fs->kio),           kio_ring_requests(&fs->kio)};
+    StateHeader *h = fs->state.hdr;
+    FsMetricsMount mnt = {.mount = fs->mountpoint,
+                          .nodes = node_table_count(&fs->nodes),
+                          .attaches = atomic_load(&h->attaches),
+                          .failed_starts = atomic_load(&h->failed_starts),
+                          .give_ups = atomic_load(&h->give_ups),
+                          .started_us = fs->started_us,
+                          .ring = kio_ring(&fs->kio),
+                          .ring_requests = kio_ring_requests(&fs->kio)};
     GString *s = fs_metrics_render(fs->metrics, &mnt);
     return g_string_free_to_bytes(s);
 }

@@ -71,7 +71,13 @@ def _parse_time(text):
 def describe(rec):
     """One record as a sentence: who wrote what, of which kind, and what became of it:
     "job b wrote `_state/a/v1/0/x` (foreign-write, refused): create by pid 4242 (python3)"."""
-    who = "job %s" % rec["caller_job"] if rec.get("caller_job") else "an anonymous caller"
+    if rec.get("caller_job"):
+        who = "job %s" % rec["caller_job"]
+    elif rec.get("identity_value") is not None:
+        who = "a caller whose %s identity %r is not a job id" % (
+            rec.get("identity"), rec["identity_value"])
+    else:
+        who = "an anonymous caller"
     verdict = "refused" if rec.get("verdict") == "denied" else "allowed, recorded"
     where = "`%s`" % (rec.get("path") or "?")
     if rec.get("path2"):

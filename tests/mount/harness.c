@@ -345,6 +345,12 @@ void mount_expect_log(Mount *m, const char *text)
     g_ptr_array_add(m->expected_log, g_strdup(text));
 }
 
+bool mount_log_has(Mount *m, const char *text)
+{
+    g_autofree char *log = get_file(m->log);
+    return log && strstr(log, text);
+}
+
 void mount_free(Mount *m)
 {
     if (!m)

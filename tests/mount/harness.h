@@ -59,6 +59,8 @@ int mount_stop(Mount *m);
 /* The test expects the daemon to log a warning containing `text` (the
  * text of a line, "ckptfs[PID]: warning: text"). */
 void mount_expect_log(Mount *m, const char *text);
+/* Whether the daemon (or its supervisor) logged a line containing text. */
+bool mount_log_has(Mount *m, const char *text);
 /* mount_stop if needed, then removes the temp dir. */
 void mount_free(Mount *m);
 /* Prints the daemon log to stderr. */

@@ -543,8 +543,9 @@ static int write_as(const char *value, const char *target)
     return write_as_prog("/bin/sh", value, target);
 }
 
-/* identity=env:VAR with values that are not job ids: the caller is anonymous
- * (core/identity.h), the write lands exactly where it was aimed. */
+/* identity=env:VAR with values that are not job ids: the caller writes
+ * nowhere (invalid-identity, never anonymous), and the record carries the
+ * value escaped, whatever its bytes. */
 static void test_hostile_identity(void **state)
 {
     (void)state;
@@ -560,9 +561,8 @@ static void test_hostile_identity(void **state)
     for (size_t i = 0; i < G_N_ELEMENTS(values); i++) {
         g_autofree char *rel = g_strdup_printf("_state/b/anon-%zu", i);
         g_autofree char *p = M(m, rel), *b = B(m, rel);
-        assert_int_equal(write_as(values[i], p), 0);
-        g_autofree char *text = get_file(b);
-        assert_string_equal(text, "x\n");
+        assert_int_not_equal(write_as(values[i], p), 0);
+        assert_int_equal(access(b, F_OK), -1);
     }
     /* a valid foreign job is still refused after the garbage */
     g_autofree char *fp = M(m, "_state/b/by-c"), *fb = B(m, "_state/b/by-c");
@@ -577,8 +577,12 @@ static void test_hostile_identity(void **state)
     g_autofree char *log = get_file(logp);
     assert_json_lines(log);
     g_auto(GStrv) lines = g_strsplit(log, "\n", -1);
-    assert_int_equal(g_strv_length(lines), 3); /* two records, then "" */
+    /* one record per value, two foreign writes, then "" */
+    assert_int_equal(g_strv_length(lines), G_N_ELEMENTS(values) + 3);
     assert_non_null(strstr(log, "\"caller_job\":\"c\""));
+    assert_non_null(strstr(log, "\"identity_value\":\"a\\\\x0ab\""));
+    assert_non_null(strstr(log, "\"identity_value\":\"\\\\xff\\\\xfe\""));
+    assert_non_null(strstr(log, "\"identity_value\":\"\""));
     assert_non_null(strstr(log, "\"comm\":\"x\\n\\\"}"));
     /* nothing escaped the backing dir */
     g_autofree char *outside = g_build_filename(m->base, "b", NULL);

@@ -228,6 +228,39 @@ static void test_takeover_with_broken_config_keeps_serving(void **state)
     mount_free(m);
 }
 
+/* A takeover whose backing directory is no longer the one mounted (moved
+ * and replaced) is refused by the standby daemon, before the running one
+ * hands over: it goes on serving the directory it has. */
+static void test_takeover_of_a_replaced_backing_dir_keeps_serving(void **state)
+{
+    (void)state;
+    Mount *m = supervised(NULL);
+    assert_serves(m, "before");
+    pid_t before = mount_daemon_pid(m);
+    g_autofree char *moved = g_strconcat(m->backing, ".moved", NULL);
+    assert_int_equal(rename(m->backing, moved), 0);
+    assert_int_equal(mkdir(m->backing, 0755), 0);
+    g_autofree char *err = NULL;
+    int rc = takeover(m, NULL, &err);
+    if (rc != 1)
+        fprintf(stderr, "--takeover: exit %d: %s", rc, err);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "no longer the directory this mount was made of"));
+    assert_int_equal(mount_daemon_pid(m), before);
+    /* it serves the directory it was made of */
+    g_autofree char *path = mp(m, "after-refused-takeover");
+    put_file(path, "still");
+    g_autofree char *back = get_file(path);
+    assert_string_equal(back, "still");
+    g_autofree char *in_moved =
+        g_build_filename(moved, "_state", "t", "after-refused-takeover", NULL);
+    assert_true(g_file_test(in_moved, G_FILE_TEST_EXISTS));
+    assert_int_equal(rmdir(m->backing), 0);
+    assert_int_equal(rename(moved, m->backing), 0);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 /* ---- SIGHUP to the supervisor ---- */
 
 static void test_sighup_to_supervisor_reloads_and_keeps_mount(void **state)
@@ -278,10 +311,13 @@ static void test_takeover_options_apply_and_fixed_ones_are_named(void **state)
     assert_int_equal(takeover(m, "supervise,policy=audit", &err), 0);
     g_autofree char *policy = control_value(m, "policy");
     assert_string_equal(policy, "audit");
-    /* a setting changed live is kept by a takeover without options, and
-     * given up to a takeover that gives new ones */
+    /* a setting changed live is kept by a takeover without options, and by
+     * one whose options leave it as they were (systemctl reload always
+     * gives the env file's options); a takeover whose options change it
+     * applies them */
     g_autofree char *control = g_build_filename(m->mnt, "_views", ".control", NULL);
     assert_int_equal(setxattr(control, "user.ckptfs.legacy", "rw", 2, 0), 0);
+    assert_int_equal(setxattr(control, "user.ckptfs.policy", "enforce", 7, 0), 0);
     g_free(err);
     err = NULL;
     assert_int_equal(takeover(m, NULL, &err), 0);
@@ -292,7 +328,27 @@ static void test_takeover_options_apply_and_fixed_ones_are_named(void **state)
     assert_int_equal(takeover(m, "supervise,policy=audit", &err), 0);
     g_free(legacy);
     legacy = control_value(m, "legacy");
+    assert_string_equal(legacy, "rw");
+    g_free(policy);
+    policy = control_value(m, "policy");
+    assert_string_equal(policy, "enforce");
+    g_free(err);
+    err = NULL;
+    assert_int_equal(takeover(m, "supervise,policy=audit,legacy=rw,rescan=5", &err), 0);
+    g_free(legacy);
+    legacy = control_value(m, "legacy");
+    assert_string_equal(legacy, "rw");
+    g_autofree char *rescan = control_value(m, "rescan");
+    assert_string_equal(rescan, "5");
+    g_free(err);
+    err = NULL;
+    assert_int_equal(takeover(m, "supervise,policy=enforce,rescan=5", &err), 0);
+    g_free(legacy);
+    legacy = control_value(m, "legacy");
     assert_string_equal(legacy, "ro");
+    g_free(policy);
+    policy = control_value(m, "policy");
+    assert_string_equal(policy, "enforce");
     /* the views name is the kernel's now: kept, and said so */
     mount_expect_log(m, "change only with a remount");
     g_free(err);
@@ -421,6 +477,8 @@ static void test_daemon_that_cannot_start_fails_requests_with_eio(void **state)
         sleep_ms(100);
     }
     assert_int_equal(err, EIO);
+    assert_true(mount_log_has(m, "a new one takes the connection over"));
+    assert_true(mount_log_has(m, "giving up"));
     assert_true(mountrun_proc_state(m->pid) && mountrun_proc_state(m->pid) != 'Z');
     g_autofree char *st = NULL;
     assert_int_equal(status_of(m->mnt, false, &st), 1);
@@ -433,6 +491,9 @@ static void test_daemon_that_cannot_start_fails_requests_with_eio(void **state)
         fprintf(stderr, "--takeover: exit %d: %s", rc, msg);
     assert_int_equal(rc, 0);
     assert_serves(m, "resumed");
+    /* the episode stays in the counters */
+    assert_true(mount_metric(m, "ckptfs_daemon_failed_starts_total") >= 5);
+    assert_int_equal(mount_metric(m, "ckptfs_supervisor_give_ups_total"), 1);
     assert_int_equal(mount_stop(m), 0);
     mount_free(m);
 }
@@ -602,6 +663,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_takeover_with_broken_config_keeps_serving),
+        cmocka_unit_test(test_takeover_of_a_replaced_backing_dir_keeps_serving),
         cmocka_unit_test(test_sighup_to_supervisor_reloads_and_keeps_mount),
         cmocka_unit_test(test_takeover_options_apply_and_fixed_ones_are_named),
         cmocka_unit_test(test_relative_paths_in_the_background),

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <glib.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -305,6 +306,72 @@ static void test_bad_log_options_refused(void **state)
     mount_free(m);
 }
 
+/* Polls (up to 10 s) until the file at path holds text. */
+static bool eventually_has(const char *path, const char *text)
+{
+    for (int i = 0; i < 1000; i++) {
+        g_autofree char *t = read_or_empty(path);
+        if (strstr(t, text))
+            return true;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+/* SIGHUP opens log=FILE again under its name (rotation by mv) and applies a
+ * log_level= the config file changed, without a remount. */
+static void test_sighup_reopens_the_log_and_applies_its_level(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *file = g_build_filename(m->base, "ckptfs.log", NULL);
+    g_autofree char *rotated = g_build_filename(m->base, "ckptfs.log.1", NULL);
+    g_autofree char *cfg = g_build_filename(m->base, "ckptfs.conf", NULL);
+    assert_true(g_file_set_contents(cfg, "[ckptfs]\nlog_level=warning\n", -1, NULL));
+    g_autofree char *opt = g_strdup_printf("log=%s,config=%s", file, cfg);
+    const char *args[] = {"-o", opt, NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    assert_int_equal(rename(file, rotated), 0);
+    assert_true(g_file_set_contents(cfg, "[ckptfs]\nlog_level=info\n", -1, NULL));
+    assert_int_equal(kill(m->pid, SIGHUP), 0);
+    /* the reload's own line is info: it shows only at the new level, and
+     * only in the file made again */
+    assert_true(eventually_has(file, "]: info: reload: done"));
+    g_autofree char *old = read_or_empty(rotated);
+    assert_null(strstr(old, "reload: done"));
+    assert_null(strstr(old, "takes a remount"));
+    assert_int_equal(mount_stop(m), 0);
+    g_autofree char *text = read_or_empty(file);
+    assert_non_null(strstr(text, "]: info: stop: "));
+    mount_free(m);
+}
+
+/* A supervisor re-executed by a takeover logs where the mount's log= says,
+ * as before it: the restart of a daemon killed afterwards is in the file. */
+static void test_supervisor_keeps_its_log_after_a_takeover(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *file = g_build_filename(m->base, "ckptfs.log", NULL);
+    g_autofree char *opt = g_strdup_printf("supervise,log=%s", file);
+    const char *args[] = {"-o", opt, NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    const char *argv[] = {g_getenv("CKPTFS_BIN"), "--takeover", m->mnt, NULL};
+    int status = -1;
+    g_autofree char *out = NULL, *err = NULL;
+    assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                             &status, NULL));
+    if (!g_spawn_check_wait_status(status, NULL))
+        fail_msg("--takeover: %s", err);
+    pid_t daemon = mount_daemon_pid(m);
+    assert_true(daemon > 0);
+    assert_int_equal(kill(daemon, SIGKILL), 0);
+    assert_true(eventually_has(file, "a new one takes the connection over"));
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +380,8 @@ int main(void)
         cmocka_unit_test(test_stderr_lines_are_plain),
         cmocka_unit_test(test_background_mount_logs_after_detaching),
         cmocka_unit_test(test_bad_log_options_refused),
+        cmocka_unit_test(test_sighup_reopens_the_log_and_applies_its_level),
+        cmocka_unit_test(test_supervisor_keeps_its_log_after_a_takeover),
     };
     return cmocka_run_group_tests_name("mount/log", tests, NULL, NULL);
 }

@@ -217,6 +217,32 @@ static char *escape_path(const char *path)
     return g_strstrip(g_steal_pointer(&out));
 }
 
+/* What the unit promises an operator: it is ready once mounted, makes a
+ * missing mount point, leaves the clock alone, waits for the network only
+ * where a drop-in asks (every network-online.target line is a comment),
+ * and its env file has an example to start from. */
+static void test_systemd_unit_as_installed(void **state)
+{
+    (void)state;
+    g_autofree char *src = unit_path();
+    g_autofree char *unit = NULL;
+    assert_true(g_file_get_contents(src, &unit, NULL, NULL));
+    assert_non_null(strstr(unit, "\nType=notify\n"));
+    assert_non_null(strstr(unit, "\nExecStartPre=-/bin/mkdir -p \"%f\"\n"));
+    assert_non_null(strstr(unit, "\nProtectClock=yes\n"));
+    assert_non_null(strstr(unit, "\nEnvironmentFile=/etc/ckptfs/%i.env\n"));
+    g_auto(GStrv) lines = g_strsplit(unit, "\n", -1);
+    for (char **l = lines; *l; l++)
+        if (strstr(*l, "network-online.target"))
+            assert_true((*l)[0] == '#');
+    g_autofree char *example = g_build_filename(g_getenv("CKPTFS_SOURCE_ROOT"), "tools", "systemd",
+                                                "ckptfs.env.example", NULL);
+    g_autofree char *text = NULL;
+    assert_true(g_file_get_contents(example, &text, NULL, NULL));
+    assert_non_null(strstr(text, "CKPTFS_BACKING="));
+    assert_non_null(strstr(text, "CKPTFS_OPTIONS="));
+}
+
 static void test_systemd_unit_verifies(void **state)
 {
     (void)state;
@@ -510,6 +536,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fstab_line),
         cmocka_unit_test(test_mount_t_fuse_ckptfs),
+        cmocka_unit_test(test_systemd_unit_as_installed),
         cmocka_unit_test(test_systemd_unit_verifies),
         cmocka_unit_test(test_systemd_unit_commands),
         cmocka_unit_test(test_systemd_unit_reload),

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -276,6 +277,65 @@ static void test_view_file(void **state)
     assert_int_equal(errno, EROFS);
 }
 
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static bool same_time(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* stat through the mount and of the backing file agree on mtime and ctime,
+ * and both moved past `before`. */
+static void times_current(const char *front, const char *back, const struct stat *before)
+{
+    struct stat f, b;
+    assert_int_equal(stat(front, &f), 0);
+    assert_int_equal(stat(back, &b), 0);
+    assert_true(same_time(&f.st_mtim, &b.st_mtim));
+    assert_true(same_time(&f.st_ctim, &b.st_ctim));
+    assert_false(same_time(&f.st_mtim, &before->st_mtim));
+    assert_false(same_time(&f.st_ctim, &before->st_ctim));
+}
+
+/* Stores into a shared mapping change the file's mtime and ctime without a
+ * write request: a stat through the mount sees them after msync while the
+ * mapping lasts, and after munmap and close, as a stat of the backing file
+ * does, even when the kernel refreshed its attributes after the mmap (the
+ * mmap itself marks only the atime stale). */
+static void test_shared_mapping_times(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *p = mp(m, "mapped.bin");
+    g_autofree char *b = bp(m, "mapped.bin");
+    g_autofree char *page = g_malloc0(4096);
+    assert_true(g_file_set_contents(p, page, 4096, NULL));
+    for (int round = 0; round < 3; round++) {
+        int fd = open(p, O_RDWR);
+        assert_true(fd >= 0);
+        char *map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(map != MAP_FAILED);
+        struct stat before;
+        assert_int_equal(stat(p, &before), 0); /* the kernel keeps these */
+        sleep_ms(20);                          /* past the clock's tick: the store's times differ */
+        map[round] = 'x';
+        if (round == 0) {
+            assert_int_equal(msync(map, 4096, MS_SYNC), 0);
+            times_current(p, b, &before); /* mapped and open */
+        }
+        assert_int_equal(munmap(map, 4096), 0);
+        if (round == 2) {
+            times_current(p, b, &before); /* open, no longer mapped */
+        }
+        assert_int_equal(close(fd), 0);
+        if (round == 1)
+            times_current(p, b, &before); /* closed */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -284,6 +344,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shared_opens, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_ids_released, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_view_file, mount_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_shared_mapping_times, mount_setup, mount_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

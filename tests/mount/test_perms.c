@@ -2,7 +2,8 @@
  * allow_other (so default_permissions): every operation is run once on the
  * native backing dir and once through the mount, by a child that dropped
  * to nobody/nogroup, and must give the same result; what it creates is
- * owned by the caller, setgid directories and sticky bits act natively. */
+ * owned by the caller, setgid directories, sticky bits, POSIX ACLs and the
+ * umask act natively. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -23,7 +25,15 @@
 #define NOGROUP     65534
 #define OTHER_GROUP 4242
 
-typedef enum { OP_CREATE, OP_MKDIR, OP_UNLINK, OP_CHMOD, OP_OPEN_READ, OP_OPEN_WRITE } Op;
+typedef enum {
+    OP_CREATE,
+    OP_MKDIR,
+    OP_UNLINK,
+    OP_CHMOD,
+    OP_OPEN_READ,
+    OP_OPEN_WRITE,
+    OP_CREATE_UMASKED, /* mode 0666 under umask 022 */
+} Op;
 
 /* Runs op on path as nobody (with supplementary group `group`, or none);
  * returns 0 or the errno. */
@@ -58,6 +68,11 @@ static int as_nobody(Op op, const char *path, gid_t group)
         case OP_OPEN_READ:
         case OP_OPEN_WRITE:
             fd = open(path, op == OP_OPEN_READ ? O_RDONLY : O_WRONLY);
+            r = fd < 0 ? -1 : close(fd);
+            break;
+        case OP_CREATE_UMASKED:
+            umask(022);
+            fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
             r = fd < 0 ? -1 : close(fd);
             break;
         }
@@ -217,6 +232,100 @@ static void test_sticky_directory(void **state)
     assert_int_equal(access(bmine, F_OK), -1);
 }
 
+/* A POSIX ACL (name: system.posix_acl_access or _default) of n entries
+ * (tag, perm, id), in the kernel's xattr layout, on path. */
+static void put_acl(const char *path, const char *name, const guint32 (*e)[3], int n)
+{
+    guint8 buf[4 + 8 * 16];
+    guint32 version = GUINT32_TO_LE(2);
+    memcpy(buf, &version, 4);
+    for (int i = 0; i < n; i++) {
+        guint16 tag = GUINT16_TO_LE((guint16)e[i][0]), perm = GUINT16_TO_LE((guint16)e[i][1]);
+        guint32 id = GUINT32_TO_LE(e[i][2]);
+        memcpy(buf + 4 + 8 * i, &tag, 2);
+        memcpy(buf + 6 + 8 * i, &perm, 2);
+        memcpy(buf + 8 + 8 * i, &id, 4);
+    }
+    if (setxattr(path, name, buf, 4 + 8 * (size_t)n, 0) != 0)
+        fail_msg("setxattr %s %s: %s", path, name, g_strerror(errno));
+}
+
+#define ACL_USER_OBJ  0x01
+#define ACL_USER      0x02
+#define ACL_GROUP_OBJ 0x04
+#define ACL_MASK      0x10
+#define ACL_OTHER     0x20
+#define NO_ID         0xffffffffu
+
+/* A file of root's on both sides, mode mode, with an access ACL. */
+static void acl_file(Mount *m, const char *rel, mode_t mode, const guint32 (*e)[3], int n)
+{
+    g_autofree char *b = bp(m, rel);
+    g_autofree char *nat = g_build_filename(m->base, "native", rel, NULL);
+    const char *both[] = {b, nat};
+    for (int i = 0; i < 2; i++) {
+        put_file(both[i], "acl");
+        assert_int_equal(chmod(both[i], mode), 0);
+        put_acl(both[i], "system.posix_acl_access", e, n);
+    }
+}
+
+/* What an ACL grants or refuses is what the kernel enforces through the
+ * mount, as natively: a user entry opens a file its mode bits close, and
+ * closes one they open. */
+static void test_posix_acls_are_enforced(void **state)
+{
+    Mount *m = *state;
+    make_dir(m, "acl", 0755, 0, 0);
+    const guint32 grant[][3] = {{ACL_USER_OBJ, 6, NO_ID},
+                                {ACL_USER, 6, NOBODY},
+                                {ACL_GROUP_OBJ, 0, NO_ID},
+                                {ACL_MASK, 6, NO_ID},
+                                {ACL_OTHER, 0, NO_ID}};
+    acl_file(m, "acl/granted", 0600, grant, 5);
+    assert_int_equal(same_result(m, OP_OPEN_WRITE, "acl/granted", 0), 0);
+    const guint32 refuse[][3] = {{ACL_USER_OBJ, 6, NO_ID},
+                                 {ACL_USER, 0, NOBODY},
+                                 {ACL_GROUP_OBJ, 6, NO_ID},
+                                 {ACL_MASK, 6, NO_ID},
+                                 {ACL_OTHER, 6, NO_ID}};
+    acl_file(m, "acl/refused", 0666, refuse, 5);
+    assert_int_equal(same_result(m, OP_OPEN_READ, "acl/refused", 0), EACCES);
+    assert_int_equal(same_result(m, OP_OPEN_WRITE, "acl/refused", 0), EACCES);
+}
+
+/* A create takes the caller's umask, unless the directory has a default
+ * ACL, which the new file inherits instead (mode 0666 under umask 022:
+ * 0644 in a plain directory, 0664 under a default ACL group::rwx). */
+static void test_umask_and_default_acl_as_natively(void **state)
+{
+    Mount *m = *state;
+    make_dir(m, "plain", 0777, 0, 0);
+    make_dir(m, "dacl", 0777, 0, 0);
+    const guint32 dflt[][3] = {
+        {ACL_USER_OBJ, 7, NO_ID}, {ACL_GROUP_OBJ, 7, NO_ID}, {ACL_OTHER, 5, NO_ID}};
+    g_autofree char *bd = bp(m, "dacl");
+    g_autofree char *nd = g_build_filename(m->base, "native", "dacl", NULL);
+    put_acl(bd, "system.posix_acl_default", dflt, 3);
+    put_acl(nd, "system.posix_acl_default", dflt, 3);
+    const char *files[] = {"plain/f", "dacl/f"};
+    const mode_t want[] = {0644, 0664};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(same_result(m, OP_CREATE_UMASKED, files[i], 0), 0);
+        struct stat bst, nst;
+        g_autofree char *b = bp(m, files[i]);
+        g_autofree char *n = g_build_filename(m->base, "native", files[i], NULL);
+        assert_int_equal(stat(b, &bst), 0);
+        assert_int_equal(stat(n, &nst), 0);
+        assert_int_equal(nst.st_mode & 07777, want[i]);
+        assert_int_equal(bst.st_mode & 07777, nst.st_mode & 07777);
+        /* and through the mount, the same */
+        g_autofree char *mf = mp(m, files[i]);
+        assert_int_equal(stat(mf, &bst), 0);
+        assert_int_equal(bst.st_mode & 07777, want[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,6 +333,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_created_files_belong_to_the_caller, setup, teardown),
         cmocka_unit_test_setup_teardown(test_setgid_directory_inheritance, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sticky_directory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_posix_acls_are_enforced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_umask_and_default_acl_as_natively, setup, teardown),
     };
     return cmocka_run_group_tests_name("mount/perms", tests, NULL, NULL);
 }

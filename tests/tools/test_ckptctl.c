@@ -1228,6 +1228,31 @@ static void collisions(void **state)
     g_auto(Run) h = run("collisions", mnt, NULL);
     assert_int_equal(h.status, 1);
     assert_non_null(strstr(h.out, "foreign-write"));
+    assert_null(strstr(h.out, "IDENTITY")); /* no record has one */
+    /* the mode that named the caller, and an identity that is no job id */
+    const char *ident_log =
+        "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"foreign-write\",\"verdict\":\"denied\","
+        "\"op\":\"create\",\"path\":\"_state/b/x\",\"path2\":null,\"caller_job\":\"a\","
+        "\"identity\":\"cgroup\",\"owner_job\":\"b\",\"pid\":7,\"uid\":0,\"comm\":\"w\"}\n"
+        "{\"time\":\"2026-12-01T18:00:01.000Z\",\"kind\":\"invalid-identity\","
+        "\"verdict\":\"denied\",\"op\":\"create\",\"path\":\"_state/b/y\",\"path2\":null,"
+        "\"caller_job\":null,\"identity\":\"env\",\"identity_value\":\"bad id!\","
+        "\"owner_job\":\"b\",\"pid\":8,\"uid\":0,\"comm\":\"w\"}\n"
+        "{\"time\":\"2026-12-01T18:00:02.000Z\",\"kind\":\"anonymous-write\","
+        "\"verdict\":\"denied\",\"op\":\"create\",\"path\":\"_state/b/z\",\"path2\":null,"
+        "\"caller_job\":null,\"owner_job\":\"b\",\"pid\":9,\"uid\":0,\"comm\":\"w\"}\n";
+    testfs_put(fx->tmp, "mnti/_views/.collisions", ident_log);
+    g_autofree char *mnti = path_in(fx, "mnti");
+    g_auto(Run) hi = run("collisions", mnti, NULL);
+    assert_int_equal(hi.status, 1);
+    assert_int_equal(testfs_table_aligned(hi.out, "", " IDENTITY"), 3);
+    assert_non_null(strstr(hi.out, "(invalid: bad id!)"));
+    assert_non_null(strstr(hi.out, "(anonymous)"));
+    assert_non_null(strstr(hi.out, " cgroup"));
+    g_auto(Run) ji = run("collisions", mnti, "--json", NULL);
+    g_autoptr(JsonObject) jo = parse_obj(ji.out);
+    JsonObject *inv = json_array_get_object_element(json_object_get_array_member(jo, "records"), 1);
+    assert_string_equal(json_object_get_string_member(inv, "identity_value"), "bad id!");
     /* another views name */
     testfs_put(fx->tmp, "mnt2/v/.collisions", "");
     g_autofree char *mnt2 = path_in(fx, "mnt2");

@@ -232,7 +232,7 @@ static void test_start_and_stop_lines(void **state)
                           .mount = "/mnt/x",
                           .passthrough_why = "-o passthrough=off",
                           .supervised = true,
-                          .identity_env = "CLINK_JOB_ID"});
+                          .identity = "env:CLINK_JOB_ID"});
     log_start(&(LogStart){.backing = "/data/b", .mount = "/mnt/x", .job = "j", .attaches = 2});
     log_stop("/mnt/x", 0, false);
     log_stop("/mnt/x", 15, false);

@@ -85,6 +85,8 @@ static void test_verdict_names(void **st)
                                           "cross-namespace-rename",
                                           "cross-namespace-link",
                                           "cross-namespace-symlink",
+                                          "anonymous-write",
+                                          "invalid-identity",
                                           "views-read-only"};
     for (int v = 0; v < CK_VERDICT_COUNT; v++)
         assert_string_equal(ck_verdict_kind((CkVerdict)v), want[v]);
@@ -390,9 +392,97 @@ static void test_decide_modes(void **state)
     assert_string_equal(d.ns.job, "b");
 }
 
+/* anonymous=deny: an anonymous caller writes in no job's namespace (the
+ * legacy area and the structure keep their own rules); a job still writes
+ * its own. */
+static void test_anonymous_deny(void **state)
+{
+    (void)state;
+    CkPolicy deny = {.anonymous_deny = true}, deny_rw = {.anonymous_deny = true, .legacy_rw = true};
+    CkNs ja = ns_of("_state/a/v1/0/f");
+    assert_int_equal(ck_policy_write(&deny, NULL, ja), CK_ANONYMOUS_WRITE);
+    assert_int_equal(ck_policy_write(&deny, A, ja), CK_ALLOW);
+    assert_int_equal(ck_policy_write(&deny, B, ja), CK_FOREIGN_WRITE);
+    assert_int_equal(ck_policy_write(&deny, NULL, ns_of("v1/0/f")), CK_LEGACY_WRITE);
+    assert_int_equal(ck_policy_write(&deny_rw, NULL, ns_of("v1/0/f")), CK_ALLOW);
+    assert_int_equal(ck_policy_write(&deny, NULL, ns_of("_views/a")), CK_VIEWS_READ_ONLY);
+    /* mkdir _state/a by nobody: a job's namespace, refused; _state itself stays allowed */
+    assert_int_equal(ck_policy_create(&deny, NULL, ns_of("_state"), "a", true, "_views", NULL),
+                     CK_ANONYMOUS_WRITE);
+    assert_int_equal(ck_policy_create(&deny, NULL, ck_ns_root(), "_state", true, "_views", NULL),
+                     CK_ALLOW);
+    assert_int_equal(
+        ck_policy_rename(&deny, NULL, ns_of("_state/a/x"), ns_of("_state/a"), "y", "_views", NULL),
+        CK_ANONYMOUS_WRITE);
+    /* decided: refused and recorded as a's, or in audit mode let through */
+    CkDecision d = ck_decide_write(&deny, NULL, ja);
+    assert_int_equal(d.verdict, CK_ANONYMOUS_WRITE);
+    assert_false(d.proceed);
+    assert_int_equal(d.err, EACCES);
+    assert_true(d.record);
+    assert_string_equal(d.owner_job, "a");
+    CkPolicy audit = {.anonymous_deny = true, .audit = true};
+    d = ck_decide_write(&audit, NULL, ja);
+    assert_true(d.proceed && d.record);
+    /* anonymous=allow (the default): allowed, nothing recorded */
+    CkPolicy allow = {0};
+    d = ck_decide_write(&allow, NULL, ja);
+    assert_true(d.proceed);
+    assert_false(d.record);
+}
+
+/* A caller whose identity is not a valid job id writes nowhere: no job's
+ * namespace, not the legacy area even with legacy=rw, not the structure's
+ * mkdirs; the views stay EROFS. */
+static void test_invalid_identity(void **state)
+{
+    (void)state;
+    const char *I = CK_CALLER_INVALID;
+    CkPolicy rw_allow = {.legacy_rw = true};
+    assert_int_equal(ck_policy_write(&rw_allow, I, ns_of("_state/a/f")), CK_INVALID_IDENTITY);
+    assert_int_equal(ck_policy_write(&rw_allow, I, ns_of("v1/0/f")), CK_INVALID_IDENTITY);
+    assert_int_equal(ck_policy_write(&rw_allow, I, ck_ns_root()), CK_INVALID_IDENTITY);
+    assert_int_equal(ck_policy_write(&rw_allow, I, ns_of("_views/a")), CK_VIEWS_READ_ONLY);
+    assert_int_equal(ck_policy_create(&rw_allow, I, ck_ns_root(), "_state", true, "_views", NULL),
+                     CK_INVALID_IDENTITY);
+    assert_int_equal(ck_policy_create(&rw_allow, I, ns_of("_state"), "a", true, "_views", NULL),
+                     CK_INVALID_IDENTITY);
+    assert_int_equal(ck_policy_create(&rw_allow, I, ns_of("_views"), "x", false, "_views", NULL),
+                     CK_VIEWS_READ_ONLY);
+    /* within one namespace and across: invalid first (views apart) */
+    assert_int_equal(
+        ck_policy_rename(&rw_allow, I, ns_of("_state/a/x"), ns_of("_state/a"), "y", "_views", NULL),
+        CK_INVALID_IDENTITY);
+    assert_int_equal(
+        ck_policy_rename(&rw_allow, I, ns_of("_state/a/x"), ns_of("_state/b"), "y", "_views", NULL),
+        CK_INVALID_IDENTITY);
+    assert_int_equal(
+        ck_policy_rename(&rw_allow, I, ns_of("_views/a"), ns_of("_state/b"), "y", "_views", NULL),
+        CK_VIEWS_READ_ONLY);
+    assert_int_equal(
+        ck_policy_link(&rw_allow, I, ns_of("_state/a/x"), ns_of("_state/a"), "y", "_views", NULL),
+        CK_INVALID_IDENTITY);
+    assert_int_equal(
+        ck_policy_symlink(&rw_allow, I, ns_of("_state/a"), "_state/a", "l", "x", "_views", NULL),
+        CK_INVALID_IDENTITY);
+    /* never mistaken for a job: not even a job named like its text */
+    assert_ptr_not_equal(ck_intern("(invalid identity)"), I);
+    CkDecision d = ck_decide_write(&rw_allow, I, ns_of("v1/0/f"));
+    assert_int_equal(d.verdict, CK_INVALID_IDENTITY);
+    assert_false(d.proceed);
+    assert_true(d.record);
+    CkPolicy audit = {.audit = true};
+    d = ck_decide_create(&audit, I, ns_of("_state/b"), "f", false, "_views");
+    assert_int_equal(d.verdict, CK_INVALID_IDENTITY);
+    assert_true(d.proceed && d.record);
+    assert_string_equal(d.owner_job, "b");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_anonymous_deny),
+        cmocka_unit_test(test_invalid_identity),
         cmocka_unit_test(test_ns_child),
         cmocka_unit_test(test_ns_marker_place),
         cmocka_unit_test(test_decide_modes),
