@@ -355,15 +355,16 @@ static const char *state_owner(const char *path)
     return ck_intern(buf);
 }
 
-/* A read no other job can share: inside the job's own root, when no other
- * job reads anything in that root. */
-static bool read_private(const CkJobInfo *j, const CkRestore *r, const char *rd, GHashTable *hot)
+/* A location no other job can share: inside the job's own root, when no
+ * other job reads anything in that root. */
+static bool location_private(const CkJobInfo *j, const CkRestore *r, const char *loc,
+                             GHashTable *hot)
 {
-    return r->root_kind == CK_ROOT_LOCAL && under_own_root(j->job, rd) &&
+    return r->root_kind == CK_ROOT_LOCAL && under_own_root(j->job, loc) &&
            !g_hash_table_contains(hot, j->job);
 }
 
-static void index_read(GHashTable *by_loc, const char *loc, const char *job)
+static void index_location(GHashTable *by_loc, const char *loc, const char *job)
 {
     GPtrArray *js = g_hash_table_lookup(by_loc, loc);
     if (!js) {
@@ -381,22 +382,25 @@ static void ptr_array_unref0(gpointer p)
         g_ptr_array_unref(p);
 }
 
-/* shared_with for every checkpoint of every job in `jobs` (id -> JobPriv*).
- * Jobs in `fresh` (not yet published) are filled in place; a published job
- * whose answer changes is replaced by a clone.  Only reads that can be
- * shared are hashed: those outside the reader's own root, and the own-root
- * reads of jobs whose root another job reads ("hot") -- so 10,000 jobs that
- * keep to their own roots cost one pass and no hashing.  *hot_out gets
- * the ids whose root another job reads. */
+/* shared_with for every checkpoint of every job in `jobs` (id -> JobPriv*):
+ * the other jobs whose restorable markers read the same state location
+ * (ck_restore_location: the same root and generation, whatever subtasks
+ * each reads).  Jobs in `fresh` (not yet published) are filled in place; a
+ * published job whose answer changes is replaced by a clone.  Only
+ * locations that can be shared are hashed: those outside the reader's own
+ * root, and the own-root locations of jobs whose root another job reads
+ * ("hot") -- so 10,000 jobs that keep to their own roots cost one pass and
+ * no hashing.  *hot_out gets the ids whose root another job reads. */
 static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *changed,
                            guint64 *next_version, GHashTable **hot_out)
 {
     g_autoptr(GHashTable) by_loc =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
     g_autoptr(GHashTable) hot = g_hash_table_new(g_direct_hash, g_direct_equal);
+    GStringChunk *locs = g_string_chunk_new(4096); /* the keys of by_loc */
     GHashTableIter it;
     gpointer key, val;
-    /* pass 1: reads outside their own root; note whose roots they enter */
+    /* pass 1: locations outside their own root; note whose roots they enter */
     g_hash_table_iter_init(&it, jobs);
     while (g_hash_table_iter_next(&it, &key, &val)) {
         const JobPriv *jp = val;
@@ -404,30 +408,26 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
             continue; /* no read outside its own root */
         for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
             const CkRestore *r = ((CkCheckpointInfo *)jp->pub.checkpoints->pdata[i])->restore;
-            if (!r->restorable)
+            g_autofree char *loc = ck_restore_location(r);
+            if (!loc || (r->root_kind == CK_ROOT_LOCAL && under_own_root(jp->pub.job, loc)))
                 continue;
-            for (guint k = 0; k < r->reads->len; k++) {
-                const char *rd = r->reads->pdata[k];
-                if (r->root_kind == CK_ROOT_LOCAL && under_own_root(jp->pub.job, rd))
-                    continue;
-                index_read(by_loc, rd, jp->pub.job);
-                const char *owner = r->root_kind == CK_ROOT_LOCAL ? state_owner(rd) : NULL;
-                if (owner)
-                    g_hash_table_add(hot, (gpointer)owner);
-            }
+            index_location(by_loc, g_string_chunk_insert_const(locs, loc), jp->pub.job);
+            const char *owner = r->root_kind == CK_ROOT_LOCAL ? state_owner(loc) : NULL;
+            if (owner)
+                g_hash_table_add(hot, (gpointer)owner);
         }
     }
-    /* pass 2: the own-root reads of hot jobs */
+    /* pass 2: the own-root locations of hot jobs */
     g_hash_table_iter_init(&it, hot);
     while (g_hash_table_iter_next(&it, &key, NULL)) {
         const JobPriv *jp = g_hash_table_lookup(jobs, key);
         for (guint i = 0; jp && i < jp->pub.checkpoints->len; i++) {
             const CkRestore *r = ((CkCheckpointInfo *)jp->pub.checkpoints->pdata[i])->restore;
-            if (!r->restorable || r->root_kind != CK_ROOT_LOCAL)
+            if (r->root_kind != CK_ROOT_LOCAL)
                 continue;
-            for (guint k = 0; k < r->reads->len; k++)
-                if (under_own_root(jp->pub.job, r->reads->pdata[k]))
-                    index_read(by_loc, r->reads->pdata[k], jp->pub.job);
+            g_autofree char *loc = ck_restore_location(r);
+            if (loc && under_own_root(jp->pub.job, loc))
+                index_location(by_loc, g_string_chunk_insert_const(locs, loc), jp->pub.job);
         }
     }
     g_autoptr(GPtrArray) replace = g_ptr_array_new();
@@ -444,19 +444,16 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
             CkCheckpointInfo *cp = jp->pub.checkpoints->pdata[i];
             GPtrArray *sw = NULL;
             const CkRestore *r = cp->restore;
-            for (guint k = 0; r->restorable && k < r->reads->len; k++) {
-                const char *rd = r->reads->pdata[k];
-                if (read_private(&jp->pub, r, rd, hot))
+            g_autofree char *loc = ck_restore_location(r);
+            GPtrArray *js = loc && !location_private(&jp->pub, r, loc, hot)
+                                ? g_hash_table_lookup(by_loc, loc)
+                                : NULL;
+            for (guint x = 0; js && x < js->len; x++) {
+                if (js->pdata[x] == jp->pub.job)
                     continue;
-                GPtrArray *js = g_hash_table_lookup(by_loc, rd);
-                for (guint x = 0; js && x < js->len; x++) {
-                    if (js->pdata[x] == jp->pub.job)
-                        continue;
-                    if (!sw)
-                        sw = g_ptr_array_new();
-                    if (!g_ptr_array_find(sw, js->pdata[x], NULL))
-                        g_ptr_array_add(sw, js->pdata[x]);
-                }
+                if (!sw)
+                    sw = g_ptr_array_new();
+                g_ptr_array_add(sw, js->pdata[x]);
             }
             if (sw)
                 g_ptr_array_sort(sw, cmp_str);
@@ -501,6 +498,8 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
     }
     g_hash_table_unref(*hot_out);
     *hot_out = g_steal_pointer(&hot);
+    g_hash_table_destroy(g_steal_pointer(&by_loc)); /* before the keys go */
+    g_string_chunk_free(locs);
 }
 
 /* A job that reads only inside its own root, shares nothing, and whose root
@@ -1453,29 +1452,30 @@ GPtrArray *ck_catalog_hazards(CkCatalog *c)
     g_mutex_unlock(&c->lock);
     g_autoptr(GPtrArray) jobs = sorted_jobs(t);
 
-    /* shared-location: every location that restorable markers of two or more jobs read. */
+    /* shared-location: every state location (root and generation) that
+     * restorable markers of two or more jobs read, whatever their subtasks
+     * (compute_shared found them: shared_with) */
     g_autoptr(GHashTable) by_loc =
-        g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_ptr_array_unref);
     g_autoptr(GPtrArray) locs = g_ptr_array_new();
     for (guint i = 0; i < jobs->len; i++) {
         const CkJobInfo *j = jobs->pdata[i];
         for (guint k = 0; k < j->checkpoints->len; k++) {
             const CkCheckpointInfo *cp = j->checkpoints->pdata[k];
-            const CkRestore *r = cp->restore;
-            if (!r->restorable || cp->shared_with->len == 0)
+            if (cp->shared_with->len == 0)
                 continue;
-            for (guint x = 0; x < r->reads->len; x++) {
-                const char *loc = r->reads->pdata[x];
-                GPtrArray *js = g_hash_table_lookup(by_loc, loc);
-                if (!js) {
-                    js = g_ptr_array_new_with_free_func(g_free);
-                    g_hash_table_insert(by_loc, (gpointer)loc, js);
-                    g_ptr_array_add(locs, (gpointer)loc);
-                }
-                g_autofree char *who =
-                    g_strdup_printf("%s:%" G_GUINT64_FORMAT, j->job, (guint64)cp->n);
-                g_ptr_array_add(js, g_strdup(who));
+            char *loc = ck_restore_location(cp->restore);
+            if (!loc)
+                continue;
+            GPtrArray *js = g_hash_table_lookup(by_loc, loc);
+            if (!js) {
+                js = g_ptr_array_new_with_free_func(g_free);
+                g_hash_table_insert(by_loc, loc, js);
+                g_ptr_array_add(locs, loc);
+            } else {
+                g_free(loc);
             }
+            g_ptr_array_add(js, g_strdup_printf("%s:%" G_GUINT64_FORMAT, j->job, (guint64)cp->n));
         }
     }
     for (guint i = 0; i < locs->len; i++) {
@@ -1500,7 +1500,8 @@ GPtrArray *ck_catalog_hazards(CkCatalog *c)
             g_string_append_printf(d, "%s%s", k ? ", " : "", (char *)who->pdata[k]);
         }
         g_string_append(d, " (job:checkpoint)");
-        CkHazard *h = hazard_add(out, "shared-location", g_strdup(locs->pdata[i]),
+        const char *loc = locs->pdata[i];
+        CkHazard *h = hazard_add(out, "shared-location", g_strdup(*loc ? loc : "."),
                                  g_string_free(g_steal_pointer(&d), FALSE));
         for (guint k = 0; k < names->len; k++)
             g_ptr_array_add(h->jobs, names->pdata[k]);
@@ -1560,6 +1561,18 @@ GPtrArray *ck_catalog_hazards(CkCatalog *c)
     }
     g_ptr_array_sort(out, cmp_hazard);
     return out;
+}
+
+char *ck_hazard_key(const CkHazard *h)
+{
+    GString *k = g_string_new(h->kind);
+    g_string_append_c(k, '\x1f');
+    g_string_append(k, h->path);
+    for (guint i = 0; i < h->jobs->len; i++) {
+        g_string_append_c(k, '\x1f');
+        g_string_append(k, h->jobs->pdata[i]);
+    }
+    return g_string_free(k, FALSE);
 }
 
 /* ---- unused ---- */

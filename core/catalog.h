@@ -28,7 +28,9 @@
 typedef struct {
     uint64_t n;
     CkRestore *restore;     /* class, root, generation, participants, reads, error */
-    GPtrArray *shared_with; /* interned job ids whose restores read a location this one reads */
+    GPtrArray *shared_with; /* interned job ids whose restorable markers read the state location
+                               this one reads (ck_restore_location: the same root and
+                               generation, even when their subtasks are disjoint) */
     GPtrArray *unknown;     /* CkMarkerKv*: unknown keys, kept and shown */
 } CkCheckpointInfo;
 
@@ -177,11 +179,18 @@ typedef struct {
 } CkHazard;
 
 /* A new array of CkHazard* (freed with it), sorted by kind (in the order
- * above) then path.  path: the shared location (shared-location), the marker
+ * above) then path.  path: the shared state location, <root>/v<G> ("." for
+ * the directory itself: the older layout), for shared-location, whatever
+ * subtasks each job reads there (a rescaled subtask of either writes into
+ * the other's); the marker
  * (foreign-root, malformed, cut-short; an unreadable marker is malformed),
  * "_state/<J>" (orphan-root), "_jobs/<name>" or "_state/<name>" (not-a-job).
  * jobs: sorted ids; for foreign-root [J, the other job]; empty for not-a-job. */
 GPtrArray *ck_catalog_hazards(CkCatalog *c);
+/* What makes two hazards the same one, as a string (g_free): kind, path
+ * and jobs, not the detail (which lists every checkpoint involved, and
+ * grows as jobs go on writing there). */
+char *ck_hazard_key(const CkHazard *h);
 
 typedef struct {
     char *path;         /* relative to the dir: "v1", "3", "_state/j1/v2" */

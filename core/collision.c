@@ -316,7 +316,10 @@ gint64 ck_collision_log_last_time(CkCollisionLog *log)
     return atomic_load(&log->st->last_us);
 }
 
-GPtrArray *ck_collision_parse_lines(const char *buf, gsize len, GError **err)
+/* The lines of buf as records; a line that is not a JSON object stops
+ * the parse (err set, NULL) unless skipped is given, which counts it. */
+static GPtrArray *parse_lines(const char *buf, gsize len, guint *skipped, guint *first_bad,
+                              GError **err)
 {
     g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func((GDestroyNotify)json_object_unref);
     g_autoptr(JsonParser) parser = json_parser_new();
@@ -333,25 +336,42 @@ GPtrArray *ck_collision_parse_lines(const char *buf, gsize len, GError **err)
         if (llen == 0)
             continue;
         g_autoptr(GError) perr = NULL;
-        if (memchr(line, '\0', llen) != NULL) {
-            g_set_error(err, CK_COLLISION_ERROR, CK_COLLISION_ERROR_PARSE, "line %u: NUL byte",
-                        lineno);
-            return NULL;
+        g_autofree char *why = NULL;
+        JsonNode *root = NULL;
+        if (memchr(line, '\0', llen) != NULL)
+            why = g_strdup("NUL byte");
+        else if (!json_parser_load_from_data(parser, line, (gssize)llen, &perr))
+            why = g_strdup(perr->message);
+        else if ((root = json_parser_get_root(parser)) == NULL || !JSON_NODE_HOLDS_OBJECT(root))
+            why = g_strdup("not a JSON object");
+        if (!why) {
+            g_ptr_array_add(out, json_object_ref(json_node_get_object(root)));
+            continue;
         }
-        if (!json_parser_load_from_data(parser, line, (gssize)llen, &perr)) {
+        if (!skipped) {
             g_set_error(err, CK_COLLISION_ERROR, CK_COLLISION_ERROR_PARSE, "line %u: %s", lineno,
-                        perr->message);
+                        why);
             return NULL;
         }
-        JsonNode *root = json_parser_get_root(parser);
-        if (root == NULL || !JSON_NODE_HOLDS_OBJECT(root)) {
-            g_set_error(err, CK_COLLISION_ERROR, CK_COLLISION_ERROR_PARSE,
-                        "line %u: not a JSON object", lineno);
-            return NULL;
-        }
-        g_ptr_array_add(out, json_object_ref(json_node_get_object(root)));
+        if (first_bad && *skipped == 0)
+            *first_bad = lineno;
+        (*skipped)++;
     }
     return g_steal_pointer(&out);
+}
+
+GPtrArray *ck_collision_parse_lines(const char *buf, gsize len, GError **err)
+{
+    return parse_lines(buf, len, NULL, NULL, err);
+}
+
+GPtrArray *ck_collision_parse_lines_skipping(const char *buf, gsize len, guint *skipped,
+                                             guint *first_bad)
+{
+    *skipped = 0;
+    if (first_bad)
+        *first_bad = 0;
+    return parse_lines(buf, len, skipped, first_bad, NULL);
 }
 
 /* A string member, or NULL (absent, null, another type). */

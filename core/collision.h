@@ -91,6 +91,13 @@ typedef enum {
     CK_COLLISION_ERROR_PARSE,
 } CkCollisionError;
 GPtrArray *ck_collision_parse_lines(const char *buf, gsize len, GError **err);
+/* The same for a reader that goes on past a torn line (a writer killed
+ * mid-line, a disk that filled up): every line that is not a JSON object
+ * is skipped and counted in *skipped, *first_bad (optional) gets the
+ * number of the first such line (0 when none).  A last line without its
+ * LF is read like the others.  Never NULL. */
+GPtrArray *ck_collision_parse_lines_skipping(const char *buf, gsize len, guint *skipped,
+                                             guint *first_bad);
 /* For tables of records (a record as ck_collision_parse_lines gives it):
  * who wrote, as a reader would say it: the caller's job; "(invalid: VALUE)"
  * for an identity that is not a job id; "(anonymous)".  g_free. */

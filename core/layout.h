@@ -18,3 +18,11 @@ char *ck_job_state_dir(const char *job);
 char *ck_checkpoint_dir(const char *job, uint64_t n);
 /* Whether name is one of the layout's top-level directories. */
 bool ck_is_layout_dir(const char *name);
+
+/* Whether the directory open on dfd holds a checkpoint directory's layout:
+ * a _jobs or _state directory, a v<G> directory or a bare <S> directory
+ * (the older layout).  A directory with nothing in it but views_name (may
+ * be NULL) is one too: a checkpoint directory before its first job.  1
+ * yes, 0 no (say "not a checkpoint directory"), -errno when it cannot be
+ * listed.  dfd and its offset are left as they were. */
+int ck_is_checkpoint_dir(int dfd, const char *views_name);

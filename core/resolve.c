@@ -661,6 +661,19 @@ static void add_reads_gen(CkRestore *r, const CkMarker *m, bool uri)
     }
 }
 
+char *ck_restore_location(const CkRestore *r)
+{
+    if (!r->restorable || !r->root || r->reads->len == 0)
+        return NULL;
+    if (r->older_layout)
+        return g_strdup(r->root);
+    if (!r->has_generation)
+        return NULL;
+    char vg[24];
+    g_snprintf(vg, sizeof vg, "v%" G_GUINT64_FORMAT, (guint64)r->generation);
+    return r->root_kind == CK_ROOT_REMOTE ? uri_join(r->root, vg) : path_join(r->root, vg);
+}
+
 static bool external_allowed(const CkResolveOptions *opts, const char *abs)
 {
     if (!opts || !opts->external_roots)

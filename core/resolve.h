@@ -62,6 +62,14 @@ CkRestore *ck_restore_of_marker(int dirfd, const char *job, uint64_t checkpoint,
 void ck_restore_free(CkRestore *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkRestore, ck_restore_free)
 CkRestore *ck_restore_copy(const CkRestore *r);
+/* The state location a restore reads in (g_free): its root's generation
+ * directory <root>/v<G> (for a URI the segment goes before any ?query, as
+ * for the reads), the root itself for the older layout <root>/<S>; NULL
+ * when it is not restorable or reads nothing.  Each read is <location>/<S>,
+ * so two restores that share a read share the location; two that share the
+ * location share state even when their subtasks differ: a rescaled subtask
+ * of either writes into the other's. */
+char *ck_restore_location(const CkRestore *r);
 
 /* The "key: value" lines that describe one restore, in the words the views'
  * restore file and `ckptctl resolve` share (appended to out):

@@ -34,6 +34,7 @@ void ck_resolution_free(CkResolution *r)
         g_ptr_array_unref(r->candidates);
     g_free(r->location);
     g_free(r->error);
+    g_free(r->warning);
     g_free(r->dir);
     g_free(r);
 }
@@ -185,6 +186,7 @@ int ck_resolve(const char *location, bool latest, uint64_t checkpoint, const CkR
         return -errno;
     const char *job = NULL;
     g_autofree char *dir = split_jobs_dir(fd, path, &job);
+    bool marker_dir = dir != NULL; /* the location names _jobs/<J> itself */
     int err = 0;
     if (!dir) {
         res->dir = strip_trailing_slashes(path);
@@ -215,6 +217,14 @@ int ck_resolve(const char *location, bool latest, uint64_t checkpoint, const CkR
         if (r) {
             res->status = CK_RESOLVE_OK;
             res->restore = r;
+        } else if (marker_dir) {
+            g_autofree char *which =
+                latest ? g_strdup("no marker")
+                       : g_strdup_printf("no marker for checkpoint %" G_GUINT64_FORMAT,
+                                         (guint64)checkpoint);
+            res->warning = g_strdup_printf("%s is job %s's marker directory with %s: a restore "
+                                           "would read the marker directory itself as state",
+                                           location, job, which);
         }
     }
     *out = g_steal_pointer(&res);

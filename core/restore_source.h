@@ -15,6 +15,9 @@
  *   ... where several jobs have N              refused: candidates
  *   latest where several jobs have markers     refused: candidates
  *   no marker for N, or a state backend URI    as-given
+ *   <dir>/_jobs/<J> without a marker for N     as-given, with a warning: the
+ *                                              restore would read the marker
+ *                                              directory itself as state
  *
  * "Has a marker for N" counts every checkpoint markers.c lists, malformed
  * ones included (a COMPLETED that is not a regular file is a malformed
@@ -40,6 +43,10 @@ typedef struct {
     GPtrArray *candidates; /* CK_RESOLVE_REFUSED: "<dir>/_jobs/<J>" for each job */
     char *location;        /* as given */
     char *error;           /* the refusal (ck_refusal_text) */
+    /* CK_RESOLVE_AS_GIVEN for a job's marker directory with no marker for N
+     * (or none at all, for latest): a restore would read the marker
+     * directory itself as state; else NULL */
+    char *warning;
     /* The checkpoint directory, derived lexically from the location as given
      * (location itself, or location minus "/_jobs/<J>"); restore->marker and
      * local restore->reads are relative to it.  NULL for as-given URIs. */

@@ -60,6 +60,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <locale.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -77,6 +78,8 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "ckptfs-config.h"
+#include "jsonout.h"
 #include "mountrun.h"
 
 #define MiB              (1024u * 1024u)
@@ -1122,11 +1125,8 @@ static void print_json(const Bench *b)
     json_builder_end_object(jb);
 
     g_autoptr(JsonNode) root = json_builder_get_root(jb);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    json_generator_set_pretty(gen, TRUE);
-    json_generator_set_root(gen, root);
-    g_autofree char *text = json_generator_to_data(gen, NULL);
-    printf("%s\n", text);
+    g_autofree char *text = json_out_text(root); /* the one style of every --json */
+    fputs(text, stdout);
 }
 
 static void note(Bench *b, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -2977,8 +2977,11 @@ static int setup(Bench *b)
 {
     g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
     b->exe_dir = exe ? g_path_get_dirname(exe) : g_strdup(".");
-    if (!b->ckptfs)
-        b->ckptfs = g_build_filename(b->exe_dir, "..", "fs", "ckptfs", NULL);
+    if (!b->ckptfs && !b->mounted_dir && !(b->ckptfs = mountrun_find_ckptfs())) {
+        g_printerr("ckpt-bench: no ckptfs next to ckpt-bench (a build tree), in PATH, "
+                   "/usr/local/sbin or /usr/sbin (use --ckptfs PATH)\n");
+        return -ENOENT;
+    }
 
     if (b->mounted_dir) {
         if (!b->backing_opt) {
@@ -3203,6 +3206,8 @@ static void bench_free(Bench *b)
 
 int main(int argc, char **argv)
 {
+    setlocale(LC_ALL, ""); /* --help in the user's charset: GOption's own words are UTF-8 */
+    gboolean show_version = FALSE;
     Bench b = {.scale = 1.0, .runs = 3, .idle_s = -1, .outlive_kills = -1, .outlive_takeovers = -1};
     g_mutex_init(&b.lock);
     b.results = g_ptr_array_new_with_free_func(result_free);
@@ -3212,7 +3217,9 @@ int main(int argc, char **argv)
         {"dir", 0, 0, G_OPTION_ARG_FILENAME, &b.dir_opt,
          "Scratch location: a new directory is made (and removed) in it (default /var/tmp)", "DIR"},
         {"ckptfs", 0, 0, G_OPTION_ARG_FILENAME, &b.ckptfs,
-         "The daemon (default ../fs/ckptfs next to this binary)", "PATH"},
+         "The daemon (default: ../fs/ckptfs next to this binary in a build tree, else ckptfs "
+         "in PATH, /usr/local/sbin or /usr/sbin)",
+         "PATH"},
         {"mount-opts", 0, 0, G_OPTION_ARG_STRING, &b.mount_opts,
          "Passed to ckptfs as -o OPTS (e.g. policy=audit, no_policy)", "OPTS"},
         {"only", 0, 0, G_OPTION_ARG_STRING, &b.only,
@@ -3248,6 +3255,7 @@ int main(int argc, char **argv)
         {"soak", 0, 0, G_OPTION_ARG_NONE, &b.outlive_soak,
          "--outlive with 1,000 kills (not for CI): exit 2 also when descriptors or nodes grew",
          NULL},
+        {"version", 'V', 0, G_OPTION_ARG_NONE, &show_version, "Print the version and exit", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) oc =
@@ -3259,6 +3267,11 @@ int main(int argc, char **argv)
         g_printerr("ckpt-bench: %s\n", error ? error->message : "unexpected argument");
         bench_free(&b);
         return SETUP_ERROR;
+    }
+    if (show_version) {
+        printf("ckpt-bench (ckptfs) %s\n", CKPTFS_VERSION);
+        bench_free(&b);
+        return 0;
     }
     if (b.idle_s < 0)
         b.idle_s = (int)MAX(1.0, round(60.0 * b.scale));

@@ -64,6 +64,7 @@ typedef struct {
     gboolean json;      /* --json: the report document on stdout, not the table */
     int collision_exit; /* --collision-exit N: the exit status on collisions */
     char *tag_env;      /* --tag-env VAR: recorded as each record's "tag" */
+    gboolean baseline;  /* --baseline: hazards DIR had before COMMAND do not count */
     char **command;
 
     /* the run */
@@ -82,9 +83,11 @@ typedef struct {
     pid_t cmd;
     pid_t cmd_pgid; /* COMMAND's process group (its pid), kept after it is reaped */
     int cmd_status;
-    int tty;          /* our controlling terminal when we were in its foreground, else -1 */
-    int signals_seen; /* SIGINT/SIGTERM/SIGHUP received while COMMAND ran */
-    int mount_signal; /* the termination signal that stopped the wait for the mount */
+    int tty;            /* our controlling terminal when we were in its foreground, else -1 */
+    int signals_seen;   /* SIGINT/SIGTERM/SIGHUP received while COMMAND ran */
+    int mount_signal;   /* the termination signal that stopped the wait for the mount */
+    GHashTable *before; /* --baseline: ck_hazard_key of each hazard DIR had before COMMAND */
+    char *warning;      /* said on stderr before COMMAND and again in the report */
 } Run;
 
 static void run_clear(Run *r)
@@ -103,6 +106,9 @@ static void run_clear(Run *r)
     g_free(r->mnt);
     g_free(r->log);
     g_free(r->daemon_log);
+    if (r->before)
+        g_hash_table_unref(r->before);
+    g_free(r->warning);
 }
 
 static int run_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
@@ -120,29 +126,12 @@ static bool is_exec(const char *p)
     return p && g_file_test(p, G_FILE_TEST_IS_REGULAR) && access(p, X_OK) == 0;
 }
 
-/* --ckptfs, else the build tree's <ckptctl dir>/../fs/ckptfs, else PATH,
- * else the usual sbin directories (fs/ installs into sbindir, which a
- * user's PATH often lacks). */
+/* --ckptfs, else where mountrun_find_ckptfs looks. */
 static char *find_ckptfs(const char *opt)
 {
     if (opt)
         return is_exec(opt) ? g_strdup(opt) : NULL;
-    g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
-    if (self) {
-        g_autofree char *dir = g_path_get_dirname(self);
-        g_autofree char *sib = g_build_filename(dir, "..", "fs", "ckptfs", NULL);
-        if (is_exec(sib))
-            return g_canonicalize_filename(sib, NULL);
-    }
-    char *p = g_find_program_in_path("ckptfs");
-    if (p)
-        return p;
-    static const char *const sbin[] = {"/usr/local/sbin/ckptfs", "/usr/sbin/ckptfs",
-                                       "/sbin/ckptfs"};
-    for (gsize i = 0; i < G_N_ELEMENTS(sbin); i++)
-        if (is_exec(sbin[i]))
-            return g_strdup(sbin[i]);
-    return NULL;
+    return mountrun_find_ckptfs();
 }
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
@@ -631,10 +620,20 @@ typedef struct {
     GPtrArray *groups;  /* Group* */
     GPtrArray *hazards; /* CkHazard* */
     guint collision_hazards;
-    bool crossed; /* records or collision hazards: exit --collision-exit */
+    guint baseline_hazards; /* --baseline: hazards DIR had before COMMAND (not counted) */
+    bool crossed;           /* records or collision hazards: exit --collision-exit */
     int exit_code;
     const char *log_error; /* the collision log could not be read */
 } Outcome;
+
+/* --baseline: whether DIR had h before COMMAND ran. */
+static bool in_baseline(const Run *r, const CkHazard *h)
+{
+    if (!r->before)
+        return false;
+    g_autofree char *key = ck_hazard_key(h);
+    return g_hash_table_contains(r->before, key);
+}
 
 /* One record as a row of the records table: what, where, who, which test. */
 static void record_row(CkptctlTable *t, const Group *g, JsonObject *o)
@@ -671,6 +670,8 @@ static void print_report(const Run *r, const Outcome *out)
     printf("%s dir %s (%s), policy %s, %s\n", P, r->backing,
            r->made_backing ? (r->keep ? "temporary, kept" : "temporary, removed") : "given",
            r->policy, who);
+    if (r->warning)
+        printf("%s warning: %s\n", P, r->warning);
     if (out->log_error)
         printf("%s collision log unreadable: %s\n", P, out->log_error);
     g_autofree char *indent = g_strconcat(P, "   ", NULL);
@@ -705,14 +706,23 @@ static void print_report(const Run *r, const Outcome *out)
     if (unlisted)
         printf("%s ... %u more record(s), %u of each group listed (all of them in --report)\n", P,
                unlisted, MAX_LISTED);
-    printf("%s %u hazard(s) in dir (ckptctl check), %u collision(s)%s\n", P, out->hazards->len,
-           out->collision_hazards, out->hazards->len ? ":" : "");
+    g_autofree char *before =
+        r->before ? g_strdup_printf(", %u there before COMMAND (--baseline: not counted)",
+                                    out->baseline_hazards)
+                  : g_strdup("");
+    printf("%s %u hazard(s) in dir (ckptctl check), %u collision(s)%s%s\n", P, out->hazards->len,
+           out->collision_hazards, before, out->hazards->len ? ":" : "");
     static const char *const hcols[] = {"KIND", "JOBS", "PATH", "DETAIL", NULL};
-    g_autoptr(CkptctlTable) ht = ckptctl_table_new(hcols);
+    static const char *const bcols[] = {"KIND", "JOBS", "PATH", "BASELINE", "DETAIL", NULL};
+    g_autoptr(CkptctlTable) ht = ckptctl_table_new(r->before ? bcols : hcols);
     for (guint i = 0; i < out->hazards->len; i++) {
         const CkHazard *h = out->hazards->pdata[i];
         g_autofree char *js = ckptctl_hazard_jobs(h);
-        ckptctl_table_row(ht, h->kind, js, h->path, h->detail);
+        if (r->before)
+            ckptctl_table_row(ht, h->kind, js, h->path, in_baseline(r, h) ? "yes" : "no",
+                              h->detail);
+        else
+            ckptctl_table_row(ht, h->kind, js, h->path, h->detail);
     }
     if (out->hazards->len)
         ckptctl_table_print(ht, indent);
@@ -768,7 +778,12 @@ static char *report_json(const Run *r, const Outcome *out)
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
-    ckptctl_add_hazards(b, out->hazards, true);
+    ckptctl_add_hazards(b, out->hazards, true, r->before);
+    json_builder_set_member_name(b, "warnings");
+    json_builder_begin_array(b);
+    if (r->warning)
+        ck_json_add_string(b, r->warning);
+    json_builder_end_array(b);
     json_builder_set_member_name(b, "collisions");
     json_builder_add_int_value(b, out->recs->len + out->collision_hazards);
     json_builder_end_object(b);
@@ -811,6 +826,54 @@ static void mount_settings(const Run *r, char **views, char **legacy_backend, GP
     }
 }
 
+/* The ckptctl check hazards of DIR with the mount's settings, NULL with
+ * *err when DIR cannot be read. */
+static GPtrArray *dir_hazards(const Run *r, GError **err)
+{
+    g_autofree char *views = NULL, *legacy_backend = NULL;
+    g_autoptr(GPtrArray) external = g_ptr_array_new_with_free_func(g_free);
+    mount_settings(r, &views, &legacy_backend, external);
+    CkCatalogOptions co = {
+        .resolve = {.legacy_backend = legacy_backend, .external_roots = external},
+        .views_name = views ? views : "_views",
+    };
+    g_autoptr(CkCatalog) cat = ck_catalog_open(r->backing, &co, err);
+    return cat ? ck_catalog_hazards(cat) : NULL;
+}
+
+/* --baseline: the hazards DIR holds before COMMAND, which the report shows
+ * but does not count.  0, or the exit code (DIR cannot be read). */
+static int take_baseline(Run *r)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) hz = dir_hazards(r, &err);
+    if (!hz)
+        return run_error("--baseline: check %s: %s", r->backing, err->message);
+    r->before = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    for (guint i = 0; i < hz->len; i++)
+        g_hash_table_add(r->before, ck_hazard_key(hz->pdata[i]));
+    return 0;
+}
+
+/* With neither an identity nor a job, every caller is anonymous: a job
+ * writing another job's state is an anonymous write like any other, and
+ * only writes outside every job's namespace are recorded. */
+static char *identity_warning(const Run *r)
+{
+    if (r->identity || r->job)
+        return NULL;
+    for (char **p = r->opts; p && *p; p++) {
+        g_auto(GStrv) kv = g_strsplit(*p, ",", -1);
+        for (char **o = kv; *o; o++)
+            if (g_str_has_prefix(*o, "identity=") || g_str_has_prefix(*o, "job="))
+                return NULL;
+    }
+    return g_strdup("no --identity or --job: every caller is anonymous, so a job writing "
+                    "another job's state (foreign-write) cannot be seen; only writes outside "
+                    "every job's namespace are recorded (give --identity env:VAR, e.g. "
+                    "env:CLINK_JOB_ID)");
+}
+
 /* After the unmount: reads the log and the hazards, prints and writes the
  * report, returns the exit code. */
 static int report(Run *r)
@@ -833,19 +896,18 @@ static int report(Run *r)
     out.groups = groups;
 
     /* the same code path as ckptctl check DIR, with the mount's settings */
-    g_autofree char *views = NULL, *legacy_backend = NULL;
-    g_autoptr(GPtrArray) external = g_ptr_array_new_with_free_func(g_free);
-    mount_settings(r, &views, &legacy_backend, external);
-    CkCatalogOptions co = {
-        .resolve = {.legacy_backend = legacy_backend, .external_roots = external},
-        .views_name = views ? views : "_views",
-    };
     g_autoptr(GError) cerr = NULL;
-    g_autoptr(CkCatalog) cat = ck_catalog_open(r->backing, &co, &cerr);
-    g_autoptr(GPtrArray) hazards = cat ? ck_catalog_hazards(cat) : g_ptr_array_new();
+    g_autoptr(GPtrArray) checked = dir_hazards(r, &cerr);
+    bool cat = checked != NULL;
+    g_autoptr(GPtrArray) hazards = checked ? g_steal_pointer(&checked) : g_ptr_array_new();
     out.hazards = hazards;
-    for (guint i = 0; i < hazards->len; i++)
-        out.collision_hazards += ((CkHazard *)hazards->pdata[i])->collision;
+    for (guint i = 0; i < hazards->len; i++) {
+        const CkHazard *h = hazards->pdata[i];
+        if (in_baseline(r, h))
+            out.baseline_hazards++;
+        else
+            out.collision_hazards += h->collision;
+    }
 
     out.crossed = out.recs->len || out.collision_hazards;
     if (out.crossed)
@@ -899,6 +961,10 @@ static int parse_args(Run *r, int *argc, char ***argv)
          NULL},
         {"keep", 0, 0, G_OPTION_ARG_NONE, &r->keep,
          "Keep the temporary directory (without --dir) for inspection", NULL},
+        {"baseline", 0, 0, G_OPTION_ARG_NONE, &r->baseline,
+         "Hazards DIR already has before COMMAND are reported but do not fail the run; only "
+         "new ones do",
+         NULL},
         {"ckptfs", 0, 0, G_OPTION_ARG_FILENAME, &r->ckptfs,
          "The ckptfs daemon (default: the build tree's, else PATH, else sbin)", "PATH"},
         {"option", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &r->opts,
@@ -972,8 +1038,13 @@ int ckptctl_run(int argc, char **argv)
         return rc;
     }
     rc = prepare_backing(&r);
+    if (!rc && r.baseline)
+        rc = take_baseline(&r);
     if (!rc)
         rc = make_base(&r);
+    r.warning = rc ? NULL : identity_warning(&r);
+    if (r.warning)
+        fprintf(stderr, "ckptctl run: warning: %s\n", r.warning);
 
     sigemptyset(&r.sigs);
     sigaddset(&r.sigs, SIGINT);

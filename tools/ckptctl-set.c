@@ -37,8 +37,8 @@ int ckptctl_set(int argc, char **argv)
     GOptionEntry entries[] = {
         {"json", 0, 0, G_OPTION_ARG_NONE, &json,
          "Print {\"policy\",\"legacy\",\"rescan\",\"tag_env\"} (rescan a number)", NULL},
-        {"views", 0, 0, G_OPTION_ARG_STRING, &views, "Name of the views directory (default _views)",
-         "NAME"},
+        {"views", 0, 0, G_OPTION_ARG_STRING, &views,
+         "Name of the views directory (default: what the mount says, else _views)", "NAME"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("MOUNT [KEY=VALUE...]");
@@ -58,8 +58,8 @@ int ckptctl_set(int argc, char **argv)
         g_free(views);
         return ckptctl_fail("set", "expected MOUNT [KEY=VALUE...] (try ckptctl set --help)");
     }
-    g_autofree char *control =
-        g_build_filename(argv[1], views ? views : "_views", ".control", NULL);
+    g_autofree char *vn = ckptctl_views_of(argv[1], views);
+    g_autofree char *control = g_build_filename(argv[1], vn, ".control", NULL);
     g_free(views);
     for (int i = 2; i < argc; i++) {
         const char *eq = strchr(argv[i], '=');

@@ -187,11 +187,8 @@ int ckptctl_status(int argc, char **argv)
     bool healthy =
         json_object_has_member(o, "healthy") && json_object_get_boolean_member(o, "healthy");
     if (json) {
-        g_autoptr(JsonGenerator) gen = json_generator_new();
-        json_generator_set_pretty(gen, TRUE);
-        json_generator_set_root(gen, json_parser_get_root(p));
-        g_autofree char *text = json_generator_to_data(gen, NULL);
-        printf("%s\n", text);
+        g_autofree char *text = ckptctl_json_node_text(json_parser_get_root(p));
+        fputs(text, stdout);
     } else {
         print_human(o);
     }

@@ -48,6 +48,11 @@ guint ckptctl_table_rows(CkptctlTable *t)
     return (guint)scols_table_get_nlines(t->tb);
 }
 
+void ckptctl_table_noheadings(CkptctlTable *t)
+{
+    scols_table_enable_noheadings(t->tb, 1);
+}
+
 void ckptctl_table_print(CkptctlTable *t, const char *prefix)
 {
     if (!prefix) {

@@ -9,8 +9,11 @@
 #include <fcntl.h>
 #include <locale.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "catalog.h"
@@ -18,6 +21,8 @@
 #include "classify.h"
 #include "collision.h"
 #include "follow.h"
+#include "layout.h"
+#include "policy.h"
 #include "resolve.h"
 #include "restore_source.h"
 #include "stateroot.h"
@@ -44,10 +49,12 @@ static const char synopsis[] =
     "              [--seed X] [--force]\n"
     "                           write a realistic checkpoint directory\n"
     "  run [--dir DIR] [--policy enforce|audit] [--identity MODE] [--job ID]\n"
-    "      [--tag-env VAR] [--collision-exit N] [--report FILE] -- COMMAND [ARGS...]\n"
+    "      [--tag-env VAR] [--collision-exit N] [--report FILE] [--baseline]\n"
+    "      -- COMMAND [ARGS...]\n"
     "                           run COMMAND over a fresh mount; exit 3 (or N) on collisions\n"
     "\n"
-    "Every command takes --json (one JSON document on stdout) and --help.\n"
+    "Every command takes --json (one JSON document on stdout) and --help;\n"
+    "ckptctl -V (--version) prints the version.\n"
     "Exit status: 0 success, 1 found what it looks for (collisions, hazards, a refusal,\n"
     "a checkpoint that is not restorable, unused state, collision records, an entry prune\n"
     "did not remove), 2 usage or I/O error (one line on stderr).\n";
@@ -66,57 +73,20 @@ int ckptctl_fail(const char *cmd, const char *fmt, ...)
     return CKPTCTL_ERROR;
 }
 
-/* The tag of a number above G_MAXINT64 in the node tree: a string no
- * document can hold by chance (128 random bits, per process), so only the
- * numbers ckptctl_add_u64 wrote are turned back into number tokens. */
-static const char *u64_tag(void)
-{
-    static char tag[64];
-    if (!tag[0])
-        g_snprintf(tag, sizeof tag, "ckptctl-u64-%08x%08x%08x%08x:", g_random_int(), g_random_int(),
-                   g_random_int(), g_random_int());
-    return tag;
-}
-
 void ckptctl_add_u64(JsonBuilder *b, guint64 v)
 {
-    if (v <= (guint64)G_MAXINT64) {
-        json_builder_add_int_value(b, (gint64)v);
-        return;
-    }
-    g_autofree char *s = g_strdup_printf("%s%" G_GUINT64_FORMAT, u64_tag(), v);
-    json_builder_add_string_value(b, s);
+    json_out_add_u64(b, v);
 }
 
 char *ckptctl_json_text(JsonBuilder *b)
 {
     g_autoptr(JsonNode) root = json_builder_get_root(b);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    json_generator_set_pretty(gen, TRUE);
-    json_generator_set_indent(gen, 2);
-    json_generator_set_root(gen, root);
-    g_autofree char *s = json_generator_to_data(gen, NULL);
-    /* "<tag><digits>" -> <digits>: a valid JSON number that jq and Python
-     * read back exactly (both keep integers beyond 2^63) */
-    g_autofree char *quoted = g_strconcat("\"", u64_tag(), NULL);
-    GString *out = g_string_new(NULL);
-    const char *p = s, *hit;
-    while ((hit = strstr(p, quoted)) != NULL) {
-        const char *d = hit + strlen(quoted), *e = d;
-        while (g_ascii_isdigit(*e))
-            e++;
-        g_string_append_len(out, p, hit - p);
-        if (*e == '"') {
-            g_string_append_len(out, d, e - d);
-            p = e + 1;
-        } else { /* not ours after all: keep it */
-            g_string_append_len(out, hit, d - hit);
-            p = d;
-        }
-    }
-    g_string_append(out, p);
-    g_string_append_c(out, '\n');
-    return g_string_free(out, FALSE);
+    return json_out_text(root);
+}
+
+char *ckptctl_json_node_text(JsonNode *root)
+{
+    return json_out_text(root);
 }
 
 void ckptctl_print_json(JsonBuilder *b)
@@ -147,7 +117,8 @@ void ckptctl_add_records(JsonBuilder *b, GPtrArray *recs)
     json_builder_end_array(b);
 }
 
-void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision)
+void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision,
+                         GHashTable *baseline)
 {
     json_builder_set_member_name(b, "hazards");
     json_builder_begin_array(b);
@@ -165,6 +136,9 @@ void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision
         if (with_collision) {
             json_builder_set_member_name(b, "collision");
             json_builder_add_boolean_value(b, h->collision);
+            g_autofree char *key = baseline ? ck_hazard_key(h) : NULL;
+            json_builder_set_member_name(b, "baseline");
+            json_builder_add_boolean_value(b, key && g_hash_table_contains(baseline, key));
         }
         json_builder_end_object(b);
     }
@@ -244,9 +218,13 @@ static void common_entries(Common *c, bool with_resolve, GOptionEntry *entries, 
             "[job:<ID>] legacy_backend",
             "FILE"};
     }
-    entries[(*n)++] = (GOptionEntry){"views",   0,
-                                     0,         G_OPTION_ARG_STRING,
-                                     &c->views, "Name of the views directory (default _views)",
+    entries[(*n)++] = (GOptionEntry){"views",
+                                     0,
+                                     0,
+                                     G_OPTION_ARG_STRING,
+                                     &c->views,
+                                     "Name of a mount's views directory (default: what the mount "
+                                     "says, else _views)",
                                      "NAME"};
     entries[*n] = (GOptionEntry){NULL, 0, 0, 0, NULL, NULL, NULL};
 }
@@ -492,6 +470,25 @@ static void catalog_done(CkCatalog *cat)
 typedef CkCatalog CkptctlCatalog;
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkptctlCatalog, catalog_done)
 
+/* 0 when dir is a checkpoint directory (ck_is_checkpoint_dir), else the
+ * exit code after one line: /etc has no jobs, hazards or unused state, and
+ * saying so would pass a wrong path for a clean directory.  A directory
+ * that cannot be opened is left to the catalog, which says why. */
+static int checkpoint_dir_or_fail(const char *cmd, const char *dir, const char *views)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int is = ck_is_checkpoint_dir(fd, views ? views : "_views");
+    close(fd);
+    if (is != 0)
+        return 0;
+    return ckptctl_fail(cmd,
+                        "%s: not a checkpoint directory (no _jobs, no _state, no v<G> or <S> "
+                        "directory in it)",
+                        dir);
+}
+
 /* The start of jobs, check, unused and prune: their options (into c, and
  * `extra`'s, NULL-terminated, may be NULL), then the catalog of DIR (the
  * one argument).  NULL with *rc the exit code when the command ends here. */
@@ -505,6 +502,13 @@ static CkCatalog *open_catalog(const char *cmd, const char *summary, const GOpti
     common_entries(c, true, entries, &n);
     *rc = parse(cmd, "DIR", summary, entries, argc, argv, 1, 1);
     if (*rc >= 0)
+        return NULL;
+    /* DIR may be a mount: its views are not part of the directory */
+    char *views = ckptctl_views_of((*argv)[1], c->views);
+    g_free(c->views);
+    c->views = views;
+    *rc = checkpoint_dir_or_fail(cmd, (*argv)[1], c->views);
+    if (*rc)
         return NULL;
     CkResolveOptions ro;
     *rc = common_resolve_options(cmd, c, &ro);
@@ -706,7 +710,9 @@ static int cmd_resolve(int argc, char **argv)
               "What a restore of LOCATION reads (ckptctl(1), COMMANDS): a job's marker directory "
               "<dir>/_jobs/<J>, a checkpoint directory, or a state backend URI.  status is "
               "ok (one job's marker), refused (several jobs: candidates names each job's "
-              "marker directory) or as-given.  Paths are joined to the location as given.  "
+              "marker directory) or as-given; a job's marker directory without a marker for N "
+              "is as-given with a warning (the restore would read the marker directory itself "
+              "as state).  Paths are joined to the location as given.  "
               "Exit 0 for ok and as-given, 1 for refused and for a checkpoint that is not "
               "restorable (error says why), 2 for usage or I/O errors.",
               entries, &argc, &argv, 1, 1);
@@ -805,6 +811,7 @@ static int cmd_resolve(int argc, char **argv)
             json_builder_add_null_value(b);
         }
         ckptctl_add_str_or_null(b, "error", error);
+        ckptctl_add_str_or_null(b, "warning", res->warning);
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
@@ -821,6 +828,8 @@ static int cmd_resolve(int argc, char **argv)
                 add_list(t, "candidates", res->candidates);
             g_autofree char *e = error ? g_strescape(error, NULL) : NULL;
             g_string_append_printf(t, "error: %s\n", e ? e : "-");
+            if (res->warning)
+                g_string_append_printf(t, "warning: %s\n", res->warning);
         }
         fputs(t->str, stdout);
     }
@@ -829,7 +838,11 @@ static int cmd_resolve(int argc, char **argv)
     if (exit_code == CKPTCTL_FOUND && error && c.json)
         fprintf(stderr, "ckptctl resolve: %s\n", error);
     /* as-given is what a restore does, yet a mistyped -c deserves a word */
-    if (!latest && res->status == CK_RESOLVE_AS_GIVEN && g_file_test(loc, G_FILE_TEST_IS_DIR))
+    if (res->warning) { /* like the refusal: in the text, or on stderr beside the JSON */
+        if (c.json)
+            fprintf(stderr, "ckptctl resolve: warning: %s\n", res->warning);
+    } else if (!latest && res->status == CK_RESOLVE_AS_GIVEN &&
+               g_file_test(loc, G_FILE_TEST_IS_DIR))
         fprintf(stderr,
                 "ckptctl resolve: no marker for checkpoint %" G_GUINT64_FORMAT
                 " in %s: a restore reads the location as given\n",
@@ -847,7 +860,8 @@ static int cmd_check(int argc, char **argv)
     g_autoptr(CkptctlCatalog) cat =
         open_catalog("check",
                      "Every hazard of DIR: shared-location (two jobs' restores read one "
-                     "location), foreign-root, malformed (also unreadable markers), cut-short, "
+                     "state location: one root and generation, whatever their subtasks), "
+                     "foreign-root, malformed (also unreadable markers), cut-short, "
                      "orphan-root (informational), not-a-job.  Paths are relative to DIR.  Exit 1 "
                      "when a collision (shared-location, foreign-root) or a malformed marker is "
                      "found, else 0.",
@@ -869,7 +883,7 @@ static int cmd_check(int argc, char **argv)
     if (c.json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
-        ckptctl_add_hazards(b, hz, false);
+        ckptctl_add_hazards(b, hz, false, NULL);
         json_builder_set_member_name(b, "collisions");
         json_builder_add_int_value(b, collisions);
         json_builder_end_object(b);
@@ -1192,27 +1206,351 @@ static int cmd_prune(int argc, char **argv)
 
 /* ---- collisions ---- */
 
+char *ckptctl_views_of(const char *mount, const char *given)
+{
+    if (given)
+        return g_strdup(given);
+    /* the daemon answers on its root; an older one, or no mount, does not */
+    char buf[256];
+    ssize_t n = getxattr(mount, "user.ckptfs.views", buf, sizeof buf - 1);
+    if (n > 0) {
+        buf[n] = '\0';
+        if (!strchr(buf, '/') && strcmp(buf, ".") != 0 && strcmp(buf, "..") != 0)
+            return g_strdup(buf);
+    }
+    return g_strdup("_views");
+}
+
 static const char *member_str(JsonObject *o, const char *k)
 {
     const char *v = ckptctl_member_str(o, k);
     return v ? v : "-";
 }
 
+/* What --since, --job and --kind keep. */
+typedef struct {
+    bool has_since;
+    gint64 since_us; /* real time */
+    const char *job;
+    char **kinds; /* NULL: every kind */
+} RecordFilter;
+
+/* TIME as --since takes it: an ISO 8601 date and time ("2026-12-01T18:00:00Z";
+ * without a zone, local time), a date ("2026-12-01", its midnight, local
+ * time), or how long ago: N followed by s, m, h or d ("10m"). */
+static bool parse_since(const char *text, gint64 *out_us)
+{
+    char *end = NULL;
+    guint64 n = g_ascii_strtoull(text, &end, 10);
+    if (end != text && end[0] && !end[1] && strchr("smhd", end[0]) && g_ascii_isdigit(text[0])) {
+        static const gint64 unit[] = {['s'] = 1, ['m'] = 60, ['h'] = 3600, ['d'] = 86400};
+        if (n > (guint64)(G_MAXINT64 / G_USEC_PER_SEC / 86400))
+            return false;
+        *out_us = g_get_real_time() - (gint64)n * unit[(unsigned char)end[0]] * G_USEC_PER_SEC;
+        return true;
+    }
+    g_autoptr(GTimeZone) local = g_time_zone_new_local();
+    g_autoptr(GDateTime) dt = g_date_time_new_from_iso8601(text, local);
+    if (!dt) {
+        g_autofree char *midnight = g_strconcat(text, "T00:00:00", NULL);
+        dt = g_date_time_new_from_iso8601(midnight, local);
+    }
+    if (!dt)
+        return false;
+    *out_us = g_date_time_to_unix(dt) * G_USEC_PER_SEC + g_date_time_get_microsecond(dt);
+    return true;
+}
+
+/* A record's time ("2026-12-01T18:00:00.123Z") in real-time microseconds. */
+static bool record_time(JsonObject *o, gint64 *us)
+{
+    const char *t = ckptctl_member_str(o, "time");
+    if (!t)
+        return false;
+    g_autoptr(GDateTime) dt = g_date_time_new_from_iso8601(t, NULL);
+    if (!dt)
+        return false;
+    *us = g_date_time_to_unix(dt) * G_USEC_PER_SEC + g_date_time_get_microsecond(dt);
+    return true;
+}
+
+static bool record_matches(const RecordFilter *f, JsonObject *o)
+{
+    gint64 t;
+    if (f->has_since && (!record_time(o, &t) || t < f->since_us))
+        return false;
+    if (f->job && g_strcmp0(ckptctl_member_str(o, "caller_job"), f->job) != 0 &&
+        g_strcmp0(ckptctl_member_str(o, "owner_job"), f->job) != 0)
+        return false;
+    if (f->kinds) {
+        const char *k = ckptctl_member_str(o, "kind");
+        return k && g_strv_contains((const char *const *)f->kinds, k);
+    }
+    return true;
+}
+
+/* The records of recs that f keeps, in order (borrowed). */
+static GPtrArray *filter_records(const RecordFilter *f, GPtrArray *recs)
+{
+    GPtrArray *out = g_ptr_array_new();
+    for (guint i = 0; i < recs->len; i++)
+        if (record_matches(f, recs->pdata[i]))
+            g_ptr_array_add(out, recs->pdata[i]);
+    return out;
+}
+
+/* The records as a table: CALLER as ck_collision_caller_text says it,
+ * IDENTITY only when a record has one (a mount with identity= or job=),
+ * TAG only when the mount recorded one (tag_env=, ckptctl run); every
+ * column (--follow: later records may have them), headings: the header
+ * line. */
+static void print_records_table(GPtrArray *recs, bool every_column, bool headings)
+{
+    bool tags = every_column, idents = every_column;
+    for (guint i = 0; i < recs->len; i++) {
+        tags |= json_object_has_member(recs->pdata[i], "tag");
+        idents |= json_object_has_member(recs->pdata[i], "identity");
+    }
+    g_autoptr(GPtrArray) cols = g_ptr_array_new();
+    const char *const fixed[] = {"TIME",  "KIND", "VERDICT", "OP",   "CALLER",
+                                 "OWNER", "PATH", "PATH2",   "COMM", ">PID"};
+    for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++)
+        g_ptr_array_add(cols, (gpointer)fixed[i]);
+    if (idents)
+        g_ptr_array_add(cols, "IDENTITY");
+    if (tags)
+        g_ptr_array_add(cols, "TAG");
+    g_ptr_array_add(cols, NULL);
+    g_autoptr(CkptctlTable) t = ckptctl_table_new((const char *const *)cols->pdata);
+    if (!headings)
+        ckptctl_table_noheadings(t);
+    for (guint i = 0; i < recs->len; i++) {
+        JsonObject *o = recs->pdata[i];
+        JsonNode *pid = json_object_get_member(o, "pid");
+        g_autofree char *pids = pid && JSON_NODE_HOLDS_VALUE(pid)
+                                    ? g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(pid))
+                                    : NULL;
+        g_autofree char *caller = ck_collision_caller_text(o);
+        /* the optional columns last, those not shown left out */
+        const char *ident = member_str(o, "identity"), *tag = member_str(o, "tag");
+        ckptctl_table_row(t, member_str(o, "time"), member_str(o, "kind"), member_str(o, "verdict"),
+                          member_str(o, "op"), caller, member_str(o, "owner_job"),
+                          member_str(o, "path"), member_str(o, "path2"), member_str(o, "comm"),
+                          pids, idents ? ident : tag, tag);
+    }
+    if (recs->len)
+        ckptctl_table_print(t, NULL);
+}
+
+/* --follow --json: each record as its own document. */
+static void print_record_documents(GPtrArray *recs)
+{
+    for (guint i = 0; i < recs->len; i++) {
+        g_autoptr(JsonNode) node = json_node_new(JSON_NODE_OBJECT);
+        json_node_set_object(node, recs->pdata[i]);
+        g_autofree char *text = ckptctl_json_node_text(node);
+        fputs(text, stdout);
+    }
+    fflush(stdout);
+}
+
+static void note_torn(const char *path, guint skipped, guint first_bad)
+{
+    if (skipped)
+        fprintf(stderr,
+                "ckptctl collisions: %s: skipped %u torn line(s) that are not a JSON object "
+                "(the first: line %u)\n",
+                path, skipped, first_bad);
+}
+
+static volatile sig_atomic_t follow_stop;
+
+static void on_follow_signal(int sig)
+{
+    follow_stop = sig;
+}
+
+/* What --follow has read of the log. */
+typedef struct {
+    const char *path;
+    bool file;   /* --file: appended to, perhaps rotated; else the views' snapshot */
+    guint64 ino; /* --file: the file read, and how far */
+    off_t offset;
+    gint64 mtime_ns; /* the snapshot: its stamp when last read ... */
+    off_t size;
+    char *last;    /* ... and the last whole line it had (NULL: none yet) */
+    guint skipped; /* torn lines over the whole run */
+    guint first_bad;
+    guint shown; /* records printed */
+} Follow;
+
+/* The whole lines of the log not read yet (g_free), "" when none; NULL
+ * with errno when the log cannot be read (the mount went away). */
+static char *follow_new_text(Follow *f)
+{
+    struct stat st;
+    if (stat(f->path, &st) != 0)
+        return NULL;
+    gint64 mtime_ns = (gint64)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    if (!f->file) {
+        if (mtime_ns == f->mtime_ns && st.st_size == f->size && f->last)
+            return g_strdup("");
+        g_autofree char *buf = NULL;
+        gsize len = 0;
+        if (!g_file_get_contents(f->path, &buf, &len, NULL))
+            return NULL;
+        f->mtime_ns = mtime_ns;
+        f->size = st.st_size;
+        const char *end = buf + len;
+        while (end > buf && end[-1] != '\n')
+            end--; /* whole lines only */
+        const char *from = buf;
+        if (f->last) { /* after the last line seen; all of it when that line is gone */
+            size_t ll = strlen(f->last);
+            for (const char *p = end; p > buf;) {
+                const char *ls = p - 1; /* the line before p: [ls, p) with its LF */
+                while (ls > buf && ls[-1] != '\n')
+                    ls--;
+                if ((size_t)(p - 1 - ls) == ll && memcmp(ls, f->last, ll) == 0) {
+                    from = p;
+                    break;
+                }
+                p = ls;
+            }
+        }
+        if (end > buf) {
+            const char *ls = end - 1;
+            while (ls > buf && ls[-1] != '\n')
+                ls--;
+            g_free(f->last);
+            f->last = g_strndup(ls, (gsize)(end - 1 - ls));
+        }
+        return g_strndup(from, (gsize)(end - from));
+    }
+    if ((guint64)st.st_ino != f->ino || st.st_size < f->offset) {
+        f->ino = (guint64)st.st_ino; /* rotated (moved away, a new file) or truncated */
+        f->offset = 0;
+    }
+    if (st.st_size == f->offset)
+        return g_strdup("");
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    GString *s = g_string_new(NULL);
+    char chunk[65536];
+    ssize_t r;
+    while ((r = pread(fd, chunk, sizeof chunk, f->offset + (off_t)s->len)) > 0)
+        g_string_append_len(s, chunk, r);
+    close(fd);
+    gsize whole = s->len;
+    while (whole > 0 && s->str[whole - 1] != '\n')
+        whole--; /* a line still being written waits for its LF */
+    g_string_truncate(s, whole);
+    f->offset += (off_t)whole;
+    return g_string_free(s, FALSE);
+}
+
+/* Prints what is new and matches; false when the log cannot be read. */
+static bool follow_step(Follow *f, const RecordFilter *flt, bool json)
+{
+    g_autofree char *text = follow_new_text(f);
+    if (!text)
+        return false;
+    if (!*text)
+        return true;
+    guint skipped = 0, first_bad = 0;
+    g_autoptr(GPtrArray) recs =
+        ck_collision_parse_lines_skipping(text, strlen(text), &skipped, &first_bad);
+    if (skipped && !f->skipped)
+        f->first_bad = first_bad;
+    f->skipped += skipped;
+    g_autoptr(GPtrArray) keep = filter_records(flt, recs);
+    if (json)
+        print_record_documents(keep);
+    else
+        print_records_table(keep, true, f->shown == 0);
+    f->shown += keep->len;
+    return true;
+}
+
+/* --follow: what the log holds, then each record as it comes, until
+ * SIGINT or SIGTERM (or the log goes away: exit 2). */
+static int follow_log(const char *path, bool file, const RecordFilter *flt, bool json)
+{
+    Follow f = {.path = path, .file = file};
+    struct sigaction sa = {.sa_handler = on_follow_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int rc = CKPTCTL_OK;
+    if (!follow_step(&f, flt, json)) {
+        rc = ckptctl_fail("collisions", "%s: %s", path, g_strerror(errno));
+    } else {
+        while (!follow_stop) {
+            g_usleep(250 * G_TIME_SPAN_MILLISECOND);
+            if (follow_stop)
+                break;
+            if (!follow_step(&f, flt, json)) {
+                rc = ckptctl_fail("collisions", "%s: %s (no longer there to follow)", path,
+                                  g_strerror(errno));
+                break;
+            }
+        }
+    }
+    g_free(f.last);
+    note_torn(path, f.skipped, f.first_bad);
+    if (rc)
+        return rc;
+    return f.shown ? CKPTCTL_FOUND : CKPTCTL_OK;
+}
+
 static int cmd_collisions(int argc, char **argv)
 {
     Common c = {0};
-    char *file = NULL;
-    GOptionEntry entries[8];
+    char *file = NULL, *since = NULL, *job = NULL;
+    char **kinds = NULL;
+    gboolean follow = FALSE;
+    GOptionEntry entries[12];
     guint n = 0;
     entries[n++] = (GOptionEntry){"file", 0,
                                   0,      G_OPTION_ARG_FILENAME,
                                   &file,  "Read FILE (a collision_log=FILE) instead of MOUNT's log",
                                   "FILE"};
+    entries[n++] = (GOptionEntry){
+        "since",
+        0,
+        0,
+        G_OPTION_ARG_STRING,
+        &since,
+        "Only records made at or after TIME: 2026-12-01T18:00:00Z, 2026-12-01 (local time "
+        "without a zone), or how long ago: 30s, 10m, 2h, 1d",
+        "TIME"};
+    entries[n++] =
+        (GOptionEntry){"job", 0,
+                       0,     G_OPTION_ARG_STRING,
+                       &job,  "Only records where job ID wrote (caller) or was written (owner)",
+                       "ID"};
+    entries[n++] = (GOptionEntry){"kind",
+                                  0,
+                                  0,
+                                  G_OPTION_ARG_STRING_ARRAY,
+                                  &kinds,
+                                  "Only records of KIND (repeatable, or a comma list), e.g. "
+                                  "foreign-write",
+                                  "KIND"};
+    entries[n++] = (GOptionEntry){
+        "follow", 'f',
+        0,        G_OPTION_ARG_NONE,
+        &follow,  "After the records there are, print each new one as it comes, until interrupted",
+        NULL};
     common_entries(&c, false, entries, &n);
     int rc = parse("collisions", "[MOUNT]",
                    "The collision log of a ckptfs mount (MOUNT/<views>/.collisions, JSON "
-                   "lines), or of --file.  --json prints {\"records\":[...]}.  Exit 1 when there "
-                   "are records, 0 when there are none.",
+                   "lines; the views' name is asked of the mount unless --views gives it), or "
+                   "of --file.  A line that is not a JSON object (torn by a writer that was "
+                   "killed) is skipped and counted on stderr.  --json prints "
+                   "{\"records\":[...]}; with --follow, each record as its own document.  Exit 1 "
+                   "when there are records (those the filters keep), 0 when there are none.",
                    entries, &argc, &argv, 0, 1);
     /* the options are read only now: MOUNT or --file, exactly one of them */
     if (rc < 0 && (file != NULL) == (argc == 2))
@@ -1220,73 +1558,77 @@ static int cmd_collisions(int argc, char **argv)
                           file ? "give MOUNT or --file FILE, not both (try ckptctl collisions "
                                  "--help)"
                                : "expected MOUNT or --file FILE (try ckptctl collisions --help)");
+    RecordFilter flt = {.job = job};
+    if (rc < 0 && since && !(flt.has_since = parse_since(since, &flt.since_us)))
+        rc = ckptctl_fail("collisions",
+                          "--since %s: expected a time (2026-12-01T18:00:00Z, 2026-12-01) or how "
+                          "long ago (30s, 10m, 2h, 1d)",
+                          since);
+    if (rc < 0 && job && !ck_is_job_id(job, strlen(job)))
+        rc = ckptctl_fail("collisions", "--job %s: not a job id", job);
+    g_auto(GStrv) kind_list = NULL;
+    if (rc < 0 && kinds) {
+        g_autofree char *joined = g_strjoinv(",", kinds);
+        kind_list = g_strsplit(joined, ",", -1);
+        for (char **k = kind_list; *k && rc < 0; k++) {
+            bool known = false;
+            for (int v = 1; v < CK_VERDICT_COUNT; v++)
+                known |= strcmp(*k, ck_verdict_kind((CkVerdict)v)) == 0;
+            if (!**k)
+                rc = ckptctl_fail("collisions", "--kind: an empty kind");
+            else if (!known) /* a kind this ckptctl does not know may be a newer daemon's */
+                fprintf(stderr, "ckptctl collisions: --kind %s: not a kind this ckptctl knows\n",
+                        *k);
+        }
+        flt.kinds = kind_list;
+    }
     if (rc >= 0) {
         g_free(file);
+        g_free(since);
+        g_free(job);
+        g_strfreev(kinds);
         common_clear(&c);
         return rc;
     }
+    g_autofree char *views = file ? NULL : ckptctl_views_of(argv[1], c.views);
     g_autofree char *path =
-        file ? g_strdup(file)
-             : g_build_filename(argv[1], c.views ? c.views : "_views", ".collisions", NULL);
-    g_free(file);
-    g_autofree char *buf = NULL;
-    gsize len = 0;
-    g_autoptr(GError) err = NULL;
-    if (!g_file_get_contents(path, &buf, &len, &err)) {
-        common_clear(&c);
-        return ckptctl_fail("collisions", "%s", err->message);
-    }
-    g_autoptr(GPtrArray) recs = ck_collision_parse_lines(buf, len, &err);
-    if (!recs) {
-        common_clear(&c);
-        return ckptctl_fail("collisions", "%s: %s", path, err->message);
-    }
-    if (c.json) {
-        g_autoptr(JsonBuilder) b = json_builder_new();
-        json_builder_begin_object(b);
-        ckptctl_add_records(b, recs);
-        json_builder_end_object(b);
-        ckptctl_print_json(b);
+        file ? g_strdup(file) : g_build_filename(argv[1], views, ".collisions", NULL);
+    if (follow) {
+        rc = follow_log(path, file != NULL, &flt, c.json);
     } else {
-        /* IDENTITY only when a record has one (a mount with identity= or
-         * job=), TAG only when the mount recorded one (tag_env=, ckptctl run) */
-        bool tags = false, idents = false;
-        for (guint i = 0; i < recs->len; i++) {
-            tags |= json_object_has_member(recs->pdata[i], "tag");
-            idents |= json_object_has_member(recs->pdata[i], "identity");
+        g_autofree char *buf = NULL;
+        gsize len = 0;
+        g_autoptr(GError) err = NULL;
+        if (!g_file_get_contents(path, &buf, &len, &err)) {
+            rc = ckptctl_fail("collisions", "%s", err->message);
+        } else {
+            guint skipped = 0, first_bad = 0;
+            g_autoptr(GPtrArray) all =
+                ck_collision_parse_lines_skipping(buf, len, &skipped, &first_bad);
+            g_autoptr(GPtrArray) recs = filter_records(&flt, all);
+            note_torn(path, skipped, first_bad);
+            if (c.json) {
+                g_autoptr(JsonBuilder) b = json_builder_new();
+                json_builder_begin_object(b);
+                ckptctl_add_records(b, recs);
+                json_builder_end_object(b);
+                ckptctl_print_json(b);
+            } else {
+                print_records_table(recs, false, true);
+                if (recs->len == all->len)
+                    printf("%u record(s)\n", recs->len);
+                else
+                    printf("%u record(s) of %u in the log\n", recs->len, all->len);
+            }
+            rc = recs->len ? CKPTCTL_FOUND : CKPTCTL_OK;
         }
-        g_autoptr(GPtrArray) cols = g_ptr_array_new();
-        const char *const fixed[] = {"TIME",  "KIND", "VERDICT", "OP",   "CALLER",
-                                     "OWNER", "PATH", "PATH2",   "COMM", ">PID"};
-        for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++)
-            g_ptr_array_add(cols, (gpointer)fixed[i]);
-        if (idents)
-            g_ptr_array_add(cols, "IDENTITY");
-        if (tags)
-            g_ptr_array_add(cols, "TAG");
-        g_ptr_array_add(cols, NULL);
-        g_autoptr(CkptctlTable) t = ckptctl_table_new((const char *const *)cols->pdata);
-        for (guint i = 0; i < recs->len; i++) {
-            JsonObject *o = recs->pdata[i];
-            JsonNode *pid = json_object_get_member(o, "pid");
-            g_autofree char *pids =
-                pid && JSON_NODE_HOLDS_VALUE(pid)
-                    ? g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(pid))
-                    : NULL;
-            g_autofree char *caller = ck_collision_caller_text(o);
-            /* the optional columns last, those not shown left out */
-            const char *ident = member_str(o, "identity"), *tag = member_str(o, "tag");
-            ckptctl_table_row(
-                t, member_str(o, "time"), member_str(o, "kind"), member_str(o, "verdict"),
-                member_str(o, "op"), caller, member_str(o, "owner_job"), member_str(o, "path"),
-                member_str(o, "path2"), member_str(o, "comm"), pids, idents ? ident : tag, tag);
-        }
-        if (recs->len)
-            ckptctl_table_print(t, NULL);
-        printf("%u record(s)\n", recs->len);
     }
+    g_free(file);
+    g_free(since);
+    g_free(job);
+    g_strfreev(kinds);
     common_clear(&c);
-    return recs->len ? CKPTCTL_FOUND : CKPTCTL_OK;
+    return rc;
 }
 
 /* ---- main ---- */
@@ -1325,7 +1667,7 @@ int main(int argc, char **argv)
         fputs(synopsis, stdout);
         return CKPTCTL_OK;
     }
-    if (strcmp(argv[1], "--version") == 0) {
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
         printf("ckptctl (ckptfs) %s\n", CKPTFS_VERSION);
         return CKPTCTL_OK;
     }

@@ -7,6 +7,7 @@
 #include <json-glib/json-glib.h>
 
 #include "catalog.h"
+#include "jsonout.h"
 
 #define CKPTCTL_OK    0
 #define CKPTCTL_FOUND 1
@@ -14,11 +15,12 @@
 
 /* One line on stderr ("ckptctl CMD: ..."); returns CKPTCTL_ERROR. */
 int ckptctl_fail(const char *cmd, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-/* The builder's document, pretty, with a final newline (g_free). */
+/* The builder's document in the one JSON style of every --json
+ * (json_out_text: pretty, with a final newline; g_free). */
 char *ckptctl_json_text(JsonBuilder *b);
-/* An unsigned 64-bit number, written exactly (json-glib has only gint64
- * nodes: a value above G_MAXINT64 goes in as a tagged string that
- * ckptctl_json_text turns back into the bare number token). */
+/* The same for a document already made (status, --follow's records). */
+char *ckptctl_json_node_text(JsonNode *root);
+/* An unsigned 64-bit number, written exactly (json_out_add_u64). */
 void ckptctl_add_u64(JsonBuilder *b, guint64 v);
 /* Prints ckptctl_json_text(b) on stdout. */
 void ckptctl_print_json(JsonBuilder *b);
@@ -27,11 +29,17 @@ void ckptctl_add_str_or_null(JsonBuilder *b, const char *name, const char *v);
 /* "records": the collision records (JsonObject*) as they were read. */
 void ckptctl_add_records(JsonBuilder *b, GPtrArray *recs);
 /* "hazards": [{"kind","jobs","path","detail"}] of ck_catalog_hazards, as
- * ckptctl check --json prints them; with_collision adds "collision" (run's
- * --report). */
-void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision);
+ * ckptctl check --json prints them; with_collision adds "collision" and
+ * "baseline" (run's --report): whether the hazard's key (ck_hazard_key) is
+ * in `baseline` (may be NULL: none is). */
+void ckptctl_add_hazards(JsonBuilder *b, GPtrArray *hazards, bool with_collision,
+                         GHashTable *baseline);
 /* A hazard's jobs joined by ',', "-" when none (g_free). */
 char *ckptctl_hazard_jobs(const CkHazard *h);
+/* The views directory's name of the ckptfs mount at `mount`: `given`
+ * (--views) when set, else what the mount root says (user.ckptfs.views),
+ * else "_views" (g_free). */
+char *ckptctl_views_of(const char *mount, const char *given);
 /* A record's string member, NULL when absent or not a string. */
 const char *ckptctl_member_str(JsonObject *o, const char *k);
 
@@ -43,6 +51,8 @@ typedef struct CkptctlTable CkptctlTable;
 CkptctlTable *ckptctl_table_new(const char *const *headers);
 void ckptctl_table_row(CkptctlTable *t, ...);
 guint ckptctl_table_rows(CkptctlTable *t);
+/* No header line (rows that continue a table printed before). */
+void ckptctl_table_noheadings(CkptctlTable *t);
 void ckptctl_table_print(CkptctlTable *t, const char *prefix);
 void ckptctl_table_free(CkptctlTable *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkptctlTable, ckptctl_table_free)

@@ -6,7 +6,7 @@
 # carry on (-o supervise), then unmounts and cleans up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./tools/setup.sh
+./tools/setup.sh build test
 
 build=${CKPTFS_DEMO_BUILD:-build-demo}
 [ -d "$build" ] || meson setup "$build" -Dbuildtype=release -Dtests=false >/dev/null

@@ -223,3 +223,28 @@ int mountrun_count_fds(pid_t pid, int *pipes)
     closedir(d);
     return n;
 }
+
+static bool is_exec(const char *p)
+{
+    return p && g_file_test(p, G_FILE_TEST_IS_REGULAR) && access(p, X_OK) == 0;
+}
+
+char *mountrun_find_ckptfs(void)
+{
+    g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+    if (self) {
+        g_autofree char *dir = g_path_get_dirname(self);
+        g_autofree char *sib = g_build_filename(dir, "..", "fs", "ckptfs", NULL);
+        if (is_exec(sib))
+            return g_canonicalize_filename(sib, NULL);
+    }
+    char *p = g_find_program_in_path("ckptfs");
+    if (p)
+        return p;
+    static const char *const sbin[] = {"/usr/local/sbin/ckptfs", "/usr/sbin/ckptfs",
+                                       "/sbin/ckptfs"};
+    for (gsize i = 0; i < G_N_ELEMENTS(sbin); i++)
+        if (is_exec(sbin[i]))
+            return g_strdup(sbin[i]);
+    return NULL;
+}

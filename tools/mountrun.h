@@ -75,3 +75,9 @@ bool mountrun_stop(const MountRun *m, const MountStop *how, int *status);
 /* Open descriptors of a process, pipes counted apart in *pipes (libfuse
  * keeps one splice pipe per worker thread); -1 when it is gone. */
 int mountrun_count_fds(pid_t pid, int *pipes);
+
+/* The ckptfs daemon a tool starts when not told which (g_free), NULL when
+ * none is found: ../fs/ckptfs next to the running program (a build tree),
+ * else ckptfs in PATH, else /usr/local/sbin, /usr/sbin and /sbin (where it
+ * is installed, and which a user's PATH often lacks). */
+char *mountrun_find_ckptfs(void);

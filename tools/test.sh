@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds ckptfs with AddressSanitizer and UBSan,
-# and runs every test suite (unit, tools, mount, fuzz seeds, bench smoke)
-# under meson test; then checks that the sources are clang-formatted, that
-# a release build (what tools/demo.sh uses) and a build with Debian's
-# hardening flags compile with -Werror, tests included, and fuzzes each
-# libFuzzer target briefly.
+# and runs every test suite (unit, tools, mount, python, fuzz seeds, bench
+# smoke) under meson test; then checks that the sources are
+# clang-formatted, that a release build (what tools/demo.sh uses) and a
+# build with Debian's hardening flags compile with -Werror, tests included,
+# fuzzes each libFuzzer target briefly, and builds, lints, installs, uses
+# and removes the Debian package (tools/package.sh).
 #   ./tools/test.sh [meson test args]     e.g. --suite mount
 #   CKPTFS_FUZZ_SECONDS=0 ./tools/test.sh # skip the fuzz run
+#   CKPTFS_PACKAGE=0 ./tools/test.sh      # skip the package step
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./tools/setup.sh
+./tools/setup.sh build test
 
 build=${CKPTFS_TEST_BUILD:-build-test}
 if [ ! -d "$build" ]; then
@@ -70,4 +72,9 @@ seconds=${CKPTFS_FUZZ_SECONDS:-20}
 if [ "$seconds" -gt 0 ]; then
     echo "== fuzz (${seconds}s per target)"
     FUZZ_SECONDS=$seconds ./tools/fuzz.sh
+fi
+
+if [ "${CKPTFS_PACKAGE:-1}" != 0 ]; then
+    echo "== Debian package (build, lintian, install, use, remove)"
+    ./tools/package.sh
 fi

@@ -51,11 +51,21 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     reply_err(fs, req, do_xattr_change(fs, req, node_by_ino(fs, ino), name, NULL, 0, 0));
 }
 
+/* The mount root answers user.ckptfs.views with the views directory's
+ * name (-o views=NAME), so a tool given only the mount point finds its
+ * views.  Read-only and not listed: the root's own attributes are the
+ * backing directory's. */
+#define XATTR_VIEWS "user.ckptfs.views"
+
 /* getxattr, or listxattr when name is NULL: the value (or the list of
  * names, each with its NUL) in *value.  With size 0 (the caller asks for
  * the length) *value has the right length; its bytes are not sent. */
 static int do_getxattr(struct ckptfs *fs, Node *n, const char *name, size_t size, GBytes **value)
 {
+    if (name && n == fs->nodes.root && strcmp(name, XATTR_VIEWS) == 0) {
+        *value = g_bytes_new(fs->opt.views_name, strlen(fs->opt.views_name));
+        return 0;
+    }
     if (n->kind != NODE_BACKING) {
         if (name)
             return views_getxattr(fs, n, name, value);

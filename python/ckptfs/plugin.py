@@ -1,15 +1,16 @@
 """pytest plugin: run a test session over a ckptfs mount and fail the test
 during which a write crossed job namespaces.
 
-    pytest -p ckptfs            # or --ckptfs when the plugin is installed
+    pytest -p ckptfs            # or --ckptfs when the plugin is installed (its
+                                # pytest11 entry point loads it in every session)
 
 The session gets a fresh mount (``CKPTFS_MOUNT``, over ``CKPTFS_BACKING``)
 whose callers are identified by ``CLINK_JOB_ID`` in their environment.  Each
 collision record the daemon writes is given to the test that was running
 when it was made, by its time: a worker a session fixture started long ago
 is charged to the test during which it wrote, not to the fixture.  That
-test fails with the record in its message ("job b wrote _state/a/v1/0/x
-(foreign-write, refused)"), so pytest's summary and JUnit XML name it.
+test fails with the record in its message ("job b wrote `_state/a/v1/0/x`
+(foreign-write, refused): ..."), so pytest's summary and JUnit XML name it.
 A record made between two tests fails the session.
 """
 
@@ -68,7 +69,8 @@ def _parse_time(text):
 
 
 def describe(rec):
-    """One record as a sentence: who wrote what, of which kind, and what became of it."""
+    """One record as a sentence: who wrote what, of which kind, and what became of it:
+    "job b wrote `_state/a/v1/0/x` (foreign-write, refused): create by pid 4242 (python3)"."""
     if rec.get("caller_job"):
         who = "job %s" % rec["caller_job"]
     elif rec.get("identity_value") is not None:
@@ -77,10 +79,10 @@ def describe(rec):
     else:
         who = "an anonymous caller"
     verdict = "refused" if rec.get("verdict") == "denied" else "allowed, recorded"
-    where = rec.get("path") or "?"
+    where = "`%s`" % (rec.get("path") or "?")
     if rec.get("path2"):
-        where += " -> " + rec["path2"]
-    return "%s wrote %s (%s, %s; %s by pid %s %s)" % (
+        where += " -> `%s`" % rec["path2"]
+    return "%s wrote %s (%s, %s): %s by pid %s (%s)" % (
         who, where, rec.get("kind"), verdict, rec.get("op"), rec.get("pid"), rec.get("comm"))
 
 
@@ -159,6 +161,7 @@ class _Session:
         self.started = None
         self.last_end = time.time()
         self.between = []        # records no test was running for
+        self.charged = 0         # records given to a test or to `between` so far
 
     def close(self):
         mnt = self.mount.mount
@@ -173,10 +176,18 @@ class _Session:
             self.proc.wait()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def unseen(self):
+        """The records not yet charged to anyone, whoever read the log since
+        (a test's ckptfs_mount.collisions() reads it too)."""
+        self.mount._read_new()
+        new = self.mount._records[self.charged:]
+        self.charged += len(new)
+        return new
+
     def take(self):
         """The records made since the current test's window began."""
         out = []
-        for r in self.mount._read_new():
+        for r in self.unseen():
             t = _parse_time(r["time"])
             if self.started is not None and t >= self.started - 0.001:
                 out.append(r)
@@ -209,7 +220,7 @@ def _session(config):
 def pytest_runtest_setup(item):
     s = _session(item.config)
     if s:
-        s.between.extend(s.mount._read_new())  # made while no test ran
+        s.between.extend(s.unseen())  # made while no test ran
         s.current = item.nodeid
         s.started = time.time()
 

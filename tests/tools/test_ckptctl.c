@@ -13,6 +13,8 @@
 #include <json-glib/json-glib.h>
 #include <stdio.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -151,10 +153,10 @@ static char *fixture(Fx *fx, const char *name, ...)
 }
 
 static const char *const resolve_keys[] = {
-    "status", "job",        "checkpoint",        "class",
-    "root",   "generation", "generation_source", "participants",
-    "marker", "reads",      "candidates",        "error",
-    NULL};
+    "status",  "job",        "checkpoint",        "class",
+    "root",    "generation", "generation_source", "participants",
+    "marker",  "reads",      "candidates",        "error",
+    "warning", NULL};
 
 static void assert_all_resolve_keys(JsonObject *o)
 {
@@ -341,6 +343,53 @@ static void jobs_json_is_json_glib_pretty(void **state)
     }
     g_auto(Run) r = run("jobs", dir, "--json", NULL);
     assert_non_null(strstr(r.out, "\"checkpoints\" : [],\n      \"latest\" : null,"));
+}
+
+/* Every --json of ckptctl in one style: what json-glib's pretty printer,
+ * two spaces of indentation, writes for the same document, and a final
+ * newline (check was pretty while jobs was compact, once). */
+static void every_json_in_one_style(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = fixture(fx, "fx", "--jobs", "2", "--legacy", "2", NULL);
+    g_autofree char *jobdir = NULL;
+    {
+        g_autofree char *jobs = g_build_filename(dir, "_jobs", NULL);
+        g_autoptr(GDir) jd = g_dir_open(jobs, 0, NULL);
+        jobdir = g_build_filename(jobs, g_dir_read_name(jd), NULL);
+    }
+    testfs_put(fx->tmp, "log.jsonl",
+               "{\"time\":\"2026-12-01T18:00:00.123Z\",\"kind\":\"legacy-write\","
+               "\"verdict\":\"denied\",\"op\":\"mkdir\",\"path\":\"v1\",\"path2\":null,"
+               "\"caller_job\":null,\"owner_job\":null,\"pid\":1,\"uid\":0,\"comm\":\"sh\"}\n");
+    g_autofree char *log = path_in(fx, "log.jsonl");
+    g_autofree char *fx2 = path_in(fx, "fx2");
+    const char *const cmds[][6] = {
+        {"jobs", dir, NULL},
+        {"check", dir, NULL},
+        {"unused", dir, NULL},
+        {"prune", dir, NULL},
+        {"resolve", jobdir, NULL},
+        {"resolve", dir, "-c", "1", NULL},
+        {"state-root", "s3://b/x?local=/w", "j1", NULL},
+        {"collisions", "--file", log, NULL},
+        {"fixture", fx2, "--jobs", "1", NULL},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
+        g_auto(Run) r =
+            run(cmds[i][0], "--json", cmds[i][1], cmds[i][2], cmds[i][3], cmds[i][4], NULL);
+        g_autoptr(JsonParser) p = json_parser_new();
+        if (!json_parser_load_from_data(p, r.out, -1, NULL))
+            fail_msg("%s --json: not JSON: %s", cmds[i][0], r.out);
+        g_autoptr(JsonGenerator) gen = json_generator_new();
+        json_generator_set_pretty(gen, TRUE);
+        json_generator_set_indent(gen, 2);
+        json_generator_set_root(gen, json_parser_get_root(p));
+        g_autofree char *text = json_generator_to_data(gen, NULL);
+        g_autofree char *want = g_strconcat(text, "\n", NULL);
+        if (strcmp(r.out, want) != 0)
+            fail_msg("%s --json is not in the one style:\n%s", cmds[i][0], r.out);
+    }
 }
 
 /* ---- uint64 in JSON: printed as exact integers ---- */
@@ -646,7 +695,7 @@ static void check_fixture(void **state)
     g_auto(Run) r = run("check", dir, "--json", NULL);
     assert_int_equal(r.status, 1);
     g_autoptr(JsonObject) o = parse_obj(r.out);
-    assert_int_equal(json_object_get_int_member(o, "collisions"), 2); /* v1/0, v1/1 */
+    assert_int_equal(json_object_get_int_member(o, "collisions"), 1); /* v1 */
     JsonObject *s = hazard_of(o, "shared-location");
     assert_non_null(s);
     assert_int_equal(json_array_get_length(json_object_get_array_member(s, "jobs")), 2);
@@ -1139,6 +1188,23 @@ static void unused_print0(void **state)
     assert_string_equal(empty.out, "");
 }
 
+/* One collision record as the daemon writes it. */
+static char *record_line(const char *time, const char *kind, const char *caller, const char *owner,
+                         const char *path)
+{
+    g_autofree char *o = owner ? g_strdup_printf("\"%s\"", owner) : g_strdup("null");
+    return g_strdup_printf("{\"time\":\"%s\",\"kind\":\"%s\",\"verdict\":\"denied\",\"op\":"
+                           "\"create\",\"path\":\"%s\",\"path2\":null,\"caller_job\":\"%s\","
+                           "\"owner_job\":%s,\"pid\":7,\"uid\":0,\"comm\":\"w\"}\n",
+                           time, kind, path, caller, o);
+}
+
+static guint records_in(const char *json)
+{
+    g_autoptr(JsonObject) o = parse_obj(json);
+    return json_array_get_length(json_object_get_array_member(o, "records"));
+}
+
 static void collisions(void **state)
 {
     Fx *fx = *state;
@@ -1194,11 +1260,13 @@ static void collisions(void **state)
     assert_int_equal(e.status, 0);
     g_autoptr(JsonObject) eo = parse_obj(e.out);
     assert_int_equal(json_array_get_length(json_object_get_array_member(eo, "records")), 0);
-    /* garbage, missing */
+    /* garbage is skipped and counted; a missing log is an error */
     testfs_put(fx->tmp, "mnt3/_views/.collisions", "{\"kind\":1}\nnot json\n");
     g_autofree char *mnt3 = path_in(fx, "mnt3");
     g_auto(Run) g = run("collisions", mnt3, "--json", NULL);
-    assert_one_line_error(&g);
+    assert_int_equal(g.status, 1);
+    assert_int_equal(records_in(g.out), 1);
+    assert_non_null(strstr(g.err, "skipped 1 torn line(s)"));
     g_autofree char *none = path_in(fx, "none");
     g_auto(Run) m = run("collisions", none, NULL);
     assert_one_line_error(&m);
@@ -1257,10 +1325,41 @@ static void resolve_missing_checkpoint_says_so(void **state)
     g_autoptr(JsonObject) o = parse_obj(r.out);
     assert_string_equal(json_object_get_string_member(o, "status"), "as-given");
     assert_non_null(strstr(r.err, "no marker for checkpoint 99"));
-    /* the checkpoint that exists: nothing on stderr */
+    /* a job's marker directory read as given: the restore would read the
+     * marker directory itself as state, which the answer says in a field */
+    assert_all_resolve_keys(o);
+    const char *w = json_object_get_string_member(o, "warning");
+    assert_non_null(w);
+    assert_non_null(strstr(w, "no marker for checkpoint 99"));
+    assert_non_null(strstr(w, "read the marker directory itself as state"));
+    assert_non_null(strstr(r.err, "warning: "));
+    g_auto(Run) h = run("resolve", jobdir, "-c", "99", NULL);
+    assert_int_equal(h.status, 0);
+    assert_non_null(strstr(h.out, "status: as-given\n"));
+    g_autofree char *line = g_strconcat("\nwarning: ", w, "\n", NULL);
+    assert_non_null(strstr(h.out, line));
+    assert_string_equal(h.err, ""); /* said once, in the text */
+    /* latest of a marker directory with no marker at all: the same */
+    testfs_mkdir(fx->tmp, "rm/_jobs/empty");
+    g_autofree char *empty = path_in(fx, "rm/_jobs/empty");
+    g_auto(Run) e = run("resolve", empty, "--json", NULL);
+    assert_int_equal(e.status, 0);
+    g_autoptr(JsonObject) eo = parse_obj(e.out);
+    assert_string_equal(json_object_get_string_member(eo, "status"), "as-given");
+    assert_non_null(strstr(json_object_get_string_member(eo, "warning"), "itself as state"));
+    /* the checkpoint that exists: nothing on stderr, no warning */
     g_auto(Run) ok = run("resolve", jobdir, "-c", "1", NULL);
     assert_int_equal(ok.status, 0);
     assert_string_equal(ok.err, "");
+    assert_null(strstr(ok.out, "warning"));
+    g_auto(Run) okj = run("resolve", jobdir, "-c", "1", "--json", NULL);
+    g_autoptr(JsonObject) oko = parse_obj(okj.out);
+    assert_true(json_object_get_null_member(oko, "warning"));
+    /* a checkpoint directory without a marker for N: as given, no warning */
+    g_autofree char *cdir = path_in(fx, "rm");
+    g_auto(Run) cd = run("resolve", cdir, "-c", "99", "--json", NULL);
+    g_autoptr(JsonObject) cdo = parse_obj(cd.out);
+    assert_true(json_object_get_null_member(cdo, "warning"));
     /* a URI: as given, nothing to say */
     g_auto(Run) u = run("resolve", "s3://b/ckpt", "-c", "99", NULL);
     assert_int_equal(u.status, 0);
@@ -1305,6 +1404,169 @@ static void collisions_file(void **state)
     g_auto(Run) m = run("collisions", "--file", missing, NULL);
     assert_one_line_error(&m);
     assert_non_null(strstr(m.err, "none.jsonl"));
+}
+
+/* A directory that is not a checkpoint directory (no _jobs, _state, v<G>
+ * or <S>) is a usage error for the commands that read one: `jobs /etc`
+ * printed nothing and exited 0.  An empty directory is a checkpoint
+ * directory before its first job. */
+static void not_a_checkpoint_dir(void **state)
+{
+    Fx *fx = *state;
+    testfs_put(fx->tmp, "etc/passwd", "root:x:0:0::/root:/bin/sh\n");
+    testfs_mkdir(fx->tmp, "etc/ssh");
+    testfs_mkdir(fx->tmp, "empty");
+    g_autofree char *etc = path_in(fx, "etc");
+    g_autofree char *empty = path_in(fx, "empty");
+    static const char *const cmds[] = {"jobs", "check", "unused", "prune"};
+    for (gsize i = 0; i < G_N_ELEMENTS(cmds); i++) {
+        g_auto(Run) r = run(cmds[i], etc, NULL);
+        assert_one_line_error(&r);
+        assert_non_null(strstr(r.err, "not a checkpoint directory"));
+        assert_string_equal(r.out, "");
+        g_auto(Run) j = run(cmds[i], etc, "--json", NULL);
+        assert_one_line_error(&j);
+        assert_string_equal(j.out, "");
+        g_auto(Run) e = run(cmds[i], empty, "--json", NULL);
+        assert_int_equal(e.status, 0);
+        g_autoptr(JsonObject) o = parse_obj(e.out);
+        assert_non_null(o);
+    }
+}
+
+/* A torn line (a writer killed mid-line) made the whole log unreadable;
+ * now it is skipped and counted on stderr.  --since, --job and --kind
+ * keep what they name. */
+static void collisions_torn_lines_and_filters(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *r1 =
+        record_line("2026-01-01T10:00:00.000Z", "foreign-write", "b", "a", "_state/a/x");
+    g_autofree char *r2 = record_line("2026-06-01T10:00:00.000Z", "legacy-write", "c", NULL, "v1");
+    /* the newest, made a second ago: --since 1h keeps it alone */
+    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
+    g_autofree char *nows = g_date_time_format(now, "%Y-%m-%dT%H:%M:%S.000Z");
+    g_autofree char *r3 = record_line(nows, "cross-namespace-rename", "a", "b", "_state/b/y");
+    g_autofree char *log = g_strconcat(r1, "{\"time\":\"2026-03-01T10:00", "\n", r2, r3,
+                                       "{\"time\":", NULL); /* torn twice, the last without LF */
+    testfs_put(fx->tmp, "log.jsonl", log);
+    g_autofree char *file = path_in(fx, "log.jsonl");
+    g_auto(Run) all = run("collisions", "--file", file, "--json", NULL);
+    assert_int_equal(all.status, 1);
+    assert_int_equal(records_in(all.out), 3);
+    assert_non_null(strstr(all.err, "skipped 2 torn line(s)"));
+    assert_non_null(strstr(all.err, "line 2"));
+    g_auto(Run) h = run("collisions", "--file", file, NULL);
+    assert_int_equal(h.status, 1);
+    assert_non_null(strstr(h.out, "\n3 record(s)\n"));
+    /* --since: an absolute time, a date, how long ago */
+    g_auto(Run) s1 =
+        run("collisions", "--file", file, "--since", "2026-05-01T00:00:00Z", "--json", NULL);
+    assert_int_equal(records_in(s1.out), 2);
+    g_auto(Run) s2 = run("collisions", "--file", file, "--since", "2026-01-02", "--json", NULL);
+    assert_int_equal(records_in(s2.out), 2);
+    g_auto(Run) s3 = run("collisions", "--file", file, "--since", "1h", "--json", NULL);
+    assert_int_equal(records_in(s3.out), 1);
+    g_auto(Run) s4 = run("collisions", "--file", file, "--since", "2099-01-01", NULL);
+    assert_int_equal(s4.status, 0); /* nothing kept: nothing found */
+    assert_non_null(strstr(s4.out, "0 record(s) of 3 in the log"));
+    /* --job: as the writer or as the owner */
+    g_auto(Run) j = run("collisions", "--file", file, "--job", "a", "--json", NULL);
+    assert_int_equal(records_in(j.out), 2);
+    g_auto(Run) jc = run("collisions", "--file", file, "--job", "c", "--json", NULL);
+    assert_int_equal(records_in(jc.out), 1);
+    /* --kind: repeated, or a comma list */
+    g_auto(Run) k = run("collisions", "--file", file, "--kind", "legacy-write", "--kind",
+                        "foreign-write", "--json", NULL);
+    assert_int_equal(records_in(k.out), 2);
+    g_auto(Run) k2 = run("collisions", "--file", file, "--kind",
+                         "cross-namespace-rename,legacy-write", "--json", NULL);
+    assert_int_equal(records_in(k2.out), 2);
+    g_auto(Run) all3 = run("collisions", "--file", file, "--kind", "foreign-write", "--job", "b",
+                           "--since", "2025-01-01", "--json", NULL);
+    assert_int_equal(records_in(all3.out), 1);
+    /* a kind nobody writes: said, not an error */
+    g_auto(Run) ku = run("collisions", "--file", file, "--kind", "foriegn-write", "--json", NULL);
+    assert_int_equal(ku.status, 0);
+    assert_non_null(strstr(ku.err, "not a kind this ckptctl knows"));
+    /* bad values: usage errors */
+    g_auto(Run) b1 = run("collisions", "--file", file, "--since", "yesterday-ish", NULL);
+    assert_one_line_error(&b1);
+    g_auto(Run) b2 = run("collisions", "--file", file, "--job", "not/a/job", NULL);
+    assert_one_line_error(&b2);
+}
+
+/* --follow: the records there are, then each one appended (a line still
+ * being written waits for its LF, a rotated file is followed by name),
+ * until SIGTERM: exit 1 after records. */
+static void collisions_follow_file(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *r1 =
+        record_line("2026-01-01T10:00:00.000Z", "foreign-write", "b", "a", "_state/a/first");
+    testfs_put(fx->tmp, "follow.jsonl", r1);
+    g_autofree char *file = path_in(fx, "follow.jsonl");
+    const char *argv[] = {g_getenv("CKPTCTL"),
+                          "collisions",
+                          "--file",
+                          file,
+                          "--follow",
+                          "--json",
+                          "--job",
+                          "a",
+                          NULL};
+    GPid pid;
+    gint out_fd = -1;
+    g_autoptr(GError) err = NULL;
+    assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                         NULL, &pid, NULL, &out_fd, NULL, &err));
+    g_autoptr(GString) got = g_string_new(NULL);
+    g_autofree char *r2 =
+        record_line("2026-01-02T10:00:00.000Z", "foreign-write", "b", "a", "_state/a/second");
+    g_autofree char *r3 = record_line("2026-01-03T10:00:00.000Z", "legacy-write", "c", NULL,
+                                      "v9"); /* not job a's: filtered out */
+    g_autofree char *r4 = record_line("2026-01-04T10:00:00.000Z", "foreign-write", "a", "b",
+                                      "_state/b/after-rotation");
+    const char *wants[] = {"_state/a/first", "_state/a/second", "_state/b/after-rotation"};
+    for (int step = 0; step < 3; step++) {
+        if (step == 1) {
+            /* half a line, then the rest */
+            size_t half = strlen(r2) / 2;
+            FILE *f = fopen(file, "a");
+            fwrite(r2, 1, half, f);
+            fclose(f);
+            g_usleep(600 * 1000);
+            f = fopen(file, "a");
+            fputs(r2 + half, f);
+            fputs(r3, f);
+            fclose(f);
+        } else if (step == 2) {
+            g_autofree char *moved = path_in(fx, "follow.jsonl.1");
+            assert_int_equal(rename(file, moved), 0);
+            testfs_put(fx->tmp, "follow.jsonl", r4);
+        }
+        for (int i = 0; i < 100 && !strstr(got->str, wants[step]); i++) {
+            char buf[4096];
+            struct pollfd pfd = {out_fd, POLLIN, 0};
+            if (poll(&pfd, 1, 100) > 0) {
+                ssize_t n = read(out_fd, buf, sizeof buf);
+                if (n > 0)
+                    g_string_append_len(got, buf, n);
+            }
+        }
+        if (!strstr(got->str, wants[step]))
+            fail_msg("--follow did not print %s; got: %s", wants[step], got->str);
+    }
+    kill(pid, SIGTERM);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    g_spawn_close_pid(pid);
+    close(out_fd);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    assert_null(strstr(got->str, "v9"));
+    /* each record its own document, pretty like every --json */
+    assert_non_null(strstr(got->str, "{\n  \"time\" : "));
 }
 
 /* ---- the progress line ---- */
@@ -1369,6 +1631,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(fixture_refuses_non_empty_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_json, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_json_is_json_glib_pretty, setup, teardown),
+        cmocka_unit_test_setup_teardown(every_json_in_one_style, setup, teardown),
         cmocka_unit_test_setup_teardown(json_uint64_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_refused_names_every_job, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_human_words, setup, teardown),
@@ -1391,6 +1654,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(tables_aligned, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_missing_checkpoint_says_so, setup, teardown),
         cmocka_unit_test_setup_teardown(progress_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(not_a_checkpoint_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(collisions_torn_lines_and_filters, setup, teardown),
+        cmocka_unit_test_setup_teardown(collisions_follow_file, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -278,7 +278,7 @@ static void test_record_failure_exits_3(void **state)
     assert_true(has_line(out, "ckptctl run:   legacy-write ", " a ", " (legacy area) ", NULL));
     assert_true(has_line(out, "ckptctl run:   legacy-write ", " b ", " (legacy area) ", NULL));
     assert_non_null(strstr(out, "v1/0/checkpoint-1.snap"));
-    assert_true(has_line(out, "ckptctl run:   shared-location ", " a,b ", " v1/0 ", NULL));
+    assert_true(has_line(out, "ckptctl run:   shared-location ", " a,b ", " v1 ", NULL));
     /* each record is listed, with its group's kind and caller */
     assert_true(has_line(out, "legacy-write ", " a ", " allowed ", " rename ",
                          " v1/0/checkpoint-1.snap.tmp-a -> v1/0/checkpoint-1.snap ", " mv ", NULL));
@@ -318,7 +318,7 @@ static void test_record_failure_exits_3(void **state)
         assert_int_equal(json_array_get_length(jobs), 2);
         assert_string_equal(json_array_get_string_element(jobs, 0), "a");
         assert_string_equal(json_array_get_string_element(jobs, 1), "b");
-        assert_string_equal(json_object_get_string_member(h, "path"), "v1/0");
+        assert_string_equal(json_object_get_string_member(h, "path"), "v1");
         assert_true(json_object_get_boolean_member(h, "collision"));
         shared = true;
     }
@@ -798,6 +798,136 @@ static void test_next_run_clears_a_dead_run(void **state)
     assert_nothing_left(t);
 }
 
+static char *read_text(const char *dir, const char *name)
+{
+    g_autofree char *p = g_build_filename(dir, name, NULL);
+    char *text = NULL;
+    if (!g_file_get_contents(p, &text, NULL, NULL))
+        fail_msg("%s: not written", p);
+    return text;
+}
+
+/* ckptctl collisions MOUNT and ckptctl set MOUNT on a mount with
+ * -o views=NAME find its views without --views (they looked in _views and
+ * failed); --follow on the mount prints the records made while it runs,
+ * as --kind and --job filter them, and exits 1 on SIGTERM after records. */
+static void test_collisions_of_a_mount_with_views_name(void **state)
+{
+    T *t = *state;
+    g_autofree char *sh = script(t, "collisions-of-the-mount.sh");
+    g_autofree char *found = tmp_path(t, "found");
+    assert_int_equal(g_mkdir(found, 0755), 0);
+    int rc = ckptctl_run(t, NULL, "--identity", "env:CLINK_JOB_ID", "--policy", "enforce", "-o",
+                         "views=_v", "--", "sh", sh, found, NULL);
+    assert_int_equal(rc, 3);
+    g_autofree char *crc = read_text(found, "collisions.rc");
+    assert_string_equal(crc, "1\n");
+    g_autofree char *cj = read_text(found, "collisions.json");
+    g_autoptr(JsonParser) p = json_parser_new();
+    assert_true(json_parser_load_from_data(p, cj, -1, NULL));
+    JsonArray *recs =
+        json_object_get_array_member(json_node_get_object(json_parser_get_root(p)), "records");
+    assert_int_equal(json_array_get_length(recs), 1);
+    JsonObject *r0 = json_array_get_object_element(recs, 0);
+    assert_string_equal(json_object_get_string_member(r0, "path"), "_state/a/stolen");
+    assert_string_equal(json_object_get_string_member(r0, "caller_job"), "b");
+    g_autofree char *src = read_text(found, "set.rc");
+    assert_string_equal(src, "0\n");
+    g_autofree char *so = read_text(found, "set.out");
+    assert_non_null(strstr(so, "policy=enforce\n"));
+    g_autofree char *frc = read_text(found, "follow.rc");
+    assert_string_equal(frc, "1\n");
+    g_autofree char *fj = read_text(found, "follow.json");
+    assert_non_null(strstr(fj, "\"path\" : \"_state/a/stolen\""));
+    assert_non_null(strstr(fj, "\"path\" : \"_state/a/again\""));
+    assert_null(strstr(fj, "v9")); /* a legacy-write: not the kind asked for */
+    assert_nothing_left(t);
+}
+
+/* Without --identity (or --job) every caller is anonymous: job b writing
+ * _state/a is not seen, and the run passes.  It used to say so only as
+ * "no identity (every caller anonymous)" in the report; now a warning on
+ * stderr before COMMAND, in the report and in the report's "warnings". */
+static void test_no_identity_warns(void **state)
+{
+    T *t = *state;
+    g_autofree char *rep = tmp_path(t, "anon.json");
+    g_autofree char *out = NULL, *err = NULL;
+    int rc = ckptctl_run_err(t, &out, &err, "--report", rep, "--", "sh", "-c",
+                             "mkdir -p \"$CKPTFS_MOUNT/_state/a\" && "
+                             "CLINK_JOB_ID=b sh -c 'echo x > \"$CKPTFS_MOUNT/_state/a/x\"'",
+                             NULL);
+    assert_int_equal(rc, 0); /* nothing could be seen */
+    assert_non_null(strstr(err, "ckptctl run: warning: no --identity or --job"));
+    assert_non_null(strstr(err, "foreign-write"));
+    assert_true(has_line(out, "ckptctl run: warning: ", "every caller is anonymous", NULL));
+    g_autoptr(JsonObject) r = load_report(rep);
+    JsonArray *w = json_object_get_array_member(r, "warnings");
+    assert_int_equal(json_array_get_length(w), 1);
+    assert_non_null(strstr(json_array_get_string_element(w, 0), "cannot be seen"));
+    /* with an identity, or a job: no warning, and b's write is seen */
+    g_autofree char *rep2 = tmp_path(t, "named.json");
+    g_autofree char *out2 = NULL, *err2 = NULL;
+    rc = ckptctl_run_err(t, &out2, &err2, "--identity", "env:CLINK_JOB_ID", "--report", rep2, "--",
+                         "sh", "-c",
+                         "mkdir -p \"$CKPTFS_MOUNT/_state/a\" && "
+                         "CLINK_JOB_ID=b sh -c 'echo x > \"$CKPTFS_MOUNT/_state/a/x\"'",
+                         NULL);
+    assert_int_equal(rc, 3);
+    assert_null(strstr(err2, "warning"));
+    g_autoptr(JsonObject) r2 = load_report(rep2);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(r2, "warnings")), 0);
+    g_autofree char *err3 = NULL;
+    rc = ckptctl_run_err(t, NULL, &err3, "-o", "job=j", "--", "true", NULL);
+    assert_int_equal(rc, 0);
+    assert_null(strstr(err3, "warning"));
+    assert_nothing_left(t);
+}
+
+/* --dir over a directory that already has a collision hazard failed the
+ * run even when COMMAND did nothing.  With --baseline the hazards DIR had
+ * before COMMAND are listed, marked, and do not count; a new one does. */
+static void test_baseline(void **state)
+{
+    T *t = *state;
+    g_autofree char *dir = tmp_path(t, "shared");
+    testfs_mkdir(dir, "v1/0");
+    testfs_mkdir(dir, "v1/1");
+    testfs_marker(dir, "a", 1, "generation=1\nparticipants=0\n");
+    testfs_marker(dir, "b", 1, "generation=1\nparticipants=1\n");
+    /* without --baseline: the hazard DIR had fails the run */
+    int rc = ckptctl_run(t, NULL, "--job", "a", "--dir", dir, "--", "true", NULL);
+    assert_int_equal(rc, 3);
+    /* with: reported, not counted */
+    g_autofree char *rep = tmp_path(t, "baseline.json");
+    g_autofree char *out = NULL;
+    rc = ckptctl_run(t, &out, "--job", "a", "--dir", dir, "--baseline", "--report", rep, "--",
+                     "true", NULL);
+    assert_int_equal(rc, 0);
+    assert_true(has_line(out, "ckptctl run: ", "1 there before COMMAND", NULL));
+    assert_true(has_line(out, "ckptctl run:   shared-location ", " a,b ", " v1 ", " yes ", NULL));
+    g_autoptr(JsonObject) r = load_report(rep);
+    assert_int_equal(json_object_get_int_member(r, "collisions"), 0);
+    JsonObject *h = json_array_get_object_element(json_object_get_array_member(r, "hazards"), 0);
+    assert_string_equal(json_object_get_string_member(h, "kind"), "shared-location");
+    assert_true(json_object_get_boolean_member(h, "collision"));
+    assert_true(json_object_get_boolean_member(h, "baseline"));
+    /* a job that joins the shared location makes a new hazard: it counts */
+    g_autofree char *rep2 = tmp_path(t, "baseline2.json");
+    rc = ckptctl_run(
+        t, NULL, "--job", "c", "--dir", dir, "--baseline", "--report", rep2, "--", "sh", "-c",
+        "mkdir -p \"$CKPTFS_MOUNT/_jobs/c/chk-1\" && printf "
+        "'generation=1\\nparticipants=2\\n' > \"$CKPTFS_MOUNT/_jobs/c/chk-1/COMPLETED\"",
+        NULL);
+    assert_int_equal(rc, 3);
+    g_autoptr(JsonObject) r2 = load_report(rep2);
+    assert_int_equal(json_object_get_int_member(r2, "collisions"), 1);
+    JsonObject *h2 = json_array_get_object_element(json_object_get_array_member(r2, "hazards"), 0);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(h2, "jobs")), 3);
+    assert_false(json_object_get_boolean_member(h2, "baseline"));
+    assert_nothing_left(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -819,6 +949,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sigterm_unmounts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigkill_of_run_leaves_no_mount, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_run_clears_a_dead_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collisions_of_a_mount_with_views_name, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_no_identity_warns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_baseline, setup, teardown),
     };
     return cmocka_run_group_tests_name("ckptctl run", tests, NULL, NULL);
 }

@@ -172,15 +172,16 @@ static void hazards_of_each_kind(void **state)
         const CkHazard *h = hz->pdata[i];
         print_message("%s %s: %s\n", h->kind, h->path, h->detail);
     }
-    /* shared-location: both legacy jobs read v1/0; a and b read _state/a/v1/0 */
-    const CkHazard *s = find_hazard(hz, "shared-location", "v1/0");
+    /* shared-location: both legacy jobs read generation 1 of the directory
+     * (v1); a and b read generation 1 of _state/a */
+    const CkHazard *s = find_hazard(hz, "shared-location", "v1");
     assert_non_null(s);
     assert_true(s->collision);
     assert_int_equal(s->jobs->len, 2);
     assert_string_equal(s->jobs->pdata[0], "ins1");
     assert_string_equal(s->jobs->pdata[1], "ins2");
-    assert_null(find_hazard(hz, "shared-location", "v1/1")); /* only ins1 reads v1/1 */
-    const CkHazard *sa = find_hazard(hz, "shared-location", "_state/a/v1/0");
+    assert_null(find_hazard(hz, "shared-location", "v1/0")); /* one hazard per location */
+    const CkHazard *sa = find_hazard(hz, "shared-location", "_state/a/v1");
     assert_non_null(sa);
     assert_string_equal(sa->jobs->pdata[0], "a");
     assert_string_equal(sa->jobs->pdata[1], "b");
@@ -246,6 +247,61 @@ static void shared_with_per_checkpoint(void **state)
     g_autoptr(CkJobInfo) b = ck_catalog_get_job(c, "b");
     assert_ptr_equal(cp_of(b, 1)->shared_with->pdata[0], ck_intern("a"));
     assert_ptr_equal(cp_of(b, 1)->restore->foreign_job, ck_intern("a"));
+}
+
+/* Two jobs whose markers name the same root and generation share its
+ * state even when their participants are disjoint: a rescaled subtask of
+ * either writes into the other's.  Hazards and shared_with (the views'
+ * restore file) say so alike; another generation of the same root is not
+ * shared. */
+static void shared_location_with_disjoint_participants(void **state)
+{
+    Fx *fx = *state;
+    /* legacy: a reads v1/0, b reads v1/1 */
+    testfs_mkdir(fx->dir, "v1/0");
+    testfs_mkdir(fx->dir, "v1/1");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\n");
+    testfs_marker(fx->dir, "b", 1, "generation=1\nparticipants=1\n");
+    /* namespaced, one remote root: c and d in generation 4, e in 5 */
+    testfs_marker(fx->dir, "c", 1, "generation=4\nparticipants=0\nstate=s3://bk/x?region=y\n");
+    testfs_marker(fx->dir, "d", 1, "generation=4\nparticipants=1,2\nstate=s3://bk/x?region=y\n");
+    testfs_marker(fx->dir, "e", 1, "generation=5\nparticipants=0\nstate=s3://bk/x?region=y\n");
+    /* the older layout (no v2): f reads <dir>/7, g reads <dir>/8 */
+    testfs_mkdir(fx->dir, "7");
+    testfs_mkdir(fx->dir, "8");
+    testfs_marker(fx->dir, "f", 1, "generation=2\nparticipants=7\n");
+    testfs_marker(fx->dir, "g", 1, "generation=2\nparticipants=8\n");
+    g_autoptr(CkCatalog) c = open_cat(fx);
+    g_autoptr(GPtrArray) hz = ck_catalog_hazards(c);
+    for (guint i = 0; i < hz->len; i++) {
+        const CkHazard *h = hz->pdata[i];
+        print_message("%s %s: %s\n", h->kind, h->path, h->detail);
+    }
+    const CkHazard *v1 = find_hazard(hz, "shared-location", "v1");
+    assert_non_null(v1);
+    assert_true(v1->collision);
+    assert_int_equal(v1->jobs->len, 2);
+    assert_string_equal(v1->jobs->pdata[0], "a");
+    assert_string_equal(v1->jobs->pdata[1], "b");
+    assert_non_null(strstr(v1->detail, "a:1, b:1"));
+    const CkHazard *r = find_hazard(hz, "shared-location", "s3://bk/x/v4?region=y");
+    assert_non_null(r);
+    assert_int_equal(r->jobs->len, 2);
+    assert_string_equal(r->jobs->pdata[0], "c");
+    assert_string_equal(r->jobs->pdata[1], "d");
+    const CkHazard *o = find_hazard(hz, "shared-location", ".");
+    assert_non_null(o);
+    assert_int_equal(o->jobs->len, 2);
+    assert_int_equal(count_kind(hz, "shared-location"), 3);
+    g_autoptr(CkJobInfo) a = ck_catalog_get_job(c, "a");
+    assert_int_equal(cp_of(a, 1)->shared_with->len, 1);
+    assert_ptr_equal(cp_of(a, 1)->shared_with->pdata[0], ck_intern("b"));
+    g_autofree char *text = ck_job_restore_text(a);
+    assert_non_null(strstr(text, "shared_with: b\n"));
+    g_autoptr(CkJobInfo) e = ck_catalog_get_job(c, "e");
+    assert_int_equal(cp_of(e, 1)->shared_with->len, 0); /* generation 5: its own */
+    g_autoptr(CkJobInfo) g = ck_catalog_get_job(c, "g");
+    assert_ptr_equal(cp_of(g, 1)->shared_with->pdata[0], ck_intern("f"));
 }
 
 static const CkUnused *find_unused(GPtrArray *un, const char *path)
@@ -837,6 +893,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(hazards_of_each_kind, setup, teardown),
         cmocka_unit_test_setup_teardown(clean_directory_has_no_hazards, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_with_per_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(shared_location_with_disjoint_participants, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(unused_report, setup, teardown),
         cmocka_unit_test_setup_teardown(unused_once_every_job_moved, setup, teardown),
         cmocka_unit_test_setup_teardown(state_layers, setup, teardown),

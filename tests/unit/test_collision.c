@@ -248,6 +248,38 @@ static void test_parse_lines(void **st)
     assert_string_equal(err->message, "line 2: NUL byte");
 }
 
+/* A reader that goes on: torn lines (a writer killed mid-line) are
+ * skipped and counted, the records around them kept. */
+static void test_parse_skipping_torn_lines(void **st)
+{
+    (void)st;
+    const char log[] = "{\"kind\":\"a\"}\n"
+                       "{\"kind\":\"fore\n" /* torn: the rest of it never came */
+                       "{\"kind\":\"b\"}\r\n"
+                       "\n"
+                       "[1]\n"
+                       "{\"kind\":\"c\"}\n"
+                       "{\"kind\":\"d\""; /* the last, without its LF */
+    guint skipped = 99, first = 99;
+    g_autoptr(GPtrArray) r =
+        ck_collision_parse_lines_skipping(log, sizeof log - 1, &skipped, &first);
+    assert_non_null(r);
+    assert_int_equal(r->len, 3);
+    assert_string_equal(json_object_get_string_member(r->pdata[0], "kind"), "a");
+    assert_string_equal(json_object_get_string_member(r->pdata[1], "kind"), "b");
+    assert_string_equal(json_object_get_string_member(r->pdata[2], "kind"), "c");
+    assert_int_equal(skipped, 3);
+    assert_int_equal(first, 2);
+    const char nul[] = "{\"a\":1}\n{\"a\0\":1}\n";
+    g_autoptr(GPtrArray) n = ck_collision_parse_lines_skipping(nul, sizeof nul - 1, &skipped, NULL);
+    assert_int_equal(n->len, 1);
+    assert_int_equal(skipped, 1);
+    g_autoptr(GPtrArray) e = ck_collision_parse_lines_skipping("", 0, &skipped, &first);
+    assert_int_equal(e->len, 0);
+    assert_int_equal(skipped, 0);
+    assert_int_equal(first, 0);
+}
+
 /* A store in memory shared with the next process (the state memfd of a
  * mount): a log made again on it has every line and the counts. */
 static void test_store_outlives_log(void **st)
@@ -416,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_parse_lines),
         cmocka_unit_test(test_tag),
+        cmocka_unit_test(test_parse_skipping_torn_lines),
         cmocka_unit_test(test_store_outlives_log),
         cmocka_unit_test(test_store_writer_killed),
         cmocka_unit_test(test_reopen),
