@@ -120,7 +120,7 @@ struct ckptfs {
      * the backing file system applies a default ACL instead, as it would
      * natively: ops/creds.c) */
     bool posix_acl;
-    bool noatime; /* mounted noatime: nodes/ opens backing objects O_NOATIME */
+    bool noatime;      /* mounted noatime: nodes/ opens backing objects O_NOATIME */
     bool supervised;   /* a supervisor keeps the connection (outlive/supervisor.h) */
     SupLink *link;     /* to the supervisor (its sock is -1 when there is none) */
     gint64 started_us; /* when this daemon started (process_start_time_seconds) */
