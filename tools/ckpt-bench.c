@@ -2932,7 +2932,8 @@ static void wl_outlive(Bench *b)
 
 /* ---- set-up, signals, main ---- */
 
-/* The fuse module's enable_uring back as it was before the run. */
+/* The fuse module's enable_uring back as it was before the run (b->lock
+ * held: the signal thread and the main thread may both get here). */
 static void uring_restore(Bench *b)
 {
     if (!b->uring_was)
@@ -3029,11 +3030,17 @@ static int setup(Bench *b)
     /* ckptfs runs in both transports: the ring needs the module's switch
      * on for the run (root), and gets it back as it was at the end */
     g_autofree char *was = NULL;
-    if (!b->mounted_dir && geteuid() == 0 &&
-        g_file_get_contents(enable_uring_param, &was, NULL, NULL) && was[0] == 'N') {
+    if (!b->mounted_dir && !b->outlive && !(b->mount_opts && strstr(b->mount_opts, "io_uring")) &&
+        geteuid() == 0 && g_file_get_contents(enable_uring_param, &was, NULL, NULL) &&
+        was[0] == 'N') {
+        /* kept before the switch flips: a signal in between still restores it */
+        g_mutex_lock(&b->lock);
+        b->uring_was = g_steal_pointer(&was);
+        g_mutex_unlock(&b->lock);
         int u = open(enable_uring_param, O_WRONLY | O_CLOEXEC);
-        if (u >= 0 && write(u, "Y\n", 2) == 2)
-            b->uring_was = g_steal_pointer(&was);
+        if (u < 0 || write(u, "Y\n", 2) != 2)
+            g_printerr("ckpt-bench: cannot set %s: ckptfs runs over /dev/fuse only\n",
+                       enable_uring_param);
         if (u >= 0)
             close(u);
     }
@@ -3169,8 +3176,8 @@ static void teardown(Bench *b)
 {
     g_mutex_lock(&b->lock);
     daemon_kill_locked(b);
-    g_mutex_unlock(&b->lock);
     uring_restore(b);
+    g_mutex_unlock(&b->lock);
     if (b->scratch) {
         rm_rf(b->scratch);
     } else if (b->backing && b->job) {

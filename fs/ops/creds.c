@@ -79,6 +79,8 @@ static bool caller_in_group(fuse_req_t req, gid_t gid)
         return true;
     gid_t small[64];
     int n = fuse_req_getgroups(req, G_N_ELEMENTS(small), small);
+    if (n < 0)
+        return true; /* unknown (the caller is gone): keep the bit */
     g_autofree gid_t *big = NULL;
     gid_t *list = small;
     if (n > (int)G_N_ELEMENTS(small)) {
@@ -99,15 +101,28 @@ bool creds_sgid_to_drop(fuse_req_t req, const struct stat *st)
            fuse_req_ctx(req)->uid != 0 && !caller_in_group(req, st->st_gid);
 }
 
+static void chmod_without_sgid(int fd, const struct stat *st)
+{
+    char proc[64];
+    proc_path(proc, sizeof proc, fd); /* fchmod refuses an O_PATH descriptor */
+    if (chmod(proc, st->st_mode & 07777 & ~S_ISGID) < 0)
+        g_debug("ckptfs: dropping the set-group-ID bit: %s", g_strerror(errno));
+}
+
+void creds_drop_sgid_acl(fuse_req_t req, int fd)
+{
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && (st.st_mode & S_ISGID) && fuse_req_ctx(req)->uid != 0 &&
+        !caller_in_group(req, st.st_gid))
+        chmod_without_sgid(fd, &st);
+}
+
 void creds_drop_sgid(fuse_req_t req, int fd)
 {
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !creds_sgid_to_drop(req, &st))
         return;
-    char proc[64];
-    proc_path(proc, sizeof proc, fd); /* fchmod refuses an O_PATH descriptor */
-    if (chmod(proc, st.st_mode & 07777 & ~S_ISGID) < 0)
-        g_debug("ckptfs: dropping the set-group-ID bit: %s", g_strerror(errno));
+    chmod_without_sgid(fd, &st);
 }
 
 void creds_leave(struct ckptfs *fs, Creds *c)

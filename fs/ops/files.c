@@ -234,6 +234,9 @@ static void *file_handle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec
     h->write_err = rec->write_err;
     h->bound = rec->bound;
     h->backing_id = rec->backing_id;
+    /* the record does not say whether its writes were watched: an unbound
+     * writer is (each write asks the writer's credentials again) */
+    h->sgid_watch = rec->writable && !rec->backing_id && n->kind == NODE_BACKING;
     bound_writer(h, rec->flags);
     h->control = n->kind == NODE_VIRTUAL && rec->writable;
     if (n->kind != NODE_VIRTUAL) {

@@ -99,6 +99,10 @@ mode_t creds_mode(struct ckptfs *fs, fuse_req_t req, mode_t mode);
  * change succeeded; fd may be O_PATH). */
 bool creds_sgid_to_drop(fuse_req_t req, const struct stat *st);
 void creds_drop_sgid(fuse_req_t req, int fd);
+/* An access ACL set by a caller without CAP_FSETID outside the file's
+ * group drops its set-group-ID bit, group-executable or not (the kernel's
+ * rule for ACLs; ext4 keeps it for the daemon, which sets it as root). */
+void creds_drop_sgid_acl(fuse_req_t req, int fd);
 
 /* Names (names.c). */
 void fill_entry(struct ckptfs *fs, Node *n, const struct stat *st, struct fuse_entry_param *e);

@@ -90,8 +90,12 @@ static double oldest_request_s(const State *st)
     gint64 now = g_get_monotonic_time(), oldest = now;
     for (int i = 0; i < INFLIGHT_THREADS; i++) {
         const InflightRec *r = &st->inflight[i];
+        /* the unique, then the time, then the unique again: a thread that
+         * took another request meanwhile is skipped, not paired with the
+         * old request's time */
+        uint64_t u = atomic_load(&r->unique);
         gint64 since = atomic_load(&r->since_us);
-        if (atomic_load(&r->unique) && since > 0 && since < oldest)
+        if (u && atomic_load(&r->unique) == u && since > 0 && since < oldest)
             oldest = since;
     }
     return oldest < now ? (double)(now - oldest) / 1e6 : -1;
