@@ -115,11 +115,10 @@ struct ckptfs {
     /* set at INIT (before any other request): directories are opened by
      * the kernel alone, READDIR and FSYNCDIR come with fh 0 (ops/dirs.c) */
     bool no_opendir;
-    /* set at INIT: the kernel enforces and caches POSIX ACLs, and leaves the
-     * umask to the daemon (creates are made under the caller's umask, so
-     * the backing file system applies a default ACL instead, as it would
-     * natively: ops/creds.c) */
-    bool posix_acl;
+    /* set at INIT: the kernel leaves the umask to the daemon (creates are
+     * made under the caller's umask, so that the backing file system
+     * applies a default ACL instead, as it would natively: ops/creds.c) */
+    bool dont_mask;
     bool noatime;      /* mounted noatime: nodes/ opens backing objects O_NOATIME */
     bool supervised;   /* a supervisor keeps the connection (outlive/supervisor.h) */
     SupLink *link;     /* to the supervisor (its sock is -1 when there is none) */

@@ -60,7 +60,7 @@ static _Thread_local int own_umask; /* 0 not tried, 1 yes, -1 unshare failed */
 
 mode_t creds_mode(struct ckptfs *fs, fuse_req_t req, mode_t mode)
 {
-    if (!fs->posix_acl)
+    if (!fs->dont_mask)
         return mode & 07777; /* the kernel masked it; the daemon's umask is 0 */
     mode_t mask = fuse_req_ctx(req)->umask & 0777;
     if (!own_umask)

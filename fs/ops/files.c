@@ -313,13 +313,18 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         close(fd);
         return err;
     }
+    /* before the binding: the new file's attributes are kept as any entry's
+     * (the next reply of a GETATTR while it is open is not).  A zero timeout
+     * here would cost a GETATTR per create where the kernel checks
+     * permissions; a file written only through a shared mapping right
+     * after its create shows its times at the next open, write or timeout. */
+    fill_entry(fs, n, &st, e);
     bool marker = !tmpfile && ck_ns_is_marker(child);
     FileHandle *h = file_handle_open(fs, n, fd, true, false, marker ? child.job : NULL, fi);
     if (!h) {
         node_forget(&fs->nodes, n, 1);
         return -ENFILE;
     }
-    fill_entry(fs, n, &st, e); /* after the binding: its attributes are not kept */
     set_open_flags(fs, n, &st, h, fi);
     return 0;
 }

@@ -57,16 +57,20 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->max_read = fs->opt.max_read; /* must equal the max_read mount option */
     /* the kernel keeps min(its bdi read-ahead, this): main raises the bdi's */
     conn->max_readahead = 16u * 1024 * 1024;
-    /* POSIX ACLs as the backing file system has them: the kernel caches
-     * and enforces them (with default_permissions), and sends creates
-     * unmasked with the caller's umask, which the daemon applies the way
-     * the backing file system would (a directory's default ACL wins over
-     * it).  Without, creates pass the mode the kernel masked. */
-    if ((conn->capable & (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK)) ==
-        (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK))
-        conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
-    fs->posix_acl = (conn->want & (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK)) ==
-                    (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK);
+    /* Creates come unmasked with the caller's umask, which the daemon
+     * applies the way the backing file system would (a directory's default
+     * ACL wins over it); without, they pass the mode the kernel masked. */
+    if (conn->capable & FUSE_CAP_DONT_MASK)
+        conn->want |= FUSE_CAP_DONT_MASK;
+    fs->dont_mask = conn->want & FUSE_CAP_DONT_MASK;
+    /* POSIX ACLs: where the kernel checks permissions (default_permissions)
+     * it caches and enforces them too.  Not asked for otherwise: the kernel
+     * would then check every permission itself, and refresh a directory's
+     * attributes (a GETATTR) before each create or unlink in it; without
+     * default_permissions the daemon acts as the caller and the backing
+     * file system enforces the ACLs. */
+    if (fs->opt.default_permissions && (conn->capable & FUSE_CAP_POSIX_ACL))
+        conn->want |= FUSE_CAP_POSIX_ACL;
     conn->time_gran = 1;
     /* No OPENDIR/RELEASEDIR when the kernel may cache (dirs.c): a walk then
      * costs a READDIR per directory it has not listed yet, and nothing for
