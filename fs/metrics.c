@@ -145,6 +145,24 @@ static void sample_seconds(GString *s, const char *name, const char *mount, doub
     g_string_append_printf(s, "\"} %.6f\n", v);
 }
 
+/* One sample of name per operation, from v[FS_OP_COUNT]; divided by
+ * per_second (nanoseconds: 1e9) when it is not 0. */
+static void samples_by_op(GString *s, const char *name, const char *mount, atomic_uint_fast64_t *v,
+                          double per_second)
+{
+    char lb[64];
+    for (int op = 0; op < FS_OP_COUNT; op++) {
+        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
+        if (!per_second) {
+            sample(s, name, mount, lb, get(&v[op]));
+            continue;
+        }
+        g_string_append_printf(s, "%s{mount=\"", name);
+        append_label_value(s, mount);
+        g_string_append_printf(s, "\",%s} %.9f\n", lb, (double)get(&v[op]) / per_second);
+    }
+}
+
 GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
 {
     GString *s = g_string_sized_new(8192);
@@ -161,33 +179,17 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
     sample(s, "ckptfs_build_info", mp, bl->str, 1);
 
     header(s, "ckptfs_ops_total", "counter", "Requests served, by operation.");
-    for (int op = 0; op < FS_OP_COUNT; op++) {
-        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
-        sample(s, "ckptfs_ops_total", mp, lb, get(&m->ops[op]));
-    }
-
+    samples_by_op(s, "ckptfs_ops_total", mp, m->ops, 0);
     header(s, "ckptfs_requests_sampled_total", "counter",
            "Requests whose cost was measured (one in 16 of each thread), by operation.");
-    for (int op = 0; op < FS_OP_COUNT; op++) {
-        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
-        sample(s, "ckptfs_requests_sampled_total", mp, lb, get(&m->sampled[op]));
-    }
+    samples_by_op(s, "ckptfs_requests_sampled_total", mp, m->sampled, 0);
     header(s, "ckptfs_request_cpu_sampled_seconds_total", "counter",
            "CPU time of the sampled requests, from a request's start to its thread's next "
            "(reply and wait included), by operation.");
-    for (int op = 0; op < FS_OP_COUNT; op++) {
-        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
-        g_string_append_printf(s, "ckptfs_request_cpu_sampled_seconds_total{mount=\"");
-        append_label_value(s, mp);
-        g_string_append_printf(s, "\",%s} %.9f\n", lb, (double)get(&m->sampled_cpu_ns[op]) / 1e9);
-    }
+    samples_by_op(s, "ckptfs_request_cpu_sampled_seconds_total", mp, m->sampled_cpu_ns, 1e9);
     header(s, "ckptfs_request_context_switches_sampled_total", "counter",
            "Context switches of the sampled requests' threads, by operation.");
-    for (int op = 0; op < FS_OP_COUNT; op++) {
-        g_snprintf(lb, sizeof lb, "op=\"%s\"", fs_op_names[op]);
-        sample(s, "ckptfs_request_context_switches_sampled_total", mp, lb,
-               get(&m->sampled_switches[op]));
-    }
+    samples_by_op(s, "ckptfs_request_context_switches_sampled_total", mp, m->sampled_switches, 0);
 
     header(s, "ckptfs_errors_total", "counter",
            "Requests answered with an error, by errno (expected misses apart: "
