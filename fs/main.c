@@ -29,6 +29,7 @@
 #include "views/identity_watch.h"
 #include "kernel/kio.h"
 #include "log.h"
+#include "mounttab.h"
 #include "ops/ops.h"
 #include "outlive/supervisor.h"
 #include "proctitle.h"
@@ -51,44 +52,14 @@ static int setup_error(struct ckptfs *fs, int code, const char *fmt, ...)
 }
 
 /* A daemon killed without unmounting leaves a mount whose every request
- * fails with ENOTCONN; detach it so the new mount can take its place.
- * statfs always reaches the daemon (stat may be answered from the kernel's
- * attribute cache). */
+ * fails with ENOTCONN; detach it so the new mount can take its place. */
 static void clear_stale_mount(const char *mnt)
 {
-    struct statfs sfs;
-    /* ECONNABORTED: a request the dead daemon's ring entries held */
-    if (statfs(mnt, &sfs) == 0 || (errno != ENOTCONN && errno != ECONNABORTED))
+    if (mounttab_serving(mnt))
         return;
     g_message("ckptfs: %s: clearing a stale mount left by a dead daemon", mnt);
     if (!unmount_lazily(mnt, 0))
         g_warning("ckptfs: %s: fusermount3 -u -z failed", mnt);
-}
-
-/* The top mount at mnt (a real path) in this mount namespace, with
- * libmount reading /proc/self/mountinfo (it unescapes "\040" and friends,
- * which a sscanf would not).  NULL when nothing is mounted there; unref
- * the table. */
-static struct libmnt_fs *top_mount_at(const char *mnt, struct libmnt_table **tb)
-{
-    *tb = mnt_new_table_from_file("/proc/self/mountinfo");
-    return *tb ? mnt_table_find_target(*tb, mnt, MNT_ITER_BACKWARD) : NULL;
-}
-
-/* A second daemon on a mount point a live ckptfs serves would stack on it
- * (two collision logs; umount removes only the top one): the source of
- * that live ckptfs (g_free), or NULL.  A dead one (ENOTCONN) was cleared
- * by clear_stale_mount already. */
-static char *live_ckptfs_at(const char *mnt)
-{
-    struct libmnt_table *tb = NULL;
-    struct libmnt_fs *top = top_mount_at(mnt, &tb);
-    char *source = NULL;
-    struct statfs sfs;
-    if (top && g_strcmp0(mnt_fs_get_fstype(top), "fuse.ckptfs") == 0 && statfs(mnt, &sfs) == 0)
-        source = g_strdup(mnt_fs_get_source(top) ? mnt_fs_get_source(top) : "?");
-    mnt_unref_table(tb);
-    return source;
 }
 
 /* collision_log must not be inside the backing directory: the daemon never
@@ -224,7 +195,7 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
         fs->mountpoint = real;
         if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
             return setup_error(fs, 2, "%s: not a directory", mountpoint);
-        g_autofree char *serving = live_ckptfs_at(real);
+        g_autofree char *serving = mounttab_live_ckptfs(real);
         if (serving)
             return setup_error(fs, 2,
                                "%s: a live ckptfs (of %s) already serves this mount point; "
@@ -350,10 +321,10 @@ static void teardown(struct ckptfs *fs)
     fs_options_clear(&fs->opt);
 }
 
-/* Whether the -o options left for libfuse name `opt` (alone, not as a
- * prefix of another option). */
-static bool has_mount_option(const struct fuse_args *args, const char *opt)
+/* The -o options left for libfuse, joined by commas. */
+static char *mount_options_text(const struct fuse_args *args)
 {
+    GString *all = g_string_new(NULL);
     for (int i = 0; i < args->argc; i++) {
         const char *a = args->argv[i];
         if (strcmp(a, "-o") == 0 && i + 1 < args->argc)
@@ -362,11 +333,18 @@ static bool has_mount_option(const struct fuse_args *args, const char *opt)
             a += 2;
         else
             continue;
-        g_auto(GStrv) parts = g_strsplit(a, ",", -1);
-        if (g_strv_contains((const char *const *)parts, opt))
-            return true;
+        g_string_append_printf(all, "%s%s", all->len ? "," : "", a);
     }
-    return false;
+    return g_string_free(all, FALSE);
+}
+
+/* Whether the -o options left for libfuse name `opt` (alone, not as a
+ * prefix of another option). */
+static bool has_mount_option(const struct fuse_args *args, const char *opt)
+{
+    g_autofree char *text = mount_options_text(args);
+    g_auto(GStrv) parts = g_strsplit(text, ",", -1);
+    return g_strv_contains((const char *const *)parts, opt);
 }
 
 /* Told by the supervisor to hand the connection over (a thread): the loop
@@ -547,6 +525,7 @@ int main(int argc, char *argv[])
     memset(&c, 0, sizeof c);
     SupLink link = {.sock = -1, .state_fd = -1, .fuse_fd = -1, .conn_fd = -1};
     fs.link = &link;
+    g_autofree char *mount_opts = NULL;
     int rc = fs_options_parse(&args, &fs.opt);
     if (rc)
         goto out;
@@ -555,6 +534,11 @@ int main(int argc, char *argv[])
         goto out;
     }
     bool daemonized = false;
+    mount_opts = mount_options_text(&args);
+    if (mounttab_is_remount(mount_opts) && c.mountpoint) {
+        rc = mounttab_remount(c.mountpoint, mount_opts);
+        goto out;
+    }
     fs.noatime = has_mount_option(&args, "noatime");
     if (c.show_help) {
         fs_options_help();

@@ -3,8 +3,8 @@
  * cleared by an O_DIRECT write, fstat of an open directory replaced by
  * rename, extended attributes of symlinks, syncfs under -o writeback after
  * unlinks, renameat2(RENAME_WHITEOUT), O_TMPFILE, a shared mapping of an
- * O_DIRECT file, the atime of a noatime mount, and the options that are
- * refused.  Runs in both variants
+ * O_DIRECT file, the atime of a noatime mount, the options that are
+ * refused, and mount -o remount.  Runs in both variants
  * (passthrough and not); unprivileged callers are nobody/nogroup on a
  * mount with allow_other. */
 #include <errno.h>
@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -401,6 +402,101 @@ static void test_noatime(void **state)
     mount_free(m);
 }
 
+/* mount -o remount,... through the mount helper (as mount(8) runs it for a
+ * fuse.ckptfs line, here named "BIN#BACKING" so the build's binary runs):
+ * the live mount's flags change, the same daemon goes on serving, a
+ * read-only mount refuses every change with EROFS and leaves the backing
+ * directory alone, nosuid stays, and a caller without CAP_SYS_ADMIN is
+ * told why. */
+static int remount(Mount *m, const char *opts)
+{
+    g_autofree char *src = g_strdup_printf("%s#%s", g_getenv("CKPTFS_BIN"), m->backing);
+    const char *argv[] = {"mount", "-t", "fuse", "-o", opts, src, m->mnt, NULL};
+    g_autofree char *out = NULL;
+    int st = run_cmd(argv, &out);
+    if (st != 0)
+        print_message("mount -o %s: %s\n", opts, out ? out : "");
+    return st;
+}
+
+static unsigned long mount_flags(Mount *m)
+{
+    struct statvfs sv;
+    assert_int_equal(statvfs(m->mnt, &sv), 0);
+    return sv.f_flag;
+}
+
+static void test_remount(void **state)
+{
+    Mount *m = *state;
+    pid_t daemon = mount_daemon_pid(m);
+    g_autofree char *f = mp(m, "f");
+    g_autofree char *g = mp(m, "g");
+    g_autofree char *d = mp(m, "d");
+    g_autofree char *bg = bp(m, "g");
+    put_file(f, "kept");
+    assert_true(mount_flags(m) & ST_NOSUID);
+
+    /* a file open for writing keeps it read-write */
+    int w = open(f, O_WRONLY);
+    assert_true(w >= 0);
+    assert_int_not_equal(remount(m, "remount,ro"), 0);
+    assert_false(mount_flags(m) & ST_RDONLY);
+    close(w);
+
+    assert_int_equal(remount(m, "remount,ro"), 0);
+    assert_true(mount_flags(m) & ST_RDONLY);
+    assert_true(mount_flags(m) & ST_NOSUID); /* the helper's "suid" does not loosen it */
+    assert_errno(open(g, O_CREAT | O_WRONLY, 0644), EROFS);
+    assert_errno(open(f, O_WRONLY), EROFS);
+    assert_errno(mkdir(d, 0755), EROFS);
+    assert_errno(unlink(f), EROFS);
+    assert_errno(chmod(f, 0600), EROFS);
+    assert_errno(rename(f, g), EROFS);
+    assert_errno(setxattr(f, "user.k", "v", 1, 0), EROFS);
+    g_autofree char *kept = get_file(f);
+    assert_string_equal(kept, "kept");
+    struct stat st;
+    assert_errno(lstat(bg, &st), ENOENT);
+    g_autofree char *bd = bp(m, "d");
+    assert_errno(lstat(bd, &st), ENOENT);
+
+    /* nobody may not change it */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) < 0 || setresgid(NOGROUP, NOGROUP, NOGROUP) < 0 ||
+            setresuid(NOBODY, NOBODY, NOBODY) < 0)
+            _exit(99);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(g_getenv("CKPTFS_BIN"), "ckptfs", m->backing, m->mnt, "-o", "remount,rw",
+              (char *)NULL);
+        _exit(98);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    assert_true(mount_flags(m) & ST_RDONLY);
+
+    assert_int_equal(remount(m, "remount,rw,noexec"), 0);
+    unsigned long fl = mount_flags(m);
+    assert_false(fl & ST_RDONLY);
+    assert_true(fl & ST_NOEXEC);
+    assert_true(fl & ST_NOSUID);
+    put_file(g, "new");
+    g_autofree char *landed = get_file(bg);
+    assert_string_equal(landed, "new");
+    assert_int_equal(mount_daemon_pid(m), daemon);
+
+    /* not a remount: a second daemon on a live mount is still refused */
+    const char *again[] = {g_getenv("CKPTFS_BIN"), m->backing, m->mnt, NULL};
+    assert_int_not_equal(run_cmd(again, NULL), 0);
+    assert_int_equal(mount_daemon_pid(m), daemon);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -416,6 +512,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_o_direct_mmap, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_root_is_structure, mount_setup, mount_teardown),
         cmocka_unit_test(test_no_default_permissions_refused),
+        cmocka_unit_test_setup_teardown(test_remount, setup_allow_other, mount_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,100 @@
+/* The mount table through libmount, and remounting a live mount. */
+#include "mounttab.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <libmount.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
+
+/* The top mount at mnt (a real path) in this mount namespace, with
+ * libmount reading /proc/self/mountinfo (it unescapes "\040" and friends,
+ * which a sscanf would not).  NULL when nothing is mounted there; unref
+ * the table. */
+static struct libmnt_fs *top_mount_at(const char *mnt, struct libmnt_table **tb)
+{
+    *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+    return *tb ? mnt_table_find_target(*tb, mnt, MNT_ITER_BACKWARD) : NULL;
+}
+
+/* statfs always reaches the daemon (a stat may be answered from the
+ * kernel's attribute cache), and only a dead one makes it fail with
+ * ENOTCONN (or ECONNABORTED: a request the dead daemon's ring entries
+ * held); EACCES is a mount without allow_other. */
+bool mounttab_serving(const char *mnt)
+{
+    struct statfs sfs;
+    return statfs(mnt, &sfs) == 0 || (errno != ENOTCONN && errno != ECONNABORTED);
+}
+
+char *mounttab_live_ckptfs(const char *mnt)
+{
+    struct libmnt_table *tb = NULL;
+    struct libmnt_fs *top = top_mount_at(mnt, &tb);
+    char *source = NULL;
+    if (top && g_strcmp0(mnt_fs_get_fstype(top), "fuse.ckptfs") == 0 && mounttab_serving(mnt))
+        source = g_strdup(mnt_fs_get_source(top) ? mnt_fs_get_source(top) : "?");
+    mnt_unref_table(tb);
+    return source;
+}
+
+bool mounttab_is_remount(const char *opts)
+{
+    g_auto(GStrv) parts = g_strsplit(opts, ",", -1);
+    return g_strv_contains((const char *const *)parts, "remount");
+}
+
+int mounttab_remount(const char *mountpoint, const char *opts)
+{
+    char *real = realpath(mountpoint, NULL);
+    if (!real) {
+        fprintf(stderr, "ckptfs: mount point %s: %s\n", mountpoint, g_strerror(errno));
+        return 2;
+    }
+    g_autofree char *mnt = g_strdup(real);
+    free(real);
+    struct libmnt_table *tb = NULL;
+    struct libmnt_fs *top = top_mount_at(mnt, &tb);
+    /* the flags it has now, from the mount table: no request to the daemon,
+     * which refuses every user but its own without allow_other */
+    g_autofree char *now = top ? g_strdup(mnt_fs_get_vfs_options(top)) : NULL;
+    bool ours = top && g_strcmp0(mnt_fs_get_fstype(top), "fuse.ckptfs") == 0;
+    mnt_unref_table(tb);
+    if (!ours || !mounttab_serving(mnt)) {
+        fprintf(stderr, "ckptfs: %s: no live ckptfs is mounted here to remount\n", mnt);
+        return 2;
+    }
+    const struct libmnt_optmap *linux_map = mnt_get_builtin_optmap(MNT_LINUX_MAP);
+    unsigned long had = 0;
+    mnt_optstr_get_flags(now, &had, linux_map);
+    /* An option not named keeps its value; the kernel keeps the atime rule
+     * too unless one is named, so the current one is not passed on (it
+     * would combine with a new one). */
+    unsigned long flags = had & ~(unsigned long)(MS_NOATIME | MS_NODIRATIME | MS_RELATIME);
+    if (mnt_optstr_get_flags(opts, &flags, linux_map) < 0) {
+        fprintf(stderr, "ckptfs: -o %s: cannot be read as mount options\n", opts);
+        return 2;
+    }
+    /* The helper (mount.fuse3) adds "dev,suid" to whatever the user gave, so
+     * they cannot be told from a request: a remount never loosens nosuid,
+     * nodev or noexec (unmount and mount again for that). */
+    flags |= had & (MS_NOSUID | MS_NODEV | MS_NOEXEC);
+    flags &= ~(unsigned long)(MS_REMOUNT | MS_BIND | MS_MOVE | MS_REC);
+    if (mount(NULL, mnt, NULL, MS_REMOUNT | flags, NULL) < 0) {
+        int e = errno;
+        if (e == EPERM)
+            fprintf(stderr,
+                    "ckptfs: %s: a remount needs CAP_SYS_ADMIN (root); without it, unmount "
+                    "(fusermount3 -u) and mount again\n",
+                    mnt);
+        else if (e == EBUSY && (flags & MS_RDONLY))
+            fprintf(stderr, "ckptfs: %s: files are open for writing; it stays read-write\n", mnt);
+        else
+            fprintf(stderr, "ckptfs: %s: remount: %s\n", mnt, g_strerror(e));
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,26 @@
+/* What the mount table says of a mount point, and the one change ckptfs
+ * makes to a live mount: its flags.
+ *
+ * `mount -o remount,OPTS MNT` runs the mount helper, which runs
+ * "ckptfs SOURCE MNT -o remount,OPTS": that must change the flags of the
+ * mount a daemon already serves (read-only, nosuid, nodev, noexec, the
+ * atime rule), never start a second daemon on top of it. */
+#pragma once
+
+#include <stdbool.h>
+
+/* The source of the live ckptfs mounted at mnt (a real path; g_free), or
+ * NULL: nothing, another file system, or a dead daemon's mount. */
+char *mounttab_live_ckptfs(const char *mnt);
+
+/* Whether no dead daemon's mount is at mnt: true for a live one, and for a
+ * directory nothing is mounted on. */
+bool mounttab_serving(const char *mnt);
+
+/* Whether the comma-separated options ask for a remount. */
+bool mounttab_is_remount(const char *opts);
+
+/* Remounts the live ckptfs at mountpoint with the mount flags that opts
+ * name, the flags it does not name kept.  Returns the exit status, having
+ * said on stderr why it failed. */
+int mounttab_remount(const char *mountpoint, const char *opts);
