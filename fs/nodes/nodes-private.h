@@ -23,6 +23,21 @@ void node_free(NodeTable *t, Node *n);
  * releasing it: a lookup reference on n, the node found in `table` (fresh
  * is freed), or, when n is NULL, fresh added under key as a new node. */
 Node *node_adopt_locked(NodeTable *t, GHashTable *table, gpointer key, Node *n, Node *fresh);
+/* Freed slots whose records the table keeps before it takes the oldest
+ * again: a file handle's node id can be found again (export.c) until at
+ * least this many other nodes were made after the node was forgotten. */
+#define NODE_RETIRED_KEEP 16384
+
+/* Writes n, just put into the table, into slot (which must be free) and
+ * makes it n's. */
+void rec_fill_locked(NodeTable *t, Node *n, uint32_t slot);
+/* A node (not in the table) of what the record says: kind, type,
+ * generation, key, namespace, the views' key and the file handle. */
+Node *node_from_rec(const NodeRec *r);
+/* Finds or adds the node of the object open as fd (any kind of descriptor),
+ * of namespace ns.  When cache_fd, fd is an O_PATH descriptor handed over
+ * to the descriptor cache (or closed). */
+int node_from_fd(NodeTable *t, CkNs ns, int fd, bool cache_fd, struct stat *st, Node **out);
 /* Writes n's changed fields (lookup count, namespace, staleness, the
  * passthrough binding) into its slot; the table's lock held. */
 void node_sync_locked(Node *n);

@@ -229,6 +229,18 @@ int node_open(NodeTable *t, Node *n, int flags);
  * returns -ESTALE (marking n stale) when the object has no name left. */
 int node_open_live(NodeTable *t, Node *n, int flags, struct stat *st);
 
+/* ---- node ids in file handles (export.c) ---- */
+
+/* The node of id ino, as the kernel asks for it when it decodes a file
+ * handle (a LOOKUP of "."): the live node, or the one the table forgot,
+ * found again under the same id while its slot keeps its record.  With a
+ * reference and *st filled; -ESTALE when there is none (the object is
+ * gone, or the kernel holds it under another id now, or a views node). */
+int node_lookup_id(NodeTable *t, fuse_ino_t ino, struct stat *st, Node **out);
+/* The parent of directory node dir (a LOOKUP of ".."), its namespace
+ * derived from its path below the backing root; with a reference. */
+int node_lookup_parent(NodeTable *t, Node *dir, struct stat *st, Node **out);
+
 /* ---- removed directories (removed.c) ---- */
 
 /* Before dirfd/name, a directory, is removed or renamed over: its node (if

@@ -7,6 +7,29 @@
 
 #include "intern.h"
 
+Node *node_from_rec(const NodeRec *r)
+{
+    Node *n = node_new((NodeKind)r->kind, (mode_t)r->type);
+    n->generation = r->generation;
+    n->key = (NodeKey){(dev_t)r->dev, (ino_t)r->ino};
+    n->vino = (ino_t)r->vino;
+    n->ns = (CkNs){(CkNsKind)r->ns_kind, NULL, (CkPlace)r->ns_place};
+    bool text = r->text_len != STATE_TEXT_LOST;
+    if (n->kind == NODE_BACKING) {
+        if (n->ns.kind == CK_NS_JOB)
+            n->ns.job = n->rec_job = text ? ck_intern(r->text) : NULL;
+    } else if (text) {
+        n->vkey = g_strdup(r->text);
+    }
+    if (r->handle_len) {
+        n->handle = g_malloc(sizeof(struct file_handle) + r->handle_len);
+        n->handle->handle_bytes = r->handle_len;
+        n->handle->handle_type = r->handle_type;
+        memcpy(n->handle->f_handle, r->handle, r->handle_len);
+    }
+    return n;
+}
+
 void node_table_revive(NodeTable *t)
 {
     State *state = t->state;
@@ -16,29 +39,12 @@ void node_table_revive(NodeTable *t)
         NodeRec *r = &state->nodes[i];
         if (atomic_load_explicit(&r->state, memory_order_acquire) != SLOT_USED)
             continue;
-        Node *n = node_new((NodeKind)r->kind, (mode_t)r->type);
-        n->generation = r->generation;
+        Node *n = node_from_rec(r);
         n->nlookup = n->revived = r->nlookup;
-        n->key = (NodeKey){(dev_t)r->dev, (ino_t)r->ino};
-        n->vino = (ino_t)r->vino;
         n->stale = r->stale;
         n->backing_id = r->backing_id;
         n->backing_refs = r->backing_refs;
         n->cached_opens = r->cached_opens;
-        n->ns = (CkNs){(CkNsKind)r->ns_kind, NULL, (CkPlace)r->ns_place};
-        bool text = r->text_len != STATE_TEXT_LOST;
-        if (n->kind == NODE_BACKING) {
-            if (n->ns.kind == CK_NS_JOB)
-                n->ns.job = n->rec_job = text ? ck_intern(r->text) : NULL;
-        } else if (text) {
-            n->vkey = g_strdup(r->text);
-        }
-        if (r->handle_len) {
-            n->handle = g_malloc(sizeof(struct file_handle) + r->handle_len);
-            n->handle->handle_bytes = r->handle_len;
-            n->handle->handle_type = r->handle_type;
-            memcpy(n->handle->f_handle, r->handle, r->handle_len);
-        }
         if ((n->kind != NODE_VIRTUAL && !n->handle) || (n->ns.kind == CK_NS_JOB && !n->ns.job) ||
             (n->kind != NODE_BACKING && !n->vkey)) {
             n->stale = true; /* kept no way to find it again: ESTALE, the kernel looks again */

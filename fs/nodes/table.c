@@ -56,14 +56,8 @@ void node_sync_locked(Node *n)
     r->cached_opens = n->cached_opens;
 }
 
-/* Gives n, just put into the table, a slot and writes the slot whole; its
- * state goes last, so a daemon killed meanwhile leaves the slot free. */
-static void rec_take_locked(NodeTable *t, Node *n)
+void rec_fill_locked(NodeTable *t, Node *n, uint32_t slot)
 {
-    uint32_t slot = slot_pool_take(&t->pool);
-    if (!slot)
-        g_error("ckptfs: the kernel holds %u nodes, all the state memfd has room for",
-                STATE_NODE_SLOTS);
     NodeRec *r = &t->state->nodes[slot];
     memset((char *)r + sizeof r->state, 0, sizeof *r - sizeof r->state);
     r->kind = (uint8_t)n->kind;
@@ -87,6 +81,19 @@ static void rec_take_locked(NodeTable *t, Node *n)
     t->by_slot[slot] = n;
 }
 
+/* Gives n, just put into the table, a slot and writes the slot whole; its
+ * state goes last, so a daemon killed meanwhile leaves the slot free. */
+static void rec_take_locked(NodeTable *t, Node *n)
+{
+    uint32_t slot = slot_pool_take(&t->pool);
+    if (!slot)
+        g_error("ckptfs: the kernel holds %u nodes, all the state memfd has room for",
+                STATE_NODE_SLOTS);
+    rec_fill_locked(t, n, slot);
+}
+
+/* The slot goes back to the pool with its record intact: a file handle
+ * may name the node again (export.c). */
 static void rec_give_locked(NodeTable *t, Node *n)
 {
     if (!n->rec)
@@ -238,7 +245,7 @@ int node_table_init(NodeTable *t, const NodeTableSetup *s)
     g_hash_table_insert(t->backing, &root->key, root);
     /* slot 1 is the root's, and slot 0 no node's: node ids start at 2 */
     StateHeader *hdr = t->state->hdr;
-    slot_pool_init(&t->pool, &hdr->node_high, FUSE_ROOT_ID + 1, STATE_NODE_SLOTS,
+    slot_pool_init(&t->pool, &hdr->node_high, FUSE_ROOT_ID + 1, STATE_NODE_SLOTS, NODE_RETIRED_KEEP,
                    &t->state->nodes[0].state, sizeof(NodeRec));
     if (atomic_load(&hdr->next_generation) == 0)
         atomic_store(&hdr->next_generation, 1);
@@ -357,10 +364,7 @@ static Node *node_insert(NodeTable *t, Node *fresh, bool *inserted)
     return node_adopt_locked(t, t->backing, &fresh->key, n, fresh);
 }
 
-/* Finds or adds the node of the object open as fd (any kind of descriptor),
- * of namespace ns.  When cache_fd, fd is an O_PATH descriptor handed over
- * to the descriptor cache (or closed). */
-static int node_from_fd(NodeTable *t, CkNs ns, int fd, bool cache_fd, struct stat *st, Node **out)
+int node_from_fd(NodeTable *t, CkNs ns, int fd, bool cache_fd, struct stat *st, Node **out)
 {
     if (fstat(fd, st) < 0) {
         int err = -errno;

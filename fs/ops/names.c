@@ -78,12 +78,29 @@ void reply_entry(struct ckptfs *fs, fuse_req_t req, int err, struct fuse_entry_p
         node_forget(&fs->nodes, node_by_ino(fs, e->ino), 1);
 }
 
+/* "." and ".." come only from the kernel decoding a file handle: "." of a
+ * node id it may have forgotten, ".." of a directory it decoded. */
+static int lookup_by_handle(struct ckptfs *fs, fuse_ino_t ino, const char *name,
+                            struct fuse_entry_param *e)
+{
+    struct stat st;
+    Node *n;
+    int err = strcmp(name, ".") == 0
+                  ? node_lookup_id(&fs->nodes, ino, &st, &n)
+                  : node_lookup_parent(&fs->nodes, node_by_ino(fs, ino), &st, &n);
+    if (err)
+        return err;
+    fill_entry(fs, n, &st, e);
+    return 0;
+}
+
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct ckptfs *fs = fs_of(req);
     fs_metric_op(fs->metrics, FS_OP_LOOKUP);
     struct fuse_entry_param e;
-    int err = do_lookup(fs, node_by_ino(fs, parent), name, &e);
+    int err = is_dot_or_dotdot(name) ? lookup_by_handle(fs, parent, name, &e)
+                                     : do_lookup(fs, node_by_ino(fs, parent), name, &e);
     reply_entry(fs, req, err, &e);
 }
 

@@ -136,22 +136,30 @@ void state_close(State *s)
     s->fd = -1;
 }
 
+static uint32_t slot_state(const SlotPool *p, uint32_t slot)
+{
+    return atomic_load(
+        (const _Atomic uint32_t *)(const void *)(p->states + (size_t)slot * p->stride));
+}
+
 void slot_pool_init(SlotPool *p, _Atomic uint32_t *high, uint32_t first, uint32_t cap,
-                    const void *states, size_t stride)
+                    uint32_t reserve, const void *states, size_t stride)
 {
     p->free = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    p->head = 0;
     p->high = high;
     p->first = first;
     p->cap = cap;
+    p->reserve = reserve;
+    p->states = states;
+    p->stride = stride;
     uint32_t h = atomic_load(high);
     if (h < first)
         atomic_store(high, first);
     /* highest first, so the lowest slots are taken again first */
-    for (uint32_t i = h; i-- > first;) {
-        const _Atomic uint32_t *st = (const void *)((const char *)states + (size_t)i * stride);
-        if (atomic_load(st) != SLOT_USED)
+    for (uint32_t i = h; i-- > first;)
+        if (slot_state(p, i) != SLOT_USED)
             g_array_append_val(p->free, i);
-    }
 }
 
 void slot_pool_clear(SlotPool *p)
@@ -161,14 +169,34 @@ void slot_pool_clear(SlotPool *p)
     p->free = NULL;
 }
 
+/* The next slot off the free list, 0 when it is empty. */
+static uint32_t pop_free(SlotPool *p)
+{
+    while (p->free->len > p->head) {
+        uint32_t s;
+        if (p->reserve) {
+            s = g_array_index(p->free, uint32_t, p->head++);
+            if (p->head >= 4096 && p->head * 2 >= p->free->len) {
+                g_array_remove_range(p->free, 0, p->head);
+                p->head = 0;
+            }
+        } else {
+            s = g_array_index(p->free, uint32_t, p->free->len - 1);
+            g_array_set_size(p->free, p->free->len - 1);
+        }
+        if (slot_state(p, s) != SLOT_USED)
+            return s;
+    }
+    return 0;
+}
+
 uint32_t slot_pool_take(SlotPool *p)
 {
-    if (p->free->len) {
-        uint32_t s = g_array_index(p->free, uint32_t, p->free->len - 1);
-        g_array_set_size(p->free, p->free->len - 1);
-        return s;
-    }
     uint32_t h = atomic_load(p->high);
+    bool fresh = p->free->len - p->head <= p->reserve && h < p->cap;
+    uint32_t s = fresh ? 0 : pop_free(p);
+    if (s)
+        return s;
     if (h >= p->cap)
         return 0;
     atomic_store(p->high, h + 1);

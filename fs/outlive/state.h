@@ -141,16 +141,24 @@ void state_close(State *s);
 
 /* Slots handed out under the caller's lock: the free ones below *high,
  * then *high itself.  Slot 0 is never handed out; slots below `first` are
- * the caller's to place. */
+ * the caller's to place.  With reserve 0 the slot freed last is taken
+ * first.  With a reserve, a freed slot keeps its record as long as it can:
+ * the oldest freed slot is taken, and only once more than `reserve` slots
+ * are free (until the cap) — a record the caller can still read back
+ * (node ids in file handles).  A slot on the free list whose state says
+ * used again (the caller took it back itself) is skipped. */
 typedef struct {
     GArray *free; /* uint32_t, most recently freed last */
+    guint head;   /* with a reserve: free[head] is the oldest */
     _Atomic uint32_t *high;
-    uint32_t first, cap;
+    uint32_t first, cap, reserve;
+    const char *states; /* the first slot's state field */
+    size_t stride;
 } SlotPool;
 
 /* states: the first slot's state field, stride bytes between slots. */
 void slot_pool_init(SlotPool *p, _Atomic uint32_t *high, uint32_t first, uint32_t cap,
-                    const void *states, size_t stride);
+                    uint32_t reserve, const void *states, size_t stride);
 void slot_pool_clear(SlotPool *p);
 /* A slot not in use, 0 when all are. */
 uint32_t slot_pool_take(SlotPool *p);

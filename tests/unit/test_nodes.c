@@ -1,6 +1,7 @@
 /* The node table (fs/nodes) on its own, against a real directory:
  * lookups racing forgets on one inode, inode numbers recycled by the
- * backing fs, and the bounded descriptor cache. */
+ * backing fs, the bounded descriptor cache, and the order slots are
+ * taken in. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -223,6 +224,45 @@ static void test_descriptor_cache_is_bounded(void **state)
     assert_int_equal(node_table_count(&f->nodes), 0);
 }
 
+/* The node slots: a freed slot keeps its record until more than
+ * NODE_RETIRED_KEEP others are free, the oldest is taken first, and one
+ * taken back by its owner (state used) is skipped. */
+static void test_slot_pool_keeps_freed_records(void **state)
+{
+    (void)state;
+    enum { CAP = 16, RESERVE = 3 };
+    _Atomic uint32_t states[CAP] = {0};
+    _Atomic uint32_t high = 0;
+    SlotPool p;
+    slot_pool_init(&p, &high, 2, CAP, RESERVE, &states[0], sizeof states[0]);
+    uint32_t got[6];
+    for (int i = 0; i < 6; i++) {
+        got[i] = slot_pool_take(&p);
+        assert_int_equal(got[i], 2 + i);
+        atomic_store(&states[got[i]], SLOT_USED);
+    }
+    for (int i = 0; i < 5; i++) { /* 2..6 freed, in that order */
+        atomic_store(&states[got[i]], SLOT_FREE);
+        slot_pool_give(&p, got[i]);
+    }
+    atomic_store(&states[3], SLOT_USED);     /* 3 taken back by its owner */
+    assert_int_equal(slot_pool_take(&p), 2); /* five free: the oldest */
+    assert_int_equal(slot_pool_take(&p), 4); /* 3 skipped */
+    assert_int_equal(slot_pool_take(&p), 8); /* three free: kept, a fresh one */
+    slot_pool_clear(&p);
+
+    /* without a reserve: the slot freed last comes first */
+    _Atomic uint32_t states2[CAP] = {0};
+    _Atomic uint32_t high2 = 0;
+    slot_pool_init(&p, &high2, 1, CAP, 0, &states2[0], sizeof states2[0]);
+    assert_int_equal(slot_pool_take(&p), 1);
+    assert_int_equal(slot_pool_take(&p), 2);
+    slot_pool_give(&p, 1);
+    slot_pool_give(&p, 2);
+    assert_int_equal(slot_pool_take(&p), 2);
+    slot_pool_clear(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -230,6 +270,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replaced_object_gets_new_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lookups_race_forgets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_descriptor_cache_is_bounded, setup, teardown),
+        cmocka_unit_test(test_slot_pool_keeps_freed_records),
     };
     return cmocka_run_group_tests_name("unit/nodes", tests, NULL, NULL);
 }

@@ -1,0 +1,196 @@
+/* File handles through the mount (name_to_handle_at, open_by_handle_at; what
+ * an NFS export of the mount uses): a handle opens its object after the
+ * kernel dropped every cached inode (drop_caches: the daemon is asked for
+ * a node id it forgot), after a rename and through a second hard link; a
+ * handle of an unlinked file is stale (ESTALE), as on ext4; a directory's
+ * handle opens a directory the kernel has to connect to the root again
+ * (lookups of ".."), and a file created in it lands where the path says;
+ * a handle opens after the daemon was killed and replaced.
+ * Runs in every variant (passthrough and not, both transports). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <glib.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+typedef union {
+    struct file_handle fh;
+    char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+} Handle;
+
+static void handle_of(const char *path, Handle *h)
+{
+    int mnt;
+    h->fh.handle_bytes = MAX_HANDLE_SZ;
+    assert_int_equal(name_to_handle_at(AT_FDCWD, path, &h->fh, &mnt, 0), 0);
+}
+
+/* Every dentry and inode the kernel can drop: the mount's nodes are
+ * forgotten (all but those open or in use). */
+static void drop_kernel_caches(Mount *m, int64_t at_most)
+{
+    sync();
+    for (int i = 0; i < 50; i++) {
+        int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "2", 1), 1);
+        close(fd);
+        if (mount_metric(m, "ckptfs_nodes") <= at_most)
+            return;
+        usleep(100 * 1000); /* the forgets are asynchronous */
+    }
+    fail_msg("the kernel kept %lld nodes", (long long)mount_metric(m, "ckptfs_nodes"));
+}
+
+static char *read_by_handle(int mount_fd, Handle *h, int *err)
+{
+    int fd = open_by_handle_at(mount_fd, &h->fh, O_RDONLY);
+    *err = fd < 0 ? errno : 0;
+    if (fd < 0)
+        return NULL;
+    char buf[64] = {0};
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n < 0 ? NULL : g_strdup(buf);
+}
+
+static void test_files(void **state)
+{
+    Mount *m = *state;
+    enum { N = 8 };
+    Handle h[N];
+    for (int i = 0; i < N; i++) {
+        g_autofree char *name = g_strdup_printf("f%d", i);
+        g_autofree char *p = mp(m, name);
+        put_file(p, name);
+        handle_of(p, &h[i]);
+    }
+    /* f2 renamed, f3 linked and its first name removed, f4..f7 unlinked */
+    g_autofree char *f2 = mp(m, "f2"), *g2 = mp(m, "g2");
+    g_autofree char *f3 = mp(m, "f3"), *l3 = mp(m, "l3");
+    assert_int_equal(rename(f2, g2), 0);
+    assert_int_equal(link(f3, l3), 0);
+    assert_int_equal(unlink(f3), 0);
+    for (int i = 4; i < N; i++) {
+        g_autofree char *name = g_strdup_printf("f%d", i);
+        g_autofree char *p = mp(m, name);
+        assert_int_equal(unlink(p), 0);
+    }
+    int mount_fd = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    assert_true(mount_fd >= 0);
+    drop_kernel_caches(m, 2); /* the root's children _state and t may stay */
+    for (int i = 0; i < N; i++) {
+        int err;
+        g_autofree char *text = read_by_handle(mount_fd, &h[i], &err);
+        g_autofree char *want = g_strdup_printf("f%d", i);
+        if (i < 4) {
+            assert_int_equal(err, 0);
+            assert_string_equal(text, want);
+        } else {
+            assert_int_equal(err, ESTALE);
+        }
+    }
+    /* a second time, the nodes held again: the same answers */
+    int err;
+    g_autofree char *again = read_by_handle(mount_fd, &h[0], &err);
+    assert_string_equal(again, "f0");
+    /* what the handle opened is the object the names show */
+    int fd = open_by_handle_at(mount_fd, &h[2].fh, O_RDONLY);
+    assert_true(fd >= 0);
+    struct stat a, b;
+    assert_int_equal(fstat(fd, &a), 0);
+    assert_int_equal(stat(g2, &b), 0);
+    assert_int_equal(a.st_ino, b.st_ino);
+    close(fd);
+    close(mount_fd);
+}
+
+static void test_directory(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *deep = mp(m, "a/b/c");
+    g_autofree char *ab = mp(m, "a/b");
+    g_autofree char *a = mp(m, "a");
+    assert_int_equal(mkdir(a, 0755), 0);
+    assert_int_equal(mkdir(ab, 0755), 0);
+    assert_int_equal(mkdir(deep, 0755), 0);
+    Handle h;
+    handle_of(deep, &h);
+    int mount_fd = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    assert_true(mount_fd >= 0);
+    drop_kernel_caches(m, 2);
+    int dfd = open_by_handle_at(mount_fd, &h.fh, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    int fd = openat(dfd, "new", O_CREAT | O_WRONLY, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "x", 1), 1);
+    close(fd);
+    close(dfd);
+    g_autofree char *landed = bp(m, "a/b/c/new");
+    g_autofree char *text = get_file(landed);
+    assert_string_equal(text, "x");
+
+    /* removed: stale */
+    g_autofree char *newp = mp(m, "a/b/c/new");
+    assert_int_equal(unlink(newp), 0);
+    assert_int_equal(rmdir(deep), 0);
+    drop_kernel_caches(m, 4);
+    errno = 0;
+    assert_int_equal(open_by_handle_at(mount_fd, &h.fh, O_RDONLY | O_DIRECTORY), -1);
+    assert_int_equal(errno, ESTALE);
+    close(mount_fd);
+}
+
+/* The records of forgotten nodes are in the state a new daemon maps: a
+ * handle taken before a kill -9 opens after it. */
+static void test_after_daemon_death(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    const char *args[] = {"-o", "supervise", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *f = mp(m, "f");
+    put_file(f, "kept");
+    Handle h;
+    handle_of(f, &h);
+    int mount_fd = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    assert_true(mount_fd >= 0);
+    drop_kernel_caches(m, 2);
+    pid_t d = mount_daemon_pid(m);
+    assert_true(d > 0);
+    mount_expect_log(m, "supervisor: the daemon (pid");
+    assert_int_equal(kill(d, SIGKILL), 0);
+    pid_t nd = 0;
+    for (int i = 0; i < 100 && (nd == 0 || nd == d); i++) {
+        usleep(50 * 1000);
+        nd = mount_daemon_pid(m);
+    }
+    assert_true(nd > 0 && nd != d);
+    int err;
+    g_autofree char *text = read_by_handle(mount_fd, &h, &err);
+    assert_int_equal(err, 0);
+    assert_string_equal(text, "kept");
+    close(mount_fd);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_files, mount_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_directory, mount_setup, mount_teardown),
+        cmocka_unit_test(test_after_daemon_death),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
