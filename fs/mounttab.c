@@ -20,6 +20,18 @@ static struct libmnt_fs *top_mount_at(const char *mnt, struct libmnt_table **tb)
     return *tb ? mnt_table_find_target(*tb, mnt, MNT_ITER_BACKWARD) : NULL;
 }
 
+/* Whether the options name an atime rule ([no]diratime goes with any). */
+static bool names_atime_rule(const char *opts)
+{
+    static const char *const rules[] = {"atime",      "noatime",     "relatime",
+                                        "norelatime", "strictatime", "nostrictatime"};
+    g_auto(GStrv) parts = g_strsplit(opts, ",", -1);
+    for (size_t i = 0; i < G_N_ELEMENTS(rules); i++)
+        if (g_strv_contains((const char *const *)parts, rules[i]))
+            return true;
+    return false;
+}
+
 /* statfs always reaches the daemon (a stat may be answered from the
  * kernel's attribute cache), and only a dead one makes it fail with
  * ENOTCONN (or ECONNABORTED: a request the dead daemon's ring entries
@@ -61,6 +73,7 @@ int mounttab_remount(const char *mountpoint, const char *opts)
     /* the flags it has now, from the mount table: no request to the daemon,
      * which refuses every user but its own without allow_other */
     g_autofree char *now = top ? g_strdup(mnt_fs_get_vfs_options(top)) : NULL;
+    g_autofree char *sb_now = top ? g_strdup(mnt_fs_get_fs_options(top)) : NULL;
     bool ours = top && g_strcmp0(mnt_fs_get_fstype(top), "fuse.ckptfs") == 0;
     mnt_unref_table(tb);
     if (!ours || !mounttab_serving(mnt)) {
@@ -68,19 +81,26 @@ int mounttab_remount(const char *mountpoint, const char *opts)
         return 2;
     }
     const struct libmnt_optmap *linux_map = mnt_get_builtin_optmap(MNT_LINUX_MAP);
-    unsigned long had = 0;
+    /* the mount's own flags, and the superblock's that a remount resets
+     * (sync and lazytime show among the super options) */
+    unsigned long had = 0, sb_had = 0;
     mnt_optstr_get_flags(now, &had, linux_map);
-    /* An option not named keeps its value; the kernel keeps the atime rule
-     * too unless one is named, so the current one is not passed on (it
-     * would combine with a new one). */
-    unsigned long flags = had & ~(unsigned long)(MS_NOATIME | MS_NODIRATIME | MS_RELATIME);
+    mnt_optstr_get_flags(sb_now, &sb_had, linux_map);
+    had |= sb_had & (MS_SYNCHRONOUS | MS_LAZYTIME);
+    /* An option not named keeps its value.  The kernel keeps the atime rule
+     * too unless one is named; when one is, the current one is not passed
+     * on (it would combine with the new one). */
+    unsigned long flags = had;
+    if (names_atime_rule(opts))
+        flags &= ~(unsigned long)(MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_STRICTATIME);
     if (mnt_optstr_get_flags(opts, &flags, linux_map) < 0) {
         fprintf(stderr, "ckptfs: -o %s: cannot be read as mount options\n", opts);
         return 2;
     }
-    /* The helper (mount.fuse3) adds "dev,suid" to whatever the user gave, so
-     * they cannot be told from a request: a remount never loosens nosuid,
-     * nodev or noexec (unmount and mount again for that). */
+    /* mount(8) passes no "exec", "dev" or "suid" it was given (they are the
+     * defaults), and the helper (mount.fuse3) adds "dev,suid" to every call:
+     * a request to loosen them cannot be told, so a remount never loosens
+     * nosuid, nodev or noexec (unmount and mount again for that). */
     flags |= had & (MS_NOSUID | MS_NODEV | MS_NOEXEC);
     flags &= ~(unsigned long)(MS_REMOUNT | MS_BIND | MS_MOVE | MS_REC);
     if (mount(NULL, mnt, NULL, MS_REMOUNT | flags, NULL) < 0) {

@@ -491,6 +491,22 @@ static void test_remount(void **state)
     assert_string_equal(landed, "new");
     assert_int_equal(mount_daemon_pid(m), daemon);
 
+    /* noexec stays (mount(8) drops the "exec"); sync (a superblock flag)
+     * outlives a remount that does not name it, as does noatime one that
+     * names only nodiratime */
+    assert_int_equal(remount(m, "remount,exec,sync,noatime"), 0);
+    fl = mount_flags(m);
+    assert_true(fl & ST_NOEXEC);
+    assert_true(fl & ST_SYNCHRONOUS);
+    assert_true(fl & ST_NOATIME);
+    assert_int_equal(remount(m, "remount,ro"), 0);
+    fl = mount_flags(m);
+    assert_true((fl & ST_RDONLY) && (fl & ST_SYNCHRONOUS) && (fl & ST_NOATIME) && (fl & ST_NOSUID));
+    assert_int_equal(remount(m, "remount,rw,nodiratime"), 0);
+    fl = mount_flags(m);
+    assert_false(fl & ST_RDONLY);
+    assert_true((fl & ST_NOATIME) && (fl & ST_NODIRATIME));
+
     /* not a remount: a second daemon on a live mount is still refused */
     const char *again[] = {g_getenv("CKPTFS_BIN"), m->backing, m->mnt, NULL};
     assert_int_not_equal(run_cmd(again, NULL), 0);
