@@ -8,7 +8,10 @@
  * back in the same slot with the same generation, so the id is the one
  * the handle holds.  An object whose node the kernel made again under
  * another id meanwhile, one that is gone, and the views' nodes answer
- * ESTALE: a node id names one object in the kernel, never two ids one. */
+ * ESTALE: a node id names one object in the kernel, never two ids one.
+ * A node a daemon dropped itself (references a predecessor left that the
+ * kernel had given up) is never found again: the kernel's late FORGET of
+ * the old references would free it under the new ones. */
 #include "nodes-private.h"
 
 #include <errno.h>
@@ -48,6 +51,49 @@ static Node *live_or_retired_locked(NodeTable *t, fuse_ino_t ino, NodeRec *rec, 
     return NULL;
 }
 
+/* The path of the object open as fd below the backing root, as a list of
+ * names (g_strfreev; empty for the root), NULL when it is not below it
+ * (moved out, removed). */
+static char **path_below_root(NodeTable *t, int fd)
+{
+    char link[64], root[PATH_MAX], dir[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", t->root_fd);
+    ssize_t rl = readlink(link, root, sizeof root - 1);
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t dl = readlink(link, dir, sizeof dir - 1);
+    if (rl <= 0 || dl <= 0)
+        return NULL;
+    root[rl] = dir[dl] = '\0';
+    if (g_str_has_suffix(dir, " (deleted)"))
+        return NULL;
+    size_t n = strcmp(root, "/") == 0 ? 0 : (size_t)rl;
+    if (strncmp(dir, root, n) != 0 || (dir[n] != '/' && dir[n] != '\0'))
+        return NULL;
+    return g_strsplit_set(dir + n + (dir[n] == '/'), "/", -1);
+}
+
+/* The namespace of the object open as fd (st its attributes) from its path
+ * below the root, as lookups down that path would give it; false when the
+ * path does not lead to it (a file decoded from a handle may have a
+ * dentry without its real path). */
+static bool ns_of_path(NodeTable *t, int fd, const struct stat *st, CkNs *ns)
+{
+    g_auto(GStrv) names = path_below_root(t, fd);
+    if (!names)
+        return false;
+    g_autofree char *rel = g_strjoinv("/", names);
+    struct stat at;
+    if (*rel && (fstatat(t->root_fd, rel, &at, AT_SYMLINK_NOFOLLOW) < 0 ||
+                 at.st_dev != st->st_dev || at.st_ino != st->st_ino))
+        return false;
+    CkNs n = ck_ns_root();
+    for (char **p = names; *p; p++)
+        if (**p)
+            n = ck_ns_child(n, *p, t->views_name);
+    *ns = n;
+    return true;
+}
+
 int node_lookup_id(NodeTable *t, fuse_ino_t ino, struct stat *st, Node **out)
 {
     if (ino == FUSE_ROOT_ID) {
@@ -82,6 +128,11 @@ int node_lookup_id(NodeTable *t, fuse_ino_t ino, struct stat *st, Node **out)
         node_free(t, fresh);
         return -ESTALE;
     }
+    /* where it is now decides its namespace, as a lookup by name would
+     * (moved behind the mount's back); an object with several names keeps
+     * the one it was first found under */
+    if (S_ISDIR(st->st_mode) || st->st_nlink == 1)
+        ns_of_path(t, fd, st, &fresh->ns);
 
     g_mutex_lock(&t->lock);
     /* another request may have brought it back meanwhile, or the slot went */
@@ -98,6 +149,7 @@ int node_lookup_id(NodeTable *t, fuse_ino_t ino, struct stat *st, Node **out)
     }
     fresh->nlookup = 1;
     g_hash_table_insert(t->backing, &fresh->key, fresh);
+    slot_pool_claim(&t->pool, (uint32_t)ino);
     rec_fill_locked(t, fresh, (uint32_t)ino);
     inflight_note(INFLIGHT_NODE, fresh->slot);
     t->count++;
@@ -107,30 +159,9 @@ int node_lookup_id(NodeTable *t, fuse_ino_t ino, struct stat *st, Node **out)
     return 0;
 }
 
-/* The path of the directory open as fd below the backing root, as a list
- * of names (g_strfreev; empty for the root), NULL when it is not below it
- * (moved out, removed). */
-static char **path_below_root(NodeTable *t, int fd)
-{
-    char link[64], root[PATH_MAX], dir[PATH_MAX];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", t->root_fd);
-    ssize_t rl = readlink(link, root, sizeof root - 1);
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t dl = readlink(link, dir, sizeof dir - 1);
-    if (rl <= 0 || dl <= 0)
-        return NULL;
-    root[rl] = dir[dl] = '\0';
-    if (g_str_has_suffix(dir, " (deleted)"))
-        return NULL;
-    size_t n = strcmp(root, "/") == 0 ? 0 : (size_t)rl;
-    if (strncmp(dir, root, n) != 0 || (dir[n] != '/' && dir[n] != '\0'))
-        return NULL;
-    return g_strsplit_set(dir + n + (dir[n] == '/'), "/", -1);
-}
-
 int node_lookup_parent(NodeTable *t, Node *dir, struct stat *st, Node **out)
 {
-    if (dir->kind != NODE_BACKING || !S_ISDIR(dir->type))
+    if (!dir || dir->kind != NODE_BACKING || !S_ISDIR(dir->type))
         return -ESTALE;
     if (dir == t->root)
         return node_lookup_id(t, FUSE_ROOT_ID, st, out);
@@ -154,14 +185,10 @@ int node_lookup_parent(NodeTable *t, Node *dir, struct stat *st, Node **out)
     }
     /* its namespace, from the names down from the root as a lookup takes
      * them (a directory has one name) */
-    g_auto(GStrv) names = path_below_root(t, fd);
-    if (!names) {
+    CkNs ns;
+    if (!ns_of_path(t, fd, st, &ns)) {
         close(fd);
         return -ESTALE;
     }
-    CkNs ns = ck_ns_root();
-    for (char **p = names; *p; p++)
-        if (**p)
-            ns = ck_ns_child(ns, *p, t->views_name);
     return node_from_fd(t, ns, fd, true, st, out);
 }

@@ -90,6 +90,7 @@ typedef struct Node {
     bool open_seen;
 
     uint64_t revived;    /* NodeTable.lock: of nlookup, the references a previous daemon left */
+    bool no_export;      /* NodeTable.lock: its record must not bring it back (export.c) */
     uint32_t slot;       /* in the state memfd; 0 until the node is in the table */
     NodeRec *rec;        /* that slot */
     const char *rec_job; /* the job id rec->text holds (BACKING) */

@@ -83,6 +83,9 @@ void node_forget_revived(NodeTable *t, Node *n)
 {
     g_mutex_lock(&t->lock);
     uint64_t count = n->revived;
+    /* the kernel may still send a FORGET of these references: a node
+     * brought back under this id by a file handle would lose its own */
+    n->no_export = count >= n->nlookup;
     g_mutex_unlock(&t->lock);
     if (count)
         node_forget(t, n, count);

@@ -98,6 +98,8 @@ static void rec_give_locked(NodeTable *t, Node *n)
 {
     if (!n->rec)
         return;
+    if (n->no_export)
+        n->rec->handle_len = 0;
     atomic_store_explicit(&n->rec->state, SLOT_FREE, memory_order_release);
     t->by_slot[n->slot] = NULL;
     slot_pool_give(&t->pool, n->slot);

@@ -136,6 +136,10 @@ void state_close(State *s)
     s->fd = -1;
 }
 
+typedef struct {
+    uint32_t slot, seq;
+} SlotFree;
+
 static uint32_t slot_state(const SlotPool *p, uint32_t slot)
 {
     return atomic_load(
@@ -145,21 +149,30 @@ static uint32_t slot_state(const SlotPool *p, uint32_t slot)
 void slot_pool_init(SlotPool *p, _Atomic uint32_t *high, uint32_t first, uint32_t cap,
                     uint32_t reserve, const void *states, size_t stride)
 {
-    p->free = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-    p->head = 0;
+    memset(p, 0, sizeof *p);
+    p->free = g_array_new(FALSE, FALSE, sizeof(SlotFree));
     p->high = high;
     p->first = first;
     p->cap = cap;
     p->reserve = reserve;
     p->states = states;
     p->stride = stride;
+    if (reserve) {
+        p->freed_seq = mmap(NULL, (size_t)cap * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p->freed_seq == MAP_FAILED)
+            g_error("ckptfs: cannot map the slot pool: %s", g_strerror(errno));
+    }
     uint32_t h = atomic_load(high);
     if (h < first)
         atomic_store(high, first);
-    /* highest first, so the lowest slots are taken again first */
-    for (uint32_t i = h; i-- > first;)
+    /* the slot taken first is the lowest: the last given without a
+     * reserve, the first with one */
+    for (uint32_t k = first; k < h; k++) {
+        uint32_t i = reserve ? k : h - 1 - (k - first);
         if (slot_state(p, i) != SLOT_USED)
-            g_array_append_val(p->free, i);
+            slot_pool_give(p, i);
+    }
 }
 
 void slot_pool_clear(SlotPool *p)
@@ -167,25 +180,32 @@ void slot_pool_clear(SlotPool *p)
     if (p->free)
         g_array_free(p->free, TRUE);
     p->free = NULL;
+    if (p->freed_seq)
+        munmap(p->freed_seq, (size_t)p->cap * sizeof(uint32_t));
+    p->freed_seq = NULL;
 }
 
 /* The next slot off the free list, 0 when it is empty. */
 static uint32_t pop_free(SlotPool *p)
 {
     while (p->free->len > p->head) {
-        uint32_t s;
+        SlotFree e;
         if (p->reserve) {
-            s = g_array_index(p->free, uint32_t, p->head++);
+            e = g_array_index(p->free, SlotFree, p->head++);
             if (p->head >= 4096 && p->head * 2 >= p->free->len) {
                 g_array_remove_range(p->free, 0, p->head);
                 p->head = 0;
             }
+            if (p->freed_seq[e.slot] != e.seq)
+                continue; /* taken back, maybe freed again: a newer entry stands for it */
+            p->freed_seq[e.slot] = 0;
+            p->nfree--;
         } else {
-            s = g_array_index(p->free, uint32_t, p->free->len - 1);
+            e = g_array_index(p->free, SlotFree, p->free->len - 1);
             g_array_set_size(p->free, p->free->len - 1);
         }
-        if (slot_state(p, s) != SLOT_USED)
-            return s;
+        if (slot_state(p, e.slot) != SLOT_USED)
+            return e.slot;
     }
     return 0;
 }
@@ -193,7 +213,7 @@ static uint32_t pop_free(SlotPool *p)
 uint32_t slot_pool_take(SlotPool *p)
 {
     uint32_t h = atomic_load(p->high);
-    bool fresh = p->free->len - p->head <= p->reserve && h < p->cap;
+    bool fresh = p->reserve && p->nfree <= p->reserve && h < p->cap;
     uint32_t s = fresh ? 0 : pop_free(p);
     if (s)
         return s;
@@ -205,5 +225,22 @@ uint32_t slot_pool_take(SlotPool *p)
 
 void slot_pool_give(SlotPool *p, uint32_t slot)
 {
-    g_array_append_val(p->free, slot);
+    SlotFree e = {slot, 0};
+    if (p->reserve) {
+        if (++p->next_seq == 0)
+            p->next_seq = 1;
+        e.seq = p->next_seq;
+        if (p->freed_seq[slot] == 0)
+            p->nfree++;
+        p->freed_seq[slot] = e.seq;
+    }
+    g_array_append_val(p->free, e);
+}
+
+void slot_pool_claim(SlotPool *p, uint32_t slot)
+{
+    if (p->reserve && p->freed_seq[slot]) {
+        p->freed_seq[slot] = 0;
+        p->nfree--;
+    }
 }

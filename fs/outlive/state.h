@@ -148,12 +148,18 @@ void state_close(State *s);
  * (node ids in file handles).  A slot on the free list whose state says
  * used again (the caller took it back itself) is skipped. */
 typedef struct {
-    GArray *free; /* uint32_t, most recently freed last */
+    GArray *free; /* SlotFree, most recently freed last */
     guint head;   /* with a reserve: free[head] is the oldest */
     _Atomic uint32_t *high;
     uint32_t first, cap, reserve;
     const char *states; /* the first slot's state field */
     size_t stride;
+    /* with a reserve: each slot's last give (0: not free), so that an entry
+     * left behind by a slot taken back and freed again is skipped, and the
+     * free slots counted against the reserve are the real ones */
+    uint32_t *freed_seq;
+    uint32_t next_seq;
+    guint nfree;
 } SlotPool;
 
 /* states: the first slot's state field, stride bytes between slots. */
@@ -163,3 +169,5 @@ void slot_pool_clear(SlotPool *p);
 /* A slot not in use, 0 when all are. */
 uint32_t slot_pool_take(SlotPool *p);
 void slot_pool_give(SlotPool *p, uint32_t slot);
+/* The caller took a free slot back itself (its record names it again). */
+void slot_pool_claim(SlotPool *p, uint32_t slot);

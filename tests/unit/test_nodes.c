@@ -226,7 +226,8 @@ static void test_descriptor_cache_is_bounded(void **state)
 
 /* The node slots: a freed slot keeps its record until more than
  * NODE_RETIRED_KEEP others are free, the oldest is taken first, and one
- * taken back by its owner (state used) is skipped. */
+ * taken back by its owner (claimed) and freed again is where its last
+ * give put it. */
 static void test_slot_pool_keeps_freed_records(void **state)
 {
     (void)state;
@@ -245,10 +246,24 @@ static void test_slot_pool_keeps_freed_records(void **state)
         atomic_store(&states[got[i]], SLOT_FREE);
         slot_pool_give(&p, got[i]);
     }
-    atomic_store(&states[3], SLOT_USED);     /* 3 taken back by its owner */
-    assert_int_equal(slot_pool_take(&p), 2); /* five free: the oldest */
-    assert_int_equal(slot_pool_take(&p), 4); /* 3 skipped */
-    assert_int_equal(slot_pool_take(&p), 8); /* three free: kept, a fresh one */
+    atomic_store(&states[3], SLOT_USED); /* 3 taken back by its owner */
+    slot_pool_claim(&p, 3);
+    assert_int_equal(slot_pool_take(&p), 2); /* four free: the oldest */
+    atomic_store(&states[2], SLOT_USED);
+    assert_int_equal(slot_pool_take(&p), 8); /* three free (4, 5, 6): kept, a fresh one */
+    atomic_store(&states[8], SLOT_USED);
+    /* 3 freed again: its old place in the line is not its place */
+    atomic_store(&states[3], SLOT_FREE);
+    slot_pool_give(&p, 3);
+    atomic_store(&states[2], SLOT_FREE);
+    slot_pool_give(&p, 2);
+    assert_int_equal(slot_pool_take(&p), 4);
+    assert_int_equal(slot_pool_take(&p), 5);
+    assert_int_equal(slot_pool_take(&p), 9); /* 6, 3, 2 kept */
+    slot_pool_clear(&p);
+    /* a new daemon: the free slots in ascending order, the lowest first */
+    slot_pool_init(&p, &high, 2, CAP, 1, &states[0], sizeof states[0]);
+    assert_int_equal(slot_pool_take(&p), 2);
     slot_pool_clear(&p);
 
     /* without a reserve: the slot freed last comes first */
