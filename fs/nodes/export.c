@@ -153,6 +153,7 @@ int node_lookup_id(NodeTable *t, fuse_ino_t ino, struct stat *st, Node **out)
     rec_fill_locked(t, fresh, (uint32_t)ino);
     inflight_note(INFLIGHT_NODE, fresh->slot);
     t->count++;
+    t->peak = MAX(t->peak, t->count);
     g_mutex_unlock(&t->lock);
     fdcache_insert(&t->fdcache, fresh, fd, NULL);
     *out = fresh;

@@ -113,6 +113,7 @@ typedef struct {
     Node **by_slot; /* [STATE_NODE_SLOTS]: node_of; written under lock */
     SlotPool pool;
     guint64 count; /* nodes alive except the root */
+    guint64 peak;  /* the most since memory was last given back (node_forget) */
     FdCache fdcache;
     /* fixed once node_table_init returned */
     int root_fd;            /* O_PATH of the backing root (borrowed) */

@@ -3,6 +3,7 @@
 #include "nodes-private.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -338,6 +339,7 @@ Node *node_adopt_locked(NodeTable *t, GHashTable *table, gpointer key, Node *n, 
     rec_take_locked(t, fresh);
     inflight_note(INFLIGHT_NODE, fresh->slot);
     t->count++;
+    t->peak = MAX(t->peak, t->count);
     g_mutex_unlock(&t->lock);
     return fresh;
 }
@@ -471,6 +473,8 @@ int node_lookup_fd(NodeTable *t, CkNs ns, int fd, struct stat *st, Node **out)
     return node_from_fd(t, ns, fd, false, st, out);
 }
 
+#define NODE_TRIM_MIN 4096 /* nodes: below, what a trim gives back is not worth it */
+
 void node_forget(NodeTable *t, Node *n, uint64_t count)
 {
     g_mutex_lock(&t->lock);
@@ -505,8 +509,17 @@ void node_forget(NodeTable *t, Node *n, uint64_t count)
         g_hash_table_remove(t->virtuals, n->vkey);
     }
     t->count--;
+    /* The allocator keeps what nodes free in its arenas, for them to be
+     * taken again; once the kernel has let go of half of what it held (a
+     * walk's nodes, after the kernel's caches were dropped), that memory
+     * goes back to the system. */
+    bool trim = t->peak >= NODE_TRIM_MIN && t->count <= t->peak / 2;
+    if (trim)
+        t->peak = t->count;
     g_mutex_unlock(&t->lock);
     node_free(t, n);
+    if (trim)
+        malloc_trim(0);
 }
 
 void node_forget_id(NodeTable *t, fuse_ino_t ino, uint64_t count)

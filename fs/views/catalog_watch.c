@@ -373,6 +373,7 @@ static LoadCtl *loadctl_new(struct ckptfs *fs)
  * SWEEP_LOCAL_S, or longer where a sweep takes more than SWEEP_LOCAL_SHARE
  * of a core over that (it only backs inotify up: at 100,000 jobs a sweep is
  * 200,000 fstatat, 1.9 s here, where the dentry hash is small). */
+#define JOBVIEWS_IDLE_S   60.0 /* a job's snapshot unused this long is dropped */
 #define TICKS_PER_PERIOD  20
 #define SWEEP_LOCAL_S     60.0
 #define SWEEP_LOCAL_SHARE 0.002
@@ -555,6 +556,7 @@ static gpointer watcher_main(gpointer p)
     gint64 now0 = g_get_monotonic_time();
     sw.deep_us = now0; /* the load just compared everything */
     gint64 next_rescan = now0 + period;
+    gint64 next_expire = now0 + (gint64)(JOBVIEWS_IDLE_S * 1e6 / 4);
     while (!g_atomic_int_get(&v->stopping)) {
         /* inotify is trusted while every job directory has a watch */
         bool inotify_ok = w.ifd >= 0 && !w.warned;
@@ -563,7 +565,7 @@ static gpointer watcher_main(gpointer p)
         if (!sw.next)
             sw.next = now0 + sw.period / TICKS_PER_PERIOD;
         gint64 now = g_get_monotonic_time();
-        gint64 due = MIN(next_rescan, sw.next);
+        gint64 due = MIN(MIN(next_rescan, sw.next), next_expire);
         int timeout = now >= due ? 0 : (int)MIN((due - now + 999) / 1000, 60000);
         struct pollfd pfd[2] = {{v->wake_fd, POLLIN, 0}, {w.ifd, POLLIN, 0}};
         int r = poll(pfd, w.ifd >= 0 ? 2 : 1, timeout);
@@ -619,6 +621,10 @@ static gpointer watcher_main(gpointer p)
                 for (guint i = before; i < changed->len; i++)
                     watch_job(&w, changed->pdata[i]);
             next_rescan = MAX(next_rescan + period, now + period / 2);
+        }
+        if (now >= next_expire) {
+            jobviews_expire(fs, (gint64)(JOBVIEWS_IDLE_S * 1e6));
+            next_expire = now + (gint64)(JOBVIEWS_IDLE_S * 1e6 / 4);
         }
         if (now >= sw.next) {
             sweep_tick(fs, c, &sw, changed);

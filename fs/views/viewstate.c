@@ -4,6 +4,7 @@
 #include "intern.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -163,6 +164,7 @@ static JobView *jobview_build(CkJobInfo *j)
         g_ptr_array_add(jv->ckpt_layers, ck_job_checkpoint_layers(j, j->checkpoints->pdata[i]));
     jv->restore = ck_job_restore_text(j);
     jv->restore_len = strlen(jv->restore);
+    jv->used_us = g_get_monotonic_time();
     return jv;
 }
 
@@ -178,6 +180,7 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
     g_mutex_lock(&v->lock);
     JobView *jv = g_hash_table_lookup(v->jobviews, j->job);
     if (jv && jv->j->version == j->version) {
+        atomic_store(&jv->used_us, g_get_monotonic_time());
         g_atomic_rc_box_acquire(jv);
         g_mutex_unlock(&v->lock);
         ck_job_info_unref(j);
@@ -207,6 +210,27 @@ void jobviews_forget(struct ckptfs *fs, const char *job)
     g_mutex_lock(&v->lock);
     g_hash_table_remove(v->jobviews, job);
     g_mutex_unlock(&v->lock);
+}
+
+void jobviews_expire(struct ckptfs *fs, gint64 idle_us)
+{
+    Views *v = views_of(fs);
+    gint64 before = g_get_monotonic_time() - idle_us;
+    guint dropped = 0;
+    g_mutex_lock(&v->lock);
+    GHashTableIter it;
+    gpointer jv;
+    g_hash_table_iter_init(&it, v->jobviews);
+    while (g_hash_table_iter_next(&it, NULL, &jv))
+        if (atomic_load(&((JobView *)jv)->used_us) < before) {
+            g_hash_table_iter_remove(&it);
+            dropped++;
+        }
+    g_mutex_unlock(&v->lock);
+    /* freed in the arenas of the threads that built them: back to the
+     * system, not kept for allocations that may never come */
+    if (dropped >= 64)
+        malloc_trim(0);
 }
 
 /* ---- set-up ---- */

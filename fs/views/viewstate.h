@@ -17,6 +17,7 @@
 #pragma once
 #include <dirent.h>
 #include <glib.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -31,6 +32,7 @@ typedef struct {
     GPtrArray *ckpt_layers;  /* GPtrArray* of CkLayer*, parallel to j->checkpoints */
     char *restore;           /* ck_job_restore_text */
     gsize restore_len;
+    _Atomic gint64 used_us; /* monotonic time of its last jobview_get */
 } JobView;
 
 typedef struct {
@@ -119,3 +121,6 @@ void jobview_unref(JobView *jv);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(JobView, jobview_unref)
 /* Drops the cached snapshot of a job that is gone. */
 void jobviews_forget(struct ckptfs *fs, const char *job);
+/* Drops the cached snapshots nobody asked for in idle_us (a walk over the
+ * views leaves up to JOBVIEWS_MAX of them); gives the memory back. */
+void jobviews_expire(struct ckptfs *fs, gint64 idle_us);
