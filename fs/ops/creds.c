@@ -109,20 +109,23 @@ static void chmod_without_sgid(int fd, const struct stat *st)
         g_debug("ckptfs: dropping the set-group-ID bit: %s", g_strerror(errno));
 }
 
-void creds_drop_sgid_acl(fuse_req_t req, int fd)
+bool creds_drop_sgid_acl(fuse_req_t req, int fd)
 {
     struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && (st.st_mode & S_ISGID) && fuse_req_ctx(req)->uid != 0 &&
-        !caller_in_group(req, st.st_gid))
-        chmod_without_sgid(fd, &st);
+    if (fd < 0 || fstat(fd, &st) < 0 || !(st.st_mode & S_ISGID) || fuse_req_ctx(req)->uid == 0 ||
+        caller_in_group(req, st.st_gid))
+        return false;
+    chmod_without_sgid(fd, &st);
+    return true;
 }
 
-void creds_drop_sgid(fuse_req_t req, int fd)
+bool creds_drop_sgid(fuse_req_t req, int fd)
 {
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !creds_sgid_to_drop(req, &st))
-        return;
+        return false;
     chmod_without_sgid(fd, &st);
+    return true;
 }
 
 void creds_leave(struct ckptfs *fs, Creds *c)

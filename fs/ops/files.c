@@ -48,14 +48,17 @@ static void bound_writer(FileHandle *h, int flags)
     }
 }
 
+void kernel_attrs_stale(struct ckptfs *fs, Node *n)
+{
+    fuse_lowlevel_notify_inval_inode(fs->se, node_ino(&fs->nodes, n), -1, 0);
+}
+
 /* The attributes the kernel holds of a file opened for writing before
- * this open bound it are dropped, so its next stat asks.  Inline: an
- * attribute-only invalidation (no offset) takes no inode lock in the
- * kernel, and the open's reply must not overtake it. */
+ * this open bound it are dropped, so its next stat asks. */
 static void drop_kernel_attrs(struct ckptfs *fs, FileHandle *h)
 {
     if (h->bound_writer)
-        fuse_lowlevel_notify_inval_inode(fs->se, node_ino(&fs->nodes, h->node), -1, 0);
+        kernel_attrs_stale(fs, h->node);
 }
 
 /* Binds the open file h to its backing file in the kernel when the policy
@@ -191,8 +194,8 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
                                      marker_job, fi);
     if (!h)
         return -ENFILE;
-    if (fi->flags & O_TRUNC)
-        creds_drop_sgid(req, fd);
+    if ((fi->flags & O_TRUNC) && creds_drop_sgid(req, fd))
+        kernel_attrs_stale(fs, n);
     set_open_flags(fs, n, &st, h, fi);
     drop_kernel_attrs(fs, h);
     return 0;
@@ -474,8 +477,8 @@ static int do_write(struct ckptfs *fs, fuse_req_t req, FileHandle *h, struct fus
     ssize_t r = fuse_buf_copy(&out, in_buf, 0);
     if (r < 0)
         return (int)r;
-    if (r > 0 && h->sgid_watch)
-        creds_drop_sgid(req, h->fd);
+    if (r > 0 && h->sgid_watch && creds_drop_sgid(req, h->fd))
+        kernel_attrs_stale(fs, h->node);
     fs_metric_bytes(&fs->metrics->written_bytes, (guint64)r);
     *written = (size_t)r;
     return 0;
@@ -553,13 +556,14 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
     reply_err(fs, req, do_fsync(file_of(fs, fi), datasync));
 }
 
-static int do_fallocate(fuse_req_t req, FileHandle *h, int mode, off_t off, off_t len)
+static int do_fallocate(struct ckptfs *fs, fuse_req_t req, FileHandle *h, int mode, off_t off,
+                        off_t len)
 {
     int err = write_refusal(h);
     if (!err && fallocate(h->fd, mode, off, len) < 0)
         err = -errno;
-    if (!err)
-        creds_drop_sgid(req, h->fd);
+    if (!err && creds_drop_sgid(req, h->fd))
+        kernel_attrs_stale(fs, h->node);
     return err;
 }
 
@@ -569,7 +573,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
     struct ckptfs *fs = fs_of(req);
     (void)ino;
     fs_metric_op(fs->metrics, FS_OP_FALLOCATE);
-    reply_err(fs, req, do_fallocate(req, file_of(fs, fi), mode, off, len));
+    reply_err(fs, req, do_fallocate(fs, req, file_of(fs, fi), mode, off, len));
 }
 
 static int do_lseek(FileHandle *h, off_t off, int whence, off_t *pos)
@@ -593,8 +597,8 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
         fuse_reply_lseek(req, pos);
 }
 
-static int do_copy_file_range(fuse_req_t req, FileHandle *in, off_t off_in, FileHandle *out,
-                              off_t off_out, size_t len, int flags, size_t *copied)
+static int do_copy_file_range(struct ckptfs *fs, fuse_req_t req, FileHandle *in, off_t off_in,
+                              FileHandle *out, off_t off_out, size_t len, int flags, size_t *copied)
 {
     int err = write_refusal(out);
     if (err)
@@ -604,8 +608,8 @@ static int do_copy_file_range(fuse_req_t req, FileHandle *in, off_t off_in, File
     ssize_t r = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, (unsigned)flags);
     if (r < 0)
         return -errno;
-    if (r > 0)
-        creds_drop_sgid(req, out->fd);
+    if (r > 0 && creds_drop_sgid(req, out->fd))
+        kernel_attrs_stale(fs, out->node);
     *copied = (size_t)r;
     return 0;
 }
@@ -619,7 +623,7 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
     (void)ino_out;
     fs_metric_op(fs->metrics, FS_OP_COPY_FILE_RANGE);
     size_t copied = 0;
-    int err = do_copy_file_range(req, file_of(fs, fi_in), off_in, file_of(fs, fi_out), off_out, len,
-                                 flags, &copied);
+    int err = do_copy_file_range(fs, req, file_of(fs, fi_in), off_in, file_of(fs, fi_out), off_out,
+                                 len, flags, &copied);
     reply_write(fs, req, err, copied);
 }

@@ -96,13 +96,20 @@ mode_t creds_mode(struct ckptfs *fs, fuse_req_t req, mode_t mode);
  * the kernel's FUSE path clears only the group-executable case.
  * creds_sgid_to_drop: whether a change by req's caller to a file of *st
  * would drop it; creds_drop_sgid: drops it from fd's file if so (after the
- * change succeeded; fd may be O_PATH). */
+ * change succeeded; fd may be O_PATH), true when it did: the mode the
+ * kernel holds is then stale (kernel_attrs_stale). */
 bool creds_sgid_to_drop(fuse_req_t req, const struct stat *st);
-void creds_drop_sgid(fuse_req_t req, int fd);
+bool creds_drop_sgid(fuse_req_t req, int fd);
 /* An access ACL set by a caller without CAP_FSETID outside the file's
  * group drops its set-group-ID bit, group-executable or not (the kernel's
  * rule for ACLs; ext4 keeps it for the daemon, which sets it as root). */
-void creds_drop_sgid_acl(fuse_req_t req, int fd);
+bool creds_drop_sgid_acl(fuse_req_t req, int fd);
+/* The attributes the kernel holds of n are dropped, so that its next stat
+ * asks, also one that asks for the mode alone (after a write or an
+ * allocation the kernel refreshes only what those change).  Inline: an
+ * attribute-only invalidation takes no inode lock in the kernel, and the
+ * reply must not overtake it. */
+void kernel_attrs_stale(struct ckptfs *fs, Node *n);
 
 /* Names (names.c). */
 void fill_entry(struct ckptfs *fs, Node *n, const struct stat *st, struct fuse_entry_param *e);

@@ -32,8 +32,9 @@ static int do_xattr_change(struct ckptfs *fs, fuse_req_t req, Node *n, const cha
     int r = value ? setxattr(proc, name, value, size, flags) : removexattr(proc, name);
     err = r < 0 ? -errno : 0;
     creds_leave(fs, &c);
-    if (!err && value && strcmp(name, "system.posix_acl_access") == 0)
-        creds_drop_sgid_acl(req, f.fd);
+    if (!err && value && strcmp(name, "system.posix_acl_access") == 0 &&
+        creds_drop_sgid_acl(req, f.fd))
+        kernel_attrs_stale(fs, n);
     node_fd_put(&fs->nodes, &f);
     return err;
 }

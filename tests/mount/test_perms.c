@@ -372,8 +372,15 @@ static mode_t mode_after(const char *path, mode_t mode, Change ch)
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* the mode alone first, as stat -c %a asks: after a write or an
+     * allocation the kernel refreshes only what those change by itself */
+    struct statx sx;
+    assert_int_equal(statx(AT_FDCWD, path, 0, STATX_MODE, &sx), 0);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
+    if ((sx.stx_mode & 07777) != (st.st_mode & 07777))
+        fail_msg("%s: statx(STATX_MODE) %04o, stat %04o", path, sx.stx_mode & 07777,
+                 st.st_mode & 07777);
     return st.st_mode & 07777;
 }
 
