@@ -82,7 +82,7 @@ mount_ckptfs() {
 unmount_ckptfs() {
     fusermount3 -u "$work/$1/mnt" 2>/dev/null || fusermount3 -u -z "$work/$1/mnt"
 }
-row() { rows+=("$(printf '%-10s %-22s %-6s %s' "$1" "$2" "$3" "$4")"); [ "$3" = PASS ] || fail=1; }
+row() { rows+=("$(printf '%-10s %-30s %-6s %s' "$1" "$2" "$3" "$4")"); [ "$3" = PASS ] || fail=1; }
 
 for pt in $paths; do
     for tr in $transports; do
@@ -109,11 +109,13 @@ for pt in $paths; do
             fi
         fi
         if [ -n "$fsx" ]; then
+            # fsx -h exits 90: under pipefail "fsx -h | grep -q" always failed
+            fsx_help=$("$fsx" -h 2>&1)
             for how in plain aio uring direct; do
                 case $how in
                 plain) args=() ;;
                 aio) args=(-A) ;;
-                uring) "$fsx" -h 2>&1 | grep -q -- '-U:' || continue; args=(-U) ;;
+                uring) grep -q -- '-U:' <<<"$fsx_help" || continue; args=(-U) ;;
                 direct) args=(-Z -r 4096 -t 4096 -w 4096) ;;
                 esac
                 name=fsx-$how-$tag
@@ -166,6 +168,6 @@ EOF
     done
 done
 
-printf '%-10s %-22s %-6s %s\n' SUITE VARIANT RESULT DETAIL
+printf '%-10s %-30s %-6s %s\n' SUITE VARIANT RESULT DETAIL
 printf '%s\n' "${rows[@]}"
 exit $fail
