@@ -61,6 +61,7 @@ if [ -w "$uring" ]; then
     echo Y > "$uring"
 fi
 work=$(mktemp -d /var/tmp/ckptfs-posix-XXXXXX)
+chmod 755 "$work" # mktemp's 0700 kept the suites' other users (fsgqa) from the mounts
 linked=""
 cleanup() {
     for m in "$work"/*/mnt; do
@@ -178,8 +179,9 @@ exec $(command -v umount) "\$@"
 EOF
             chmod +x "$d/bin/df" "$d/bin/umount"
             if [ -n "$xfs_tests" ]; then sel=($xfs_tests); else sel=(-g "$xfs_group"); fi
-            out=$(cd "$xfs" && PATH=$d/bin:$PATH HOST_OPTIONS=$d/local.config ./check "${sel[@]}" 2>&1)
-            printf '%s\n' "$out" > "/var/tmp/ckptfs-$name.out"
+            # tee: a quick group takes the better part of an hour; follow it there
+            out=$(cd "$xfs" && PATH=$d/bin:$PATH HOST_OPTIONS=$d/local.config ./check "${sel[@]}" 2>&1 |
+                tee "/var/tmp/ckptfs-$name.out")
             failures=$(printf '%s\n' "$out" | sed -n 's/^Failures: //p')
             notrun=$(printf '%s\n' "$out" | sed -n 's/^Not run: //p' | wc -w)
             ran=$(printf '%s\n' "$out" | sed -n 's/^Ran: //p' | wc -w)
