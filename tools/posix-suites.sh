@@ -184,12 +184,12 @@ EOF
                 tee "/var/tmp/ckptfs-$name.out")
             failures=$(printf '%s\n' "$out" | sed -n 's/^Failures: //p')
             notrun=$(printf '%s\n' "$out" | sed -n 's/^Not run: //p' | wc -w)
-            ran=$(printf '%s\n' "$out" | sed -n 's/^Ran: //p' | wc -w)
+            ran=$(printf '%s\n' "$out" | sed -n 's/^Ran: //p' | wc -w) # "Ran:" lists the not run too
             # "Passed all 0 tests" is what check says when it could not start
             if [ "$ran" -gt 0 ] && [ -z "$failures" ]; then
-                row xfstests "$variant" PASS "ran $ran, not run $notrun"
+                row xfstests "$variant" PASS "ran $((ran - notrun)) of $ran, not run $notrun"
             else
-                row xfstests "$variant" FAIL "ran $ran, not run $notrun, failed: ${failures:-?} (/var/tmp/ckptfs-$name.out, .results/)"
+                row xfstests "$variant" FAIL "ran $((ran - notrun)) of $ran, not run $notrun, failed: ${failures:-?} (/var/tmp/ckptfs-$name.out, .results/)"
             fi
             mountpoint -q "$d/test.mnt" && fusermount3 -u -z "$d/test.mnt"
             mountpoint -q "$d/scratch.mnt" && fusermount3 -u -z "$d/scratch.mnt"
