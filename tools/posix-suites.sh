@@ -15,8 +15,11 @@
 #              symlink in /usr/local/sbin for the run).  xfstests works at the
 #              mount's root, which the write policy keeps for _state and _jobs:
 #              the mounts are made with -o no_policy (every check skipped).
+#              Needs the users fsgqa, fsgqa2 and 123456-fsgqa.  Results and
+#              the daemons' logs: /var/tmp/ckptfs-xfs-<variant>.results/
 #
-# Root, /dev/fuse.  Exit 0 when every suite that ran passed, 1 otherwise.
+# How to get and build the suites: README.md.  Root, /dev/fuse.  Exit 0
+# when every suite that ran passed, 1 otherwise.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 ckptfs=""
@@ -41,7 +44,7 @@ while [ $# -gt 0 ]; do
     --transports) transports=$2; shift 2 ;;
     --ops) ops=$2; shift 2 ;;
     --link) link=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "posix-suites: unknown argument $1 (try --help)" >&2; exit 2 ;;
     esac
 done
