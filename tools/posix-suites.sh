@@ -15,8 +15,11 @@
 #              symlink in /usr/local/sbin for the run).  xfstests works at the
 #              mount's root, which the write policy keeps for _state and _jobs:
 #              the mounts are made with -o no_policy (every check skipped).
+#              Needs the users fsgqa, fsgqa2 and 123456-fsgqa.  Results and
+#              the daemons' logs: /var/tmp/ckptfs-xfs-<variant>.results/
 #
-# Root, /dev/fuse.  Exit 0 when every suite that ran passed, 1 otherwise.
+# How to get and build the suites: README.md.  Root, /dev/fuse.  Exit 0
+# when every suite that ran passed, 1 otherwise.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 ckptfs=""
@@ -41,7 +44,7 @@ while [ $# -gt 0 ]; do
     --transports) transports=$2; shift 2 ;;
     --ops) ops=$2; shift 2 ;;
     --link) link=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "posix-suites: unknown argument $1 (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -52,6 +55,8 @@ if [ -z "$ckptfs" ]; then
     done
 fi
 [ -x "$ckptfs" ] || { echo "posix-suites: no ckptfs (--ckptfs BIN)" >&2; exit 2; }
+# absolute: --link's symlink and the suites' own directories must find it
+ckptfs=$(realpath "$ckptfs")
 [ -n "$pjd$fsx$xfs" ] || { echo "posix-suites: give --pjdfstest, --fsx or --xfstests" >&2; exit 2; }
 uring=/sys/module/fuse/parameters/enable_uring
 if [ -w "$uring" ]; then
@@ -59,6 +64,7 @@ if [ -w "$uring" ]; then
     echo Y > "$uring"
 fi
 work=$(mktemp -d /var/tmp/ckptfs-posix-XXXXXX)
+chmod 755 "$work" # mktemp's 0700 kept the suites' other users (fsgqa) from the mounts
 linked=""
 cleanup() {
     for m in "$work"/*/mnt; do
@@ -82,7 +88,7 @@ mount_ckptfs() {
 unmount_ckptfs() {
     fusermount3 -u "$work/$1/mnt" 2>/dev/null || fusermount3 -u -z "$work/$1/mnt"
 }
-row() { rows+=("$(printf '%-10s %-22s %-6s %s' "$1" "$2" "$3" "$4")"); [ "$3" = PASS ] || fail=1; }
+row() { rows+=("$(printf '%-10s %-30s %-6s %s' "$1" "$2" "$3" "$4")"); [ "$3" = PASS ] || fail=1; }
 
 for pt in $paths; do
     for tr in $transports; do
@@ -109,11 +115,13 @@ for pt in $paths; do
             fi
         fi
         if [ -n "$fsx" ]; then
+            # fsx -h exits 90: under pipefail "fsx -h | grep -q" always failed
+            fsx_help=$("$fsx" -h 2>&1)
             for how in plain aio uring direct; do
                 case $how in
                 plain) args=() ;;
                 aio) args=(-A) ;;
-                uring) "$fsx" -h 2>&1 | grep -q -- '-U:' || continue; args=(-U) ;;
+                uring) grep -q -- '-U:' <<<"$fsx_help" || continue; args=(-U) ;;
                 direct) args=(-Z -r 4096 -t 4096 -w 4096) ;;
                 esac
                 name=fsx-$how-$tag
@@ -138,6 +146,11 @@ for pt in $paths; do
             if [ "$link" = 1 ] && ! command -v ckptfs >/dev/null; then
                 ln -s "$ckptfs" /usr/local/sbin/ckptfs && linked=/usr/local/sbin/ckptfs
             fi
+            # results and the daemons' logs (without log=, a daemon that has
+            # no journal or syslog says so on stderr, in every test's output)
+            res=/var/tmp/ckptfs-$name.results
+            rm -rf "$res"
+            mkdir -p "$res"
             cat > "$d/local.config" <<EOF
 export FSTYP=fuse
 export FUSE_SUBTYP=.ckptfs
@@ -145,20 +158,41 @@ export TEST_DEV=$d/test
 export TEST_DIR=$d/test.mnt
 export SCRATCH_DEV=$d/scratch
 export SCRATCH_MNT=$d/scratch.mnt
-export TEST_FS_MOUNT_OPTS="-o nosupervise,no_policy,allow_other,$variant"
-export MOUNT_OPTIONS="-o nosupervise,no_policy,allow_other,$variant"
+export TEST_FS_MOUNT_OPTS="-o nosupervise,no_policy,allow_other,$variant,log=$res/test.log"
+export MOUNT_OPTIONS="-o nosupervise,no_policy,allow_other,$variant,log=$res/scratch.log"
+export RESULT_BASE=$res
 EOF
+            # xfstests takes FSTYP=fuse only where df -T says "fuse", and
+            # ckptfs mounts as fuse.ckptfs (it adds subtype=ckptfs, and an
+            # empty subtype is refused): its df sees the type as "fuse"
+            mkdir -p "$d/bin"
+            cat > "$d/bin/df" <<EOF
+#!/bin/sh
+$(command -v df) "\$@" | sed 's/^\([^ ]* *\)fuse\.ckptfs /\1fuse /'
+EOF
+            # and umount(8) takes a directory argument for a mount point: the
+            # backing directories xfstests unmounts by (TEST_DEV, SCRATCH_DEV)
+            # are found as a mount's source only with -c
+            cat > "$d/bin/umount" <<EOF
+#!/bin/sh
+for a in "\$@"; do
+    case \$a in $d/test|$d/scratch) exec $(command -v umount) -c "\$@" ;; esac
+done
+exec $(command -v umount) "\$@"
+EOF
+            chmod +x "$d/bin/df" "$d/bin/umount"
             if [ -n "$xfs_tests" ]; then sel=($xfs_tests); else sel=(-g "$xfs_group"); fi
-            out=$(cd "$xfs" && HOST_OPTIONS=$d/local.config ./check "${sel[@]}" 2>&1)
-            printf '%s\n' "$out" > "/var/tmp/ckptfs-$name.out"
-            passed=$(printf '%s\n' "$out" | sed -n 's/^Passed all \([0-9]*\) tests.*/\1/p')
+            # tee: a quick group takes the better part of an hour; follow it there
+            out=$(cd "$xfs" && PATH=$d/bin:$PATH HOST_OPTIONS=$d/local.config ./check "${sel[@]}" 2>&1 |
+                tee "/var/tmp/ckptfs-$name.out")
             failures=$(printf '%s\n' "$out" | sed -n 's/^Failures: //p')
             notrun=$(printf '%s\n' "$out" | sed -n 's/^Not run: //p' | wc -w)
-            ran=$(printf '%s\n' "$out" | sed -n 's/^Ran: //p' | wc -w)
-            if [ -n "$passed" ] || { [ "$ran" -gt 0 ] && [ -z "$failures" ]; }; then
-                row xfstests "$variant" PASS "ran $ran, not run $notrun"
+            ran=$(printf '%s\n' "$out" | sed -n 's/^Ran: //p' | wc -w) # "Ran:" lists the not run too
+            # "Passed all 0 tests" is what check says when it could not start
+            if [ "$ran" -gt 0 ] && [ -z "$failures" ]; then
+                row xfstests "$variant" PASS "ran $((ran - notrun)) of $ran, not run $notrun"
             else
-                row xfstests "$variant" FAIL "ran $ran, not run $notrun, failed: ${failures:-?} (/var/tmp/ckptfs-$name.out)"
+                row xfstests "$variant" FAIL "ran $((ran - notrun)) of $ran, not run $notrun, failed: ${failures:-?} (/var/tmp/ckptfs-$name.out, .results/)"
             fi
             mountpoint -q "$d/test.mnt" && fusermount3 -u -z "$d/test.mnt"
             mountpoint -q "$d/scratch.mnt" && fusermount3 -u -z "$d/scratch.mnt"
@@ -166,6 +200,6 @@ EOF
     done
 done
 
-printf '%-10s %-22s %-6s %s\n' SUITE VARIANT RESULT DETAIL
+printf '%-10s %-30s %-6s %s\n' SUITE VARIANT RESULT DETAIL
 printf '%s\n' "${rows[@]}"
 exit $fail
