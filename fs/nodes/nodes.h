@@ -224,8 +224,9 @@ void node_fd_put(NodeTable *t, NodeFd *f);
 int node_fstat(NodeTable *t, Node *n, struct stat *st);
 /* Opens the node's backing object with open(2) flags (no O_CREAT); on a
  * noatime mount with O_NOATIME too (where the daemon may: the owner's, or
- * any as root), so that what the kernel reads through it, passthrough
- * included, leaves the atime alone. */
+ * any as root), so that the daemon's own reads leave the atime alone.  (A
+ * passthrough read is the kernel's, through a backing file it opens with
+ * the FUSE file's flags: the backing mount's atime rule applies.) */
 int node_open(NodeTable *t, Node *n, int flags);
 /* node_open for reading or writing what is at the name now: fills st, and
  * returns -ESTALE (marking n stale) when the object has no name left. */

@@ -353,10 +353,15 @@ static Node *node_insert(NodeTable *t, Node *fresh, bool *inserted)
     Node *n = g_hash_table_lookup(t->backing, &fresh->key);
     /* a stale node is replaced unless its handle shows the same object (a
      * pinned descriptor of a gone object never comes back); so is one whose
-     * handle differs (another generation: the inode number was recycled) */
+     * handle differs (another generation: the inode number was recycled),
+     * and one with a handle when the fresh node has none for want of a
+     * name: a new O_TMPFILE file, in the number of a file just unlinked
+     * whose node the kernel has not forgotten yet */
+    bool nameless = t->handles && !fresh->handle && fresh->pinned_fd >= 0;
     if (n && (n->type != fresh->type ||
               (n->stale && (!n->handle || !fhandle_equal(n->handle, fresh->handle))) ||
-              (n->handle && fresh->handle && !fhandle_equal(n->handle, fresh->handle)))) {
+              (n->handle && fresh->handle && !fhandle_equal(n->handle, fresh->handle)) ||
+              (n->handle && nameless))) {
         /* the inode number was recycled for another object while the kernel
          * still holds the old node: the old node stays stale (ESTALE) */
         n->stale = true;
