@@ -535,7 +535,7 @@ int main(int argc, char *argv[])
     }
     bool daemonized = false;
     mount_opts = mount_options_text(&args);
-    if (mounttab_is_remount(mount_opts) && c.mountpoint) {
+    if (has_mount_option(&args, "remount") && c.mountpoint) {
         rc = mounttab_remount(c.mountpoint, mount_opts);
         goto out;
     }

@@ -53,12 +53,6 @@ char *mounttab_live_ckptfs(const char *mnt)
     return source;
 }
 
-bool mounttab_is_remount(const char *opts)
-{
-    g_auto(GStrv) parts = g_strsplit(opts, ",", -1);
-    return g_strv_contains((const char *const *)parts, "remount");
-}
-
 int mounttab_remount(const char *mountpoint, const char *opts)
 {
     char *real = realpath(mountpoint, NULL);

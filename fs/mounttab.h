@@ -17,9 +17,6 @@ char *mounttab_live_ckptfs(const char *mnt);
  * directory nothing is mounted on. */
 bool mounttab_serving(const char *mnt);
 
-/* Whether the comma-separated options ask for a remount. */
-bool mounttab_is_remount(const char *opts);
-
 /* Remounts the live ckptfs at mountpoint with the mount flags that opts
  * name, the flags it does not name kept.  Returns the exit status, having
  * said on stderr why it failed. */

@@ -152,8 +152,7 @@ int node_lookup_id(NodeTable *t, fuse_ino_t ino, struct stat *st, Node **out)
     slot_pool_claim(&t->pool, (uint32_t)ino);
     rec_fill_locked(t, fresh, (uint32_t)ino);
     inflight_note(INFLIGHT_NODE, fresh->slot);
-    t->count++;
-    t->peak = MAX(t->peak, t->count);
+    node_counted_locked(t);
     g_mutex_unlock(&t->lock);
     fdcache_insert(&t->fdcache, fresh, fd, NULL);
     *out = fresh;

@@ -38,6 +38,12 @@ Node *node_from_rec(const NodeRec *r);
  * of namespace ns.  When cache_fd, fd is an O_PATH descriptor handed over
  * to the descriptor cache (or closed). */
 int node_from_fd(NodeTable *t, CkNs ns, int fd, bool cache_fd, struct stat *st, Node **out);
+/* One node more in the table (its count and peak); the table's lock held. */
+static inline void node_counted_locked(NodeTable *t)
+{
+    t->count++;
+    t->peak = MAX(t->peak, t->count);
+}
 /* Writes n's changed fields (lookup count, namespace, staleness, the
  * passthrough binding) into its slot; the table's lock held. */
 void node_sync_locked(Node *n);

@@ -55,8 +55,7 @@ void node_table_revive(NodeTable *t)
         n->rec = r;
         n->slot = i;
         t->by_slot[i] = n;
-        t->count++;
-        t->peak = MAX(t->peak, t->count);
+        node_counted_locked(t);
         t->peak = MAX(t->peak, t->count);
         if (n->kind == NODE_BACKING) {
             Node *old = g_hash_table_lookup(t->backing, &n->key);

@@ -338,8 +338,7 @@ Node *node_adopt_locked(NodeTable *t, GHashTable *table, gpointer key, Node *n, 
     g_hash_table_insert(table, key, fresh);
     rec_take_locked(t, fresh);
     inflight_note(INFLIGHT_NODE, fresh->slot);
-    t->count++;
-    t->peak = MAX(t->peak, t->count);
+    node_counted_locked(t);
     g_mutex_unlock(&t->lock);
     return fresh;
 }
