@@ -586,6 +586,8 @@ static JobPriv *job_update(CkCatalog *c, const char *job, const JobPriv *old, bo
     return jp;
 }
 
+#define BUILD_THREADS_MAX 16
+
 typedef struct {
     CkCatalog *c;
     GHashTable *current; /* read-only while workers run */
@@ -785,8 +787,13 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
         }
     }
 
-    /* Jobs are independent: build them on a few threads (each with its own
-     * memo), then merge in name order so versions are deterministic. */
+    /* Jobs are independent: build them on several threads (each with its
+     * own memo), then merge in name order so versions are deterministic.
+     * More threads than processors: a load after boot waits on the disk for
+     * most markers, and eight reads in flight instead of two took a cold
+     * 10,000-job load from 7.7-9.4 s to 5.0 s (100,000 jobs: 102 s to 83 s)
+     * on two processors, for 3 %
+     * more time when everything is cached. */
     BuildWork bw = {c, cur, top_changed, keys_array(names), NULL, NULL, NULL, 0};
     g_ptr_array_sort(bw.todo, cmp_str);
     bw.results = g_new0(JobPriv *, bw.todo->len + 1);
@@ -794,13 +801,13 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
     bw.errs = g_new0(int, 2 * bw.todo->len + 2);
     if (c->progress)
         g_atomic_int_set(&c->progress->jobs_total, (gint)bw.todo->len);
-    guint nthreads = MIN(g_get_num_processors(), 4);
+    guint nthreads = CLAMP(4 * g_get_num_processors(), 8, BUILD_THREADS_MAX);
     if (bw.todo->len < 256)
         nthreads = 1;
     if (nthreads <= 1) {
         build_worker(&bw);
     } else {
-        GThread *th[4];
+        GThread *th[BUILD_THREADS_MAX];
         for (guint i = 0; i < nthreads; i++)
             th[i] = g_thread_new("ck-catalog", build_worker, &bw);
         for (guint i = 0; i < nthreads; i++)
