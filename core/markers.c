@@ -168,13 +168,13 @@ static int marker_read(int jfd, CkMarkerStamp *st, char *buf, CkMarker **out)
         }
         return fd == -ENOTDIR ? -ENOENT : fd;
     }
-    /* No fstat: the listing's stamp was taken before this read, so a
-     * rewrite since makes the next rescan see a newer stamp and read again
-     * (never a stamp newer than the bytes parsed).  A regular file swapped
-     * for a FIFO or a device since the listing is opened non-blocking and
-     * read at most once (a read that fails makes the marker unreadable). */
-    struct stat sb = {.st_mode = st->mode, .st_size = (off_t)st->size};
-    int rc = ck_marker_read_fd(fd, &sb, st->n, buf, out);
+    struct stat sb;
+    int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
+    if (rc == 0) {
+        /* the stamp of the bytes parsed (a separate stat could race a rewrite) */
+        *st = stamp_of(st->n, &sb, 0);
+        rc = ck_marker_read_fd(fd, &sb, st->n, buf, out);
+    }
     close(fd);
     return rc;
 }
