@@ -800,7 +800,8 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
     bw.errs = g_new0(int, 2 * bw.todo->len + 2);
     if (c->progress)
         g_atomic_int_set(&c->progress->jobs_total, (gint)bw.todo->len);
-    guint nthreads = CLAMP(4 * g_get_num_processors(), 8, BUILD_THREADS_MAX);
+    guint np = g_get_num_processors(); /* once: it can change between calls */
+    guint nthreads = CLAMP(4 * np, 8, BUILD_THREADS_MAX);
     if (bw.todo->len < 256)
         nthreads = 1;
     if (nthreads <= 1) {

@@ -153,6 +153,7 @@ struct ckptfs {
     atomic_bool handover; /* the supervisor asked for the connection */
     pthread_t main_thread;
     int reload_fd;   /* signalfd of SIGHUP, -1 */
+    int mounts_fd;   /* /proc/self/mountinfo: POLLPRI when a mount changed (a remount), -1 */
     int reload_stop; /* eventfd that ends the reload thread, -1 */
     GThread *reload_thread;
 };

@@ -383,15 +383,32 @@ static int reload_signal_setup(struct ckptfs *fs)
         return -EINVAL;
     fs->reload_fd = signalfd(-1, &hup, SFD_CLOEXEC | SFD_NONBLOCK);
     fs->reload_stop = eventfd(0, EFD_CLOEXEC);
+    /* without it (no /proc), the atime rule stays the one mounted with */
+    fs->mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
     return fs->reload_fd < 0 || fs->reload_stop < 0 ? -errno : 0;
+}
+
+/* The daemon's own reads (listings; files without passthrough) follow the
+ * mount's atime rule as it is now: `mount -o remount,noatime` (or
+ * relatime) changes the kernel's rule behind the daemon. */
+static void follow_atime_rule(struct ckptfs *fs)
+{
+    int now = mounttab_noatime(fs->mountpoint);
+    if (now < 0 || now == (int)__atomic_load_n(&fs->nodes.noatime, __ATOMIC_RELAXED))
+        return;
+    node_set_noatime(&fs->nodes, now);
+    g_message("ckptfs: %s: remounted %s: the daemon's own reads %s atimes", fs->mountpoint,
+              now ? "noatime" : "with atimes", now ? "leave" : "update");
 }
 
 static gpointer reload_loop(gpointer p)
 {
     struct ckptfs *fs = p;
-    struct pollfd fds[2] = {{fs->reload_fd, POLLIN, 0}, {fs->reload_stop, POLLIN, 0}};
+    struct pollfd fds[3] = {
+        {fs->reload_fd, POLLIN, 0}, {fs->reload_stop, POLLIN, 0}, {fs->mounts_fd, POLLPRI, 0}};
+    follow_atime_rule(fs); /* a takeover's daemon: the mount may have changed before it */
     for (;;) {
-        if (poll(fds, 2, -1) < 0) {
+        if (poll(fds, fs->mounts_fd >= 0 ? 3 : 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
             g_warning("ckptfs: reload: poll: %s; SIGHUP is ignored from now on", g_strerror(errno));
@@ -399,6 +416,8 @@ static gpointer reload_loop(gpointer p)
         }
         if (fds[1].revents)
             return NULL;
+        if (fds[2].revents & (POLLPRI | POLLERR))
+            follow_atime_rule(fs);
         struct signalfd_siginfo si;
         bool hup = false;
         pid_t from = 0;
@@ -429,7 +448,9 @@ static void reload_stop(struct ckptfs *fs)
         close(fs->reload_fd);
     if (fs->reload_stop >= 0)
         close(fs->reload_stop);
-    fs->reload_fd = fs->reload_stop = -1;
+    if (fs->mounts_fd >= 0)
+        close(fs->mounts_fd);
+    fs->reload_fd = fs->reload_stop = fs->mounts_fd = -1;
 }
 
 /* `ckptfs --takeover MNT [-o OPTIONS]` (or --takeover=MNT): 1 with *mnt
@@ -518,7 +539,7 @@ int main(int argc, char *argv[])
     struct fuse_args args = FUSE_ARGS_INIT(argc, cmd);
     struct ckptfs fs;
     memset(&fs, 0, sizeof fs);
-    fs.root_fd = fs.mount_fd = fs.reload_fd = fs.reload_stop = -1;
+    fs.root_fd = fs.mount_fd = fs.reload_fd = fs.reload_stop = fs.mounts_fd = -1;
     fs.idwatch.inotify_fd = fs.idwatch.stop_fd = -1;
     fs.started_us = g_get_real_time();
     struct fuse_cmdline_opts c;

@@ -53,6 +53,19 @@ char *mounttab_live_ckptfs(const char *mnt)
     return source;
 }
 
+int mounttab_noatime(const char *mnt)
+{
+    struct libmnt_table *tb = NULL;
+    struct libmnt_fs *top = top_mount_at(mnt, &tb);
+    unsigned long flags = 0;
+    int r = -1;
+    if (top && mnt_optstr_get_flags(mnt_fs_get_vfs_options(top), &flags,
+                                    mnt_get_builtin_optmap(MNT_LINUX_MAP)) == 0)
+        r = (flags & MS_NOATIME) != 0;
+    mnt_unref_table(tb);
+    return r;
+}
+
 int mounttab_remount(const char *mountpoint, const char *opts)
 {
     char *real = realpath(mountpoint, NULL);

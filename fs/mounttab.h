@@ -17,6 +17,10 @@ char *mounttab_live_ckptfs(const char *mnt);
  * directory nothing is mounted on. */
 bool mounttab_serving(const char *mnt);
 
+/* Whether the mount at mnt (a real path) is noatime now: 1 or 0, -1 when
+ * nothing is mounted there.  A remount changes it behind the daemon. */
+int mounttab_noatime(const char *mnt);
+
 /* Remounts the live ckptfs at mountpoint with the mount flags that opts
  * name, the flags it does not name kept.  Returns the exit status, having
  * said on stderr why it failed. */

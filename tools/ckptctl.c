@@ -544,7 +544,8 @@ static guint64 *job_bytes_parallel(CkCatalog *cat, GPtrArray *snaps, CkptctlProg
     BytesWork w = {cat, snaps, g_new0(guint64, snaps->len + 1), 0};
     gint total = (gint)snaps->len;
     ckptctl_progress_phase(pl, "sizing the state of", &w.next, &total, "jobs");
-    guint n = snaps->len < 64 ? 1 : MIN(g_get_num_processors(), 4);
+    guint np = g_get_num_processors(); /* once: it can change between calls */
+    guint n = snaps->len < 64 ? 1 : MIN(np, 4);
     GThread *th[4];
     for (guint i = 1; i < n; i++)
         th[i] = g_thread_new("ckptctl-bytes", bytes_worker, &w);

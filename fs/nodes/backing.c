@@ -54,7 +54,7 @@ int node_open(NodeTable *t, Node *n, int flags)
 {
     flags &= ~(O_CREAT | O_EXCL | O_NOCTTY);
     flags |= O_CLOEXEC;
-    if (t->noatime) {
+    if (__atomic_load_n(&t->noatime, __ATOMIC_RELAXED)) {
         int fd = node_open_as(t, n, flags | O_NOATIME);
         if (fd != -EPERM)
             return fd;

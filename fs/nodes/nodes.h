@@ -115,13 +115,15 @@ typedef struct {
     guint64 count; /* nodes alive except the root */
     guint64 peak;  /* the most since memory was last given back (node_forget) */
     FdCache fdcache;
+    /* the mount is noatime: backing objects are opened O_NOATIME (atomic,
+     * relaxed: a remount changes it, node_set_noatime) */
+    bool noatime;
     /* fixed once node_table_init returned */
     int root_fd;            /* O_PATH of the backing root (borrowed) */
     int mount_fd;           /* O_RDONLY of it: open_by_handle_at's mount_fd (borrowed) */
     bool handles;           /* the backing fs gives file handles (else one O_PATH fd per node) */
     int root_mount_id;      /* handles from other mounts are not usable with mount_fd */
     const char *views_name; /* interned: what ck_ns_child calls the views */
-    bool noatime;           /* the mount is noatime: backing objects are opened O_NOATIME */
 } NodeTable;
 
 /* A descriptor borrowed from the cache; release with node_fd_put. */
@@ -142,6 +144,8 @@ typedef struct {
 /* A table holding the root alone (a daemon that attaches then revives the
  * nodes its predecessor left: node_table_revive).  0 or -errno. */
 int node_table_init(NodeTable *t, const NodeTableSetup *s);
+/* The mount's atime rule changed (a remount): opens from now on follow it. */
+void node_set_noatime(NodeTable *t, bool noatime);
 void node_table_destroy(NodeTable *t);
 guint64 node_table_count(NodeTable *t);
 

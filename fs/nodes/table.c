@@ -255,6 +255,11 @@ int node_table_init(NodeTable *t, const NodeTableSetup *s)
     return 0;
 }
 
+void node_set_noatime(NodeTable *t, bool noatime)
+{
+    __atomic_store_n(&t->noatime, noatime, __ATOMIC_RELAXED);
+}
+
 void node_table_destroy(NodeTable *t)
 {
     if (!t->backing)

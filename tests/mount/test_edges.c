@@ -447,6 +447,21 @@ static int remount_rw(const char *mnt)
     return 98;
 }
 
+/* The backing atime after a read through the mount, read again (for up to
+ * 5 s) until the atime was kept (kept) or moved (!kept): the daemon follows
+ * a remount's atime rule once it saw the mount table change. */
+static time_t atime_once_followed(Mount *m, bool kept)
+{
+    time_t a = 0;
+    for (int i = 0; i < 100; i++) {
+        a = atime_after_read(m);
+        if ((a == 946684800) == kept)
+            break;
+        g_usleep(50000);
+    }
+    return a;
+}
+
 static unsigned long mount_flags(Mount *m)
 {
     struct statvfs sv;
@@ -511,6 +526,12 @@ static void test_remount(void **state)
     assert_true(fl & ST_NOEXEC);
     assert_true(fl & ST_SYNCHRONOUS);
     assert_true(fl & ST_NOATIME);
+    /* and the daemon's own reads follow it (without passthrough it reads
+     * the file; with it the kernel does, under the backing mount's rule) */
+    const char *v = g_getenv("CKPTFS_TEST_OPTS");
+    bool daemon_reads = v && strstr(v, "passthrough=off");
+    if (daemon_reads)
+        assert_int_equal(atime_once_followed(m, true), 946684800);
     assert_int_equal(remount(m, "remount,ro"), 0);
     fl = mount_flags(m);
     assert_true((fl & ST_RDONLY) && (fl & ST_SYNCHRONOUS) && (fl & ST_NOATIME) && (fl & ST_NOSUID));
@@ -518,6 +539,10 @@ static void test_remount(void **state)
     fl = mount_flags(m);
     assert_false(fl & ST_RDONLY);
     assert_true((fl & ST_NOATIME) && (fl & ST_NODIRATIME));
+    assert_int_equal(remount(m, "remount,relatime"), 0);
+    assert_false(mount_flags(m) & ST_NOATIME);
+    if (daemon_reads)
+        assert_true(atime_once_followed(m, false) > 946684800);
 
     /* not a remount: a second daemon on a live mount is still refused */
     const char *again[] = {g_getenv("CKPTFS_BIN"), m->backing, m->mnt, NULL};
