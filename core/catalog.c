@@ -586,7 +586,11 @@ static JobPriv *job_update(CkCatalog *c, const char *job, const JobPriv *old, bo
     return jp;
 }
 
-#define BUILD_THREADS_MAX 16
+guint ck_walk_threads(void)
+{
+    guint np = g_get_num_processors(); /* once: it can change between calls */
+    return CLAMP(4 * np, 8, CK_WALK_THREADS_MAX);
+}
 
 typedef struct {
     CkCatalog *c;
@@ -789,10 +793,7 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
 
     /* Jobs are independent: build them on several threads (each with its
      * own memo), then merge in name order so versions are deterministic.
-     * More threads than processors: a load after boot waits on the disk for
-     * most markers: eight reads in flight instead of two took a cold load
-     * of 10,000 jobs from 7.7-9.4 s to 5.0 s, of 100,000 from 102 s to 83 s
-     * (two processors), for 3 % more time when everything is cached. */
+     * More threads than processors (ck_walk_threads). */
     BuildWork bw = {c, cur, top_changed, keys_array(names), NULL, NULL, NULL, 0};
     g_ptr_array_sort(bw.todo, cmp_str);
     bw.results = g_new0(JobPriv *, bw.todo->len + 1);
@@ -800,14 +801,13 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
     bw.errs = g_new0(int, 2 * bw.todo->len + 2);
     if (c->progress)
         g_atomic_int_set(&c->progress->jobs_total, (gint)bw.todo->len);
-    guint np = g_get_num_processors(); /* once: it can change between calls */
-    guint nthreads = CLAMP(4 * np, 8, BUILD_THREADS_MAX);
+    guint nthreads = ck_walk_threads();
     if (bw.todo->len < 256)
         nthreads = 1;
     if (nthreads <= 1) {
         build_worker(&bw);
     } else {
-        GThread *th[BUILD_THREADS_MAX];
+        GThread *th[CK_WALK_THREADS_MAX];
         for (guint i = 0; i < nthreads; i++)
             th[i] = g_thread_new("ck-catalog", build_worker, &bw);
         for (guint i = 0; i < nthreads; i++)

@@ -166,6 +166,15 @@ int ck_catalog_dirfd(CkCatalog *c);
  * GArray of guint64, empty when none). */
 GArray *ck_catalog_pending_checkpoints(CkCatalog *c, const char *job);
 
+/* Threads for a walk over every job (the catalog's build, the bytes of
+ * ckptctl jobs): more than processors, since a walk after boot waits on
+ * the disk for most entries.  Eight reads in flight instead of two took a
+ * cold load of 10,000 jobs from 7.7-9.4 s to 5.0 s, of 100,000 from 102 s
+ * to 83 s, and the bytes walk of 10,000 from 8.4-10.6 s to 7.4-8.4 s (two
+ * processors), within 3 % either way when everything is cached. */
+#define CK_WALK_THREADS_MAX 16
+guint ck_walk_threads(void); /* 4 per processor, at least 8, at most the max */
+
 guint ck_catalog_n_jobs(CkCatalog *c);
 guint ck_catalog_n_markers(CkCatalog *c);
 

@@ -537,16 +537,15 @@ static gpointer bytes_worker(gpointer p)
     }
 }
 
-/* Bytes of every job: a walk of its state, on a few threads (independent
+/* Bytes of every job: a walk of its state, on ck_walk_threads() threads (independent
  * jobs, read-only snapshots). */
 static guint64 *job_bytes_parallel(CkCatalog *cat, GPtrArray *snaps, CkptctlProgress *pl)
 {
     BytesWork w = {cat, snaps, g_new0(guint64, snaps->len + 1), 0};
     gint total = (gint)snaps->len;
     ckptctl_progress_phase(pl, "sizing the state of", &w.next, &total, "jobs");
-    guint np = g_get_num_processors(); /* once: it can change between calls */
-    guint n = snaps->len < 64 ? 1 : MIN(np, 4);
-    GThread *th[4];
+    guint n = snaps->len < 64 ? 1 : ck_walk_threads();
+    GThread *th[CK_WALK_THREADS_MAX];
     for (guint i = 1; i < n; i++)
         th[i] = g_thread_new("ckptctl-bytes", bytes_worker, &w);
     bytes_worker(&w);
