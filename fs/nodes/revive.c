@@ -56,7 +56,6 @@ void node_table_revive(NodeTable *t)
         n->slot = i;
         t->by_slot[i] = n;
         node_counted_locked(t);
-        t->peak = MAX(t->peak, t->count);
         if (n->kind == NODE_BACKING) {
             Node *old = g_hash_table_lookup(t->backing, &n->key);
             if (!old || (old->stale && !n->stale))

@@ -53,6 +53,14 @@ void kernel_attrs_stale(struct ckptfs *fs, Node *n)
     fuse_lowlevel_notify_inval_inode(fs->se, node_ino(&fs->nodes, n), -1, 0);
 }
 
+/* After a change by req's caller to n's file succeeded: its set-group-ID
+ * bit dropped where ext4 would, and the mode the kernel holds with it. */
+static void drop_sgid(struct ckptfs *fs, fuse_req_t req, Node *n, int fd)
+{
+    if (creds_drop_sgid(req, fd))
+        kernel_attrs_stale(fs, n);
+}
+
 /* The attributes the kernel holds of a file opened for writing before
  * this open bound it are dropped, so its next stat asks. */
 static void drop_kernel_attrs(struct ckptfs *fs, FileHandle *h)
@@ -194,8 +202,8 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
                                      marker_job, fi);
     if (!h)
         return -ENFILE;
-    if ((fi->flags & O_TRUNC) && creds_drop_sgid(req, fd))
-        kernel_attrs_stale(fs, n);
+    if (fi->flags & O_TRUNC)
+        drop_sgid(fs, req, n, fd);
     set_open_flags(fs, n, &st, h, fi);
     drop_kernel_attrs(fs, h);
     return 0;
@@ -477,8 +485,8 @@ static int do_write(struct ckptfs *fs, fuse_req_t req, FileHandle *h, struct fus
     ssize_t r = fuse_buf_copy(&out, in_buf, 0);
     if (r < 0)
         return (int)r;
-    if (r > 0 && h->sgid_watch && creds_drop_sgid(req, h->fd))
-        kernel_attrs_stale(fs, h->node);
+    if (r > 0 && h->sgid_watch)
+        drop_sgid(fs, req, h->node, h->fd);
     fs_metric_bytes(&fs->metrics->written_bytes, (guint64)r);
     *written = (size_t)r;
     return 0;
@@ -562,8 +570,8 @@ static int do_fallocate(struct ckptfs *fs, fuse_req_t req, FileHandle *h, int mo
     int err = write_refusal(h);
     if (!err && fallocate(h->fd, mode, off, len) < 0)
         err = -errno;
-    if (!err && creds_drop_sgid(req, h->fd))
-        kernel_attrs_stale(fs, h->node);
+    if (!err)
+        drop_sgid(fs, req, h->node, h->fd);
     return err;
 }
 
@@ -608,8 +616,8 @@ static int do_copy_file_range(struct ckptfs *fs, fuse_req_t req, FileHandle *in,
     ssize_t r = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, (unsigned)flags);
     if (r < 0)
         return -errno;
-    if (r > 0 && creds_drop_sgid(req, out->fd))
-        kernel_attrs_stale(fs, out->node);
+    if (r > 0)
+        drop_sgid(fs, req, out->node, out->fd);
     *copied = (size_t)r;
     return 0;
 }
