@@ -100,7 +100,7 @@ struct ckptfs {
     char *backing; /* realpath of BACKING_DIR, no trailing '/' */
     size_t backing_len;
     char *mountpoint; /* realpath of MOUNTPOINT */
-    int root_fd;      /* O_PATH|O_DIRECTORY of the backing root */
+    int root_fd;      /* O_PATH|O_DIRECTORY of the backing root (in the private copy, when made) */
     int mount_fd;     /* O_RDONLY of the backing root: open_by_handle_at's mount_fd (no O_PATH) */
     bool is_root;     /* the daemon runs with euid 0 (AT_EMPTY_PATH links, open_by_handle_at) */
     uid_t euid;
@@ -119,10 +119,15 @@ struct ckptfs {
      * made under the caller's umask, so that the backing file system
      * applies a default ACL instead, as it would natively: ops/creds.c) */
     bool dont_mask;
-    bool noatime;      /* mounted noatime: nodes/ opens backing objects O_NOATIME */
-    bool supervised;   /* a supervisor keeps the connection (outlive/supervisor.h) */
-    SupLink *link;     /* to the supervisor (its sock is -1 when there is none) */
-    gint64 started_us; /* when this daemon started (process_start_time_seconds) */
+    /* the mount's atime rule (backing_mount.h; the reload thread's once
+     * started), given to the private copy of the backing mount when the
+     * daemon could make one, else to nodes/ as O_NOATIME */
+    unsigned long atime_rule;
+    bool private_mount; /* root_fd is in a private copy of the backing mount */
+    int pin_fd;         /* O_PATH of the backing root in its own mount: it stays busy */
+    bool supervised;    /* a supervisor keeps the connection (outlive/supervisor.h) */
+    SupLink *link;      /* to the supervisor (its sock is -1 when there is none) */
+    gint64 started_us;  /* when this daemon started (process_start_time_seconds) */
 
     /* the layers' own state */
     State state;             /* the state memfd: what a daemon that takes over needs */
@@ -132,6 +137,7 @@ struct ckptfs {
     FsMetrics *metrics;      /* atomics only; in the state memfd */
     void *views;             /* views/viewstate.h's Views: its own locks */
     struct fuse_session *se;
+    GThreadPool *direct_drops; /* ops/direct.c */
 
     /* the request handlers' (ops/) */
     GMutex open_lock;   /* the open file and directory handles by fh (ops/handles.c) */

@@ -29,6 +29,7 @@
 #include "views/identity_watch.h"
 #include "kernel/kio.h"
 #include "log.h"
+#include "backing_mount.h"
 #include "mounttab.h"
 #include "ops/ops.h"
 #include "outlive/supervisor.h"
@@ -220,10 +221,25 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
                            "read itself; choose a mount point outside the backing directory",
                            mountpoint);
 
-    fs->root_fd = open(fs->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    /* the backing file system stays busy (umount says so) while mounted:
+     * the private copy alone would not keep it so */
+    fs->pin_fd = open(fs->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fs->pin_fd < 0)
+        return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
+    long now = attach ? mounttab_atime_rule(fs->mountpoint) : -1;
+    if (now >= 0)
+        fs->atime_rule = (unsigned long)now; /* a remount may have changed it */
+    fs->root_fd = backing_mount_open(fs->backing, fs->atime_rule);
+    fs->private_mount = fs->root_fd >= 0;
+    if (!fs->private_mount) {
+        g_debug("ckptfs: no private copy of the backing mount (%s): the daemon's own opens "
+                "follow the atime rule with O_NOATIME",
+                g_strerror(-fs->root_fd));
+        fs->root_fd = open(fs->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
     if (fs->root_fd < 0)
         return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
-    fs->mount_fd = open(fs->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fs->mount_fd = openat(fs->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fs->mount_fd < 0)
         return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
     /* a daemon that attaches serves the directory the mount was made of, or
@@ -277,7 +293,7 @@ static int setup_state(struct ckptfs *fs)
                           .mount_fd = fs->mount_fd,
                           .views_name = o->views_name,
                           .no_handles = o->no_handles,
-                          .noatime = fs->noatime,
+                          .noatime = !fs->private_mount && (fs->atime_rule & MS_NOATIME),
                           .name = fs->backing};
     int rc = node_table_init(&fs->nodes, &nts);
     if (rc < 0)
@@ -290,6 +306,7 @@ static int setup_state(struct ckptfs *fs)
     if (rc < 0)
         return setup_error(fs, 1, "views: %s", g_strerror(-rc));
     handles_init(fs);
+    direct_init(fs);
     attach_revive(fs);
     return 0;
 }
@@ -298,6 +315,7 @@ static void teardown(struct ckptfs *fs)
 {
     g_free(fs->ready_note);
     dirpark_clear(fs);
+    direct_clear(fs);
     handles_cleanup(fs);
     inflight_journal_clear(&fs->journal);
     g_mutex_clear(&fs->log_limit.lock);
@@ -314,6 +332,8 @@ static void teardown(struct ckptfs *fs)
         close(fs->root_fd);
     if (fs->mount_fd >= 0)
         close(fs->mount_fd);
+    if (fs->pin_fd >= 0)
+        close(fs->pin_fd);
     free(fs->backing);
     free(fs->mountpoint);
     state_close(&fs->state);
@@ -388,17 +408,27 @@ static int reload_signal_setup(struct ckptfs *fs)
     return fs->reload_fd < 0 || fs->reload_stop < 0 ? -errno : 0;
 }
 
-/* The daemon's own reads (listings; files without passthrough) follow the
- * mount's atime rule as it is now: `mount -o remount,noatime` (or
- * relatime) changes the kernel's rule behind the daemon. */
+/* Reads through the mount follow its atime rule as it is now: `mount -o
+ * remount,noatime` (or relatime) changes the kernel's rule behind the
+ * daemon, and the private copy of the backing mount (or, without one, the
+ * daemon's O_NOATIME) must follow. */
 static void follow_atime_rule(struct ckptfs *fs)
 {
-    int now = mounttab_noatime(fs->mountpoint);
-    if (now < 0 || now == (int)__atomic_load_n(&fs->nodes.noatime, __ATOMIC_RELAXED))
+    long now = mounttab_atime_rule(fs->mountpoint);
+    if (now < 0 || (unsigned long)now == fs->atime_rule)
         return;
-    node_set_noatime(&fs->nodes, now);
-    g_message("ckptfs: %s: remounted %s: the daemon's own reads %s atimes", fs->mountpoint,
-              now ? "noatime" : "with atimes", now ? "leave" : "update");
+    fs->atime_rule = (unsigned long)now;
+    if (fs->private_mount) {
+        int err = backing_mount_set_atime(fs->root_fd, fs->atime_rule);
+        if (err)
+            g_warning("ckptfs: %s: remounted, but the backing files keep their atime rule: %s",
+                      fs->mountpoint, g_strerror(-err));
+    } else {
+        node_set_noatime(&fs->nodes, (fs->atime_rule & MS_NOATIME) != 0);
+    }
+    g_message("ckptfs: %s: remounted %s: reads through it %s atimes", fs->mountpoint,
+              (now & MS_NOATIME) ? "noatime" : "with atimes",
+              (now & MS_NOATIME) ? "leave" : "update");
 }
 
 static gpointer reload_loop(gpointer p)
@@ -539,7 +569,7 @@ int main(int argc, char *argv[])
     struct fuse_args args = FUSE_ARGS_INIT(argc, cmd);
     struct ckptfs fs;
     memset(&fs, 0, sizeof fs);
-    fs.root_fd = fs.mount_fd = fs.reload_fd = fs.reload_stop = fs.mounts_fd = -1;
+    fs.root_fd = fs.mount_fd = fs.pin_fd = fs.reload_fd = fs.reload_stop = fs.mounts_fd = -1;
     fs.idwatch.inotify_fd = fs.idwatch.stop_fd = -1;
     fs.started_us = g_get_real_time();
     struct fuse_cmdline_opts c;
@@ -560,7 +590,7 @@ int main(int argc, char *argv[])
         rc = mounttab_remount(c.mountpoint, mount_opts);
         goto out;
     }
-    fs.noatime = has_mount_option(&args, "noatime");
+    fs.atime_rule = mounttab_atime_rule_of(mount_opts);
     if (c.show_help) {
         fs_options_help();
         fuse_cmdline_help();

@@ -53,17 +53,29 @@ char *mounttab_live_ckptfs(const char *mnt)
     return source;
 }
 
-int mounttab_noatime(const char *mnt)
+#define ATIME_FLAGS (MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_STRICTATIME)
+
+long mounttab_atime_rule(const char *mnt)
 {
     struct libmnt_table *tb = NULL;
     struct libmnt_fs *top = top_mount_at(mnt, &tb);
     unsigned long flags = 0;
-    int r = -1;
+    long r = -1;
     if (top && mnt_optstr_get_flags(mnt_fs_get_vfs_options(top), &flags,
                                     mnt_get_builtin_optmap(MNT_LINUX_MAP)) == 0)
-        r = (flags & MS_NOATIME) != 0;
+        r = (long)(flags & ATIME_FLAGS);
     mnt_unref_table(tb);
     return r;
+}
+
+unsigned long mounttab_atime_rule_of(const char *opts)
+{
+    unsigned long flags = 0;
+    if (opts)
+        mnt_optstr_get_flags(opts, &flags, mnt_get_builtin_optmap(MNT_LINUX_MAP));
+    if (!opts || !names_atime_rule(opts))
+        flags |= MS_RELATIME;
+    return flags & ATIME_FLAGS;
 }
 
 int mounttab_remount(const char *mountpoint, const char *opts)
@@ -99,7 +111,7 @@ int mounttab_remount(const char *mountpoint, const char *opts)
      * on (it would combine with the new one). */
     unsigned long flags = had;
     if (names_atime_rule(opts))
-        flags &= ~(unsigned long)(MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_STRICTATIME);
+        flags &= ~(unsigned long)ATIME_FLAGS;
     if (mnt_optstr_get_flags(opts, &flags, linux_map) < 0) {
         fprintf(stderr, "ckptfs: -o %s: cannot be read as mount options\n", opts);
         return 2;

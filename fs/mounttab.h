@@ -17,9 +17,15 @@ char *mounttab_live_ckptfs(const char *mnt);
  * directory nothing is mounted on. */
 bool mounttab_serving(const char *mnt);
 
-/* Whether the mount at mnt (a real path) is noatime now: 1 or 0, -1 when
- * nothing is mounted there.  A remount changes it behind the daemon. */
-int mounttab_noatime(const char *mnt);
+/* The atime rule of the mount at mnt (a real path) now, as mount(2)'s
+ * flags (MS_NOATIME, MS_RELATIME, MS_NODIRATIME; neither of the first two
+ * is strictatime); -1 when nothing is mounted there.  A remount changes it
+ * behind the daemon. */
+long mounttab_atime_rule(const char *mnt);
+
+/* The atime rule mount options give a new mount (the kernel's default,
+ * relatime, when they name none). */
+unsigned long mounttab_atime_rule_of(const char *opts);
 
 /* Remounts the live ckptfs at mountpoint with the mount flags that opts
  * name, the flags it does not name kept.  Returns the exit status, having

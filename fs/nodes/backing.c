@@ -92,11 +92,12 @@ int node_open_live(NodeTable *t, Node *n, int flags, struct stat *st)
     /* An open by name of an object that no longer has one: its name was
      * replaced or removed behind the mount's back while the kernel still
      * cached it.  ESTALE makes the kernel look the name up again (and find
-     * the new file) instead of reading the old one.  This is decided by
-     * nlink alone: the kernel sends RELEASE after close asynchronously, so
-     * "no open file" cannot be known here.  (A reopen of an unlinked file
-     * through /proc/self/fd therefore fails with ESTALE.) */
-    if (st->st_nlink == 0) {
+     * the new file) instead of reading the old one.  Not by "no open
+     * file": the kernel sends RELEASE after close asynchronously, so a file
+     * just closed may still count as open.  But a file whose last name went
+     * through the mount while it was open has no name the kernel could
+     * still cache: an open of it is a reopen (by handle, /proc/PID/fd). */
+    if (st->st_nlink == 0 && !node_nameless_open(t, n)) {
         close(fd);
         return node_mark_stale(t, n, -ESTALE);
     }

@@ -77,6 +77,11 @@ typedef struct Node {
 
     bool stale; /* NodeTable.lock: the handle gave ESTALE; next lookup re-checks */
     int nopen;  /* open files (NodeTable.lock): an unlinked object stays valid */
+    /* NodeTable.lock: it lost its last name through the mount while open
+     * (or never had one: O_TMPFILE), so an open with no name left is a
+     * reopen of a file still open (by handle, /proc/PID/fd), not a stale
+     * name (node_open_live) */
+    bool nameless_open;
     /* FUSE passthrough (NodeTable.lock): the kernel wants every open of one
      * inode bound to one backing id, or none bound */
     int backing_id;        /* > 0 while opens are bound to it */
@@ -112,8 +117,9 @@ typedef struct {
     State *state;   /* the memfd behind the slots */
     Node **by_slot; /* [STATE_NODE_SLOTS]: node_of; written under lock */
     SlotPool pool;
-    guint64 count; /* nodes alive except the root */
-    guint64 peak;  /* the most since memory was last given back (node_forget) */
+    guint64 count;      /* nodes alive except the root */
+    guint64 open_files; /* the nopen of every node, summed */
+    guint64 peak;       /* the most since memory was last given back (node_forget) */
     FdCache fdcache;
     /* the mount is noatime: backing objects are opened O_NOATIME (atomic,
      * relaxed: a remount changes it, node_set_noatime) */
@@ -197,6 +203,7 @@ bool node_unchanged_since_open(NodeTable *t, Node *n, const struct stat *st);
 void node_note_release(NodeTable *t, Node *n, const struct stat *st);
 void node_open_count(NodeTable *t, Node *n, int delta);
 int node_nopen(NodeTable *t, Node *n);
+bool node_nameless_open(NodeTable *t, Node *n);
 /* Opens bound to passthrough that may write: the kernel writes the backing
  * file for them without a request (a shared mapping's stores change its
  * mtime and ctime behind the daemon), so while one lasts the kernel may not
@@ -233,7 +240,8 @@ int node_fstat(NodeTable *t, Node *n, struct stat *st);
  * the FUSE file's flags: the backing mount's atime rule applies.) */
 int node_open(NodeTable *t, Node *n, int flags);
 /* node_open for reading or writing what is at the name now: fills st, and
- * returns -ESTALE (marking n stale) when the object has no name left. */
+ * returns -ESTALE (marking n stale) when the object has no name left,
+ * unless it lost it through the mount while open (nameless_open). */
 int node_open_live(NodeTable *t, Node *n, int flags, struct stat *st);
 
 /* ---- node ids in file handles (export.c) ---- */
@@ -259,6 +267,15 @@ int node_lookup_parent(NodeTable *t, Node *dir, struct stat *st, Node **out);
  * is never taken back while the node lives; it still names the live
  * directory. */
 void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name);
+
+/* Before dirfd/name, a file, is unlinked through the mount: when it is
+ * its last name and the file is open through the mount, its node keeps
+ * serving opens (nameless_open).  Costs an fstatat only while some file is
+ * open through the mount. */
+void node_note_unlink(NodeTable *t, int dirfd, const char *name);
+/* n is a new unnamed (O_TMPFILE) file (nameless): opens of it have no name
+ * the kernel could cache; once linked (!nameless), a name it has again. */
+void node_set_nameless_open(NodeTable *t, Node *n, bool nameless);
 
 /* ---- virtual nodes (virtual.c) ---- */
 

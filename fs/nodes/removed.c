@@ -1,5 +1,6 @@
-/* Directories removed through the mount: their nodes keep a descriptor
- * (nodes.h, node_keep_removed_dir). */
+/* Objects that lose their last name through the mount: a directory's
+ * node keeps a descriptor (node_keep_removed_dir), an open file's node
+ * keeps serving opens (node_note_unlink). */
 #include "nodes-private.h"
 
 #include <fcntl.h>
@@ -26,4 +27,28 @@ void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name)
     }
     if (!kept)
         close(fd);
+}
+
+void node_note_unlink(NodeTable *t, int dirfd, const char *name)
+{
+    if (__atomic_load_n(&t->open_files, __ATOMIC_RELAXED) == 0)
+        return;
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+        st.st_nlink != 1)
+        return;
+    NodeKey k = {st.st_dev, st.st_ino};
+    g_mutex_lock(&t->lock);
+    Node *n = g_hash_table_lookup(t->backing, &k);
+    /* set even if the unlink then fails: it only counts once no name is left */
+    if (n && n->nopen > 0)
+        n->nameless_open = true;
+    g_mutex_unlock(&t->lock);
+}
+
+void node_set_nameless_open(NodeTable *t, Node *n, bool nameless)
+{
+    g_mutex_lock(&t->lock);
+    n->nameless_open = nameless;
+    g_mutex_unlock(&t->lock);
 }

@@ -577,6 +577,7 @@ void node_open_count(NodeTable *t, Node *n, int delta)
 {
     g_mutex_lock(&t->lock);
     n->nopen += delta;
+    __atomic_store_n(&t->open_files, t->open_files + (guint64)(gint64)delta, __ATOMIC_RELAXED);
     g_mutex_unlock(&t->lock);
 }
 
@@ -654,4 +655,12 @@ int node_binding_leave(NodeTable *t, Node *n, int backing_id)
     node_sync_locked(n);
     g_mutex_unlock(&t->lock);
     return release;
+}
+
+bool node_nameless_open(NodeTable *t, Node *n)
+{
+    g_mutex_lock(&t->lock);
+    bool v = n->nameless_open;
+    g_mutex_unlock(&t->lock);
+    return v;
 }

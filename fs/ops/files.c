@@ -330,6 +330,8 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
      * permissions; a file written only through a shared mapping right
      * after its create shows its times at the next open, write or timeout. */
     fill_entry(fs, n, &st, e);
+    if (tmpfile)
+        node_set_nameless_open(&fs->nodes, n, true);
     bool marker = !tmpfile && ck_ns_is_marker(child);
     FileHandle *h = file_handle_open(fs, n, fd, true, false, marker ? child.job : NULL, fi);
     if (!h) {
@@ -468,7 +470,7 @@ static int write_control(struct ckptfs *fs, fuse_req_t req, FileHandle *h,
  * verdict was taken once at open (a refused open never gets a handle;
  * audit mode recorded it there): only looked at here. */
 static int do_write(struct ckptfs *fs, fuse_req_t req, FileHandle *h, struct fuse_bufvec *in_buf,
-                    off_t off, size_t *written)
+                    off_t off, int flags, size_t *written)
 {
     int err = write_refusal(h);
     if (err)
@@ -487,6 +489,8 @@ static int do_write(struct ckptfs *fs, fuse_req_t req, FileHandle *h, struct fus
         return (int)r;
     if (r > 0 && h->sgid_watch)
         drop_sgid(fs, req, h->node, h->fd);
+    if (r > 0 && (flags & O_DIRECT))
+        direct_write_landed(fs, h->node, off, (size_t)r);
     fs_metric_bytes(&fs->metrics->written_bytes, (guint64)r);
     *written = (size_t)r;
     return 0;
@@ -508,7 +512,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
     (void)ino;
     fs_metric_op(fs->metrics, FS_OP_WRITE);
     size_t written = 0;
-    int err = do_write(fs, req, file_of(fs, fi), in_buf, off, &written);
+    int err = do_write(fs, req, file_of(fs, fi), in_buf, off, fi->flags, &written);
     reply_write(fs, req, err, written);
 }
 

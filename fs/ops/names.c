@@ -433,6 +433,7 @@ static int do_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *np, const c
     if (err)
         return err;
     node_ref(&fs->nodes, n, 1);
+    node_set_nameless_open(&fs->nodes, n, false); /* it has a name now */
     fill_entry(fs, n, &st, e);
     return 0;
 }
@@ -462,6 +463,8 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         return err;
     if (dir && fs->no_opendir)
         node_keep_removed_dir(&fs->nodes, pf.fd, name);
+    else if (!dir)
+        node_note_unlink(&fs->nodes, pf.fd, name);
     Creds c;
     creds_enter(fs, req, false, &c);
     if (unlinkat(pf.fd, name, dir ? AT_REMOVEDIR : 0) < 0)

@@ -111,6 +111,11 @@ bool creds_drop_sgid_acl(fuse_req_t req, int fd);
  * reply must not overtake it. */
 void kernel_attrs_stale(struct ckptfs *fs, Node *n);
 
+/* A direct (O_DIRECT) write of [off, off + len) of n's file landed
+ * (direct.c): the kernel's cached pages of the range are dropped, waited
+ * for a bounded time. */
+void direct_write_landed(struct ckptfs *fs, Node *n, off_t off, size_t len);
+
 /* Names (names.c). */
 void fill_entry(struct ckptfs *fs, Node *n, const struct stat *st, struct fuse_entry_param *e);
 int do_lookup(struct ckptfs *fs, Node *p, const char *name, struct fuse_entry_param *e);

@@ -34,6 +34,10 @@ void handles_cleanup(struct ckptfs *fs);
 void handles_revive(struct ckptfs *fs);
 void handles_give_back(struct ckptfs *fs, uint32_t slot);
 void handles_close_node(struct ckptfs *fs, uint32_t node_slot);
+/* The workers that drop the kernel's pages after direct writes (direct.c):
+ * made before the session serves, freed after it ended. */
+void direct_init(struct ckptfs *fs);
+void direct_clear(struct ckptfs *fs);
 /* Frees the listings parked for READDIRs without OPENDIR (dirs.c). */
 void dirpark_clear(struct ckptfs *fs);
 /* The kinds ckptfs has (ops.c: files.c's and dirs.c's). */

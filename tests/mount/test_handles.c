@@ -2,7 +2,9 @@
  * an NFS export of the mount uses): a handle opens its object after the
  * kernel dropped every cached inode (drop_caches: the daemon is asked for
  * a node id it forgot), after a rename and through a second hard link; a
- * handle of an unlinked file is stale (ESTALE), as on ext4; a directory's
+ * handle of an unlinked file is stale (ESTALE), as on ext4, but one of a
+ * file unlinked while open opens it (and so does its /proc/self/fd link,
+ * as does an O_TMPFILE file's); a directory's
  * handle opens a directory the kernel has to connect to the root again
  * (lookups of ".."), and a file created in it lands where the path says;
  * a handle opens after the daemon was killed and replaced.
@@ -115,6 +117,50 @@ static void test_files(void **state)
     close(mount_fd);
 }
 
+/* A file unlinked through the mount while it is open: its handle and its
+ * /proc/self/fd link open it with its content, as on ext4 (xfstests
+ * generic/467); so does an O_TMPFILE file's link.  Once closed, the
+ * handle is stale. */
+static void test_unlinked_while_open(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *p = mp(m, "kept-open");
+    put_file(p, "still here");
+    Handle h;
+    handle_of(p, &h);
+    int keep = open(p, O_RDONLY);
+    assert_true(keep >= 0);
+    assert_int_equal(unlink(p), 0);
+    int mount_fd = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    assert_true(mount_fd >= 0);
+    int err;
+    g_autofree char *text = read_by_handle(mount_fd, &h, &err);
+    assert_int_equal(err, 0);
+    assert_string_equal(text, "still here");
+    char proc[64];
+    g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", keep);
+    g_autofree char *again = get_file(proc);
+    assert_string_equal(again, "still here");
+
+    int tmp = open(m->work, O_TMPFILE | O_RDWR, 0600);
+    assert_true(tmp >= 0);
+    assert_int_equal(write(tmp, "unnamed", 7), 7);
+    g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", tmp);
+    int fd = open(proc, O_RDONLY);
+    assert_true(fd >= 0);
+    char buf[16] = {0};
+    assert_int_equal(read(fd, buf, sizeof buf), 7);
+    assert_string_equal(buf, "unnamed");
+    close(fd);
+    close(tmp);
+
+    close(keep);
+    drop_kernel_caches(m, 2);
+    g_autofree char *gone = read_by_handle(mount_fd, &h, &err);
+    assert_int_equal(err, ESTALE);
+    close(mount_fd);
+}
+
 static void test_directory(void **state)
 {
     Mount *m = *state;
@@ -189,6 +235,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_files, mount_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_unlinked_while_open, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_directory, mount_setup, mount_teardown),
         cmocka_unit_test(test_after_daemon_death),
     };
