@@ -30,6 +30,7 @@
 #include "kernel/kio.h"
 #include "log.h"
 #include "backing_mount.h"
+#include "outlive/keep.h"
 #include "mounttab.h"
 #include "ops/ops.h"
 #include "outlive/supervisor.h"
@@ -288,6 +289,14 @@ static int setup_state(struct ckptfs *fs)
         return setup_error(fs, 1, "cannot read the daemon's groups");
     g_mutex_init(&fs->log_limit.lock);
     g_mutex_init(&fs->dirpark.lock);
+    /* a first daemon: handles taken through the last mount of the
+     * directory open through this one (generations go on past its) */
+    struct stat root;
+    if (!fs->state.attached && fstat(fs->root_fd, &root) == 0) {
+        unsigned kept = keep_take(&fs->state, fs->backing, root.st_dev, root.st_ino);
+        if (kept)
+            g_debug("ckptfs: %u node records of the last mount taken over", kept);
+    }
     NodeTableSetup nts = {.state = &fs->state,
                           .root_fd = fs->root_fd,
                           .mount_fd = fs->mount_fd,
@@ -742,6 +751,7 @@ int main(int argc, char *argv[])
     identity_watch_stop(&fs);
     views_stop(&fs); /* its notifier writes to the session: stop it first */
     attach_end(&fs, link.fuse_fd);
+    keep_save(&fs.state, fs.backing, fs.nodes.root->key.dev, fs.nodes.root->key.ino);
 out_unmount:
     fuse_session_unmount(fs.se);
 out_signals:

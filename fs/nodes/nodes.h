@@ -51,6 +51,7 @@ typedef enum {
     NODE_VIRTUAL, /* exists only in the views */
     NODE_ALIAS,   /* a view entry that is a backing object: reads only */
 } NodeKind;
+_Static_assert(NODE_BACKING == STATE_REC_BACKING, "the state's records name backing nodes so");
 
 typedef struct {
     dev_t dev;

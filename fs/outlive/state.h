@@ -34,6 +34,9 @@
 #define STATE_INIT_MAX     256        /* the kernel's INIT request: 104 bytes today */
 
 enum { SLOT_FREE = 0, SLOT_USED = 1 };
+/* NodeRec.kind of a backing object (nodes/nodes.h's NODE_BACKING, which
+ * asserts it) */
+#define STATE_REC_BACKING 0
 
 typedef struct {
     _Atomic uint32_t state; /* SLOT_FREE / SLOT_USED, written last when taken */

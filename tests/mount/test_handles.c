@@ -7,7 +7,9 @@
  * as does an O_TMPFILE file's); a directory's
  * handle opens a directory the kernel has to connect to the root again
  * (lookups of ".."), and a file created in it lands where the path says;
- * a handle opens after the daemon was killed and replaced.
+ * a handle opens after the daemon was killed and replaced, and after an
+ * unmount and a new mount of the same directory (also with its directory
+ * renamed in between); an old handle never opens another object.
  * Runs in every variant (passthrough and not, both transports). */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -231,6 +234,110 @@ static void test_after_daemon_death(void **state)
     mount_free(m);
 }
 
+/* Handles of 10 files and their directory, taken through one mount, then
+ * the mount cycled (as xfstests generic/477 does; also with the directory
+ * renamed, and a file removed, while unmounted): each opens its object
+ * through the next mount, or is stale when the object is gone. */
+static void test_across_a_remount(void **state)
+{
+    (void)state;
+    enum { N = 10 };
+    Mount *m = mount_new();
+    assert_int_equal(mount_start(m, NULL), 0);
+    g_autofree char *dir = mp(m, "d");
+    assert_int_equal(mkdir(dir, 0755), 0);
+    Handle h[N], hd;
+    for (int i = 0; i < N; i++) {
+        g_autofree char *name = g_strdup_printf("d/f%d", i);
+        g_autofree char *p = mp(m, name);
+        put_file(p, name);
+        handle_of(p, &h[i]);
+    }
+    handle_of(dir, &hd);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(mount_stop(m), 0);
+        if (round == 1) {
+            /* behind the mount, while unmounted: d renamed, f3 removed */
+            g_autofree char *from = bp(m, "d"), *to = bp(m, "renamed");
+            assert_int_equal(rename(from, to), 0);
+            g_autofree char *f3 = bp(m, "renamed/f3");
+            assert_int_equal(unlink(f3), 0);
+        }
+        assert_int_equal(mount_start(m, NULL), 0);
+        int mount_fd = open(m->mnt, O_RDONLY | O_DIRECTORY);
+        assert_true(mount_fd >= 0);
+        for (int i = 0; i < N; i++) {
+            int err;
+            g_autofree char *text = read_by_handle(mount_fd, &h[i], &err);
+            g_autofree char *want = g_strdup_printf("d/f%d", i);
+            if (round == 1 && i == 3) {
+                assert_int_equal(err, ESTALE);
+            } else {
+                assert_int_equal(err, 0);
+                assert_string_equal(text, want);
+            }
+        }
+        int dfd = open_by_handle_at(mount_fd, &hd.fh, O_RDONLY | O_DIRECTORY);
+        assert_true(dfd >= 0);
+        struct stat a, b;
+        assert_int_equal(fstat(dfd, &a), 0);
+        g_autofree char *now = mp(m, round ? "renamed" : "d");
+        assert_int_equal(stat(now, &b), 0);
+        assert_int_equal(a.st_ino, b.st_ino);
+        close(dfd);
+        close(mount_fd);
+    }
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+/* A mount that finds nothing of the last one (as after a reboot, or a
+ * daemon killed without a supervisor): old handles are stale, never
+ * another object, however many objects the new mount makes. */
+static void test_old_handles_never_name_new_objects(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    Mount *m = mount_new();
+    assert_int_equal(mount_start(m, NULL), 0);
+    Handle h[N];
+    for (int i = 0; i < N; i++) {
+        g_autofree char *name = g_strdup_printf("old%d", i);
+        g_autofree char *p = mp(m, name);
+        put_file(p, "old");
+        handle_of(p, &h[i]);
+    }
+    pid_t d = m->pid;
+    assert_int_equal(kill(d, SIGKILL), 0); /* no supervisor: nothing kept */
+    assert_int_equal(waitpid(d, NULL, 0), d);
+    m->pid = 0;
+    const char *lazy[] = {"fusermount3", "-u", "-z", m->mnt, NULL};
+    assert_int_equal(run_cmd(lazy, NULL), 0);
+    for (int i = 0; i < N; i++) {
+        g_autofree char *name = g_strdup_printf("old%d", i);
+        g_autofree char *b = bp(m, name);
+        assert_int_equal(unlink(b), 0);
+    }
+    assert_int_equal(mount_start(m, NULL), 0);
+    for (int i = 0; i < N; i++) {
+        g_autofree char *name = g_strdup_printf("new%d", i);
+        g_autofree char *p = mp(m, name);
+        put_file(p, "new");
+    }
+    int mount_fd = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    assert_true(mount_fd >= 0);
+    for (int i = 0; i < N; i++) {
+        int err;
+        g_autofree char *text = read_by_handle(mount_fd, &h[i], &err);
+        if (err != ESTALE)
+            print_message("old handle %d: %s, \"%s\"\n", i, g_strerror(err), text ? text : "");
+        assert_int_equal(err, ESTALE);
+    }
+    close(mount_fd);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +345,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unlinked_while_open, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_directory, mount_setup, mount_teardown),
         cmocka_unit_test(test_after_daemon_death),
+        cmocka_unit_test(test_across_a_remount),
+        cmocka_unit_test(test_old_handles_never_name_new_objects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /* The node table (fs/nodes) on its own, against a real directory:
  * lookups racing forgets on one inode, inode numbers recycled by the
- * backing fs, the bounded descriptor cache, and the order slots are
- * taken in. */
+ * backing fs, the bounded descriptor cache, the order slots are taken
+ * in, and the records an unmount leaves for the next mount. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -17,6 +17,7 @@
 
 #include "intern.h"
 #include "nodes/nodes.h"
+#include "outlive/keep.h"
 
 typedef struct {
     NodeTable nodes;
@@ -278,6 +279,48 @@ static void test_slot_pool_keeps_freed_records(void **state)
     slot_pool_clear(&p);
 }
 
+/* What a clean unmount keeps (outlive/keep.h): the records of backing
+ * nodes with their slots and generations, taken by the next mount of the
+ * same directory once (the file goes with it), its generations going on
+ * past the old ones; a directory with another identity takes nothing. */
+static void test_records_outlive_the_mount(void **state)
+{
+    Fixture *f = *state;
+    struct stat st, root;
+    touch(f, "a");
+    Node *a = lookup(f, "a", &st);
+    assert_non_null(a);
+    fuse_ino_t id = node_ino(&f->nodes, a);
+    node_forget(&f->nodes, a, 1);
+    assert_int_equal(fstat(f->root_fd, &root), 0);
+    uint64_t gen = atomic_load(&f->state.hdr->next_generation);
+    keep_save(&f->state, f->dir, root.st_dev, root.st_ino);
+
+    State other;
+    assert_int_equal(state_open(&other, -1), 0);
+    assert_int_equal(keep_take(&other, f->dir, root.st_dev, root.st_ino + 1), 0);
+    state_close(&other);
+
+    State next;
+    assert_int_equal(state_open(&next, -1), 0);
+    assert_true(keep_take(&next, f->dir, root.st_dev, root.st_ino) >= 1);
+    const NodeRec *r = &next.nodes[(uint32_t)id];
+    assert_int_equal(atomic_load(&r->state), SLOT_FREE);
+    assert_int_equal((uint32_t)r->generation, (uint32_t)(id >> 32));
+    assert_true(r->handle_len > 0);
+    assert_int_equal(r->nlookup, 0);
+    assert_true(atomic_load(&next.hdr->next_generation) >= gen);
+    assert_true(atomic_load(&next.hdr->node_high) > (uint32_t)id);
+    state_close(&next);
+
+    /* taken once: a second mount starts from the clock, past every old id */
+    State again;
+    assert_int_equal(state_open(&again, -1), 0);
+    assert_int_equal(keep_take(&again, f->dir, root.st_dev, root.st_ino), 0);
+    assert_true(atomic_load(&again.hdr->next_generation) > gen);
+    state_close(&again);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -286,6 +329,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lookups_race_forgets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_descriptor_cache_is_bounded, setup, teardown),
         cmocka_unit_test(test_slot_pool_keeps_freed_records),
+        cmocka_unit_test_setup_teardown(test_records_outlive_the_mount, setup, teardown),
     };
     return cmocka_run_group_tests_name("unit/nodes", tests, NULL, NULL);
 }

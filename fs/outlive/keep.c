@@ -1,0 +1,169 @@
+/* The node records a clean unmount leaves for the next mount (keep.h). */
+#include "keep.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KEEP_MAGIC 0x7065656b7470636bull /* "ckptkeep" */
+
+typedef struct {
+    uint64_t magic;
+    uint32_t rec_size;
+    uint32_t count;
+    uint64_t dev, ino;
+    uint64_t next_generation;
+    char root[4096]; /* the directory's realpath: a file outliving it is removed */
+} KeepHeader;
+
+typedef struct {
+    uint32_t slot;
+    uint32_t pad;
+    NodeRec rec;
+} KeepEntry;
+
+static char *keep_dir(void)
+{
+    return g_build_filename(geteuid() == 0 ? "/run" : g_get_user_runtime_dir(), "ckptfs", NULL);
+}
+
+/* <runtime dir>/ckptfs/nodes-<sha256 of the directory's identity> */
+static char *keep_path(const char *root, dev_t dev, ino_t ino, bool make_dir)
+{
+    g_autofree char *id = g_strdup_printf("%ju:%ju:%s", (uintmax_t)dev, (uintmax_t)ino, root);
+    g_autofree char *sum = g_compute_checksum_for_string(G_CHECKSUM_SHA256, id, -1);
+    g_autofree char *dir = keep_dir();
+    if (make_dir && g_mkdir_with_parents(dir, 0700) < 0)
+        return NULL;
+    return g_strdup_printf("%s/nodes-%s", dir, sum);
+}
+
+/* Removes the files of directories that are gone (a temporary directory
+ * mounted once, as `ckptctl run` makes). */
+static void prune_gone(void)
+{
+    g_autofree char *dir = keep_dir();
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d)) != NULL) {
+        if (!g_str_has_prefix(name, "nodes-"))
+            continue;
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        KeepHeader h;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        bool whole = read(fd, &h, sizeof h) == (ssize_t)sizeof h;
+        close(fd);
+        struct stat st;
+        h.root[sizeof h.root - 1] = '\0';
+        if (!whole || h.magic != KEEP_MAGIC || stat(h.root, &st) < 0 ||
+            (uint64_t)st.st_dev != h.dev || (uint64_t)st.st_ino != h.ino)
+            g_unlink(path);
+    }
+}
+
+/* Generations from the clock, a microsecond each: a mount after this one
+ * (with no file to go on from) starts past what this one handed out, since
+ * no node is made in less than a microsecond.  The kernel keeps the low
+ * 32 bits, which wrap every 71 minutes; an old id names a new object only
+ * if both mounts started at the same microsecond modulo that. */
+static uint64_t clock_generation(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+unsigned keep_take(State *s, const char *root, dev_t dev, ino_t ino)
+{
+    uint64_t gen = clock_generation();
+    unsigned taken = 0;
+    g_autofree char *path = keep_path(root, dev, ino, false);
+    g_autofree char *data = NULL;
+    gsize len = 0;
+    if (path && g_file_get_contents(path, &data, &len, NULL)) {
+        g_unlink(path); /* one mount takes it */
+        const KeepHeader *h = (const KeepHeader *)(void *)data;
+        if (len >= sizeof *h && h->magic == KEEP_MAGIC && h->rec_size == sizeof(NodeRec) &&
+            h->dev == (uint64_t)dev && h->ino == (uint64_t)ino &&
+            len == sizeof *h + (gsize)h->count * sizeof(KeepEntry)) {
+            const KeepEntry *e = (const KeepEntry *)(void *)(data + sizeof *h);
+            uint32_t high = atomic_load(&s->hdr->node_high);
+            for (uint32_t i = 0; i < h->count; i++) {
+                if (e[i].slot <= 1 || e[i].slot >= STATE_NODE_SLOTS)
+                    continue;
+                NodeRec *r = &s->nodes[e[i].slot];
+                memcpy((char *)r + sizeof r->state, (const char *)&e[i].rec + sizeof r->state,
+                       sizeof *r - sizeof r->state);
+                atomic_store(&r->state, SLOT_FREE);
+                if (e[i].slot >= high)
+                    high = e[i].slot + 1;
+                taken++;
+            }
+            atomic_store(&s->hdr->node_high, high);
+            if (h->next_generation > gen)
+                gen = h->next_generation;
+        }
+    }
+    atomic_store(&s->hdr->next_generation, gen);
+    return taken;
+}
+
+/* Newest first: the records a handle most likely still names. */
+static gint newer_first(gconstpointer a, gconstpointer b)
+{
+    const KeepEntry *x = a, *y = b;
+    return x->rec.generation < y->rec.generation   ? 1
+           : x->rec.generation > y->rec.generation ? -1
+                                                   : 0;
+}
+
+void keep_save(State *s, const char *root, dev_t dev, ino_t ino)
+{
+    g_autoptr(GArray) entries = g_array_new(FALSE, FALSE, sizeof(KeepEntry));
+    uint32_t high = atomic_load(&s->hdr->node_high);
+    for (uint32_t slot = 2; slot < high; slot++) {
+        const NodeRec *r = &s->nodes[slot];
+        /* a backing node with a handle: what LOOKUP of "." can open again */
+        if (r->kind != STATE_REC_BACKING || r->handle_len == 0 || r->stale ||
+            r->text_len == STATE_TEXT_LOST || r->generation == 0)
+            continue;
+        KeepEntry e = {.slot = slot};
+        memcpy(&e.rec, r, sizeof *r);
+        /* what only the kernel's references meant */
+        atomic_store(&e.rec.state, SLOT_FREE);
+        e.rec.nlookup = 0;
+        e.rec.backing_id = 0;
+        e.rec.backing_refs = 0;
+        e.rec.cached_opens = 0;
+        g_array_append_val(entries, e);
+    }
+    if (entries->len > KEEP_NODES) {
+        g_array_sort(entries, newer_first);
+        g_array_set_size(entries, KEEP_NODES);
+    }
+    prune_gone();
+    KeepHeader h = {.magic = KEEP_MAGIC,
+                    .rec_size = sizeof(NodeRec),
+                    .count = entries->len,
+                    .dev = (uint64_t)dev,
+                    .ino = (uint64_t)ino,
+                    .next_generation = atomic_load(&s->hdr->next_generation)};
+    g_strlcpy(h.root, root, sizeof h.root);
+    g_autofree char *path = keep_path(root, dev, ino, true);
+    g_autoptr(GByteArray) out = g_byte_array_sized_new(sizeof h + entries->len * sizeof(KeepEntry));
+    g_byte_array_append(out, (const guint8 *)&h, sizeof h);
+    g_byte_array_append(out, (const guint8 *)entries->data, entries->len * sizeof(KeepEntry));
+    g_autoptr(GError) err = NULL;
+    if (!path || !g_file_set_contents_full(path, (const char *)out->data, out->len,
+                                           G_FILE_SET_CONTENTS_CONSISTENT, 0600, &err))
+        g_message("ckptfs: file handles will not outlive this unmount: %s",
+                  err ? err->message : g_strerror(errno));
+}

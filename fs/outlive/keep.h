@@ -1,0 +1,30 @@
+/* What outlives an unmount: the records of the newest backing nodes, so
+ * that a file handle (name_to_handle_at, an NFS export) taken through one
+ * mount of a backing directory opens its object through the next mount of
+ * it, as on the backing file system.
+ *
+ * A node id is a slot and a generation (nodes/nodes.h); the kernel asks
+ * the daemon for a node id it has forgotten by LOOKUP of "." (export.c),
+ * which the slot's record answers while it keeps it.  At a clean unmount
+ * the daemon writes the records of the KEEP_NODES newest backing nodes and
+ * its generation counter to a file of its own (root: /run/ckptfs, else the
+ * user's runtime directory), named for the backing directory; the next
+ * mount of that directory takes the file (and removes it) before it makes
+ * any node: the records become retired slots, and generations go on past
+ * the old ones, so that an old id never names a new object.  Without the
+ * file (a first mount, a reboot, a daemon that died) generations start
+ * from the clock, for the same reason.  Files of directories that no
+ * longer exist are removed at each save. */
+#pragma once
+#include <sys/types.h>
+
+#include "state.h"
+
+#define KEEP_NODES 16384
+
+/* Takes the records a previous mount of the backing directory root (its
+ * realpath, device and inode number) left, into a fresh state s, and sets
+ * its generation counter.  Returns the records taken. */
+unsigned keep_take(State *s, const char *root, dev_t dev, ino_t ino);
+/* Writes the records of s for the next mount (logs why not on failure). */
+void keep_save(State *s, const char *root, dev_t dev, ino_t ino);
