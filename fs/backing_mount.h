@@ -5,12 +5,14 @@
  * passthrough read, a mapped file, an executable) go to backing files the
  * daemon opened, and update atimes as the mount those files were opened
  * through says: the backing file system's, not the FUSE mount's.  So the
- * daemon opens the backing directory through a private, detached copy of
- * its mount (open_tree(2), OPEN_TREE_CLONE), gives the copy the FUSE
- * mount's atime rule (mount_setattr(2)), and again whenever a remount
- * changes it.  The copy needs CAP_SYS_ADMIN; without it the daemon opens
- * the directory itself and its own opens fall back to O_NOATIME (nodes/),
- * which covers every read it serves (passthrough needs root anyway).
+ * daemon opens backing files and directories for I/O through a private,
+ * detached copy of the backing mount (open_tree(2), OPEN_TREE_CLONE),
+ * gives the copy the FUSE mount's atime rule (mount_setattr(2)), and again
+ * whenever a remount changes it; what it opens only to name objects (*at()
+ * calls, paths in the log) stays on the backing mount itself.  The copy
+ * needs CAP_SYS_ADMIN; without it the daemon's own opens fall back to
+ * O_NOATIME (nodes/), which covers every read it serves (passthrough needs
+ * root anyway).
  *
  * An atime rule is mount(2)'s flags: MS_NOATIME, MS_RELATIME,
  * MS_STRICTATIME, MS_NODIRATIME (mounttab_atime_rule reads them). */

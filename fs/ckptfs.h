@@ -100,7 +100,7 @@ struct ckptfs {
     char *backing; /* realpath of BACKING_DIR, no trailing '/' */
     size_t backing_len;
     char *mountpoint; /* realpath of MOUNTPOINT */
-    int root_fd;      /* O_PATH|O_DIRECTORY of the backing root (in the private copy, when made) */
+    int root_fd;      /* O_PATH|O_DIRECTORY of the backing root */
     int mount_fd;     /* O_RDONLY of the backing root: open_by_handle_at's mount_fd (no O_PATH) */
     bool is_root;     /* the daemon runs with euid 0 (AT_EMPTY_PATH links, open_by_handle_at) */
     uid_t euid;
@@ -121,13 +121,15 @@ struct ckptfs {
     bool dont_mask;
     /* the mount's atime rule (backing_mount.h; the reload thread's once
      * started), given to the private copy of the backing mount when the
-     * daemon could make one, else to nodes/ as O_NOATIME */
+     * daemon could make one (data_root_fd), else to nodes/ as O_NOATIME */
     unsigned long atime_rule;
-    bool private_mount; /* root_fd is in a private copy of the backing mount */
-    int pin_fd;         /* O_PATH of the backing root in its own mount: it stays busy */
-    bool supervised;    /* a supervisor keeps the connection (outlive/supervisor.h) */
-    SupLink *link;      /* to the supervisor (its sock is -1 when there is none) */
-    gint64 started_us;  /* when this daemon started (process_start_time_seconds) */
+    /* the backing root in the daemon's private copy of its mount
+     * (backing_mount.h), O_PATH and O_RDONLY: files and directories are
+     * opened for I/O through it; -1 without a copy */
+    int data_root_fd, data_mount_fd;
+    bool supervised;   /* a supervisor keeps the connection (outlive/supervisor.h) */
+    SupLink *link;     /* to the supervisor (its sock is -1 when there is none) */
+    gint64 started_us; /* when this daemon started (process_start_time_seconds) */
 
     /* the layers' own state */
     State state;             /* the state memfd: what a daemon that takes over needs */

@@ -222,27 +222,28 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
                            "read itself; choose a mount point outside the backing directory",
                            mountpoint);
 
-    /* the backing file system stays busy (umount says so) while mounted:
-     * the private copy alone would not keep it so */
-    fs->pin_fd = open(fs->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fs->pin_fd < 0)
+    fs->root_fd = open(fs->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fs->root_fd < 0)
         return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
+    fs->mount_fd = open(fs->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fs->mount_fd < 0)
+        return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
+    /* what is opened for reading and writing goes through a private copy of
+     * the backing mount with the FUSE mount's atime rule */
     long now = attach ? mounttab_atime_rule(fs->mountpoint) : -1;
     if (now >= 0)
         fs->atime_rule = (unsigned long)now; /* a remount may have changed it */
-    fs->root_fd = backing_mount_open(fs->backing, fs->atime_rule);
-    fs->private_mount = fs->root_fd >= 0;
-    if (!fs->private_mount) {
+    int tree = backing_mount_open(fs->backing, fs->atime_rule);
+    if (tree >= 0) {
+        fs->data_root_fd = tree;
+        fs->data_mount_fd = openat(tree, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fs->data_mount_fd < 0)
+            return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
+    } else {
         g_debug("ckptfs: no private copy of the backing mount (%s): the daemon's own opens "
                 "follow the atime rule with O_NOATIME",
-                g_strerror(-fs->root_fd));
-        fs->root_fd = open(fs->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                g_strerror(-tree));
     }
-    if (fs->root_fd < 0)
-        return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
-    fs->mount_fd = openat(fs->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fs->mount_fd < 0)
-        return setup_error(fs, 2, "%s: %s", o->backing_arg, g_strerror(errno));
     /* a daemon that attaches serves the directory the mount was made of, or
      * none: a takeover's standby says so before the running daemon hands over */
     rc = attach_match(fs);
@@ -302,7 +303,8 @@ static int setup_state(struct ckptfs *fs)
                           .mount_fd = fs->mount_fd,
                           .views_name = o->views_name,
                           .no_handles = o->no_handles,
-                          .noatime = !fs->private_mount && (fs->atime_rule & MS_NOATIME),
+                          .data_mount_fd = fs->data_mount_fd,
+                          .noatime = fs->data_root_fd < 0 && (fs->atime_rule & MS_NOATIME),
                           .name = fs->backing};
     int rc = node_table_init(&fs->nodes, &nts);
     if (rc < 0)
@@ -341,8 +343,10 @@ static void teardown(struct ckptfs *fs)
         close(fs->root_fd);
     if (fs->mount_fd >= 0)
         close(fs->mount_fd);
-    if (fs->pin_fd >= 0)
-        close(fs->pin_fd);
+    if (fs->data_root_fd >= 0)
+        close(fs->data_root_fd);
+    if (fs->data_mount_fd >= 0)
+        close(fs->data_mount_fd);
     free(fs->backing);
     free(fs->mountpoint);
     state_close(&fs->state);
@@ -427,8 +431,8 @@ static void follow_atime_rule(struct ckptfs *fs)
     if (now < 0 || (unsigned long)now == fs->atime_rule)
         return;
     fs->atime_rule = (unsigned long)now;
-    if (fs->private_mount) {
-        int err = backing_mount_set_atime(fs->root_fd, fs->atime_rule);
+    if (fs->data_root_fd >= 0) {
+        int err = backing_mount_set_atime(fs->data_root_fd, fs->atime_rule);
         if (err)
             g_warning("ckptfs: %s: remounted, but the backing files keep their atime rule: %s",
                       fs->mountpoint, g_strerror(-err));
@@ -578,7 +582,8 @@ int main(int argc, char *argv[])
     struct fuse_args args = FUSE_ARGS_INIT(argc, cmd);
     struct ckptfs fs;
     memset(&fs, 0, sizeof fs);
-    fs.root_fd = fs.mount_fd = fs.pin_fd = fs.reload_fd = fs.reload_stop = fs.mounts_fd = -1;
+    fs.root_fd = fs.mount_fd = fs.data_root_fd = fs.data_mount_fd = -1;
+    fs.reload_fd = fs.reload_stop = fs.mounts_fd = -1;
     fs.idwatch.inotify_fd = fs.idwatch.stop_fd = -1;
     fs.started_us = g_get_real_time();
     struct fuse_cmdline_opts c;

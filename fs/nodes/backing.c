@@ -66,13 +66,16 @@ static int node_open_as(NodeTable *t, Node *n, int flags)
 {
     int fd;
     if (n->handle) {
-        fd = open_by_handle_at(t->mount_fd, n->handle, flags);
+        fd = open_by_handle_at(t->data_mount_fd, n->handle, flags);
         if (fd < 0 && (errno == EMFILE || errno == ENFILE) && fdcache_shrink(&t->fdcache))
-            fd = open_by_handle_at(t->mount_fd, n->handle, flags);
+            fd = open_by_handle_at(t->data_mount_fd, n->handle, flags);
     } else if (n->pinned_fd >= 0) {
+        /* through the descriptor's magic link, which O_NOFOLLOW would refuse
+         * (ELOOP): the descriptor is the object itself, never a name that
+         * could have become a symlink */
         char proc[64];
         g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", n->pinned_fd);
-        fd = open(proc, flags);
+        fd = open(proc, S_ISLNK(n->type) ? flags : flags & ~O_NOFOLLOW);
     } else {
         return -ESTALE;
     }

@@ -126,8 +126,13 @@ typedef struct {
      * relaxed: a remount changes it, node_set_noatime) */
     bool noatime;
     /* fixed once node_table_init returned */
-    int root_fd;            /* O_PATH of the backing root (borrowed) */
-    int mount_fd;           /* O_RDONLY of it: open_by_handle_at's mount_fd (borrowed) */
+    int root_fd;  /* O_PATH of the backing root (borrowed) */
+    int mount_fd; /* O_RDONLY of it: open_by_handle_at's mount_fd (borrowed) */
+    /* the same in a private copy of the backing mount with the FUSE mount's
+     * atime rule (main.c), or mount_fd: node_open opens for I/O through it,
+     * so that reads, the daemon's and the kernel's (passthrough), follow
+     * the rule; descriptors for *at() calls and paths stay on mount_fd */
+    int data_mount_fd;
     bool handles;           /* the backing fs gives file handles (else one O_PATH fd per node) */
     int root_mount_id;      /* handles from other mounts are not usable with mount_fd */
     const char *views_name; /* interned: what ck_ns_child calls the views */
@@ -142,6 +147,7 @@ typedef struct {
 typedef struct {
     State *state;           /* the slots; a previous daemon's when it attached */
     int root_fd, mount_fd;  /* the backing root, O_PATH and O_RDONLY (borrowed) */
+    int data_mount_fd;      /* NodeTable.data_mount_fd (borrowed), -1: mount_fd */
     const char *views_name; /* interned */
     bool no_handles;        /* behave as on a file system without handles (tests) */
     bool noatime;           /* the mount's noatime: reads through it leave atimes alone */
@@ -234,11 +240,9 @@ int node_fd(NodeTable *t, Node *n, NodeFd *out);
 void node_fd_put(NodeTable *t, NodeFd *f);
 /* lstat of the node's backing object, through node_fd. */
 int node_fstat(NodeTable *t, Node *n, struct stat *st);
-/* Opens the node's backing object with open(2) flags (no O_CREAT); on a
- * noatime mount with O_NOATIME too (where the daemon may: the owner's, or
- * any as root), so that the daemon's own reads leave the atime alone.  (A
- * passthrough read is the kernel's, through a backing file it opens with
- * the FUSE file's flags: the backing mount's atime rule applies.) */
+/* Opens the node's backing object with open(2) flags (no O_CREAT) through
+ * data_mount_fd; without a private mount, on a noatime mount with
+ * O_NOATIME too (where the daemon may: the owner's, or any as root). */
 int node_open(NodeTable *t, Node *n, int flags);
 /* node_open for reading or writing what is at the name now: fills st, and
  * returns -ESTALE (marking n stale) when the object has no name left,

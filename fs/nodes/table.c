@@ -201,6 +201,7 @@ int node_table_init(NodeTable *t, const NodeTableSetup *s)
     fdcache_init(&t->fdcache);
     t->root_fd = s->root_fd;
     t->mount_fd = s->mount_fd;
+    t->data_mount_fd = s->data_mount_fd >= 0 ? s->data_mount_fd : s->mount_fd;
     t->views_name = s->views_name;
     t->noatime = s->noatime;
     t->state = s->state;

@@ -36,6 +36,7 @@ static int setup(void **state)
     NodeTableSetup s = {.state = &f->state,
                         .root_fd = f->root_fd,
                         .mount_fd = f->mount_fd,
+                        .data_mount_fd = -1,
                         .views_name = ck_intern("_views"),
                         .name = f->dir};
     assert_int_equal(node_table_init(&f->nodes, &s), 0);
