@@ -127,6 +127,7 @@ struct ckptfs {
      * (backing_mount.h), O_PATH and O_RDONLY: files and directories are
      * opened for I/O through it; -1 without a copy */
     int data_root_fd, data_mount_fd;
+    int keep_lock;     /* outlive/keep.h: held from the start to the last records */
     bool supervised;   /* a supervisor keeps the connection (outlive/supervisor.h) */
     SupLink *link;     /* to the supervisor (its sock is -1 when there is none) */
     gint64 started_us; /* when this daemon started (process_start_time_seconds) */

@@ -293,7 +293,12 @@ static int setup_state(struct ckptfs *fs)
     /* a first daemon: handles taken through the last mount of the
      * directory open through this one (generations go on past its) */
     struct stat root;
-    if (!fs->state.attached && fstat(fs->root_fd, &root) == 0) {
+    if (fstat(fs->root_fd, &root) < 0)
+        return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(errno));
+    bool first = !fs->state.attached;
+    fs->keep_lock = keep_lock(fs->backing, root.st_dev, root.st_ino,
+                              first && !mounttab_has_ckptfs_of(fs->backing));
+    if (first) {
         unsigned kept = keep_take(&fs->state, fs->backing, root.st_dev, root.st_ino);
         if (kept)
             g_debug("ckptfs: %u node records of the last mount taken over", kept);
@@ -343,6 +348,8 @@ static void teardown(struct ckptfs *fs)
         close(fs->root_fd);
     if (fs->mount_fd >= 0)
         close(fs->mount_fd);
+    if (fs->keep_lock >= 0)
+        close(fs->keep_lock);
     if (fs->data_root_fd >= 0)
         close(fs->data_root_fd);
     if (fs->data_mount_fd >= 0)
@@ -583,7 +590,7 @@ int main(int argc, char *argv[])
     struct ckptfs fs;
     memset(&fs, 0, sizeof fs);
     fs.root_fd = fs.mount_fd = fs.data_root_fd = fs.data_mount_fd = -1;
-    fs.reload_fd = fs.reload_stop = fs.mounts_fd = -1;
+    fs.reload_fd = fs.reload_stop = fs.mounts_fd = fs.keep_lock = -1;
     fs.idwatch.inotify_fd = fs.idwatch.stop_fd = -1;
     fs.started_us = g_get_real_time();
     struct fuse_cmdline_opts c;
@@ -756,7 +763,8 @@ int main(int argc, char *argv[])
     identity_watch_stop(&fs);
     views_stop(&fs); /* its notifier writes to the session: stop it first */
     attach_end(&fs, link.fuse_fd);
-    keep_save(&fs.state, fs.backing, fs.nodes.root->key.dev, fs.nodes.root->key.ino);
+    keep_save(&fs.state, fs.backing, fs.nodes.root->key.dev, fs.nodes.root->key.ino, fs.keep_lock);
+    fs.keep_lock = -1;
 out_unmount:
     fuse_session_unmount(fs.se);
 out_signals:

@@ -53,6 +53,25 @@ char *mounttab_live_ckptfs(const char *mnt)
     return source;
 }
 
+bool mounttab_has_ckptfs_of(const char *backing)
+{
+    struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+    struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+    struct libmnt_fs *fs = NULL;
+    bool found = false;
+    while (tb && it && !found && mnt_table_next_fs(tb, it, &fs) == 0) {
+        const char *src = mnt_fs_get_source(fs);
+        if (g_strcmp0(mnt_fs_get_fstype(fs), "fuse.ckptfs") != 0 || !src)
+            continue;
+        char *real = realpath(src, NULL);
+        found = real && strcmp(real, backing) == 0;
+        free(real);
+    }
+    mnt_free_iter(it);
+    mnt_unref_table(tb);
+    return found;
+}
+
 #define ATIME_FLAGS (MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_STRICTATIME)
 
 long mounttab_atime_rule(const char *mnt)

@@ -13,6 +13,10 @@
  * NULL: nothing, another file system, or a dead daemon's mount. */
 char *mounttab_live_ckptfs(const char *mnt);
 
+/* Whether a ckptfs mount of the backing directory backing (a realpath),
+ * by its source, is in the mount table. */
+bool mounttab_has_ckptfs_of(const char *backing);
+
 /* Whether no dead daemon's mount is at mnt: true for a live one, and for a
  * directory nothing is mounted on. */
 bool mounttab_serving(const char *mnt);

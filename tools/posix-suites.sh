@@ -14,7 +14,9 @@
 #              mount(8) must find ckptfs (ninja install, or --link to put a
 #              symlink in /usr/local/sbin for the run).  xfstests works at the
 #              mount's root, which the write policy keeps for _state and _jobs:
-#              the mounts are made with -o no_policy (every check skipped).
+#              the mounts are made with -o no_policy (every check skipped),
+#              and empties it with rm -rf MNT/* before tests: the views are
+#              named .views there (-o views=.views), which the glob skips.
 #              Needs the users fsgqa, fsgqa2 and 123456-fsgqa.  Results and
 #              the daemons' logs: /var/tmp/ckptfs-xfs-<variant>.results/
 #
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
     --transports) transports=$2; shift 2 ;;
     --ops) ops=$2; shift 2 ;;
     --link) link=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "posix-suites: unknown argument $1 (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -158,8 +160,8 @@ export TEST_DEV=$d/test
 export TEST_DIR=$d/test.mnt
 export SCRATCH_DEV=$d/scratch
 export SCRATCH_MNT=$d/scratch.mnt
-export TEST_FS_MOUNT_OPTS="-o nosupervise,no_policy,allow_other,$variant,log=$res/test.log"
-export MOUNT_OPTIONS="-o nosupervise,no_policy,allow_other,$variant,log=$res/scratch.log"
+export TEST_FS_MOUNT_OPTS="-o nosupervise,no_policy,views=.views,allow_other,$variant,log=$res/test.log"
+export MOUNT_OPTIONS="-o nosupervise,no_policy,views=.views,allow_other,$variant,log=$res/scratch.log"
 export RESULT_BASE=$res
 EOF
             # xfstests takes FSTYP=fuse only where df -T says "fuse", and

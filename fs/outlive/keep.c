@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,40 +35,79 @@ static char *keep_dir(void)
     return g_build_filename(geteuid() == 0 ? "/run" : g_get_user_runtime_dir(), "ckptfs", NULL);
 }
 
-/* <runtime dir>/ckptfs/nodes-<sha256 of the directory's identity> */
-static char *keep_path(const char *root, dev_t dev, ino_t ino, bool make_dir)
+/* <runtime dir>/ckptfs/<kind>-<sha256 of the directory's identity> */
+static char *keep_path(const char *kind, const char *root, dev_t dev, ino_t ino, bool make_dir)
 {
     g_autofree char *id = g_strdup_printf("%ju:%ju:%s", (uintmax_t)dev, (uintmax_t)ino, root);
     g_autofree char *sum = g_compute_checksum_for_string(G_CHECKSUM_SHA256, id, -1);
     g_autofree char *dir = keep_dir();
     if (make_dir && g_mkdir_with_parents(dir, 0700) < 0)
         return NULL;
-    return g_strdup_printf("%s/nodes-%s", dir, sum);
+    return g_strdup_printf("%s/%s-%s", dir, kind, sum);
+}
+
+/* Whether the directory that a file of this directory names (its realpath,
+ * device and inode number) is gone. */
+static bool dir_gone(const char *root, uint64_t dev, uint64_t ino)
+{
+    struct stat st;
+    return stat(root, &st) < 0 || (uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino;
 }
 
 /* Removes the files of directories that are gone (a temporary directory
- * mounted once, as `ckptctl run` makes). */
+ * mounted once, as `ckptctl run` makes): no mount can take them, since a
+ * new directory has a new identity. */
 static void prune_gone(void)
 {
     g_autofree char *dir = keep_dir();
     g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
     const char *name;
     while (d && (name = g_dir_read_name(d)) != NULL) {
-        if (!g_str_has_prefix(name, "nodes-"))
-            continue;
         g_autofree char *path = g_build_filename(dir, name, NULL);
-        KeepHeader h;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        bool whole = read(fd, &h, sizeof h) == (ssize_t)sizeof h;
-        close(fd);
-        struct stat st;
-        h.root[sizeof h.root - 1] = '\0';
-        if (!whole || h.magic != KEEP_MAGIC || stat(h.root, &st) < 0 ||
-            (uint64_t)st.st_dev != h.dev || (uint64_t)st.st_ino != h.ino)
-            g_unlink(path);
+        if (g_str_has_prefix(name, "nodes-")) {
+            KeepHeader h;
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            bool whole = read(fd, &h, sizeof h) == (ssize_t)sizeof h;
+            close(fd);
+            h.root[sizeof h.root - 1] = '\0';
+            if (!whole || h.magic != KEEP_MAGIC || dir_gone(h.root, h.dev, h.ino))
+                g_unlink(path);
+        } else if (g_str_has_prefix(name, "lock-")) {
+            g_autofree char *text = NULL;
+            uint64_t dev = 0, ino = 0;
+            int at = 0;
+            if (g_file_get_contents(path, &text, NULL, NULL) &&
+                sscanf(text, "%" SCNu64 ":%" SCNu64 ":%n", &dev, &ino, &at) == 2 && at > 0 &&
+                dir_gone(text + at, dev, ino))
+                g_unlink(path);
+        }
     }
+}
+
+int keep_lock(const char *root, dev_t dev, ino_t ino, bool wait)
+{
+    g_autofree char *path = keep_path("lock", root, dev, ino, true);
+    int fd = path ? open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_size == 0) {
+        /* what prune_gone reads: the directory it is of */
+        g_autofree char *text = g_strdup_printf("%ju:%ju:%s", (uintmax_t)dev, (uintmax_t)ino, root);
+        if (write(fd, text, strlen(text)) < 0)
+            g_debug("ckptfs: %s: %s", path, g_strerror(errno));
+    }
+    /* a daemon whose mount just went is still writing its records: wait
+     * (2 s at most) until no daemon of the directory holds the lock */
+    for (int i = 0; wait && i < 200 && flock(fd, LOCK_EX | LOCK_NB) < 0; i++)
+        g_usleep(10 * 1000);
+    if (flock(fd, LOCK_SH) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 /* Generations from the clock, a microsecond each: a mount after this one
@@ -85,7 +126,7 @@ unsigned keep_take(State *s, const char *root, dev_t dev, ino_t ino)
 {
     uint64_t gen = clock_generation();
     unsigned taken = 0;
-    g_autofree char *path = keep_path(root, dev, ino, false);
+    g_autofree char *path = keep_path("nodes", root, dev, ino, false);
     g_autofree char *data = NULL;
     gsize len = 0;
     if (path && g_file_get_contents(path, &data, &len, NULL)) {
@@ -125,7 +166,7 @@ static gint newer_first(gconstpointer a, gconstpointer b)
                                                    : 0;
 }
 
-void keep_save(State *s, const char *root, dev_t dev, ino_t ino)
+void keep_save(State *s, const char *root, dev_t dev, ino_t ino, int lock)
 {
     g_autoptr(GArray) entries = g_array_new(FALSE, FALSE, sizeof(KeepEntry));
     uint32_t high = atomic_load(&s->hdr->node_high);
@@ -157,7 +198,7 @@ void keep_save(State *s, const char *root, dev_t dev, ino_t ino)
                     .ino = (uint64_t)ino,
                     .next_generation = atomic_load(&s->hdr->next_generation)};
     g_strlcpy(h.root, root, sizeof h.root);
-    g_autofree char *path = keep_path(root, dev, ino, true);
+    g_autofree char *path = keep_path("nodes", root, dev, ino, true);
     g_autoptr(GByteArray) out = g_byte_array_sized_new(sizeof h + entries->len * sizeof(KeepEntry));
     g_byte_array_append(out, (const guint8 *)&h, sizeof h);
     g_byte_array_append(out, (const guint8 *)entries->data, entries->len * sizeof(KeepEntry));
@@ -166,4 +207,6 @@ void keep_save(State *s, const char *root, dev_t dev, ino_t ino)
                                            G_FILE_SET_CONTENTS_CONSISTENT, 0600, &err))
         g_message("ckptfs: file handles will not outlive this unmount: %s",
                   err ? err->message : g_strerror(errno));
+    if (lock >= 0)
+        close(lock); /* the next mount may take them now */
 }

@@ -16,15 +16,24 @@
  * from the clock, for the same reason.  Files of directories that no
  * longer exist are removed at each save. */
 #pragma once
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "state.h"
 
 #define KEEP_NODES 16384
 
-/* Takes the records a previous mount of the backing directory root (its
- * realpath, device and inode number) left, into a fresh state s, and sets
- * its generation counter.  Returns the records taken. */
+/* Every daemon of the backing directory root (its realpath, device and
+ * inode number) holds a lock of it from its start to the end of
+ * keep_save: an unmount returns before its daemon has written the records,
+ * so a new first daemon waits for (wait: 2 s at most) the lock to be free
+ * of daemons before it takes them.  wait is false when another mount of
+ * the directory is live (its daemon keeps the lock while it serves).  The
+ * lock's descriptor, -1 when there is none (no runtime directory). */
+int keep_lock(const char *root, dev_t dev, ino_t ino, bool wait);
+/* Takes the records a previous mount of root left, into a fresh state s,
+ * and sets its generation counter.  Returns the records taken. */
 unsigned keep_take(State *s, const char *root, dev_t dev, ino_t ino);
-/* Writes the records of s for the next mount (logs why not on failure). */
-void keep_save(State *s, const char *root, dev_t dev, ino_t ino);
+/* Writes the records of s for the next mount (logs why not on failure),
+ * then lets the lock go. */
+void keep_save(State *s, const char *root, dev_t dev, ino_t ino, int lock);

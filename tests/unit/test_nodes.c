@@ -295,7 +295,7 @@ static void test_records_outlive_the_mount(void **state)
     node_forget(&f->nodes, a, 1);
     assert_int_equal(fstat(f->root_fd, &root), 0);
     uint64_t gen = atomic_load(&f->state.hdr->next_generation);
-    keep_save(&f->state, f->dir, root.st_dev, root.st_ino);
+    keep_save(&f->state, f->dir, root.st_dev, root.st_ino, -1);
 
     State other;
     assert_int_equal(state_open(&other, -1), 0);
