@@ -6,9 +6,10 @@
  * generation, the namespace) until the pool takes the slot again, the
  * oldest first and only past NODE_RETIRED_KEEP free slots; the node comes
  * back in the same slot with the same generation, so the id is the one
- * the handle holds.  An object whose node the kernel made again under
- * another id meanwhile, one that is gone, and the views' nodes answer
- * ESTALE: a node id names one object in the kernel, never two ids one.
+ * the handle holds (a lookup by name brings it back there too: retired.c).
+ * An object whose node the kernel made again under another id meanwhile,
+ * one that is gone, and the views' nodes answer ESTALE: a node id names
+ * one object in the kernel, never two ids one.
  * A node a daemon dropped itself (references a predecessor left that the
  * kernel had given up) is never found again: the kernel's late FORGET of
  * the old references would free it under the new ones. */

@@ -28,6 +28,16 @@ Node *node_adopt_locked(NodeTable *t, GHashTable *table, gpointer key, Node *n, 
  * least this many other nodes were made after the node was forgotten. */
 #define NODE_RETIRED_KEEP 16384
 
+/* Retired slots by the object their records name (retired.c), under the
+ * table's lock: noted when a slot is given back with its record, forgotten
+ * when the slot is taken again; retired_slot_locked gives the free slot
+ * whose record is n's object (same key and file handle), or 0. */
+void retired_init_locked(NodeTable *t);
+void retired_clear(NodeTable *t);
+void retired_note_locked(NodeTable *t, uint32_t slot);
+void retired_forget_locked(NodeTable *t, uint32_t slot);
+uint32_t retired_slot_locked(NodeTable *t, const Node *n);
+
 /* Writes n, just put into the table, into slot (which must be free) and
  * makes it n's. */
 void rec_fill_locked(NodeTable *t, Node *n, uint32_t slot);

@@ -60,6 +60,7 @@ void node_sync_locked(Node *n)
 void rec_fill_locked(NodeTable *t, Node *n, uint32_t slot)
 {
     NodeRec *r = &t->state->nodes[slot];
+    retired_forget_locked(t, slot); /* the record names another node now */
     memset((char *)r + sizeof r->state, 0, sizeof *r - sizeof r->state);
     r->kind = (uint8_t)n->kind;
     r->type = (uint32_t)n->type;
@@ -104,6 +105,7 @@ static void rec_give_locked(NodeTable *t, Node *n)
     atomic_store_explicit(&n->rec->state, SLOT_FREE, memory_order_release);
     t->by_slot[n->slot] = NULL;
     slot_pool_give(&t->pool, n->slot);
+    retired_note_locked(t, n->slot);
     n->rec = NULL;
     n->slot = 0;
 }
@@ -253,6 +255,7 @@ int node_table_init(NodeTable *t, const NodeTableSetup *s)
                    &t->state->nodes[0].state, sizeof(NodeRec));
     if (atomic_load(&hdr->next_generation) == 0)
         atomic_store(&hdr->next_generation, 1);
+    retired_init_locked(t); /* nothing else runs yet */
     return 0;
 }
 
@@ -281,6 +284,7 @@ void node_table_destroy(NodeTable *t)
     fdcache_clear(&t->fdcache);
     g_mutex_clear(&t->lock);
     slot_pool_clear(&t->pool);
+    retired_clear(t);
     if (t->by_slot)
         munmap(t->by_slot, (size_t)STATE_NODE_SLOTS * sizeof(Node *));
     t->by_slot = NULL;
@@ -339,10 +343,19 @@ Node *node_adopt_locked(NodeTable *t, GHashTable *table, gpointer key, Node *n, 
         node_free(t, fresh);
         return n;
     }
-    fresh->generation = atomic_fetch_add(&t->state->hdr->next_generation, 1);
     fresh->nlookup = 1;
     g_hash_table_insert(table, key, fresh);
-    rec_take_locked(t, fresh);
+    /* an object the kernel forgot comes back under its old id, which a
+     * file handle may hold (retired.c) */
+    uint32_t old = table == t->backing ? retired_slot_locked(t, fresh) : 0;
+    if (old) {
+        fresh->generation = t->state->nodes[old].generation;
+        slot_pool_claim(&t->pool, old);
+        rec_fill_locked(t, fresh, old);
+    } else {
+        fresh->generation = atomic_fetch_add(&t->state->hdr->next_generation, 1);
+        rec_take_locked(t, fresh);
+    }
     inflight_note(INFLIGHT_NODE, fresh->slot);
     node_counted_locked(t);
     g_mutex_unlock(&t->lock);

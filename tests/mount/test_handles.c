@@ -9,7 +9,8 @@
  * (lookups of ".."), and a file created in it lands where the path says;
  * a handle opens after the daemon was killed and replaced, and after an
  * unmount and a new mount of the same directory (also with its directory
- * renamed in between); an old handle never opens another object.
+ * renamed in between), and after the kernel looked its object up by name
+ * again; an old handle never opens another object.
  * Runs in every variant (passthrough and not, both transports). */
 #include <errno.h>
 #include <fcntl.h>
@@ -234,6 +235,41 @@ static void test_after_daemon_death(void **state)
     mount_free(m);
 }
 
+/* A handle of a file the kernel forgot and then looked up again by name
+ * (a listing, a stat: how the kernel reconnects a decoded handle to its
+ * parent) still opens it: the object comes back under its old node id. */
+static void test_found_again_by_name(void **state)
+{
+    Mount *m = *state;
+    enum { N = 5 };
+    g_autofree char *dir = mp(m, "again");
+    assert_int_equal(mkdir(dir, 0755), 0);
+    Handle h[N];
+    for (int i = 0; i < N; i++) {
+        g_autofree char *name = g_strdup_printf("again/f%d", i);
+        g_autofree char *p = mp(m, name);
+        put_file(p, name);
+        handle_of(p, &h[i]);
+    }
+    drop_kernel_caches(m, 2);
+    for (int i = 0; i < N; i++) { /* by name first */
+        g_autofree char *name = g_strdup_printf("again/f%d", i);
+        g_autofree char *p = mp(m, name);
+        struct stat st;
+        assert_int_equal(stat(p, &st), 0);
+    }
+    int mount_fd = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    assert_true(mount_fd >= 0);
+    for (int i = 0; i < N; i++) {
+        int err;
+        g_autofree char *text = read_by_handle(mount_fd, &h[i], &err);
+        g_autofree char *want = g_strdup_printf("again/f%d", i);
+        assert_int_equal(err, 0);
+        assert_string_equal(text, want);
+    }
+    close(mount_fd);
+}
+
 /* Handles of 10 files and their directory, taken through one mount, then
  * the mount cycled (as xfstests generic/477 does; also with the directory
  * renamed, and a file removed, while unmounted; and a mount made as soon
@@ -359,6 +395,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_files, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_unlinked_while_open, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_directory, mount_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_found_again_by_name, mount_setup, mount_teardown),
         cmocka_unit_test(test_after_daemon_death),
         cmocka_unit_test(test_across_a_remount),
         cmocka_unit_test(test_old_handles_never_name_new_objects),

@@ -1,0 +1,85 @@
+/* Retired slots by the object their records name, so that a lookup by
+ * name of an object the kernel forgot gives it its old node id again: a
+ * file handle holding that id then still opens it (the kernel finds the
+ * node in its cache, or asks for "." of the id, export.c), instead of
+ * going stale because the same object came back under another id (one
+ * object, one id in the kernel).  That is how the kernel reconnects a
+ * decoded handle to its parent: it lists the parent and looks the name up.
+ *
+ * An entry is a hint: the slot may have been taken again since, so the
+ * record is checked (free, the same object by its file handle) before it
+ * is used.  Entries go when their slot is taken; at most RETIRED_INDEXED
+ * are kept, so memory stays bounded when the kernel forgets many nodes at
+ * once.  Everything here runs under the table's lock. */
+#include "nodes-private.h"
+
+#include <string.h>
+
+#define RETIRED_INDEXED 65536
+
+static guint key_hash(gconstpointer p)
+{
+    const NodeKey *k = p;
+    return g_int64_hash(&(gint64){(gint64)k->ino}) ^ (guint)k->dev;
+}
+
+static gboolean key_equal(gconstpointer a, gconstpointer b)
+{
+    const NodeKey *x = a, *y = b;
+    return x->dev == y->dev && x->ino == y->ino;
+}
+
+static bool rec_is_handle_of(const NodeRec *r, const Node *n)
+{
+    return atomic_load_explicit(&r->state, memory_order_acquire) == SLOT_FREE &&
+           r->kind == NODE_BACKING && r->handle_len > 0 && r->text_len != STATE_TEXT_LOST &&
+           r->dev == (uint64_t)n->key.dev && r->ino == (uint64_t)n->key.ino &&
+           r->type == (uint32_t)n->type && n->handle && n->handle->handle_bytes == r->handle_len &&
+           n->handle->handle_type == r->handle_type &&
+           memcmp(n->handle->f_handle, r->handle, r->handle_len) == 0;
+}
+
+void retired_init_locked(NodeTable *t)
+{
+    t->retired = g_hash_table_new_full(key_hash, key_equal, g_free, NULL);
+    uint32_t high = atomic_load(&t->state->hdr->node_high);
+    for (uint32_t slot = FUSE_ROOT_ID + 1; slot < high; slot++)
+        retired_note_locked(t, slot);
+}
+
+void retired_clear(NodeTable *t)
+{
+    if (t->retired)
+        g_hash_table_destroy(t->retired);
+    t->retired = NULL;
+}
+
+void retired_note_locked(NodeTable *t, uint32_t slot)
+{
+    const NodeRec *r = &t->state->nodes[slot];
+    if (atomic_load(&r->state) != SLOT_FREE || r->kind != NODE_BACKING || r->handle_len == 0 ||
+        g_hash_table_size(t->retired) >= RETIRED_INDEXED)
+        return;
+    NodeKey *k = g_new(NodeKey, 1);
+    *k = (NodeKey){(dev_t)r->dev, (ino_t)r->ino};
+    g_hash_table_replace(t->retired, k, GUINT_TO_POINTER(slot));
+}
+
+void retired_forget_locked(NodeTable *t, uint32_t slot)
+{
+    const NodeRec *r = &t->state->nodes[slot];
+    NodeKey k = {(dev_t)r->dev, (ino_t)r->ino};
+    if (GPOINTER_TO_UINT(g_hash_table_lookup(t->retired, &k)) == slot)
+        g_hash_table_remove(t->retired, &k);
+}
+
+uint32_t retired_slot_locked(NodeTable *t, const Node *n)
+{
+    uint32_t slot = GPOINTER_TO_UINT(g_hash_table_lookup(t->retired, &n->key));
+    if (!slot)
+        return 0;
+    if (rec_is_handle_of(&t->state->nodes[slot], n))
+        return slot;
+    g_hash_table_remove(t->retired, &n->key); /* another object's now */
+    return 0;
+}
