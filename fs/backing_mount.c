@@ -18,15 +18,17 @@ int backing_mount_set_atime(int tree, unsigned long rule)
                                         : MOUNT_ATTR_STRICTATIME;
     if (rule & MS_NODIRATIME)
         attr.attr_set |= MOUNT_ATTR_NODIRATIME;
-    /* the whole copy: mounts below the directory were copied with it */
-    if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
+    if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
         return -errno;
     return 0;
 }
 
 int backing_mount_open(const char *dir, unsigned long rule)
 {
-    int tree = open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    /* the directory's own mount alone: nodes on mounts below it keep a
+     * descriptor of their own (nodes/), and a copy of those would keep
+     * their file systems busy after their unmount */
+    int tree = open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
     if (tree < 0)
         return -errno;
     int err = backing_mount_set_atime(tree, rule);

@@ -9,7 +9,10 @@
  * detached copy of the backing mount (open_tree(2), OPEN_TREE_CLONE),
  * gives the copy the FUSE mount's atime rule (mount_setattr(2)), and again
  * whenever a remount changes it; what it opens only to name objects (*at()
- * calls, paths in the log) stays on the backing mount itself.  The copy
+ * calls, paths in the log) stays on the backing mount itself, and so do a
+ * file's open at its create and the opens of nodes that keep a descriptor
+ * of their own (no handles, a mount below the directory), which keep a
+ * noatime rule with O_NOATIME instead.  The copy
  * needs CAP_SYS_ADMIN; without it the daemon's own opens fall back to
  * O_NOATIME (nodes/), which covers every read it serves (passthrough needs
  * root anyway).

@@ -29,7 +29,9 @@
  *      identity map at a time), over the identity's map lock inside core/.
  *   5. Leaf locks, under which nothing else is taken: FdCache.lock,
  *      DirPark.lock, Views.lock, each VNode.lock, Views.inval_lock,
- *      control_lock, LogLimit.lock, Kio.gate_lock, KioRing.lock, and those
+ *      control_lock, LogLimit.lock, Kio.gate_lock, KioRing.lock, each
+      Drop.lock (ops/direct.c; a drop's notification is written without
+      it), and those
  *      inside core/: the catalog's rebuild lock over its table lock, the
  *      identity cache, the collision store, the job-name interner. */
 #pragma once
@@ -127,7 +129,8 @@ struct ckptfs {
      * (backing_mount.h), O_PATH and O_RDONLY: files and directories are
      * opened for I/O through it; -1 without a copy */
     int data_root_fd, data_mount_fd;
-    int keep_lock;     /* outlive/keep.h: held from the start to the last records */
+    bool keep;         /* node records outlive an unmount (outlive/keep.h): a root daemon */
+    int keep_lock;     /* held from the start to the last records */
     bool supervised;   /* a supervisor keeps the connection (outlive/supervisor.h) */
     SupLink *link;     /* to the supervisor (its sock is -1 when there is none) */
     gint64 started_us; /* when this daemon started (process_start_time_seconds) */
@@ -140,7 +143,8 @@ struct ckptfs {
     FsMetrics *metrics;      /* atomics only; in the state memfd */
     void *views;             /* views/viewstate.h's Views: its own locks */
     struct fuse_session *se;
-    GThreadPool *direct_drops; /* ops/direct.c */
+    GThreadPool *direct_drops; /* ops/direct.c; the main thread's */
+    gint direct_stopping;      /* atomic: drops write nothing once set */
 
     /* the request handlers' (ops/) */
     GMutex open_lock;   /* the open file and directory handles by fh (ops/handles.c) */

@@ -296,12 +296,16 @@ static int setup_state(struct ckptfs *fs)
     if (fstat(fs->root_fd, &root) < 0)
         return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(errno));
     bool first = !fs->state.attached;
-    fs->keep_lock = keep_lock(fs->backing, root.st_dev, root.st_ino,
-                              first && !mounttab_has_ckptfs_of(fs->backing));
+    fs->keep = fs->is_root && !o->no_handles; /* open_by_handle_at needs root */
+    if (fs->keep)
+        fs->keep_lock = keep_lock(fs->backing, root.st_dev, root.st_ino,
+                                  first && !mounttab_has_ckptfs_of(fs->backing));
+    g_autoptr(GArray) kept = first ? g_array_new(FALSE, FALSE, sizeof(uint32_t)) : NULL;
     if (first) {
-        unsigned kept = keep_take(&fs->state, fs->backing, root.st_dev, root.st_ino);
-        if (kept)
-            g_debug("ckptfs: %u node records of the last mount taken over", kept);
+        keep_take(&fs->state, fs->backing, root.st_dev, root.st_ino, o->views_name,
+                  fs->keep ? kept : NULL);
+        if (kept->len)
+            g_debug("ckptfs: %u node records of the last mount taken over", kept->len);
     }
     NodeTableSetup nts = {.state = &fs->state,
                           .root_fd = fs->root_fd,
@@ -309,7 +313,8 @@ static int setup_state(struct ckptfs *fs)
                           .views_name = o->views_name,
                           .no_handles = o->no_handles,
                           .data_mount_fd = fs->data_mount_fd,
-                          .noatime = fs->data_root_fd < 0 && (fs->atime_rule & MS_NOATIME),
+                          .kept = kept,
+                          .noatime = (fs->atime_rule & MS_NOATIME) != 0,
                           .name = fs->backing};
     int rc = node_table_init(&fs->nodes, &nts);
     if (rc < 0)
@@ -322,7 +327,6 @@ static int setup_state(struct ckptfs *fs)
     if (rc < 0)
         return setup_error(fs, 1, "views: %s", g_strerror(-rc));
     handles_init(fs);
-    direct_init(fs);
     attach_revive(fs);
     return 0;
 }
@@ -331,7 +335,7 @@ static void teardown(struct ckptfs *fs)
 {
     g_free(fs->ready_note);
     dirpark_clear(fs);
-    direct_clear(fs);
+    direct_stop(fs);
     handles_cleanup(fs);
     inflight_journal_clear(&fs->journal);
     g_mutex_clear(&fs->log_limit.lock);
@@ -438,14 +442,12 @@ static void follow_atime_rule(struct ckptfs *fs)
     if (now < 0 || (unsigned long)now == fs->atime_rule)
         return;
     fs->atime_rule = (unsigned long)now;
-    if (fs->data_root_fd >= 0) {
-        int err = backing_mount_set_atime(fs->data_root_fd, fs->atime_rule);
-        if (err)
-            g_warning("ckptfs: %s: remounted, but the backing files keep their atime rule: %s",
-                      fs->mountpoint, g_strerror(-err));
-    } else {
-        node_set_noatime(&fs->nodes, (fs->atime_rule & MS_NOATIME) != 0);
-    }
+    node_set_noatime(&fs->nodes, (fs->atime_rule & MS_NOATIME) != 0);
+    int err = fs->data_root_fd >= 0 ? backing_mount_set_atime(fs->data_root_fd, fs->atime_rule) : 0;
+    if (err)
+        g_warning("ckptfs: %s: remounted, but files opened through the mount keep their atime "
+                  "rule: %s",
+                  fs->mountpoint, g_strerror(-err));
     g_message("ckptfs: %s: remounted %s: reads through it %s atimes", fs->mountpoint,
               (now & MS_NOATIME) ? "noatime" : "with atimes",
               (now & MS_NOATIME) ? "leave" : "update");
@@ -715,6 +717,7 @@ int main(int argc, char *argv[])
         fuse_daemonize(c.foreground);
         daemonized = !c.foreground;
     }
+    direct_start(&fs);
     if (views_start(&fs) != 0) /* threads: after the fork of fuse_daemonize */
         g_warning("ckptfs: views: cannot start the catalog threads");
     reload_start(&fs);
@@ -761,9 +764,12 @@ int main(int argc, char *argv[])
         sd_notify(0, "STOPPING=1");
     reload_stop(&fs);
     identity_watch_stop(&fs);
-    views_stop(&fs); /* its notifier writes to the session: stop it first */
+    views_stop(&fs);  /* its notifier writes to the session: stop it first */
+    direct_stop(&fs); /* so do its drops */
     attach_end(&fs, link.fuse_fd);
-    keep_save(&fs.state, fs.backing, fs.nodes.root->key.dev, fs.nodes.root->key.ino, fs.keep_lock);
+    if (fs.keep)
+        keep_save(&fs.state, fs.backing, fs.nodes.root->key.dev, fs.nodes.root->key.ino,
+                  fs.opt.views_name, fs.keep_lock);
     fs.keep_lock = -1;
 out_unmount:
     fuse_session_unmount(fs.se);

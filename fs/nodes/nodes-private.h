@@ -32,7 +32,9 @@ Node *node_adopt_locked(NodeTable *t, GHashTable *table, gpointer key, Node *n, 
  * table's lock: noted when a slot is given back with its record, forgotten
  * when the slot is taken again; retired_slot_locked gives the free slot
  * whose record is n's object (same key and file handle), or 0. */
-void retired_init_locked(NodeTable *t);
+/* init: the retired slots a daemon that attached finds below node_high
+ * (kept NULL), or a fresh state's kept slots, given to the pool too. */
+void retired_init_locked(NodeTable *t, const GArray *kept);
 void retired_clear(NodeTable *t);
 void retired_note_locked(NodeTable *t, uint32_t slot);
 void retired_forget_locked(NodeTable *t, uint32_t slot);

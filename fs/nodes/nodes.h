@@ -11,8 +11,9 @@
  * - fuse_ino_t is the node's slot in the state memfd (outlive/state.h) in
  *   the low 32 bits and its generation's low 32 bits above; the root is
  *   slot 1, FUSE_ROOT_ID.  Every Node gets a fresh generation from a
- *   counter kept in the state, so a reused slot never repeats an (ino,
- *   generation) pair, and a daemon that attaches to a live connection finds
+ *   counter kept in the state, so an (ino, generation) pair never names
+ *   two objects (an object the kernel forgot may get its own back:
+ *   retired.c), and a daemon that attaches to a live connection finds
  *   every node the kernel holds in the slots (node_table_revive) and serves
  *   the same ids.
  * - What a new daemon needs is written into the node's slot (NodeRec) under
@@ -123,8 +124,9 @@ typedef struct {
     guint64 open_files; /* the nopen of every node, summed */
     guint64 peak;       /* the most since memory was last given back (node_forget) */
     FdCache fdcache;
-    /* the mount is noatime: backing objects are opened O_NOATIME (atomic,
-     * relaxed: a remount changes it, node_set_noatime) */
+    /* the mount is noatime: backing objects not opened through the private
+     * copy are opened O_NOATIME (atomic, relaxed: a remount changes it,
+     * node_set_noatime) */
     bool noatime;
     /* fixed once node_table_init returned */
     int root_fd;  /* O_PATH of the backing root (borrowed) */
@@ -146,9 +148,13 @@ typedef struct {
 } NodeFd;
 
 typedef struct {
-    State *state;           /* the slots; a previous daemon's when it attached */
-    int root_fd, mount_fd;  /* the backing root, O_PATH and O_RDONLY (borrowed) */
-    int data_mount_fd;      /* NodeTable.data_mount_fd (borrowed), -1: mount_fd */
+    State *state;          /* the slots; a previous daemon's when it attached */
+    int root_fd, mount_fd; /* the backing root, O_PATH and O_RDONLY (borrowed) */
+    int data_mount_fd;     /* NodeTable.data_mount_fd (borrowed), -1: mount_fd */
+    /* a fresh state's slots holding records a previous mount left
+     * (outlive/keep.h), uint32_t, the oldest first; the slots below
+     * node_high are read only when this is NULL (a daemon that attached) */
+    const GArray *kept;
     const char *views_name; /* interned */
     bool no_handles;        /* behave as on a file system without handles (tests) */
     bool noatime;           /* the mount's noatime: reads through it leave atimes alone */
@@ -242,8 +248,9 @@ void node_fd_put(NodeTable *t, NodeFd *f);
 /* lstat of the node's backing object, through node_fd. */
 int node_fstat(NodeTable *t, Node *n, struct stat *st);
 /* Opens the node's backing object with open(2) flags (no O_CREAT) through
- * data_mount_fd; without a private mount, on a noatime mount with
- * O_NOATIME too (where the daemon may: the owner's, or any as root). */
+ * data_mount_fd; one that does not open through a private copy (none, or
+ * a node with a descriptor of its own) with O_NOATIME too on a noatime
+ * mount (where the daemon may: the owner's, or any as root). */
 int node_open(NodeTable *t, Node *n, int flags);
 /* node_open for reading or writing what is at the name now: fills st, and
  * returns -ESTALE (marking n stale) when the object has no name left,
@@ -274,11 +281,13 @@ int node_lookup_parent(NodeTable *t, Node *dir, struct stat *st, Node **out);
  * directory. */
 void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name);
 
-/* Before dirfd/name, a file, is unlinked through the mount: when it is
- * its last name and the file is open through the mount, its node keeps
- * serving opens (nameless_open).  Costs an fstatat only while some file is
- * open through the mount. */
-void node_note_unlink(NodeTable *t, int dirfd, const char *name);
+/* A file unlinked through the mount while open keeps serving opens
+ * (nameless_open): before the unlink of dirfd/name, node_unlink_victim
+ * says whether it is a file's last name while some file is open through
+ * the mount (an fstatat, only then), with its key; after the unlink
+ * succeeded, node_note_unlinked marks its node if that is open. */
+bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeKey *key);
+void node_note_unlinked(NodeTable *t, const NodeKey *key);
 /* n is a new unnamed (O_TMPFILE) file (nameless): opens of it have no name
  * the kernel could cache; once linked (!nameless), a name it has again. */
 void node_set_nameless_open(NodeTable *t, Node *n, bool nameless);

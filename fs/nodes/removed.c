@@ -1,6 +1,6 @@
 /* Objects that lose their last name through the mount: a directory's
  * node keeps a descriptor (node_keep_removed_dir), an open file's node
- * keeps serving opens (node_note_unlink). */
+ * keeps serving opens (node_note_unlinked). */
 #include "nodes-private.h"
 
 #include <fcntl.h>
@@ -29,18 +29,22 @@ void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name)
         close(fd);
 }
 
-void node_note_unlink(NodeTable *t, int dirfd, const char *name)
+bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeKey *key)
 {
     if (__atomic_load_n(&t->open_files, __ATOMIC_RELAXED) == 0)
-        return;
+        return false;
     struct stat st;
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
         st.st_nlink != 1)
-        return;
-    NodeKey k = {st.st_dev, st.st_ino};
+        return false;
+    *key = (NodeKey){st.st_dev, st.st_ino};
+    return true;
+}
+
+void node_note_unlinked(NodeTable *t, const NodeKey *key)
+{
     g_mutex_lock(&t->lock);
-    Node *n = g_hash_table_lookup(t->backing, &k);
-    /* set even if the unlink then fails: it only counts once no name is left */
+    Node *n = g_hash_table_lookup(t->backing, key);
     if (n && n->nopen > 0)
         n->nameless_open = true;
     g_mutex_unlock(&t->lock);

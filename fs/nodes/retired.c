@@ -39,12 +39,26 @@ static bool rec_is_handle_of(const NodeRec *r, const Node *n)
            memcmp(n->handle->f_handle, r->handle, r->handle_len) == 0;
 }
 
-void retired_init_locked(NodeTable *t)
+void retired_init_locked(NodeTable *t, const GArray *kept)
 {
     t->retired = g_hash_table_new_full(key_hash, key_equal, g_free, NULL);
-    uint32_t high = atomic_load(&t->state->hdr->node_high);
-    for (uint32_t slot = FUSE_ROOT_ID + 1; slot < high; slot++)
+    if (!kept) {
+        /* a daemon that attached: what its predecessor retired */
+        uint32_t high = atomic_load(&t->state->hdr->node_high);
+        for (uint32_t slot = FUSE_ROOT_ID + 1; slot < high; slot++)
+            retired_note_locked(t, slot);
+        return;
+    }
+    /* a fresh state: the slots a previous mount left go to the pool, and
+     * node_high above them (the slots between were never used: not read,
+     * so that their pages of the state memfd are never made) */
+    for (guint i = 0; i < kept->len; i++) {
+        uint32_t slot = g_array_index(kept, uint32_t, i);
+        if (slot >= atomic_load(&t->state->hdr->node_high))
+            atomic_store(&t->state->hdr->node_high, slot + 1);
+        slot_pool_give(&t->pool, slot);
         retired_note_locked(t, slot);
+    }
 }
 
 void retired_clear(NodeTable *t)

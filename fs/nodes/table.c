@@ -255,7 +255,8 @@ int node_table_init(NodeTable *t, const NodeTableSetup *s)
                    &t->state->nodes[0].state, sizeof(NodeRec));
     if (atomic_load(&hdr->next_generation) == 0)
         atomic_store(&hdr->next_generation, 1);
-    retired_init_locked(t); /* nothing else runs yet */
+    /* nothing else runs yet: no lock */
+    retired_init_locked(t, s->kept);
     return 0;
 }
 

@@ -37,30 +37,36 @@ static void drop_put_locked(Drop *d)
 
 static void drop_run(gpointer data, gpointer user)
 {
-    (void)user;
+    struct ckptfs *fs = user;
     Drop *d = data;
-    fuse_lowlevel_notify_inval_inode(d->se, d->ino, d->off, d->len);
+    if (!g_atomic_int_get(&fs->direct_stopping))
+        fuse_lowlevel_notify_inval_inode(d->se, d->ino, d->off, d->len);
     g_mutex_lock(&d->lock);
     d->done = true;
     g_cond_signal(&d->cond);
     drop_put_locked(d);
 }
 
-void direct_init(struct ckptfs *fs)
+void direct_start(struct ckptfs *fs)
 {
     /* threads are made as drops come (a pool that is not exclusive) */
-    fs->direct_drops = g_thread_pool_new(drop_run, NULL, 4, FALSE, NULL);
+    fs->direct_drops = g_thread_pool_new(drop_run, fs, 4, FALSE, NULL);
 }
 
-void direct_clear(struct ckptfs *fs)
+void direct_stop(struct ckptfs *fs)
 {
-    if (fs->direct_drops)
-        g_thread_pool_free(fs->direct_drops, FALSE, TRUE);
+    if (!fs->direct_drops)
+        return;
+    /* the drops still queued run, but write nothing to the session */
+    g_atomic_int_set(&fs->direct_stopping, 1);
+    g_thread_pool_free(fs->direct_drops, FALSE, TRUE);
     fs->direct_drops = NULL;
 }
 
 void direct_write_landed(struct ckptfs *fs, Node *n, off_t off, size_t len)
 {
+    if (!fs->direct_drops)
+        return; /* not started: the session does not serve yet */
     Drop *d = g_new0(Drop, 1);
     d->se = fs->se;
     d->ino = node_ino(&fs->nodes, n);

@@ -463,13 +463,15 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         return err;
     if (dir && fs->no_opendir)
         node_keep_removed_dir(&fs->nodes, pf.fd, name);
-    else if (!dir)
-        node_note_unlink(&fs->nodes, pf.fd, name);
+    NodeKey victim;
+    bool open_victim = !dir && node_unlink_victim(&fs->nodes, pf.fd, name, &victim);
     Creds c;
     creds_enter(fs, req, false, &c);
     if (unlinkat(pf.fd, name, dir ? AT_REMOVEDIR : 0) < 0)
         err = -errno;
     creds_leave(fs, &c);
+    if (!err && open_victim)
+        node_note_unlinked(&fs->nodes, &victim);
     if (done_before(err, -ENOENT))
         err = 0; /* removed by the first try */
     node_fd_put(&fs->nodes, &pf);

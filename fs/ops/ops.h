@@ -35,9 +35,11 @@ void handles_revive(struct ckptfs *fs);
 void handles_give_back(struct ckptfs *fs, uint32_t slot);
 void handles_close_node(struct ckptfs *fs, uint32_t node_slot);
 /* The workers that drop the kernel's pages after direct writes (direct.c):
- * made before the session serves, freed after it ended. */
-void direct_init(struct ckptfs *fs);
-void direct_clear(struct ckptfs *fs);
+ * started once the session is set up (threads: after fuse_daemonize's
+ * fork), stopped before the session is destroyed (a drop still queued is
+ * skipped); stop is idempotent. */
+void direct_start(struct ckptfs *fs);
+void direct_stop(struct ckptfs *fs);
 /* Frees the listings parked for READDIRs without OPENDIR (dirs.c). */
 void dirpark_clear(struct ckptfs *fs);
 /* The kinds ckptfs has (ops.c: files.c's and dirs.c's). */

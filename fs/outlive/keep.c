@@ -21,7 +21,9 @@ typedef struct {
     uint32_t count;
     uint64_t dev, ino;
     uint64_t next_generation;
-    char root[4096]; /* the directory's realpath: a file outliving it is removed */
+    char root[4096];  /* the directory's realpath: a file outliving it is removed */
+    char layout[128]; /* state_layout(): another build's records are not read */
+    char views[256];  /* the views' name the namespaces were taken under */
 } KeepHeader;
 
 typedef struct {
@@ -32,7 +34,7 @@ typedef struct {
 
 static char *keep_dir(void)
 {
-    return g_build_filename(geteuid() == 0 ? "/run" : g_get_user_runtime_dir(), "ckptfs", NULL);
+    return g_strdup(KEEP_DIR);
 }
 
 /* <runtime dir>/ckptfs/<kind>-<sha256 of the directory's identity> */
@@ -100,8 +102,8 @@ int keep_lock(const char *root, dev_t dev, ino_t ino, bool wait)
             g_debug("ckptfs: %s: %s", path, g_strerror(errno));
     }
     /* a daemon whose mount just went is still writing its records: wait
-     * (2 s at most) until no daemon of the directory holds the lock */
-    for (int i = 0; wait && i < 200 && flock(fd, LOCK_EX | LOCK_NB) < 0; i++)
+     * (1 s at most) until no daemon of the directory holds the lock */
+    for (int i = 0; wait && i < 100 && flock(fd, LOCK_EX | LOCK_NB) < 0; i++)
         g_usleep(10 * 1000);
     if (flock(fd, LOCK_SH) < 0) {
         close(fd);
@@ -113,8 +115,9 @@ int keep_lock(const char *root, dev_t dev, ino_t ino, bool wait)
 /* Generations from the clock, a microsecond each: a mount after this one
  * (with no file to go on from) starts past what this one handed out, since
  * no node is made in less than a microsecond.  The kernel keeps the low
- * 32 bits, which wrap every 71 minutes; an old id names a new object only
- * if both mounts started at the same microsecond modulo that. */
+ * 32 bits, which wrap every 71 minutes: an old id can name a new object
+ * only where the two mounts' ranges of generations meet modulo 2^32 (and
+ * the clock going back would bring them closer). */
 static uint64_t clock_generation(void)
 {
     struct timespec ts;
@@ -122,39 +125,60 @@ static uint64_t clock_generation(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-unsigned keep_take(State *s, const char *root, dev_t dev, ino_t ino)
+/* Whether a kept record can be a backing node's: what export.c and
+ * retired.c will read of it is within its fields. */
+static bool rec_sane(const NodeRec *r)
+{
+    return r->kind == STATE_REC_BACKING && r->handle_len > 0 &&
+           r->handle_len <= STATE_HANDLE_BYTES && r->generation != 0 &&
+           (r->text_len < STATE_NODE_TEXT || r->text_len == STATE_TEXT_LOST);
+}
+
+/* Oldest first: the order the slot pool takes retired slots in. */
+static gint older_first(gconstpointer a, gconstpointer b, gpointer data)
+{
+    const NodeRec *nodes = data;
+    uint64_t x = nodes[*(const uint32_t *)a].generation;
+    uint64_t y = nodes[*(const uint32_t *)b].generation;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+void keep_take(State *s, const char *root, dev_t dev, ino_t ino, const char *views, GArray *slots)
 {
     uint64_t gen = clock_generation();
-    unsigned taken = 0;
     g_autofree char *path = keep_path("nodes", root, dev, ino, false);
     g_autofree char *data = NULL;
     gsize len = 0;
     if (path && g_file_get_contents(path, &data, &len, NULL)) {
         g_unlink(path); /* one mount takes it */
-        const KeepHeader *h = (const KeepHeader *)(void *)data;
-        if (len >= sizeof *h && h->magic == KEEP_MAGIC && h->rec_size == sizeof(NodeRec) &&
-            h->dev == (uint64_t)dev && h->ino == (uint64_t)ino &&
-            len == sizeof *h + (gsize)h->count * sizeof(KeepEntry)) {
-            const KeepEntry *e = (const KeepEntry *)(void *)(data + sizeof *h);
-            uint32_t high = atomic_load(&s->hdr->node_high);
-            for (uint32_t i = 0; i < h->count; i++) {
-                if (e[i].slot <= 1 || e[i].slot >= STATE_NODE_SLOTS)
-                    continue;
-                NodeRec *r = &s->nodes[e[i].slot];
-                memcpy((char *)r + sizeof r->state, (const char *)&e[i].rec + sizeof r->state,
-                       sizeof *r - sizeof r->state);
-                atomic_store(&r->state, SLOT_FREE);
-                if (e[i].slot >= high)
-                    high = e[i].slot + 1;
-                taken++;
-            }
-            atomic_store(&s->hdr->node_high, high);
-            if (h->next_generation > gen)
-                gen = h->next_generation;
+        KeepHeader *h = (KeepHeader *)(void *)data;
+        bool ok = len >= sizeof *h && h->magic == KEEP_MAGIC && h->rec_size == sizeof(NodeRec) &&
+                  h->dev == (uint64_t)dev && h->ino == (uint64_t)ino &&
+                  len == sizeof *h + (gsize)h->count * sizeof(KeepEntry);
+        if (ok) {
+            h->layout[sizeof h->layout - 1] = h->views[sizeof h->views - 1] = '\0';
+            /* namespaces were taken under the views' name of that mount */
+            ok = strcmp(h->layout, state_layout()) == 0 && strcmp(h->views, views) == 0;
         }
+        const KeepEntry *e = ok && slots ? (const KeepEntry *)(void *)(data + sizeof *h) : NULL;
+        for (uint32_t i = 0; e && i < h->count; i++) {
+            uint32_t slot = e[i].slot;
+            if (slot <= 1 || slot >= STATE_NODE_SLOTS || !rec_sane(&e[i].rec) ||
+                s->nodes[slot].generation != 0)
+                continue; /* not a slot, not a backing node's record, or twice */
+            NodeRec *r = &s->nodes[slot];
+            memcpy((char *)r + sizeof r->state, (const char *)&e[i].rec + sizeof r->state,
+                   sizeof *r - sizeof r->state);
+            r->flags = STATE_REC_KEPT;
+            atomic_store(&r->state, SLOT_FREE);
+            g_array_append_val(slots, slot);
+        }
+        if (ok && h->next_generation > gen)
+            gen = h->next_generation;
     }
+    if (slots)
+        g_array_sort_with_data(slots, older_first, s->nodes);
     atomic_store(&s->hdr->next_generation, gen);
-    return taken;
 }
 
 /* Newest first: the records a handle most likely still names. */
@@ -166,15 +190,14 @@ static gint newer_first(gconstpointer a, gconstpointer b)
                                                    : 0;
 }
 
-void keep_save(State *s, const char *root, dev_t dev, ino_t ino, int lock)
+void keep_save(State *s, const char *root, dev_t dev, ino_t ino, const char *views, int lock)
 {
     g_autoptr(GArray) entries = g_array_new(FALSE, FALSE, sizeof(KeepEntry));
     uint32_t high = atomic_load(&s->hdr->node_high);
     for (uint32_t slot = 2; slot < high; slot++) {
         const NodeRec *r = &s->nodes[slot];
         /* a backing node with a handle: what LOOKUP of "." can open again */
-        if (r->kind != STATE_REC_BACKING || r->handle_len == 0 || r->stale ||
-            r->text_len == STATE_TEXT_LOST || r->generation == 0)
+        if (!rec_sane(r) || r->stale || r->text_len == STATE_TEXT_LOST)
             continue;
         KeepEntry e = {.slot = slot};
         memcpy(&e.rec, r, sizeof *r);
@@ -184,6 +207,7 @@ void keep_save(State *s, const char *root, dev_t dev, ino_t ino, int lock)
         e.rec.backing_id = 0;
         e.rec.backing_refs = 0;
         e.rec.cached_opens = 0;
+        e.rec.flags = 0;
         g_array_append_val(entries, e);
     }
     if (entries->len > KEEP_NODES) {
@@ -198,6 +222,8 @@ void keep_save(State *s, const char *root, dev_t dev, ino_t ino, int lock)
                     .ino = (uint64_t)ino,
                     .next_generation = atomic_load(&s->hdr->next_generation)};
     g_strlcpy(h.root, root, sizeof h.root);
+    g_strlcpy(h.layout, state_layout(), sizeof h.layout);
+    g_strlcpy(h.views, views, sizeof h.views);
     g_autofree char *path = keep_path("nodes", root, dev, ino, true);
     g_autoptr(GByteArray) out = g_byte_array_sized_new(sizeof h + entries->len * sizeof(KeepEntry));
     g_byte_array_append(out, (const guint8 *)&h, sizeof h);

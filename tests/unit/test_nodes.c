@@ -282,8 +282,10 @@ static void test_slot_pool_keeps_freed_records(void **state)
 
 /* What a clean unmount keeps (outlive/keep.h): the records of backing
  * nodes with their slots and generations, taken by the next mount of the
- * same directory once (the file goes with it), its generations going on
- * past the old ones; a directory with another identity takes nothing. */
+ * same directory with the same views' name, once (the file goes with it),
+ * marked as kept, its generations going on past the old ones; a directory
+ * with another identity takes nothing, nor does one whose views are named
+ * otherwise (the namespaces were taken under the old name). */
 static void test_records_outlive_the_mount(void **state)
 {
     Fixture *f = *state;
@@ -295,29 +297,37 @@ static void test_records_outlive_the_mount(void **state)
     node_forget(&f->nodes, a, 1);
     assert_int_equal(fstat(f->root_fd, &root), 0);
     uint64_t gen = atomic_load(&f->state.hdr->next_generation);
-    keep_save(&f->state, f->dir, root.st_dev, root.st_ino, -1);
+    g_autoptr(GArray) slots = g_array_new(FALSE, FALSE, sizeof(uint32_t));
 
+    keep_save(&f->state, f->dir, root.st_dev, root.st_ino, "_views", -1);
     State other;
     assert_int_equal(state_open(&other, -1), 0);
-    assert_int_equal(keep_take(&other, f->dir, root.st_dev, root.st_ino + 1), 0);
+    keep_take(&other, f->dir, root.st_dev, root.st_ino + 1, "_views", slots);
+    assert_int_equal(slots->len, 0);
+    keep_take(&other, f->dir, root.st_dev, root.st_ino, ".views", slots);
+    assert_int_equal(slots->len, 0);
     state_close(&other);
 
+    keep_save(&f->state, f->dir, root.st_dev, root.st_ino, "_views", -1);
     State next;
     assert_int_equal(state_open(&next, -1), 0);
-    assert_true(keep_take(&next, f->dir, root.st_dev, root.st_ino) >= 1);
+    keep_take(&next, f->dir, root.st_dev, root.st_ino, "_views", slots);
+    assert_true(slots->len >= 1);
     const NodeRec *r = &next.nodes[(uint32_t)id];
     assert_int_equal(atomic_load(&r->state), SLOT_FREE);
+    assert_int_equal(r->flags, STATE_REC_KEPT);
     assert_int_equal((uint32_t)r->generation, (uint32_t)(id >> 32));
     assert_true(r->handle_len > 0);
     assert_int_equal(r->nlookup, 0);
     assert_true(atomic_load(&next.hdr->next_generation) >= gen);
-    assert_true(atomic_load(&next.hdr->node_high) > (uint32_t)id);
     state_close(&next);
 
     /* taken once: a second mount starts from the clock, past every old id */
+    g_array_set_size(slots, 0);
     State again;
     assert_int_equal(state_open(&again, -1), 0);
-    assert_int_equal(keep_take(&again, f->dir, root.st_dev, root.st_ino), 0);
+    keep_take(&again, f->dir, root.st_dev, root.st_ino, "_views", slots);
+    assert_int_equal(slots->len, 0);
     assert_true(atomic_load(&again.hdr->next_generation) > gen);
     state_close(&again);
 }
