@@ -131,15 +131,9 @@ int node_lookup_id(NodeTable *t, fuse_ino_t ino, struct stat *st, Node **out)
     }
     /* where it is now decides its namespace, as a lookup by name would
      * (moved behind the mount's back); an object with several names keeps
-     * the one it was first found under, but for a record a previous mount
-     * left: the tree may have changed while nothing was mounted, and the
-     * namespace decides what may be written */
-    bool placed = (S_ISDIR(st->st_mode) || st->st_nlink == 1) && ns_of_path(t, fd, st, &fresh->ns);
-    if (!placed && (rec.flags & STATE_REC_KEPT)) {
-        close(fd);
-        node_free(t, fresh);
-        return -ESTALE;
-    }
+     * the one it was first found under */
+    if (S_ISDIR(st->st_mode) || st->st_nlink == 1)
+        ns_of_path(t, fd, st, &fresh->ns);
 
     g_mutex_lock(&t->lock);
     /* another request may have brought it back meanwhile, or the slot went */

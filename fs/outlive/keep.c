@@ -169,7 +169,6 @@ void keep_take(State *s, const char *root, dev_t dev, ino_t ino, const char *vie
             NodeRec *r = &s->nodes[slot];
             memcpy((char *)r + sizeof r->state, (const char *)&e[i].rec + sizeof r->state,
                    sizeof *r - sizeof r->state);
-            r->flags = STATE_REC_KEPT;
             atomic_store(&r->state, SLOT_FREE);
             g_array_append_val(slots, slot);
         }
@@ -207,7 +206,6 @@ void keep_save(State *s, const char *root, dev_t dev, ino_t ino, const char *vie
         e.rec.backing_id = 0;
         e.rec.backing_refs = 0;
         e.rec.cached_opens = 0;
-        e.rec.flags = 0;
         g_array_append_val(entries, e);
     }
     if (entries->len > KEEP_NODES) {

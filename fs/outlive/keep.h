@@ -35,8 +35,8 @@
  * lock's descriptor, -1 when there is none. */
 int keep_lock(const char *root, dev_t dev, ino_t ino, bool wait);
 /* Sets the generation counter of a fresh state s, and takes the records a
- * previous mount of root, with the views named views, left into s, marked
- * STATE_REC_KEPT and free.  The slots taken are appended to slots
+ * previous mount of root, with the views named views, left into s, as
+ * free slots.  The slots taken are appended to slots
  * (uint32_t), the oldest first; NULL: none are taken.  node_high is not
  * moved (the node table gives them to its pool, nodes.h). */
 void keep_take(State *s, const char *root, dev_t dev, ino_t ino, const char *views, GArray *slots);

@@ -37,9 +37,6 @@ enum { SLOT_FREE = 0, SLOT_USED = 1 };
 /* NodeRec.kind of a backing object (nodes/nodes.h's NODE_BACKING, which
  * asserts it) */
 #define STATE_REC_BACKING 0
-/* NodeRec.flags: a retired record a previous mount left (outlive/keep.h):
- * the namespace it says is of that mount's tree */
-#define STATE_REC_KEPT 1
 
 typedef struct {
     _Atomic uint32_t state; /* SLOT_FREE / SLOT_USED, written last when taken */
@@ -49,7 +46,7 @@ typedef struct {
     uint32_t type;             /* S_IFMT */
     uint16_t text_len;         /* 0: none; STATE_TEXT_LOST: too long to keep */
     uint8_t handle_len;        /* 0: no handle kept (the node cannot be found again) */
-    uint8_t flags;             /* STATE_REC_KEPT */
+    uint8_t pad;
     int32_t handle_type;
     uint64_t generation;
     uint64_t nlookup;
