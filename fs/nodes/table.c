@@ -601,6 +601,23 @@ void node_bound_writers(Node *n, int delta)
     g_atomic_int_add(&n->bound_writers, delta);
 }
 
+void node_buffered_opens(Node *n, int delta)
+{
+    if (delta > 0)
+        g_atomic_int_inc((gint *)&n->buffered_seq);
+    g_atomic_int_add(&n->buffered_opens, delta);
+}
+
+unsigned node_buffered_seq(Node *n)
+{
+    return (unsigned)g_atomic_int_get((gint *)&n->buffered_seq);
+}
+
+bool node_buffered_since(Node *n, unsigned seq)
+{
+    return g_atomic_int_get(&n->buffered_opens) > 0 || node_buffered_seq(n) != seq;
+}
+
 bool node_attrs_volatile(Node *n)
 {
     return g_atomic_int_get(&n->bound_writers) > 0;

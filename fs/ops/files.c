@@ -138,6 +138,8 @@ static FileHandle *file_handle_open(struct ckptfs *fs, Node *n, int fd, bool wri
     h->sgid_watch = sgid_watch;
     h->marker_job = marker_job;
     node_open_count(&fs->nodes, n, 1);
+    if (!(fi->flags & O_DIRECT))
+        node_buffered_opens(n, 1);
     bind_open(fs, h, fi->flags);
     return file_handle_register(fs, h, fi) == 0 ? h : NULL;
 }
@@ -223,8 +225,11 @@ static void file_handle_free(struct ckptfs *fs, void *p)
                 node_note_release(&fs->nodes, h->node, &st);
         }
         close(h->fd);
-        if (h->node->kind == NODE_BACKING)
+        if (h->node->kind == NODE_BACKING) {
             node_open_count(&fs->nodes, h->node, -1);
+            if (!(h->flags & O_DIRECT))
+                node_buffered_opens(h->node, -1);
+        }
     }
     if (h->content)
         g_bytes_unref(h->content);
@@ -260,8 +265,11 @@ static void *file_handle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec
             h->lost_err = fd == -ESTALE ? -EIO : fd;
         } else {
             h->fd = fd;
-            if (n->kind == NODE_BACKING)
+            if (n->kind == NODE_BACKING) {
                 node_open_count(&fs->nodes, n, 1);
+                if (!(h->flags & O_DIRECT))
+                    node_buffered_opens(n, 1);
+            }
         }
     }
     return h;
@@ -480,6 +488,7 @@ static int do_write(struct ckptfs *fs, fuse_req_t req, FileHandle *h, struct fus
         *written = err ? 0 : fuse_buf_size(in_buf);
         return err;
     }
+    unsigned buffered = node_buffered_seq(h->node);
     struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
     out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
     out.buf[0].fd = h->fd;
@@ -489,7 +498,7 @@ static int do_write(struct ckptfs *fs, fuse_req_t req, FileHandle *h, struct fus
         return (int)r;
     if (r > 0 && h->sgid_watch)
         drop_sgid(fs, req, h->node, h->fd);
-    if (r > 0 && (flags & O_DIRECT))
+    if (r > 0 && (flags & O_DIRECT) && node_buffered_since(h->node, buffered))
         direct_write_landed(fs, h->node, off, (size_t)r);
     fs_metric_bytes(&fs->metrics->written_bytes, (guint64)r);
     *written = (size_t)r;
