@@ -86,12 +86,13 @@ typedef struct Node {
     bool nameless_open;
     /* FUSE passthrough (NodeTable.lock): the kernel wants every open of one
      * inode bound to one backing id, or none bound */
-    int backing_id;        /* > 0 while opens are bound to it */
-    unsigned backing_refs; /* opens bound to backing_id */
-    unsigned cached_opens; /* opens replied without passthrough */
-    int bound_writers;     /* atomic: bound opens that may write (node_bound_writers) */
-    int buffered_opens;    /* atomic: opens not made O_DIRECT (node_buffered_opens) */
-    unsigned buffered_seq; /* atomic: bumped at each of them */
+    int backing_id;         /* > 0 while opens are bound to it */
+    unsigned backing_refs;  /* opens bound to backing_id */
+    unsigned cached_opens;  /* opens replied without passthrough */
+    int bound_writers;      /* atomic: bound opens that may write (node_bound_writers) */
+    int buffered_opens;     /* atomic: opens not made O_DIRECT (node_buffered_opens) */
+    unsigned buffered_seq;  /* atomic: bumped at each of them */
+    unsigned buffered_seen; /* atomic: buffered_seq at the last direct write's end */
     /* keep_cache: the backing mtime/size seen at the last open/release (NodeTable.lock) */
     struct timespec open_mtime;
     struct timespec open_ctime; /* multigrain on kernels >= 6.13: a change after a stat differs */
@@ -227,13 +228,15 @@ bool node_nameless_open(NodeTable *t, Node *n);
 void node_bound_writers(Node *n, int delta);
 bool node_attrs_volatile(Node *n);
 /* Opens of n's file not made O_DIRECT, for which the kernel may cache its
- * pages: a direct write has pages to drop (ops/direct.c) only when one was
- * open while it ran, which node_buffered_since(n, seq) says with seq from
- * node_buffered_seq before the write.  (A file switched to or from
- * O_DIRECT by fcntl counts as it was opened.)  Lock-free. */
+ * pages: a direct write that just landed has pages to drop (ops/direct.c)
+ * only when one is open, or one was opened since the last direct write
+ * ended (the kernel drops the range just before it sends a direct write,
+ * and a buffered read between that drop and the write may have cached the
+ * old bytes): node_buffered_since_last says so, and notes this end.  (A
+ * file switched to or from O_DIRECT by fcntl counts as it was opened.)
+ * Lock-free. */
 void node_buffered_opens(Node *n, int delta);
-unsigned node_buffered_seq(Node *n);
-bool node_buffered_since(Node *n, unsigned seq);
+bool node_buffered_since_last(Node *n);
 
 /* The passthrough binding of n's opens (passthrough.h decides and does the
  * ioctls; the table keeps the binding, in the slot too):

@@ -608,14 +608,11 @@ void node_buffered_opens(Node *n, int delta)
     g_atomic_int_add(&n->buffered_opens, delta);
 }
 
-unsigned node_buffered_seq(Node *n)
+bool node_buffered_since_last(Node *n)
 {
-    return (unsigned)g_atomic_int_get((gint *)&n->buffered_seq);
-}
-
-bool node_buffered_since(Node *n, unsigned seq)
-{
-    return g_atomic_int_get(&n->buffered_opens) > 0 || node_buffered_seq(n) != seq;
+    unsigned now = (unsigned)g_atomic_int_get((gint *)&n->buffered_seq);
+    unsigned before = (unsigned)g_atomic_int_exchange((gint *)&n->buffered_seen, (gint)now);
+    return g_atomic_int_get(&n->buffered_opens) > 0 || before != now;
 }
 
 bool node_attrs_volatile(Node *n)

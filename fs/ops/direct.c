@@ -6,11 +6,11 @@
  * beside the write may have cached the bytes the write replaced: a read
  * after the completion would see them (ext4 drops them at completion).  So
  * the daemon drops them itself once the data has landed, before it
- * replies, when a buffered open of the file was there while the write ran
- * (none: nothing could have cached them; files opened O_DIRECT alone pay
- * nothing).  The drop waits on pages whose reads this daemon serves, so it
- * runs on a worker of its own and the reply waits for it a bounded time:
- * a daemon with every request thread busy is delayed by it, never stuck. */
+ * replies, when a buffered open of the file is there or was made since
+ * the last direct write (none: nothing could have cached them; files
+ * opened O_DIRECT alone pay nothing).  The drop waits on pages whose reads this daemon serves, so
+ * it runs on a worker of its own and the reply waits for it a bounded time: a daemon with every
+ * request thread busy is delayed by it, never stuck. */
 #include "ops-private.h"
 
 #define DROP_WAIT_US (100 * 1000)

@@ -488,7 +488,6 @@ static int do_write(struct ckptfs *fs, fuse_req_t req, FileHandle *h, struct fus
         *written = err ? 0 : fuse_buf_size(in_buf);
         return err;
     }
-    unsigned buffered = node_buffered_seq(h->node);
     struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
     out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
     out.buf[0].fd = h->fd;
@@ -498,7 +497,7 @@ static int do_write(struct ckptfs *fs, fuse_req_t req, FileHandle *h, struct fus
         return (int)r;
     if (r > 0 && h->sgid_watch)
         drop_sgid(fs, req, h->node, h->fd);
-    if (r > 0 && (flags & O_DIRECT) && node_buffered_since(h->node, buffered))
+    if (r > 0 && (flags & O_DIRECT) && node_buffered_since_last(h->node))
         direct_write_landed(fs, h->node, off, (size_t)r);
     fs_metric_bytes(&fs->metrics->written_bytes, (guint64)r);
     *written = (size_t)r;
