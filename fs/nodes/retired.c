@@ -10,23 +10,29 @@
  * record is checked (free, the same object by its file handle) before it
  * is used.  Entries go when their slot is taken; at most RETIRED_INDEXED
  * are kept, so memory stays bounded when the kernel forgets many nodes at
- * once.  Everything here runs under the table's lock. */
+ * once.  An entry allocates nothing of its own: its key is the object's
+ * (dev, ino) folded into the pointer (the record says which object it
+ * is), since entries made one by one while the nodes around them are freed
+ * would pin every page of the freed nodes and keep that memory from going
+ * back to the system.  Two objects folding to one key share an entry, and
+ * the one not in it loses only its hint.  Everything here runs under the
+ * table's lock. */
 #include "nodes-private.h"
 
 #include <string.h>
 
 #define RETIRED_INDEXED 65536
 
-static guint key_hash(gconstpointer p)
+/* Within one device (the usual case) distinct inodes give distinct keys. */
+static gpointer key_of(dev_t dev, ino_t ino)
 {
-    const NodeKey *k = p;
-    return g_int64_hash(&(gint64){(gint64)k->ino}) ^ (guint)k->dev;
+    return (gpointer)(uintptr_t)((uint64_t)ino ^ ((uint64_t)dev * 0x9e3779b97f4a7c15ull));
 }
 
-static gboolean key_equal(gconstpointer a, gconstpointer b)
+static guint key_hash(gconstpointer p)
 {
-    const NodeKey *x = a, *y = b;
-    return x->dev == y->dev && x->ino == y->ino;
+    uint64_t k = (uint64_t)(uintptr_t)p;
+    return (guint)(k ^ (k >> 32));
 }
 
 static bool rec_is_handle_of(const NodeRec *r, const Node *n)
@@ -41,7 +47,7 @@ static bool rec_is_handle_of(const NodeRec *r, const Node *n)
 
 void retired_init_locked(NodeTable *t, const GArray *kept)
 {
-    t->retired = g_hash_table_new_full(key_hash, key_equal, g_free, NULL);
+    t->retired = g_hash_table_new(key_hash, g_direct_equal);
     if (!kept) {
         /* a daemon that attached: what its predecessor retired */
         uint32_t high = atomic_load(&t->state->hdr->node_high);
@@ -74,26 +80,25 @@ void retired_note_locked(NodeTable *t, uint32_t slot)
     if (atomic_load(&r->state) != SLOT_FREE || r->kind != NODE_BACKING || r->handle_len == 0 ||
         g_hash_table_size(t->retired) >= RETIRED_INDEXED)
         return;
-    NodeKey *k = g_new(NodeKey, 1);
-    *k = (NodeKey){(dev_t)r->dev, (ino_t)r->ino};
-    g_hash_table_replace(t->retired, k, GUINT_TO_POINTER(slot));
+    g_hash_table_insert(t->retired, key_of((dev_t)r->dev, (ino_t)r->ino), GUINT_TO_POINTER(slot));
 }
 
 void retired_forget_locked(NodeTable *t, uint32_t slot)
 {
     const NodeRec *r = &t->state->nodes[slot];
-    NodeKey k = {(dev_t)r->dev, (ino_t)r->ino};
-    if (GPOINTER_TO_UINT(g_hash_table_lookup(t->retired, &k)) == slot)
-        g_hash_table_remove(t->retired, &k);
+    gpointer k = key_of((dev_t)r->dev, (ino_t)r->ino);
+    if (GPOINTER_TO_UINT(g_hash_table_lookup(t->retired, k)) == slot)
+        g_hash_table_remove(t->retired, k);
 }
 
 uint32_t retired_slot_locked(NodeTable *t, const Node *n)
 {
-    uint32_t slot = GPOINTER_TO_UINT(g_hash_table_lookup(t->retired, &n->key));
+    gpointer k = key_of(n->key.dev, n->key.ino);
+    uint32_t slot = GPOINTER_TO_UINT(g_hash_table_lookup(t->retired, k));
     if (!slot)
         return 0;
     if (rec_is_handle_of(&t->state->nodes[slot], n))
         return slot;
-    g_hash_table_remove(t->retired, &n->key); /* another object's now */
+    g_hash_table_remove(t->retired, k); /* another object's now */
     return 0;
 }
