@@ -40,6 +40,10 @@ void retired_note_locked(NodeTable *t, uint32_t slot);
 void retired_forget_locked(NodeTable *t, uint32_t slot);
 uint32_t retired_slot_locked(NodeTable *t, const Node *n);
 
+/* n's NodeOpen, made now if it has none (lock-free: safe with or without
+ * the table's lock). */
+NodeOpen *node_open_state(Node *n);
+
 /* Writes n, just put into the table, into slot (which must be free) and
  * makes it n's. */
 void rec_fill_locked(NodeTable *t, Node *n, uint32_t slot);

@@ -29,8 +29,9 @@
  * - nlookup counts the kernel's references; forget drops them and frees the
  *   node at zero, after re-checking under the table's lock that it is still
  *   the node in the table.
- * Memory: about 230 bytes of daemon RSS per cached node on ext4 (Node, its
- * 8-byte handle, the hash entry), measured with 100,000 nodes.
+ * Memory: about 250 bytes of daemon RSS per cached node that was never
+ * opened (Node, its file handle, the hash entry), measured with 1,000,000
+ * nodes; a node once opened adds its NodeOpen.
  *
  * Locks: NodeTable.lock (the hash tables, the slots and every field marked
  * so below), then FdCache.lock, a leaf taken only after the table's is
@@ -59,6 +60,28 @@ typedef struct {
     ino_t ino;
 } NodeKey;
 
+/* What only a node that was ever opened needs: made at its first open
+ * (atomically, whoever comes first), freed with the node, so that the
+ * nodes a walk leaves in the kernel cost none of it. */
+typedef struct {
+    /* FUSE passthrough (NodeTable.lock): the kernel wants every open of one
+     * inode bound to one backing id, or none bound */
+    int backing_id;         /* > 0 while opens are bound to it */
+    unsigned backing_refs;  /* opens bound to backing_id */
+    unsigned cached_opens;  /* opens replied without passthrough */
+    int bound_writers;      /* atomic: bound opens that may write (node_bound_writers) */
+    int buffered_opens;     /* atomic: opens not made O_DIRECT (node_buffered_opens) */
+    unsigned buffered_seq;  /* atomic: bumped at each of them */
+    unsigned buffered_seen; /* atomic: buffered_seq at the last direct write's end */
+    bool open_seen;
+    /* keep_cache: the backing mtime/size seen at the last open/release (NodeTable.lock) */
+    struct timespec open_mtime;
+    struct timespec open_ctime; /* multigrain on kernels >= 6.13: a change after a stat differs */
+    off_t open_size;
+} NodeOpen;
+
+/* Fields ordered so that no padding is left: a walk of a million objects
+ * holds a million of these. */
 typedef struct Node {
     NodeKind kind;
     mode_t type;         /* S_IFMT bits, fixed for the node's life */
@@ -70,6 +93,7 @@ typedef struct Node {
     NodeKey key;
     struct file_handle *handle; /* NULL -> pinned_fd */
     int pinned_fd;              /* O_PATH, only without a handle; else -1 */
+    int nopen;                  /* open files (NodeTable.lock): an unlinked object stays valid */
 
     /* VIRTUAL, ALIAS: the views' key (owned) and private data */
     char *vkey;
@@ -77,33 +101,18 @@ typedef struct Node {
     void *vdata;
     GDestroyNotify vdata_free;
 
-    bool stale; /* NodeTable.lock: the handle gave ESTALE; next lookup re-checks */
-    int nopen;  /* open files (NodeTable.lock): an unlinked object stays valid */
+    uint64_t revived; /* NodeTable.lock: of nlookup, the references a previous daemon left */
+    uint32_t slot;    /* in the state memfd; 0 until the node is in the table */
+    bool stale;       /* NodeTable.lock: the handle gave ESTALE; next lookup re-checks */
     /* NodeTable.lock: it lost its last name through the mount while open
      * (or never had one: O_TMPFILE), so an open with no name left is a
      * reopen of a file still open (by handle, /proc/PID/fd), not a stale
      * name (node_open_live) */
     bool nameless_open;
-    /* FUSE passthrough (NodeTable.lock): the kernel wants every open of one
-     * inode bound to one backing id, or none bound */
-    int backing_id;         /* > 0 while opens are bound to it */
-    unsigned backing_refs;  /* opens bound to backing_id */
-    unsigned cached_opens;  /* opens replied without passthrough */
-    int bound_writers;      /* atomic: bound opens that may write (node_bound_writers) */
-    int buffered_opens;     /* atomic: opens not made O_DIRECT (node_buffered_opens) */
-    unsigned buffered_seq;  /* atomic: bumped at each of them */
-    unsigned buffered_seen; /* atomic: buffered_seq at the last direct write's end */
-    /* keep_cache: the backing mtime/size seen at the last open/release (NodeTable.lock) */
-    struct timespec open_mtime;
-    struct timespec open_ctime; /* multigrain on kernels >= 6.13: a change after a stat differs */
-    off_t open_size;
-    bool open_seen;
-
-    uint64_t revived;    /* NodeTable.lock: of nlookup, the references a previous daemon left */
     bool no_export;      /* NodeTable.lock: its record must not bring it back (export.c) */
-    uint32_t slot;       /* in the state memfd; 0 until the node is in the table */
     NodeRec *rec;        /* that slot */
     const char *rec_job; /* the job id rec->text holds (BACKING) */
+    NodeOpen *open;      /* atomic pointer: NULL until the first open (node_open_state) */
 } Node;
 
 /* The bounded cache of O_PATH descriptors of nodes (fdcache.c). */

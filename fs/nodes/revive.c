@@ -42,9 +42,12 @@ void node_table_revive(NodeTable *t)
         Node *n = node_from_rec(r);
         n->nlookup = n->revived = r->nlookup;
         n->stale = r->stale;
-        n->backing_id = r->backing_id;
-        n->backing_refs = r->backing_refs;
-        n->cached_opens = r->cached_opens;
+        if (r->backing_id || r->backing_refs || r->cached_opens) {
+            NodeOpen *o = node_open_state(n);
+            o->backing_id = r->backing_id;
+            o->backing_refs = r->backing_refs;
+            o->cached_opens = r->cached_opens;
+        }
         if ((n->kind != NODE_VIRTUAL && !n->handle) || (n->ns.kind == CK_NS_JOB && !n->ns.job) ||
             (n->kind != NODE_BACKING && !n->vkey)) {
             n->stale = true; /* kept no way to find it again: ESTALE, the kernel looks again */
@@ -97,7 +100,7 @@ guint64 node_table_count_bound(NodeTable *t)
     g_mutex_lock(&t->lock);
     uint32_t high = atomic_load(&t->state->hdr->node_high);
     for (uint32_t i = FUSE_ROOT_ID; i < high && i < STATE_NODE_SLOTS; i++)
-        if (t->by_slot[i] && t->by_slot[i]->backing_id > 0)
+        if (t->by_slot[i] && t->by_slot[i]->open && t->by_slot[i]->open->backing_id > 0)
             bound++;
     g_mutex_unlock(&t->lock);
     return bound;

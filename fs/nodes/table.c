@@ -52,9 +52,10 @@ void node_sync_locked(Node *n)
         n->rec_job = n->ns.job;
     }
     r->stale = n->stale;
-    r->backing_id = n->backing_id;
-    r->backing_refs = n->backing_refs;
-    r->cached_opens = n->cached_opens;
+    const NodeOpen *o = n->open;
+    r->backing_id = o ? o->backing_id : 0;
+    r->backing_refs = o ? o->backing_refs : 0;
+    r->cached_opens = o ? o->cached_opens : 0;
 }
 
 void rec_fill_locked(NodeTable *t, Node *n, uint32_t slot)
@@ -191,7 +192,20 @@ void node_free(NodeTable *t, Node *n)
         n->vdata_free(n->vdata);
     g_free(n->handle);
     g_free(n->vkey);
+    g_free(n->open);
     g_free(n);
+}
+
+NodeOpen *node_open_state(Node *n)
+{
+    NodeOpen *o = g_atomic_pointer_get(&n->open);
+    if (o)
+        return o;
+    NodeOpen *fresh = g_new0(NodeOpen, 1);
+    if (g_atomic_pointer_compare_and_exchange(&n->open, NULL, fresh))
+        return fresh;
+    g_free(fresh); /* another thread's came first */
+    return g_atomic_pointer_get(&n->open);
 }
 
 int node_table_init(NodeTable *t, const NodeTableSetup *s)
@@ -565,26 +579,28 @@ bool node_is_stale(NodeTable *t, Node *n)
 
 bool node_unchanged_since_open(NodeTable *t, Node *n, const struct stat *st)
 {
+    NodeOpen *o = node_open_state(n);
     g_mutex_lock(&t->lock);
     bool same =
-        n->open_seen && n->open_size == st->st_size && n->open_mtime.tv_sec == st->st_mtim.tv_sec &&
-        n->open_mtime.tv_nsec == st->st_mtim.tv_nsec &&
-        n->open_ctime.tv_sec == st->st_ctim.tv_sec && n->open_ctime.tv_nsec == st->st_ctim.tv_nsec;
-    n->open_seen = true;
-    n->open_size = st->st_size;
-    n->open_mtime = st->st_mtim;
-    n->open_ctime = st->st_ctim;
+        o->open_seen && o->open_size == st->st_size && o->open_mtime.tv_sec == st->st_mtim.tv_sec &&
+        o->open_mtime.tv_nsec == st->st_mtim.tv_nsec &&
+        o->open_ctime.tv_sec == st->st_ctim.tv_sec && o->open_ctime.tv_nsec == st->st_ctim.tv_nsec;
+    o->open_seen = true;
+    o->open_size = st->st_size;
+    o->open_mtime = st->st_mtim;
+    o->open_ctime = st->st_ctim;
     g_mutex_unlock(&t->lock);
     return same;
 }
 
 void node_note_release(NodeTable *t, Node *n, const struct stat *st)
 {
+    NodeOpen *o = node_open_state(n);
     g_mutex_lock(&t->lock);
-    n->open_seen = true;
-    n->open_size = st->st_size;
-    n->open_mtime = st->st_mtim;
-    n->open_ctime = st->st_ctim;
+    o->open_seen = true;
+    o->open_size = st->st_size;
+    o->open_mtime = st->st_mtim;
+    o->open_ctime = st->st_ctim;
     g_mutex_unlock(&t->lock);
 }
 
@@ -598,26 +614,31 @@ void node_open_count(NodeTable *t, Node *n, int delta)
 
 void node_bound_writers(Node *n, int delta)
 {
-    g_atomic_int_add(&n->bound_writers, delta);
+    g_atomic_int_add(&node_open_state(n)->bound_writers, delta);
 }
 
 void node_buffered_opens(Node *n, int delta)
 {
+    NodeOpen *o = node_open_state(n);
     if (delta > 0)
-        g_atomic_int_inc((gint *)&n->buffered_seq);
-    g_atomic_int_add(&n->buffered_opens, delta);
+        g_atomic_int_inc((gint *)&o->buffered_seq);
+    g_atomic_int_add(&o->buffered_opens, delta);
 }
 
 bool node_buffered_since_last(Node *n)
 {
-    unsigned now = (unsigned)g_atomic_int_get((gint *)&n->buffered_seq);
-    unsigned before = (unsigned)g_atomic_int_exchange((gint *)&n->buffered_seen, (gint)now);
-    return g_atomic_int_get(&n->buffered_opens) > 0 || before != now;
+    NodeOpen *o = g_atomic_pointer_get(&n->open);
+    if (!o)
+        return false; /* never opened: no buffered open, none since */
+    unsigned now = (unsigned)g_atomic_int_get((gint *)&o->buffered_seq);
+    unsigned before = (unsigned)g_atomic_int_exchange((gint *)&o->buffered_seen, (gint)now);
+    return g_atomic_int_get(&o->buffered_opens) > 0 || before != now;
 }
 
 bool node_attrs_volatile(Node *n)
 {
-    return g_atomic_int_get(&n->bound_writers) > 0;
+    NodeOpen *o = g_atomic_pointer_get(&n->open);
+    return o && g_atomic_int_get(&o->bound_writers) > 0;
 }
 
 int node_nopen(NodeTable *t, Node *n)
@@ -636,16 +657,17 @@ int node_nopen(NodeTable *t, Node *n)
  * when the last bound open is released.  The table's lock held. */
 static int binding_join_locked(Node *n, int fresh)
 {
+    NodeOpen *o = node_open_state(n);
     int id = 0;
-    if (n->backing_id > 0) {
-        n->backing_refs++;
-        id = n->backing_id;
-    } else if (n->cached_opens == 0 && fresh > 0) {
-        n->backing_id = fresh;
-        n->backing_refs = 1;
+    if (o->backing_id > 0) {
+        o->backing_refs++;
+        id = o->backing_id;
+    } else if (o->cached_opens == 0 && fresh > 0) {
+        o->backing_id = fresh;
+        o->backing_refs = 1;
         id = fresh;
     } else {
-        n->cached_opens++;
+        o->cached_opens++;
     }
     node_sync_locked(n);
     return id;
@@ -654,7 +676,8 @@ static int binding_join_locked(Node *n, int fresh)
 bool node_binding_join_decided(NodeTable *t, Node *n, int *id)
 {
     g_mutex_lock(&t->lock);
-    bool decided = n->backing_id > 0 || n->cached_opens > 0;
+    const NodeOpen *o = n->open;
+    bool decided = o && (o->backing_id > 0 || o->cached_opens > 0);
     if (decided)
         *id = binding_join_locked(n, 0);
     g_mutex_unlock(&t->lock);
@@ -673,13 +696,16 @@ int node_binding_leave(NodeTable *t, Node *n, int backing_id)
 {
     int release = 0;
     g_mutex_lock(&t->lock);
-    if (backing_id > 0) {
-        if (n->backing_refs > 0 && --n->backing_refs == 0) {
-            release = n->backing_id;
-            n->backing_id = 0;
+    NodeOpen *o = n->open;
+    if (!o) {
+        /* nothing joined: nothing to leave */
+    } else if (backing_id > 0) {
+        if (o->backing_refs > 0 && --o->backing_refs == 0) {
+            release = o->backing_id;
+            o->backing_id = 0;
         }
-    } else if (n->cached_opens > 0) {
-        n->cached_opens--;
+    } else if (o->cached_opens > 0) {
+        o->cached_opens--;
     }
     node_sync_locked(n);
     g_mutex_unlock(&t->lock);
