@@ -99,9 +99,11 @@ guint64 node_table_count_bound(NodeTable *t)
     guint64 bound = 0;
     g_mutex_lock(&t->lock);
     uint32_t high = atomic_load(&t->state->hdr->node_high);
-    for (uint32_t i = FUSE_ROOT_ID; i < high && i < STATE_NODE_SLOTS; i++)
-        if (t->by_slot[i] && t->by_slot[i]->open && t->by_slot[i]->open->backing_id > 0)
+    for (uint32_t i = FUSE_ROOT_ID; i < high && i < STATE_NODE_SLOTS; i++) {
+        const NodeOpen *o = t->by_slot[i] ? g_atomic_pointer_get(&t->by_slot[i]->open) : NULL;
+        if (o && o->backing_id > 0)
             bound++;
+    }
     g_mutex_unlock(&t->lock);
     return bound;
 }

@@ -52,7 +52,7 @@ void node_sync_locked(Node *n)
         n->rec_job = n->ns.job;
     }
     r->stale = n->stale;
-    const NodeOpen *o = n->open;
+    const NodeOpen *o = g_atomic_pointer_get(&n->open);
     r->backing_id = o ? o->backing_id : 0;
     r->backing_refs = o ? o->backing_refs : 0;
     r->cached_opens = o ? o->cached_opens : 0;
@@ -676,7 +676,7 @@ static int binding_join_locked(Node *n, int fresh)
 bool node_binding_join_decided(NodeTable *t, Node *n, int *id)
 {
     g_mutex_lock(&t->lock);
-    const NodeOpen *o = n->open;
+    const NodeOpen *o = g_atomic_pointer_get(&n->open);
     bool decided = o && (o->backing_id > 0 || o->cached_opens > 0);
     if (decided)
         *id = binding_join_locked(n, 0);
@@ -696,7 +696,7 @@ int node_binding_leave(NodeTable *t, Node *n, int backing_id)
 {
     int release = 0;
     g_mutex_lock(&t->lock);
-    NodeOpen *o = n->open;
+    NodeOpen *o = g_atomic_pointer_get(&n->open);
     if (!o) {
         /* nothing joined: nothing to leave */
     } else if (backing_id > 0) {

@@ -6,7 +6,10 @@
 #include <fcntl.h>
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <cmocka.h>
 
 /* Mounts alive in this test process, for the atexit safety net. */
 static GPtrArray *live_mounts;
@@ -416,6 +420,28 @@ int64_t mount_metric(Mount *m, const char *series)
             return g_ascii_strtoll(*l + n + 1, NULL, 10);
     }
     return -1;
+}
+
+void kernel_drop_caches(void)
+{
+    sync();
+    int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "2", 1), 1);
+    close(fd);
+}
+
+int64_t mount_forget_down_to(Mount *m, int64_t at_most, int tries)
+{
+    int64_t nodes = -1;
+    for (int i = 0; i < tries; i++) {
+        kernel_drop_caches();
+        nodes = mount_metric(m, "ckptfs_nodes");
+        if (nodes >= 0 && nodes <= at_most)
+            break;
+        sleep_ms(100);
+    }
+    return nodes;
 }
 
 int mount_setup(void **state)

@@ -79,6 +79,15 @@ char *get_file(const char *path); /* g_free */
  * series has first is added here); -1 if absent. */
 int64_t mount_metric(Mount *m, const char *series);
 
+/* sync, then echo 2 > /proc/sys/vm/drop_caches: the kernel forgets every
+ * dentry and inode nothing uses, machine-wide (aborts the test when it
+ * cannot). */
+void kernel_drop_caches(void);
+/* kernel_drop_caches until m's daemon holds at most at_most nodes, `tries`
+ * times at most, 100 ms apart (the kernel's forgets arrive
+ * asynchronously); the nodes left (-1: no reading). */
+int64_t mount_forget_down_to(Mount *m, int64_t at_most, int tries);
+
 /* Runs argv, returns the wait status (-1 when it could not start). */
 int run_cmd(const char *const *argv, char **out);
 

@@ -45,17 +45,9 @@ static void handle_of(const char *path, Handle *h)
  * forgotten (all but those open or in use). */
 static void drop_kernel_caches(Mount *m, int64_t at_most)
 {
-    sync();
-    for (int i = 0; i < 50; i++) {
-        int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, "2", 1), 1);
-        close(fd);
-        if (mount_metric(m, "ckptfs_nodes") <= at_most)
-            return;
-        usleep(100 * 1000); /* the forgets are asynchronous */
-    }
-    fail_msg("the kernel kept %lld nodes", (long long)mount_metric(m, "ckptfs_nodes"));
+    int64_t left = mount_forget_down_to(m, at_most, 50);
+    if (left < 0 || left > at_most)
+        fail_msg("the kernel kept %lld nodes", (long long)left);
 }
 
 static char *read_by_handle(int mount_fd, Handle *h, int *err)

@@ -227,15 +227,6 @@ static pid_t spawn_worker(Mount *m, const char *job, int *out_fd)
     return pid;
 }
 
-static void drop_caches(void)
-{
-    sync();
-    int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "2", 1), 1);
-    close(fd);
-}
-
 static void sleep_ms(int ms)
 {
     g_usleep((gulong)ms * 1000);
@@ -262,7 +253,7 @@ static void test_sixteen_threads_four_jobs(void **state)
     }
     const char *args[] = {"-o", "identity=env:CLINK_JOB_ID,rescan=1", NULL};
     assert_int_equal(mount_start(m, args), 0);
-    drop_caches();
+    kernel_drop_caches();
     sleep_ms(200);
     mount_metric(m, "ckptfs_nodes");
     int64_t base = mount_metric(m, "ckptfs_nodes");
@@ -344,14 +335,7 @@ static void test_sixteen_threads_four_jobs(void **state)
 
     /* no leaked node: once the kernel forgets what it cached, the table is
      * back to its size before the load (forgets arrive asynchronously) */
-    int64_t nodes = -1;
-    for (int k = 0; k < 50; k++) {
-        drop_caches();
-        sleep_ms(100);
-        nodes = mount_metric(m, "ckptfs_nodes");
-        if (nodes >= 0 && nodes <= base)
-            break;
-    }
+    int64_t nodes = mount_forget_down_to(m, base, 50);
     if (nodes > base)
         fprintf(stderr, "nodes: %" G_GINT64_FORMAT " after the load, %" G_GINT64_FORMAT " before\n",
                 nodes, base);

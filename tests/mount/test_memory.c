@@ -45,29 +45,6 @@ static void rss_of(pid_t pid, int64_t *anon, int64_t *shmem)
     assert_true(*anon >= 0 && *shmem >= 0);
 }
 
-static void drop_caches(void)
-{
-    int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "2", 1), 1);
-    close(fd);
-}
-
-/* Drops the kernel's caches until the daemon holds no more than `want`
- * nodes (the kernel's forgets arrive asynchronously); the count left. */
-static int64_t forget_down_to(Mount *m, int64_t want)
-{
-    int64_t nodes = -1;
-    for (int k = 0; k < 300; k++) {
-        drop_caches();
-        g_usleep(100 * 1000);
-        nodes = mount_metric(m, "ckptfs_nodes");
-        if (nodes >= 0 && nodes <= want)
-            break;
-    }
-    return nodes;
-}
-
 static long make_tree(const char *root, int dirs)
 {
     long made = 0;
@@ -154,7 +131,7 @@ static void test_memory_follows_the_kernel(void **state)
     assert_true(pid > 0);
 
     /* before: what the kernel held of the tree at mount is gone */
-    int64_t base = forget_down_to(m, 16);
+    int64_t base = mount_forget_down_to(m, 16, 300);
     assert_true(base >= 0);
     int64_t anon0, shm0;
     rss_of(pid, &anon0, &shm0);
@@ -166,7 +143,7 @@ static void test_memory_follows_the_kernel(void **state)
     /* the kernel holds what was looked up: (nearly) one node each */
     assert_true(peak - base >= objects * 9 / 10);
 
-    int64_t after = forget_down_to(m, base);
+    int64_t after = mount_forget_down_to(m, base, 300);
     if (after > base)
         fprintf(stderr,
                 "nodes: %" G_GINT64_FORMAT " after the drop, %" G_GINT64_FORMAT

@@ -128,15 +128,6 @@ static char *fd_listing(pid_t pid)
     return g_string_free(s, FALSE);
 }
 
-static void drop_dentries(void)
-{
-    sync();
-    int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "2", 1), 1);
-    close(fd);
-}
-
 /* Nodes once the kernel has forgotten what it no longer uses: the lowest of
  * at least five readings after dropping dentries (forgets arrive
  * asynchronously), more (5 s at most) until it is at most `at_most` (< 0:
@@ -145,7 +136,7 @@ static int64_t settled_nodes(Mount *m, int64_t at_most)
 {
     int64_t n = -1;
     for (int i = 0; i < 50; i++) {
-        drop_dentries();
+        kernel_drop_caches();
         sleep_ms(100);
         int64_t v = mount_metric(m, "ckptfs_nodes");
         if (n < 0 || (v >= 0 && v < n))
@@ -832,7 +823,7 @@ static void views_walk_under(Mount *m, EventKind kind, int rounds)
     g_autofree char *views = g_build_filename(m->mnt, "_views", NULL);
 
     /* the walks without kills */
-    drop_dentries();
+    kernel_drop_caches();
     Walk ref = {.root = views, .entries = g_ptr_array_new_with_free_func(g_free)};
     walk_thread(&ref);
     if (ref.err) {
@@ -843,7 +834,7 @@ static void views_walk_under(Mount *m, EventKind kind, int rounds)
     g_autofree char *want = joined(ref.entries);
     int total = (int)ref.entries->len;
     assert_true(total > 8 * 3 * 4 * 6); /* every job's state shows */
-    drop_dentries();
+    kernel_drop_caches();
     g_autofree char *out = g_build_filename(m->base, "find.out", NULL);
     double t0 = now_s();
     pid_t fp = start_find(m, out);
@@ -857,7 +848,7 @@ static void views_walk_under(Mount *m, EventKind kind, int rounds)
     int mid_walk = 0, mid_find = 0;
     g_autoptr(GString) evmsg = g_string_new("");
     for (int r = 0; r < rounds; r++) {
-        drop_dentries(); /* the walk asks the daemon, not the kernel's cache */
+        kernel_drop_caches(); /* the walk asks the daemon, not the kernel's cache */
         if (r % 2 == 0) {
             /* a walk in a thread, killed once it has seen a third to two thirds */
             Walk w = {.root = views, .entries = g_ptr_array_new_with_free_func(g_free)};

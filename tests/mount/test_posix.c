@@ -428,14 +428,6 @@ static int64_t wait_nodes_at_most(Mount *m, int64_t limit)
     return n;
 }
 
-static void drop_dentries(void)
-{
-    int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "2", 1), 1);
-    close(fd);
-}
-
 static void test_readdir_lookup_accounting(void **state)
 {
     Mount *m = *state;
@@ -445,7 +437,7 @@ static void test_readdir_lookup_accounting(void **state)
         g_autofree char *name = g_strdup_printf("%s/file-with-a-longish-name-%05d", bdir, i);
         put_file(name, "");
     }
-    drop_dentries();
+    kernel_drop_caches();
     int64_t base = wait_nodes_at_most(m, 10);
     assert_true(base >= 0 && base <= 10);
 
@@ -455,7 +447,7 @@ static void test_readdir_lookup_accounting(void **state)
     int64_t listed = mount_metric(m, "ckptfs_nodes");
     assert_true(listed >= base + 3000);
     assert_true(mount_metric(m, "ckptfs_ops_total{op=\"readdirplus\"}") > 0);
-    drop_dentries();
+    kernel_drop_caches();
     assert_true(wait_nodes_at_most(m, base) <= base);
 
     /* plain readdir (ls -f does not stat) then stat a few */
@@ -463,7 +455,7 @@ static void test_readdir_lookup_accounting(void **state)
     assert_int_equal(run_cmd(ls_f, NULL), 0);
     const char *find[] = {"find", dir, "-name", "*-0001*", NULL};
     assert_int_equal(run_cmd(find, NULL), 0);
-    drop_dentries();
+    kernel_drop_caches();
     assert_true(wait_nodes_at_most(m, base) <= base);
 
     /* no forget ever exceeded what the daemon had handed out */
