@@ -1210,7 +1210,10 @@ char *ck_job_restore_text(const CkJobInfo *j)
             g_string_append_c(s, '\n');
         ck_restore_describe(s, cp->restore, NULL, cp->shared_with, cp->unknown);
     }
-    return g_string_free(s, FALSE);
+    /* the views keep it while the job's snapshot lives: not the GString's
+     * doubled capacity */
+    gsize len = s->len;
+    return g_realloc(g_string_free(s, FALSE), len + 1);
 }
 
 /* ---- sizes ---- */

@@ -58,8 +58,14 @@ struct Listing {
     gint64 checked_us; /* atomic */
     GArray *stamps;    /* LStamp */
     GArray *ents;      /* LEnt */
-    GHashTable *idx;   /* name -> index + 1 */
+    /* name -> index + 1, once there are more than LISTING_SCANNED entries
+     * (NULL below: most view directories hold a few, and a hash table costs
+     * more than the entries); made while the listing is built, read-only once
+     * it is published */
+    GHashTable *idx;
 };
+
+#define LISTING_SCANNED 16
 
 /* The index of checkpoint n in j->checkpoints (ascending), or -1. */
 static int checkpoint_index(const CkJobInfo *j, guint64 n)
@@ -142,7 +148,19 @@ static void listing_clear(gpointer p)
     for (guint i = 0; i < l->stamps->len; i++)
         g_free(g_array_index(l->stamps, LStamp, i).path);
     g_array_unref(l->stamps);
-    g_hash_table_unref(l->idx);
+    if (l->idx)
+        g_hash_table_unref(l->idx);
+}
+
+/* The index + 1 of entry `name`, 0 when there is none. */
+static guint listing_find(const Listing *l, const char *name)
+{
+    if (l->idx)
+        return GPOINTER_TO_UINT(g_hash_table_lookup(l->idx, name));
+    for (guint i = 0; i < l->ents->len; i++)
+        if (strcmp(g_array_index(l->ents, LEnt, i).name, name) == 0)
+            return i + 1;
+    return 0;
 }
 
 void listing_unref(Listing *l)
@@ -178,11 +196,18 @@ void vnode_free(gpointer p)
 static void listing_add(Listing *l, const char *name, unsigned char type, int layer,
                         bool layer_root, bool synth, ino_t ino)
 {
-    if (g_hash_table_contains(l->idx, name))
+    if (listing_find(l, name))
         return; /* an earlier layer's entry shadows it (directories merge one level down) */
     LEnt e = {g_strdup(name), type, (gint16)layer, layer_root, synth, ino, 0};
     g_array_append_val(l->ents, e);
-    g_hash_table_insert(l->idx, e.name, GUINT_TO_POINTER(l->ents->len));
+    if (l->idx) {
+        g_hash_table_insert(l->idx, e.name, GUINT_TO_POINTER(l->ents->len));
+    } else if (l->ents->len > LISTING_SCANNED) {
+        l->idx = g_hash_table_new(g_str_hash, g_str_equal);
+        for (guint i = 0; i < l->ents->len; i++)
+            g_hash_table_insert(l->idx, g_array_index(l->ents, LEnt, i).name,
+                                GUINT_TO_POINTER(i + 1));
+    }
 }
 
 /* rel is `prefix` or below it: the part below, else NULL. */
@@ -216,7 +241,6 @@ static Listing *listing_build(struct ckptfs *fs, JobView *jv, const VNode *vn)
     l->version = jv->j->version;
     l->ents = g_array_new(FALSE, FALSE, sizeof(LEnt));
     l->stamps = g_array_new(FALSE, FALSE, sizeof(LStamp));
-    l->idx = g_hash_table_new(g_str_hash, g_str_equal);
     l->checked_us = g_get_monotonic_time();
     const CkCheckpointInfo *cp;
     GPtrArray *layers = tree_layers(jv, vn, &cp);
@@ -631,12 +655,12 @@ static int tree_lookup(struct ckptfs *fs, VNode *pv, const char *name, struct fu
     if (!jv)
         return -ENOENT;
     Listing *l = tree_listing(fs, pv, jv, false);
-    guint idx = GPOINTER_TO_UINT(g_hash_table_lookup(l->idx, name));
+    guint idx = listing_find(l, name);
     if (!idx) {
         /* not there a moment ago: look again before saying so */
         listing_unref(l);
         l = tree_listing(fs, pv, jv, true);
-        idx = GPOINTER_TO_UINT(g_hash_table_lookup(l->idx, name));
+        idx = listing_find(l, name);
         if (!idx) {
             listing_unref(l);
             return -ENOENT;
