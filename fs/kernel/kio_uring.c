@@ -5,6 +5,8 @@
 #include <glib.h>
 #include <liburing.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -192,6 +194,14 @@ static gpointer ent_thread(gpointer p)
 {
     Ent *e = p;
     KioRing *r = e->r;
+    /* On its queue's CPU: the kernel queues a request on the queue of the
+     * CPU its caller runs on, so the wake-up and the reply stay on that CPU
+     * (a thread left to float is woken on another, one migration a request).
+     * Where the daemon may not run there (a cpuset), it floats. */
+    cpu_set_t cpu;
+    CPU_ZERO(&cpu);
+    CPU_SET(e->qid, &cpu);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof cpu, &cpu);
     /* made by the thread that uses it: io_uring cancels a ring's commands
      * when the task that made the ring exits (libfuse ends idle threads) */
     e->ring_ok = io_uring_queue_init(4, &e->ring, IORING_SETUP_SQE128) == 0;
