@@ -198,10 +198,12 @@ static gpointer ent_thread(gpointer p)
      * CPU its caller runs on, so the wake-up and the reply stay on that CPU
      * (a thread left to float is woken on another, one migration a request).
      * Where the daemon may not run there (a cpuset), it floats. */
-    cpu_set_t cpu;
-    CPU_ZERO(&cpu);
-    CPU_SET(e->qid, &cpu);
-    (void)pthread_setaffinity_np(pthread_self(), sizeof cpu, &cpu);
+    if (e->qid < CPU_SETSIZE) {
+        cpu_set_t cpu;
+        CPU_ZERO(&cpu);
+        CPU_SET(e->qid, &cpu);
+        (void)pthread_setaffinity_np(pthread_self(), sizeof cpu, &cpu);
+    }
     /* made by the thread that uses it: io_uring cancels a ring's commands
      * when the task that made the ring exits (libfuse ends idle threads) */
     e->ring_ok = io_uring_queue_init(4, &e->ring, IORING_SETUP_SQE128) == 0;

@@ -577,6 +577,15 @@ bool node_is_stale(NodeTable *t, Node *n)
 
 /* ---- opens ---- */
 
+/* What keep_cache compares at the next open.  The table's lock held. */
+static void open_stamp_locked(NodeOpen *o, const struct stat *st)
+{
+    o->open_seen = true;
+    o->open_size = st->st_size;
+    o->open_mtime = st->st_mtim;
+    o->open_ctime = st->st_ctim;
+}
+
 bool node_unchanged_since_open(NodeTable *t, Node *n, const struct stat *st)
 {
     NodeOpen *o = node_open_state(n);
@@ -585,10 +594,7 @@ bool node_unchanged_since_open(NodeTable *t, Node *n, const struct stat *st)
         o->open_seen && o->open_size == st->st_size && o->open_mtime.tv_sec == st->st_mtim.tv_sec &&
         o->open_mtime.tv_nsec == st->st_mtim.tv_nsec &&
         o->open_ctime.tv_sec == st->st_ctim.tv_sec && o->open_ctime.tv_nsec == st->st_ctim.tv_nsec;
-    o->open_seen = true;
-    o->open_size = st->st_size;
-    o->open_mtime = st->st_mtim;
-    o->open_ctime = st->st_ctim;
+    open_stamp_locked(o, st);
     g_mutex_unlock(&t->lock);
     return same;
 }
@@ -597,10 +603,7 @@ void node_note_release(NodeTable *t, Node *n, const struct stat *st)
 {
     NodeOpen *o = node_open_state(n);
     g_mutex_lock(&t->lock);
-    o->open_seen = true;
-    o->open_size = st->st_size;
-    o->open_mtime = st->st_mtim;
-    o->open_ctime = st->st_ctim;
+    open_stamp_locked(o, st);
     g_mutex_unlock(&t->lock);
 }
 
