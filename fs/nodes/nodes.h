@@ -60,9 +60,12 @@ typedef struct {
     ino_t ino;
 } NodeKey;
 
-/* What only a node that was ever opened needs: made at its first open
- * (atomically, whoever comes first), freed with the node, so that the
- * nodes a walk leaves in the kernel cost none of it. */
+/* What only a node that was ever opened needs: made at its first open or
+ * opendir (atomically, whoever comes first), freed with the node, so that
+ * the nodes a walk only looks up cost none of it.  Freed with the node
+ * alone: the kernel sends a node's FORGET only after the RELEASE of its
+ * last open was answered (it holds the inode until then), and that
+ * RELEASE is done with the NodeOpen before it replies. */
 typedef struct {
     /* FUSE passthrough (NodeTable.lock): the kernel wants every open of one
      * inode bound to one backing id, or none bound */

@@ -23,7 +23,9 @@
 
 #define RETIRED_INDEXED 65536
 
-/* Within one device (the usual case) distinct inodes give distinct keys. */
+/* Within one device (the usual case) distinct inodes give distinct keys:
+ * the whole 64 bits fold into the pointer. */
+G_STATIC_ASSERT(sizeof(gpointer) >= sizeof(uint64_t));
 static gpointer key_of(dev_t dev, ino_t ino)
 {
     return (gpointer)(uintptr_t)((uint64_t)ino ^ ((uint64_t)dev * 0x9e3779b97f4a7c15ull));
@@ -97,8 +99,12 @@ uint32_t retired_slot_locked(NodeTable *t, const Node *n)
     uint32_t slot = GPOINTER_TO_UINT(g_hash_table_lookup(t->retired, k));
     if (!slot)
         return 0;
-    if (rec_is_handle_of(&t->state->nodes[slot], n))
+    const NodeRec *r = &t->state->nodes[slot];
+    if (rec_is_handle_of(r, n))
         return slot;
-    g_hash_table_remove(t->retired, k); /* another object's now */
+    /* the entry goes only when its slot holds no retired record under this
+     * key any more: another object folding to the same key keeps its hint */
+    if (atomic_load(&r->state) != SLOT_FREE || key_of((dev_t)r->dev, (ino_t)r->ino) != k)
+        g_hash_table_remove(t->retired, k);
     return 0;
 }
