@@ -3,13 +3,17 @@
 # (passthrough on, off) and transport (/dev/fuse, io_uring), and prints one
 # summary table.  It fetches nothing: give it what you built.
 #
-#   tools/posix-suites.sh [--ckptfs BIN] [--pjdfstest DIR] [--fsx BIN]
+#   tools/posix-suites.sh [--ckptfs BIN] [--pjdfstest DIR] [--fsx BIN] [--fsstress BIN]
 #                         [--xfstests DIR [--xfstests-tests "generic/080 ..." | --xfstests-group G]]
 #                         [--paths "auto off"] [--transports "off auto"] [--ops N]
 #
 #   pjdfstest: a built checkout (DIR/pjdfstest and DIR/tests; needs prove)
 #   fsx:       xfstests' ltp/fsx (or any fsx), run plain, with AIO (-A), with
 #              io_uring (-U, where that fsx has it) and O_DIRECT (-Z)
+#   fsstress:  xfstests' ltp/fsstress: 4 processes of --ops/4 random
+#              operations each, then the tree through the mount must be the
+#              backing's (names, types, sizes, link counts) and the mount
+#              must still answer
 #   xfstests:  a built checkout; FSTYP=fuse, FUSE_SUBTYP=.ckptfs, so
 #              mount(8) must find ckptfs (ninja install, or --link to put a
 #              symlink in /usr/local/sbin for the run).  xfstests works at the
@@ -27,6 +31,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 ckptfs=""
 pjd=""
 fsx=""
+fss=""
 xfs=""
 xfs_tests=""
 xfs_group="quick"
@@ -39,6 +44,7 @@ while [ $# -gt 0 ]; do
     --ckptfs) ckptfs=$2; shift 2 ;;
     --pjdfstest) pjd=$2; shift 2 ;;
     --fsx) fsx=$2; shift 2 ;;
+    --fsstress) fss=$2; shift 2 ;;
     --xfstests) xfs=$2; shift 2 ;;
     --xfstests-tests) xfs_tests=$2; shift 2 ;;
     --xfstests-group) xfs_group=$2; shift 2 ;;
@@ -46,7 +52,7 @@ while [ $# -gt 0 ]; do
     --transports) transports=$2; shift 2 ;;
     --ops) ops=$2; shift 2 ;;
     --link) link=1; shift ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "posix-suites: unknown argument $1 (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -59,7 +65,7 @@ fi
 [ -x "$ckptfs" ] || { echo "posix-suites: no ckptfs (--ckptfs BIN)" >&2; exit 2; }
 # absolute: --link's symlink and the suites' own directories must find it
 ckptfs=$(realpath "$ckptfs")
-[ -n "$pjd$fsx$xfs" ] || { echo "posix-suites: give --pjdfstest, --fsx or --xfstests" >&2; exit 2; }
+[ -n "$pjd$fsx$fss$xfs" ] || { echo "posix-suites: give --pjdfstest, --fsx, --fsstress or --xfstests" >&2; exit 2; }
 uring=/sys/module/fuse/parameters/enable_uring
 if [ -w "$uring" ]; then
     uring_was=$(cat "$uring")
@@ -140,6 +146,32 @@ for pt in $paths; do
                     row "fsx $how" "$variant" FAIL "the mount did not come up"
                 fi
             done
+        fi
+        if [ -n "$fss" ]; then
+            name=fsstress-$tag
+            if mount_ckptfs "$name" "$variant"; then
+                m=$work/$name/mnt/_state/t
+                b=$work/$name/backing/_state/t
+                tree() { (cd "$1" && find . -printf '%P %y %s %n\n' | LC_ALL=C sort); }
+                if ! "$fss" -d "$m/fsstress" -n $((ops / 4)) -p 4 -s 1 > "$work/$name.out" 2>&1; then
+                    why="fsstress failed"
+                elif ! stat "$m" > /dev/null 2>&1; then
+                    why="the mount stopped answering"
+                elif ! diff <(tree "$m") <(tree "$b") >> "$work/$name.out" 2>&1; then
+                    why="the tree through the mount differs from the backing's"
+                else
+                    why=""
+                fi
+                if [ -z "$why" ]; then
+                    row fsstress "$variant" PASS "4 x $((ops / 4)) operations, $(tree "$m" | wc -l) objects agree"
+                else
+                    cp "$work/$name.out" "/var/tmp/ckptfs-$name.out"
+                    row fsstress "$variant" FAIL "$why (/var/tmp/ckptfs-$name.out)"
+                fi
+                unmount_ckptfs "$name"
+            else
+                row fsstress "$variant" FAIL "the mount did not come up"
+            fi
         fi
         if [ -n "$xfs" ]; then
             name=xfs-$tag
