@@ -12,7 +12,7 @@ cd "${1:-$(dirname "$0")/..}"
 # the layer of a file of fs/
 layer_of() {
     case "$1" in
-    fs/main.c | fs/attach.[ch] | fs/mounttab.[ch]) echo top ;;
+    fs/main.c | fs/attach.[ch] | fs/mounttab.[ch] | fs/backing_mount.[ch]) echo top ;;
     fs/ops/*) echo ops ;;
     fs/views/*) echo views ;;
     fs/ckptfs.h) echo daemon ;;

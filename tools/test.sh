@@ -52,6 +52,9 @@ echo "== clang-format (.clang-format)"
 git ls-files -z '*.c' '*.h' | xargs -0 clang-format --style=file --dry-run -Werror
 echo "clang-format: ok"
 
+echo "== the layers of fs/ (tools/check-layers.sh)"
+bash tools/check-layers.sh
+
 # Both optimised builds compile everything, tests included, with -Werror:
 # the optimiser sees warnings (format overflows, fortified bounds) that the
 # sanitizer build does not.

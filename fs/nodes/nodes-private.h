@@ -39,6 +39,8 @@ void retired_clear(NodeTable *t);
 void retired_note_locked(NodeTable *t, uint32_t slot);
 void retired_forget_locked(NodeTable *t, uint32_t slot);
 uint32_t retired_slot_locked(NodeTable *t, const Node *n);
+/* The index's key of an object: (dev, ino) folded into a pointer. */
+gpointer retired_key(dev_t dev, ino_t ino);
 
 /* n's NodeOpen, made now if it has none (lock-free: safe with or without
  * the table's lock). */

@@ -130,7 +130,7 @@ typedef struct {
     GMutex lock;
     GHashTable *backing;  /* NodeKey* -> Node* */
     GHashTable *virtuals; /* vkey -> Node* */
-    GHashTable *retired;  /* NodeKey* -> free slot whose record names it (retired.c) */
+    GHashTable *retired;  /* folded (dev, ino) -> free slot whose record names it (retired.c) */
     Node *root;
     State *state;   /* the memfd behind the slots */
     Node **by_slot; /* [STATE_NODE_SLOTS]: node_of; written under lock */

@@ -26,7 +26,7 @@
 /* Within one device (the usual case) distinct inodes give distinct keys:
  * the whole 64 bits fold into the pointer. */
 G_STATIC_ASSERT(sizeof(gpointer) >= sizeof(uint64_t));
-static gpointer key_of(dev_t dev, ino_t ino)
+gpointer retired_key(dev_t dev, ino_t ino)
 {
     return (gpointer)(uintptr_t)((uint64_t)ino ^ ((uint64_t)dev * 0x9e3779b97f4a7c15ull));
 }
@@ -82,20 +82,21 @@ void retired_note_locked(NodeTable *t, uint32_t slot)
     if (atomic_load(&r->state) != SLOT_FREE || r->kind != NODE_BACKING || r->handle_len == 0 ||
         g_hash_table_size(t->retired) >= RETIRED_INDEXED)
         return;
-    g_hash_table_insert(t->retired, key_of((dev_t)r->dev, (ino_t)r->ino), GUINT_TO_POINTER(slot));
+    g_hash_table_insert(t->retired, retired_key((dev_t)r->dev, (ino_t)r->ino),
+                        GUINT_TO_POINTER(slot));
 }
 
 void retired_forget_locked(NodeTable *t, uint32_t slot)
 {
     const NodeRec *r = &t->state->nodes[slot];
-    gpointer k = key_of((dev_t)r->dev, (ino_t)r->ino);
+    gpointer k = retired_key((dev_t)r->dev, (ino_t)r->ino);
     if (GPOINTER_TO_UINT(g_hash_table_lookup(t->retired, k)) == slot)
         g_hash_table_remove(t->retired, k);
 }
 
 uint32_t retired_slot_locked(NodeTable *t, const Node *n)
 {
-    gpointer k = key_of(n->key.dev, n->key.ino);
+    gpointer k = retired_key(n->key.dev, n->key.ino);
     uint32_t slot = GPOINTER_TO_UINT(g_hash_table_lookup(t->retired, k));
     if (!slot)
         return 0;
@@ -104,7 +105,7 @@ uint32_t retired_slot_locked(NodeTable *t, const Node *n)
         return slot;
     /* the entry goes only when its slot holds no retired record under this
      * key any more: another object folding to the same key keeps its hint */
-    if (atomic_load(&r->state) != SLOT_FREE || key_of((dev_t)r->dev, (ino_t)r->ino) != k)
+    if (atomic_load(&r->state) != SLOT_FREE || retired_key((dev_t)r->dev, (ino_t)r->ino) != k)
         g_hash_table_remove(t->retired, k);
     return 0;
 }

@@ -1,7 +1,8 @@
 /* The node table (fs/nodes) on its own, against a real directory:
  * lookups racing forgets on one inode, inode numbers recycled by the
  * backing fs, the bounded descriptor cache, the order slots are taken
- * in, and the records an unmount leaves for the next mount. */
+ * in, the records an unmount leaves for the next mount, and the index
+ * of retired slots when two objects fold to one key. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "intern.h"
+#include "nodes/nodes-private.h"
 #include "nodes/nodes.h"
 #include "outlive/keep.h"
 
@@ -331,6 +333,64 @@ static void test_records_outlive_the_mount(void **state)
     state_close(&again);
 }
 
+/* A retired record at slot, of (dev, ino) with an 8-byte handle h. */
+static void retire_fake(Fixture *f, uint32_t slot, dev_t dev, ino_t ino, unsigned char h)
+{
+    NodeRec *r = &f->state.nodes[slot];
+    memset(r, 0, sizeof *r);
+    r->kind = STATE_REC_BACKING;
+    r->type = S_IFREG;
+    r->dev = dev;
+    r->ino = ino;
+    r->handle_type = 1;
+    r->handle_len = 8;
+    memset(r->handle, h, 8);
+    atomic_store(&r->state, SLOT_FREE);
+}
+
+static struct file_handle *fake_handle(unsigned char h)
+{
+    struct file_handle *fh = g_malloc0(sizeof *fh + 8);
+    fh->handle_bytes = 8;
+    fh->handle_type = 1;
+    memset(fh->f_handle, h, 8);
+    return fh;
+}
+
+/* Two objects on two devices whose (dev, ino) fold to one key of the
+ * retired index: a lookup of the one not indexed loses nothing of the
+ * other's hint; an entry whose slot was taken again goes. */
+static void test_retired_shared_key_keeps_the_hint(void **state)
+{
+    Fixture *f = *state;
+    NodeTable *t = &f->nodes;
+    const uint32_t slot = 1000;
+    dev_t da = 1, dc = 2;
+    ino_t ia = 4242;
+    /* the fold is an xor with a per-device constant: the inode of dc that
+     * folds onto (da, ia) */
+    ino_t ic =
+        (ino_t)((uint64_t)(uintptr_t)retired_key(da, ia) ^ (uint64_t)(uintptr_t)retired_key(dc, 0));
+    assert_ptr_equal(retired_key(dc, ic), retired_key(da, ia));
+
+    g_autofree struct file_handle *ha = fake_handle(0xaa), *hc = fake_handle(0xcc);
+    Node a = {.type = S_IFREG, .key = {da, ia}, .handle = ha, .pinned_fd = -1};
+    Node c = {.type = S_IFREG, .key = {dc, ic}, .handle = hc, .pinned_fd = -1};
+    g_mutex_lock(&t->lock);
+    guint before = g_hash_table_size(t->retired);
+    retire_fake(f, slot, da, ia, 0xaa);
+    retired_note_locked(t, slot);
+    assert_int_equal(g_hash_table_size(t->retired), before + 1);
+    assert_int_equal(retired_slot_locked(t, &c), 0);
+    assert_int_equal(retired_slot_locked(t, &a), slot);
+    /* the slot taken again: the hint is no one's and goes */
+    atomic_store(&f->state.nodes[slot].state, SLOT_USED);
+    assert_int_equal(retired_slot_locked(t, &a), 0);
+    assert_int_equal(g_hash_table_size(t->retired), before);
+    atomic_store(&f->state.nodes[slot].state, SLOT_FREE);
+    g_mutex_unlock(&t->lock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +400,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_descriptor_cache_is_bounded, setup, teardown),
         cmocka_unit_test(test_slot_pool_keeps_freed_records),
         cmocka_unit_test_setup_teardown(test_records_outlive_the_mount, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retired_shared_key_keeps_the_hint, setup, teardown),
     };
     return cmocka_run_group_tests_name("unit/nodes", tests, NULL, NULL);
 }
