@@ -96,6 +96,8 @@ mount_ckptfs() {
 unmount_ckptfs() {
     fusermount3 -u "$work/$1/mnt" 2>/dev/null || fusermount3 -u -z "$work/$1/mnt"
 }
+# the tree below a directory: names, types, sizes, link counts
+tree() { (cd "$1" && find . -printf '%P %y %s %n\n' | LC_ALL=C sort); }
 row() { rows+=("$(printf '%-10s %-30s %-6s %s' "$1" "$2" "$3" "$4")"); [ "$3" = PASS ] || fail=1; }
 
 for pt in $paths; do
@@ -152,7 +154,6 @@ for pt in $paths; do
             if mount_ckptfs "$name" "$variant"; then
                 m=$work/$name/mnt/_state/t
                 b=$work/$name/backing/_state/t
-                tree() { (cd "$1" && find . -printf '%P %y %s %n\n' | LC_ALL=C sort); }
                 if ! "$fss" -d "$m/fsstress" -n $((ops / 4)) -p 4 -s 1 > "$work/$name.out" 2>&1; then
                     why="fsstress failed"
                 elif ! stat "$m" > /dev/null 2>&1; then
