@@ -24,6 +24,11 @@
 /* Mounts alive in this test process, for the atexit safety net. */
 static GPtrArray *live_mounts;
 
+/* How long an unmounted daemon may take to exit.  A sanitizer build's
+ * daemon checks for leaks as it exits, with every thread stopped while it
+ * scans its memory; on two busy CPUs that took more than 10 s. */
+#define EXIT_MS 60000
+
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -283,11 +288,40 @@ static bool unexpected_warnings(Mount *m)
     return bad;
 }
 
-/* A supervised mount that must be killed: the supervisor first, so that
- * it starts no new daemon, then its daemons. */
-static void kill_supervised(void *data)
+/* The mount was still busy when its time ran out: it is detached. */
+static void say_busy(void *data, const char *err)
 {
     Mount *m = data;
+    fprintf(stderr, "%s: still busy after 2 s (%s): unmounted lazily\n", m->mnt, err ? err : "");
+}
+
+/* A daemon that did not exit in time, about to be killed: where each of
+ * its threads waits in the kernel, for whoever reads the failure. */
+static void say_stuck(pid_t pid)
+{
+    fprintf(stderr, "daemon %d: not gone %d s after the unmount: killed; its threads:\n", (int)pid,
+            EXIT_MS / 1000);
+    g_autofree char *dir = g_strdup_printf("/proc/%d/task", (int)pid);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    for (const char *t; d && (t = g_dir_read_name(d));) {
+        g_autofree char *comm = NULL, *stack = NULL;
+        g_autofree char *cp = g_strdup_printf("%s/%s/comm", dir, t);
+        g_autofree char *sp = g_strdup_printf("%s/%s/stack", dir, t);
+        g_file_get_contents(cp, &comm, NULL, NULL);
+        g_file_get_contents(sp, &stack, NULL, NULL);
+        fprintf(stderr, "  thread %s %s%s", t, comm ? g_strstrip(comm) : "?",
+                stack ? "\n" : " (no stack)\n");
+        if (stack)
+            fputs(stack, stderr);
+    }
+}
+
+/* A mount whose daemon must be killed; a supervised one: the supervisor
+ * first, so that it starts no new daemon, then its daemons. */
+static void kill_stuck(void *data)
+{
+    Mount *m = data;
+    say_stuck(m->pid);
     if (!m->supervised)
         return;
     pid_t now[8];
@@ -306,9 +340,13 @@ int mount_stop(Mount *m)
     pid_t daemons[8];
     int ndaemons = m->supervised ? mountrun_children(m->pid, daemons, 8) : 0;
     /* busy for 2 s at most (a test process may still be closing files),
-     * then 10 s to exit; else killed at once */
+     * then EXIT_MS to exit; else killed at once */
     MountRun run = {m->pid, m->mnt, NULL, NULL, m};
-    MountStop how = {.busy_ms = 2000, .exit_ms = 10000, .term_ms = 0, .on_kill = kill_supervised};
+    MountStop how = {.busy_ms = 2000,
+                     .exit_ms = EXIT_MS,
+                     .term_ms = 0,
+                     .on_busy = say_busy,
+                     .on_kill = kill_stuck};
     int status;
     bool reaped = mountrun_stop(&run, &how, &status);
     if (!reaped) {
@@ -336,6 +374,8 @@ int mount_stop(Mount *m)
     if (live_mounts)
         g_ptr_array_remove(live_mounts, m);
     if (status != 0) {
+        if (reaped && !orphans)
+            fprintf(stderr, "daemon ended with wait status %#x\n", (unsigned)status);
         mount_dump_log(m);
         return -1;
     }
