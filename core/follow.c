@@ -195,8 +195,9 @@ static void handle_event(CkCatalogFollow *f, const struct inotify_event *ev)
         /* a complete checkpoint's directory is not watched any more (a
          * watch per checkpoint ever made would exhaust max_user_watches) */
         if (wi->kind == W_CHKDIR && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) &&
-            ck_ns_child((CkNs){CK_NS_JOB, job, CK_PLACE_CHK_DIR}, name, NULL).place ==
-                CK_PLACE_MARKER)
+            ck_ns_child((CkNs){.kind = CK_NS_JOB, .job = job, .place = CK_PLACE_CHK_DIR}, name,
+                        NULL)
+                    .place == CK_PLACE_MARKER)
             inotify_rm_watch(f->ifd, ev->wd); /* its IN_IGNORED forgets it */
         break;
     }

@@ -24,17 +24,19 @@ CkNs ck_ns_child(CkNs parent, const char *name, const char *views_name)
     case CK_NS_ROOT: {
         size_t len = strlen(name);
         if (is_struct_name(name, len))
-            return (CkNs){CK_NS_STRUCT, NULL,
-                          strcmp(name, "_jobs") == 0 ? CK_PLACE_JOBS : CK_PLACE_OTHER};
+            return (CkNs){.kind = CK_NS_STRUCT,
+                          .place = strcmp(name, "_jobs") == 0 ? CK_PLACE_JOBS : CK_PLACE_OTHER};
         if (strcmp(name, default_views(views_name)) == 0)
-            return (CkNs){CK_NS_VIEWS, NULL, CK_PLACE_OTHER};
-        return (CkNs){CK_NS_LEGACY, NULL, CK_PLACE_OTHER};
+            return (CkNs){.kind = CK_NS_VIEWS};
+        return (CkNs){.kind = CK_NS_LEGACY};
     }
     case CK_NS_STRUCT:
         if (ck_is_job_id(name, strlen(name)))
-            return (CkNs){CK_NS_JOB, ck_intern(name),
-                          parent.place == CK_PLACE_JOBS ? CK_PLACE_JOB_DIR : CK_PLACE_OTHER};
-        return (CkNs){CK_NS_STRAY, NULL, CK_PLACE_OTHER};
+            return (CkNs){.kind = CK_NS_JOB,
+                          .job = ck_intern(name),
+                          .place =
+                              parent.place == CK_PLACE_JOBS ? CK_PLACE_JOB_DIR : CK_PLACE_OTHER};
+        return (CkNs){.kind = CK_NS_STRAY};
     case CK_NS_JOB: {
         CkPlace place = CK_PLACE_OTHER;
         uint64_t n;
@@ -42,7 +44,7 @@ CkNs ck_ns_child(CkNs parent, const char *name, const char *views_name)
             place = CK_PLACE_CHK_DIR;
         else if (parent.place == CK_PLACE_CHK_DIR && strcmp(name, "COMPLETED") == 0)
             place = CK_PLACE_MARKER;
-        return (CkNs){CK_NS_JOB, parent.job, place};
+        return (CkNs){.kind = CK_NS_JOB, .job = parent.job, .place = place};
     }
     case CK_NS_STRAY:
     case CK_NS_LEGACY:

@@ -33,13 +33,13 @@ typedef enum {
 
 typedef struct {
     CkNsKind kind;
-    const char *job; /* interned; set iff kind == CK_NS_JOB */
     CkPlace place;
+    const char *job; /* interned; set iff kind == CK_NS_JOB */
 } CkNs;
 
 static inline CkNs ck_ns_root(void)
 {
-    return (CkNs){CK_NS_ROOT, (const char *)0, CK_PLACE_OTHER};
+    return (CkNs){.kind = CK_NS_ROOT};
 }
 /* The same namespace (what the policy compares; the place does not count). */
 static inline bool ck_ns_equal(CkNs a, CkNs b)

@@ -14,15 +14,17 @@ int node_fd(NodeTable *t, Node *n, NodeFd *out)
         out->entry = NULL;
         return 0;
     }
-    if (!n->handle)
+    if (!nhandle_present(&n->handle))
         return -ESTALE; /* a virtual node has no backing object */
     FdCache *c = &t->fdcache;
     if (fdcache_get(c, n, out))
         return 0;
-    int fd = open_by_handle_at(t->mount_fd, n->handle, O_PATH | O_CLOEXEC);
+    HandleBuf h;
+    struct file_handle *fh = nhandle_fh(&n->handle, &h);
+    int fd = open_by_handle_at(t->mount_fd, fh, O_PATH | O_CLOEXEC);
     if (fd < 0 && (errno == EMFILE || errno == ENFILE) && fdcache_shrink(c)) {
         /* out of descriptors (many open files): the cache gives way */
-        fd = open_by_handle_at(t->mount_fd, n->handle, O_PATH | O_CLOEXEC);
+        fd = open_by_handle_at(t->mount_fd, fh, O_PATH | O_CLOEXEC);
     }
     if (fd < 0)
         return node_mark_stale(t, n, -errno);
@@ -57,7 +59,7 @@ int node_open(NodeTable *t, Node *n, int flags)
     /* through the private copy of the backing mount the copy's atime rule
      * holds; elsewhere (no copy, a node with a descriptor of its own) the
      * daemon's own reads keep a noatime mount's rule with O_NOATIME */
-    bool via_copy = n->handle && t->data_mount_fd != t->mount_fd;
+    bool via_copy = nhandle_present(&n->handle) && t->data_mount_fd != t->mount_fd;
     if (!via_copy && __atomic_load_n(&t->noatime, __ATOMIC_RELAXED)) {
         int fd = node_open_as(t, n, flags | O_NOATIME);
         if (fd != -EPERM)
@@ -69,10 +71,12 @@ int node_open(NodeTable *t, Node *n, int flags)
 static int node_open_as(NodeTable *t, Node *n, int flags)
 {
     int fd;
-    if (n->handle) {
-        fd = open_by_handle_at(t->data_mount_fd, n->handle, flags);
+    HandleBuf h;
+    struct file_handle *fh = nhandle_fh(&n->handle, &h);
+    if (fh) {
+        fd = open_by_handle_at(t->data_mount_fd, fh, flags);
         if (fd < 0 && (errno == EMFILE || errno == ENFILE) && fdcache_shrink(&t->fdcache))
-            fd = open_by_handle_at(t->data_mount_fd, n->handle, flags);
+            fd = open_by_handle_at(t->data_mount_fd, fh, flags);
     } else if (n->pinned_fd >= 0) {
         /* through the descriptor's magic link, which O_NOFOLLOW would refuse
          * (ELOOP): the descriptor is the object itself, never a name that

@@ -120,7 +120,8 @@ int node_lookup_id(NodeTable *t, fuse_ino_t ino, struct stat *st, Node **out)
     /* the object must still be there, with a name: the handle of an
      * unlinked file is stale, as on the backing file system */
     Node *fresh = node_from_rec(&rec);
-    int fd = open_by_handle_at(t->mount_fd, fresh->handle, O_PATH | O_CLOEXEC);
+    HandleBuf h;
+    int fd = open_by_handle_at(t->mount_fd, nhandle_fh(&fresh->handle, &h), O_PATH | O_CLOEXEC);
     if (fd < 0 || fstat(fd, st) < 0 || st->st_dev != fresh->key.dev ||
         st->st_ino != fresh->key.ino || (st->st_mode & S_IFMT) != fresh->type ||
         st->st_nlink == 0 || (fresh->ns.kind == CK_NS_JOB && !fresh->ns.job)) {

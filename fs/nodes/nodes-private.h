@@ -15,8 +15,25 @@ typedef union {
 /* name_to_handle_at(2) into h, with the mount id in *mnt; 0 or -errno. */
 int fhandle_of(int dirfd, const char *name, int flags, HandleBuf *h, int *mnt);
 
+/* A node's file handle (handle.c).  nhandle_set and nhandle_set_fh fill
+ * one that has none; nhandle_move gives from's (if any) to `to`, which has
+ * none, and leaves from without; nhandle_clear frees it.  nhandle_bytes
+ * gives its bytes and their count (0: none); nhandle_fh writes it as a
+ * struct file_handle into buf for open_by_handle_at (NULL: none). */
+void nhandle_set(NodeHandle *h, int type, const void *bytes, size_t len);
+void nhandle_set_fh(NodeHandle *h, const struct file_handle *fh);
+void nhandle_move(NodeHandle *to, NodeHandle *from);
+void nhandle_clear(NodeHandle *h);
+bool nhandle_present(const NodeHandle *h);
+const uint8_t *nhandle_bytes(const NodeHandle *h, size_t *len);
+bool nhandle_is(const NodeHandle *h, int type, const void *bytes, size_t len);
+bool nhandle_equal(const NodeHandle *a, const NodeHandle *b);
+struct file_handle *nhandle_fh(const NodeHandle *h, HandleBuf *buf);
+
 /* A node not in the table yet (no slot, no generation). */
 Node *node_new(NodeKind kind, mode_t type);
+/* The views' part of a VIRTUAL or ALIAS node, keyed by vkey. */
+NodeView *node_view_new(const char *vkey);
 /* Frees a node out of the table (its cached descriptor too). */
 void node_free(NodeTable *t, Node *n);
 /* The end of a find-or-add, called with the table's lock held and

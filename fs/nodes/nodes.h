@@ -29,9 +29,10 @@
  * - nlookup counts the kernel's references; forget drops them and frees the
  *   node at zero, after re-checking under the table's lock that it is still
  *   the node in the table.
- * Memory: about 250 bytes of daemon RSS per cached node that was never
- * opened (Node, its file handle, the hash entry), measured with 1,000,000
- * nodes; a node once opened adds its NodeOpen.
+ * Memory: about 180 bytes of daemon RSS per cached node that was never
+ * opened (Node with its file handle, the hash entry, the slot pointer),
+ * measured with 1,000,000 nodes; a node once opened adds its NodeOpen, a
+ * views node its NodeView.
  *
  * Locks: NodeTable.lock (the hash tables, the slots and every field marked
  * so below), then FdCache.lock, a leaf taken only after the table's is
@@ -40,6 +41,7 @@
 #define FUSE_USE_VERSION 314
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <stddef.h>
 #include <glib.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -83,40 +85,66 @@ typedef struct {
     off_t open_size;
 } NodeOpen;
 
-/* Fields ordered so that no padding is left: a walk of a million objects
- * holds a million of these. */
-typedef struct Node {
-    NodeKind kind;
-    mode_t type;         /* S_IFMT bits, fixed for the node's life */
-    uint64_t generation; /* fuse_entry_param.generation */
-    uint64_t nlookup;    /* NodeTable.lock */
-    CkNs ns;             /* NodeTable.lock (node_ns / node_set_ns) */
+/* A node's kernel file handle (name_to_handle_at): a short one (ext4 8
+ * bytes, tmpfs 12, xfs 8 or 16) inside the node, a longer one on the heap
+ * (fs/nodes/handle.c).  Set once, before the node is shared, except for a
+ * revived views node that gets one back (virtual.c): len is written last
+ * (release) and read first (acquire), so a reader sees none or all. */
+#define NODE_HANDLE_INLINE 16
+typedef struct {
+    uint8_t len; /* its bytes; 0: no handle */
+    int32_t type;
+    union {
+        uint8_t bytes[NODE_HANDLE_INLINE]; /* len <= NODE_HANDLE_INLINE */
+        uint8_t *heap;                     /* longer */
+    };
+} NodeHandle;
 
+/* What only a node of the views (VIRTUAL, ALIAS) has, made with it. */
+typedef struct {
+    ino_t vino;                /* reported st_ino of a VIRTUAL node */
+    void *vdata;               /* the views' own (atomic pointer: views.c revives it) */
+    GDestroyNotify vdata_free; /* frees vdata */
+    char vkey[];               /* the views' key: its path in the views */
+} NodeView;
+
+/* Fields ordered so that no padding is left: a walk of a million objects
+ * holds a million of these.  The key comes first: the table of backing
+ * nodes maps the node to itself (a GHashTable set keeps no array of
+ * values), and a NodeKey finds it. */
+typedef struct Node {
     /* backing object (BACKING, ALIAS) */
     NodeKey key;
-    struct file_handle *handle; /* NULL -> pinned_fd */
-    int pinned_fd;              /* O_PATH, only without a handle; else -1 */
-    int nopen;                  /* open files (NodeTable.lock): an unlinked object stays valid */
-
-    /* VIRTUAL, ALIAS: the views' key (owned) and private data */
-    char *vkey;
-    ino_t vino; /* reported st_ino of a VIRTUAL node */
-    void *vdata;
-    GDestroyNotify vdata_free;
-
-    uint64_t revived; /* NodeTable.lock: of nlookup, the references a previous daemon left */
-    uint32_t slot;    /* in the state memfd; 0 until the node is in the table */
-    bool stale;       /* NodeTable.lock: the handle gave ESTALE; next lookup re-checks */
+    uint64_t generation; /* fuse_entry_param.generation */
+    uint64_t nlookup;    /* NodeTable.lock */
+    uint64_t revived;    /* NodeTable.lock: of nlookup, the references a previous daemon left */
+    CkNs ns;             /* NodeTable.lock (node_ns / node_set_ns) */
+    NodeHandle handle;   /* none: pinned_fd */
+    NodeRec *rec;        /* its slot in the state memfd */
+    const char *rec_job; /* the job id rec->text holds (BACKING) */
+    NodeOpen *open;      /* atomic pointer: NULL until the first open (node_open_state) */
+    NodeView *view;      /* VIRTUAL, ALIAS; NULL for BACKING */
+    int pinned_fd;       /* O_PATH, only without a handle; else -1 */
+    int nopen;           /* open files (NodeTable.lock): an unlinked object stays valid */
+    uint32_t slot;       /* in the state memfd; 0 until the node is in the table */
+    uint16_t type;       /* S_IFMT bits, fixed for the node's life */
+    uint8_t kind;        /* NodeKind */
+    bool stale;          /* NodeTable.lock: the handle gave ESTALE; next lookup re-checks */
     /* NodeTable.lock: it lost its last name through the mount while open
      * (or never had one: O_TMPFILE), so an open with no name left is a
      * reopen of a file still open (by handle, /proc/PID/fd), not a stale
      * name (node_open_live) */
     bool nameless_open;
-    bool no_export;      /* NodeTable.lock: its record must not bring it back (export.c) */
-    NodeRec *rec;        /* that slot */
-    const char *rec_job; /* the job id rec->text holds (BACKING) */
-    NodeOpen *open;      /* atomic pointer: NULL until the first open (node_open_state) */
+    bool no_export; /* NodeTable.lock: its record must not bring it back (export.c) */
 } Node;
+_Static_assert(offsetof(Node, key) == 0, "a NodeKey finds its node in the backing table");
+_Static_assert((S_IFMT & ~0xffff) == 0, "S_IFMT fits Node.type");
+
+/* The views' key of a VIRTUAL or ALIAS node, NULL for a BACKING one. */
+static inline const char *node_vkey(const Node *n)
+{
+    return n->view ? n->view->vkey : NULL;
+}
 
 /* The bounded cache of O_PATH descriptors of nodes (fdcache.c). */
 typedef struct {
@@ -128,7 +156,7 @@ typedef struct {
 
 typedef struct {
     GMutex lock;
-    GHashTable *backing;  /* NodeKey* -> Node* */
+    GHashTable *backing;  /* a set of Node*, found by NodeKey* (the node's first field) */
     GHashTable *virtuals; /* vkey -> Node* */
     GHashTable *retired;  /* folded (dev, ino) -> free slot whose record names it (retired.c) */
     Node *root;

@@ -42,9 +42,8 @@ static bool rec_is_handle_of(const NodeRec *r, const Node *n)
     return atomic_load_explicit(&r->state, memory_order_acquire) == SLOT_FREE &&
            r->kind == NODE_BACKING && r->handle_len > 0 && r->text_len != STATE_TEXT_LOST &&
            r->dev == (uint64_t)n->key.dev && r->ino == (uint64_t)n->key.ino &&
-           r->type == (uint32_t)n->type && n->handle && n->handle->handle_bytes == r->handle_len &&
-           n->handle->handle_type == r->handle_type &&
-           memcmp(n->handle->f_handle, r->handle, r->handle_len) == 0;
+           r->type == (uint32_t)n->type &&
+           nhandle_is(&n->handle, r->handle_type, r->handle, r->handle_len);
 }
 
 void retired_init_locked(NodeTable *t, const GArray *kept)

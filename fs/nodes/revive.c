@@ -12,21 +12,17 @@ Node *node_from_rec(const NodeRec *r)
     Node *n = node_new((NodeKind)r->kind, (mode_t)r->type);
     n->generation = r->generation;
     n->key = (NodeKey){(dev_t)r->dev, (ino_t)r->ino};
-    n->vino = (ino_t)r->vino;
-    n->ns = (CkNs){(CkNsKind)r->ns_kind, NULL, (CkPlace)r->ns_place};
+    n->ns = (CkNs){.kind = (CkNsKind)r->ns_kind, .place = (CkPlace)r->ns_place};
     bool text = r->text_len != STATE_TEXT_LOST;
     if (n->kind == NODE_BACKING) {
         if (n->ns.kind == CK_NS_JOB)
             n->ns.job = n->rec_job = text ? ck_intern(r->text) : NULL;
     } else if (text) {
-        n->vkey = g_strdup(r->text);
+        n->view = node_view_new(r->text);
+        n->view->vino = (ino_t)r->vino;
     }
-    if (r->handle_len) {
-        n->handle = g_malloc(sizeof(struct file_handle) + r->handle_len);
-        n->handle->handle_bytes = r->handle_len;
-        n->handle->handle_type = r->handle_type;
-        memcpy(n->handle->f_handle, r->handle, r->handle_len);
-    }
+    if (r->handle_len)
+        nhandle_set(&n->handle, r->handle_type, r->handle, r->handle_len);
     return n;
 }
 
@@ -48,12 +44,12 @@ void node_table_revive(NodeTable *t)
             o->backing_refs = r->backing_refs;
             o->cached_opens = r->cached_opens;
         }
-        if ((n->kind != NODE_VIRTUAL && !n->handle) || (n->ns.kind == CK_NS_JOB && !n->ns.job) ||
-            (n->kind != NODE_BACKING && !n->vkey)) {
+        if ((n->kind != NODE_VIRTUAL && !nhandle_present(&n->handle)) ||
+            (n->ns.kind == CK_NS_JOB && !n->ns.job) || (n->kind != NODE_BACKING && !n->view)) {
             n->stale = true; /* kept no way to find it again: ESTALE, the kernel looks again */
             lost++;
             g_debug("ckptfs: node %u (kind %d, %s) has no way back", i, (int)n->kind,
-                    n->vkey ? n->vkey : "-");
+                    n->view ? n->view->vkey : "-");
         }
         n->rec = r;
         n->slot = i;
@@ -63,8 +59,8 @@ void node_table_revive(NodeTable *t)
             Node *old = g_hash_table_lookup(t->backing, &n->key);
             if (!old || (old->stale && !n->stale))
                 g_hash_table_replace(t->backing, &n->key, n);
-        } else if (n->vkey && !g_hash_table_lookup(t->virtuals, n->vkey)) {
-            g_hash_table_insert(t->virtuals, n->vkey, n);
+        } else if (n->view && !g_hash_table_lookup(t->virtuals, n->view->vkey)) {
+            g_hash_table_insert(t->virtuals, n->view->vkey, n);
         }
     }
     g_message("ckptfs: attached to the live connection: %" G_GUINT64_FORMAT

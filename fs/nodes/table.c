@@ -68,14 +68,16 @@ void rec_fill_locked(NodeTable *t, Node *n, uint32_t slot)
     r->generation = n->generation;
     r->dev = (uint64_t)n->key.dev;
     r->ino = (uint64_t)n->key.ino;
-    r->vino = (uint64_t)n->vino;
-    if (n->handle && n->handle->handle_bytes <= STATE_HANDLE_BYTES) {
-        r->handle_len = (uint8_t)n->handle->handle_bytes;
-        r->handle_type = n->handle->handle_type;
-        memcpy(r->handle, n->handle->f_handle, n->handle->handle_bytes);
+    r->vino = n->view ? (uint64_t)n->view->vino : 0;
+    size_t hlen;
+    const uint8_t *hb = nhandle_bytes(&n->handle, &hlen);
+    if (hlen && hlen <= STATE_HANDLE_BYTES) {
+        r->handle_len = (uint8_t)hlen;
+        r->handle_type = n->handle.type;
+        memcpy(r->handle, hb, hlen);
     }
     if (n->kind != NODE_BACKING)
-        rec_put_text(r, n->vkey);
+        rec_put_text(r, node_vkey(n));
     n->rec = r;
     n->slot = slot;
     n->rec_job = NULL;
@@ -132,20 +134,6 @@ int fhandle_of(int dirfd, const char *name, int flags, HandleBuf *h, int *mnt)
     return name_to_handle_at(dirfd, name, &h->fh, mnt, flags) == 0 ? 0 : -errno;
 }
 
-/* A copy of the handle's used bytes, as a node keeps it (g_free). */
-static struct file_handle *fhandle_dup(const struct file_handle *fh)
-{
-    return g_memdup2(fh, sizeof(struct file_handle) + fh->handle_bytes);
-}
-
-static bool fhandle_equal(const struct file_handle *a, const struct file_handle *b)
-{
-    if (!a || !b)
-        return a == b;
-    return a->handle_type == b->handle_type && a->handle_bytes == b->handle_bytes &&
-           memcmp(a->f_handle, b->f_handle, a->handle_bytes) == 0;
-}
-
 /* The node keeps a duplicate of fd as its way to the object. */
 static int node_pin_fd(Node *n, int fd)
 {
@@ -162,7 +150,7 @@ int node_set_handle_from_fd(NodeTable *t, Node *n, int fd)
         HandleBuf h;
         int mnt;
         if (fhandle_of(fd, "", AT_EMPTY_PATH, &h, &mnt) == 0 && mnt == t->root_mount_id) {
-            n->handle = fhandle_dup(&h.fh);
+            nhandle_set_fh(&n->handle, &h.fh);
             n->pinned_fd = -1;
             return 0;
         }
@@ -177,8 +165,8 @@ int node_set_handle_from_fd(NodeTable *t, Node *n, int fd)
 Node *node_new(NodeKind kind, mode_t type)
 {
     Node *n = g_new0(Node, 1);
-    n->kind = kind;
-    n->type = type & S_IFMT;
+    n->kind = (uint8_t)kind;
+    n->type = (uint16_t)(type & S_IFMT);
     n->pinned_fd = -1;
     return n;
 }
@@ -188,12 +176,20 @@ void node_free(NodeTable *t, Node *n)
     fdcache_drop(&t->fdcache, n);
     if (n->pinned_fd >= 0 && n != t->root)
         close(n->pinned_fd);
-    if (n->vdata && n->vdata_free)
-        n->vdata_free(n->vdata);
-    g_free(n->handle);
-    g_free(n->vkey);
+    if (n->view && n->view->vdata && n->view->vdata_free)
+        n->view->vdata_free(n->view->vdata);
+    nhandle_clear(&n->handle);
+    g_free(n->view);
     g_free(n->open);
     g_free(n);
+}
+
+NodeView *node_view_new(const char *vkey)
+{
+    size_t len = strlen(vkey);
+    NodeView *v = g_malloc0(sizeof *v + len + 1);
+    memcpy(v->vkey, vkey, len + 1);
+    return v;
 }
 
 NodeOpen *node_open_state(Node *n)
@@ -262,7 +258,7 @@ int node_table_init(NodeTable *t, const NodeTableSetup *s)
     root->generation = 0;
     root->slot = FUSE_ROOT_ID;
     t->root = root;
-    g_hash_table_insert(t->backing, &root->key, root);
+    g_hash_table_add(t->backing, root);
     /* slot 1 is the root's, and slot 0 no node's: node ids start at 2 */
     StateHeader *hdr = t->state->hdr;
     slot_pool_init(&t->pool, &hdr->node_high, FUSE_ROOT_ID + 1, STATE_NODE_SLOTS, NODE_RETIRED_KEEP,
@@ -390,11 +386,13 @@ static Node *node_insert(NodeTable *t, Node *fresh, bool *inserted)
      * and one with a handle when the fresh node has none for want of a
      * name: a new O_TMPFILE file, in the number of a file just unlinked
      * whose node the kernel has not forgotten yet */
-    bool nameless = t->handles && !fresh->handle && fresh->pinned_fd >= 0;
-    if (n && (n->type != fresh->type ||
-              (n->stale && (!n->handle || !fhandle_equal(n->handle, fresh->handle))) ||
-              (n->handle && fresh->handle && !fhandle_equal(n->handle, fresh->handle)) ||
-              (n->handle && nameless))) {
+    bool nameless = t->handles && !nhandle_present(&fresh->handle) && fresh->pinned_fd >= 0;
+    bool had = n && nhandle_present(&n->handle);
+    if (n &&
+        (n->type != fresh->type ||
+         (n->stale && (!had || !nhandle_equal(&n->handle, &fresh->handle))) ||
+         (had && nhandle_present(&fresh->handle) && !nhandle_equal(&n->handle, &fresh->handle)) ||
+         (had && nameless))) {
         /* the inode number was recycled for another object while the kernel
          * still holds the old node: the old node stays stale (ESTALE) */
         n->stale = true;
@@ -429,7 +427,7 @@ int node_from_fd(NodeTable *t, CkNs ns, int fd, bool cache_fd, struct stat *st, 
     bool inserted;
     Node *n = node_insert(t, fresh, &inserted);
     if (cache_fd) {
-        if (inserted && n->handle)
+        if (inserted && nhandle_present(&n->handle))
             fdcache_insert(&t->fdcache, n, fd, NULL);
         else
             close(fd);
@@ -461,7 +459,7 @@ static Node *node_by_name_handle(NodeTable *t, CkNs ns, int dirfd, const char *n
     Node *n = node_new(NODE_BACKING, st->st_mode);
     n->key = (NodeKey){st->st_dev, st->st_ino};
     n->ns = ns;
-    n->handle = fhandle_dup(&h.fh);
+    nhandle_set_fh(&n->handle, &h.fh);
     return n;
 }
 
@@ -543,8 +541,8 @@ void node_forget(NodeTable *t, Node *n, uint64_t count)
     if (n->kind == NODE_BACKING) {
         if (g_hash_table_lookup(t->backing, &n->key) == n)
             g_hash_table_remove(t->backing, &n->key);
-    } else if (n->vkey && g_hash_table_lookup(t->virtuals, n->vkey) == n) {
-        g_hash_table_remove(t->virtuals, n->vkey);
+    } else if (node_vkey(n) && g_hash_table_lookup(t->virtuals, node_vkey(n)) == n) {
+        g_hash_table_remove(t->virtuals, node_vkey(n));
     }
     t->count--;
     /* The allocator keeps what nodes free in its arenas, for them to be
@@ -570,7 +568,7 @@ void node_forget_id(NodeTable *t, fuse_ino_t ino, uint64_t count)
 bool node_is_stale(NodeTable *t, Node *n)
 {
     g_mutex_lock(&t->lock);
-    bool s = n->stale || (!n->handle && n->pinned_fd < 0);
+    bool s = n->stale || (!nhandle_present(&n->handle) && n->pinned_fd < 0);
     g_mutex_unlock(&t->lock);
     return s;
 }

@@ -8,7 +8,7 @@ Node *node_get_virtual(NodeTable *t, const char *vkey, void (*make)(Node *n, voi
 {
     g_mutex_lock(&t->lock);
     Node *n = g_hash_table_lookup(t->virtuals, vkey);
-    if (n && n->vdata) {
+    if (n && n->view->vdata) {
         n->nlookup++;
         node_sync_locked(n);
         inflight_note(INFLIGHT_NODE, n->slot);
@@ -18,26 +18,26 @@ Node *node_get_virtual(NodeTable *t, const char *vkey, void (*make)(Node *n, voi
     g_mutex_unlock(&t->lock);
 
     Node *fresh = node_new(NODE_VIRTUAL, 0);
-    fresh->vkey = g_strdup(vkey);
-    fresh->ns = (CkNs){CK_NS_VIEWS, NULL, CK_PLACE_OTHER};
+    fresh->view = node_view_new(vkey);
+    fresh->ns = (CkNs){.kind = CK_NS_VIEWS};
     make(fresh, ctx);
 
     g_mutex_lock(&t->lock);
     n = g_hash_table_lookup(t->virtuals, vkey);
-    if (n && !n->vdata && n->kind == fresh->kind) {
+    if (n && !n->view->vdata && n->kind == fresh->kind) {
         /* a node a previous daemon left (node_table_revive): it gets its
          * views data back, and keeps its id, generation and number */
-        n->vdata = g_steal_pointer(&fresh->vdata);
-        n->vdata_free = fresh->vdata_free;
-        if (!n->handle && fresh->handle) {
-            n->handle = g_steal_pointer(&fresh->handle);
+        n->view->vdata_free = fresh->view->vdata_free;
+        g_atomic_pointer_set(&n->view->vdata, g_steal_pointer(&fresh->view->vdata));
+        if (!nhandle_present(&n->handle) && nhandle_present(&fresh->handle)) {
+            nhandle_move(&n->handle, &fresh->handle);
             n->stale = false;
         }
-    } else if (n && !n->vdata) {
+    } else if (n && !n->view->vdata) {
         g_hash_table_remove(t->virtuals, vkey); /* now another kind of entry */
         n = NULL;
     }
-    return node_adopt_locked(t, t->virtuals, fresh->vkey, n, fresh);
+    return node_adopt_locked(t, t->virtuals, fresh->view->vkey, n, fresh);
 }
 
 fuse_ino_t node_virtual_ino(NodeTable *t, const char *vkey)

@@ -21,7 +21,7 @@ char *fs_node_path(struct ckptfs *fs, Node *n)
     if (n == fs->nodes.root)
         return g_strdup("");
     if (n->kind != NODE_BACKING)
-        return g_strdup_printf("%s/%s", fs->opt.views_name, n->vkey ? n->vkey : "");
+        return g_strdup_printf("%s/%s", fs->opt.views_name, node_vkey(n) ? node_vkey(n) : "");
     NodeFd f;
     if (node_fd(&fs->nodes, n, &f) < 0)
         return NULL;

@@ -35,7 +35,9 @@
  * (a checkpoint directory, a marker): one answer, core's. */
 static CkPlace place_of(struct ckptfs *fs, const char *job, CkPlace place, const char *name)
 {
-    return ck_ns_child((CkNs){CK_NS_JOB, job, place}, name, fs->opt.views_name).place;
+    return ck_ns_child((CkNs){.kind = CK_NS_JOB, .job = job, .place = place}, name,
+                       fs->opt.views_name)
+        .place;
 }
 
 static char stop_item;

@@ -425,9 +425,9 @@ static void make_virtual(Node *n, void *p)
     MakeCtx *m = p;
     n->kind = NODE_VIRTUAL;
     n->type = m->type;
-    n->vino = m->vino;
-    n->vdata = build_vnode(m);
-    n->vdata_free = vnode_free;
+    n->view->vino = m->vino;
+    n->view->vdata = build_vnode(m);
+    n->view->vdata_free = vnode_free;
     m->used = true;
 }
 
@@ -443,8 +443,8 @@ static void make_alias(Node *n, void *p)
         n->pinned_fd = -1; /* no handle: reads fail with ESTALE, the kernel looks again */
     if (fd >= 0 && fd != m->fd)
         close(fd);
-    n->vdata = build_vnode(m);
-    n->vdata_free = vnode_free;
+    n->view->vdata = build_vnode(m);
+    n->view->vdata_free = vnode_free;
     m->used = true;
 }
 
@@ -483,7 +483,7 @@ static int node_to_entry(struct ckptfs *fs, Node *n, struct fuse_entry_param *e,
                          double attr_timeout)
 {
     memset(e, 0, sizeof *e);
-    int err = jv_getattr(fs, n, n->vdata, &e->attr, &e->attr_timeout);
+    int err = jv_getattr(fs, n, n->view->vdata, &e->attr, &e->attr_timeout);
     if (err) {
         node_forget(&fs->nodes, n, 1);
         return err;
@@ -509,7 +509,7 @@ static int virtual_to_entry(struct ckptfs *fs, const char *vkey, VNode *vn, mode
                  .dirfd = -1};
     Node *n = node_get_virtual(&fs->nodes, vkey, make_virtual, &m);
     if (!m.used) {
-        set_provenance(n->vdata, vn);
+        set_provenance(n->view->vdata, vn);
         vnode_free(vn);
     }
     return node_to_entry(fs, n, e, attr_timeout);
@@ -597,7 +597,7 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
         if (!m.used) {
             /* which layer has it may change with the snapshot (few: directories) */
             VNode *now = build_vnode(&m);
-            set_provenance(n->vdata, now);
+            set_provenance(n->view->vdata, now);
             vnode_free(now);
         }
         return node_to_entry(fs, n, e, t);
@@ -796,7 +796,7 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
     switch (vn->kind) {
     case VN_JOB:
     case VN_CKPTS:
-        views_dir_attr(fs, n->vino, st);
+        views_dir_attr(fs, n->view->vino, st);
         *timeout = views_of(fs)->stable_timeout; /* never change */
         return 0;
     case VN_TREE: {
@@ -804,7 +804,7 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
          * OPENDIR to ask): the mtime moves with the listing's serial, checked
          * as a READDIR would, and is kept half the timeout, so a change
          * behind the mount shows within it */
-        views_dir_attr(fs, n->vino, st);
+        views_dir_attr(fs, n->view->vino, st);
         guint64 serial = tree_serial(fs, vn);
         st->st_mtim.tv_sec += (time_t)(serial / G_GUINT64_CONSTANT(1000000000));
         st->st_mtim.tv_nsec += (long)(serial % G_GUINT64_CONSTANT(1000000000));
@@ -826,7 +826,7 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
     default:
         break;
     }
-    views_dir_attr(fs, n->vino, st);
+    views_dir_attr(fs, n->view->vino, st);
     *timeout = 0.0;
     g_autoptr(JobView) jv = jobview_get(fs, vn->job);
     switch (vn->kind) {

@@ -98,11 +98,13 @@ static void revive_path(struct ckptfs *fs, const char *vkey)
  * (which may wait for the catalog to load). */
 static VNode *vn_of(struct ckptfs *fs, Node *n)
 {
-    VNode *vn = g_atomic_pointer_get(&n->vdata);
-    if (vn || n->kind == NODE_BACKING || !n->vkey)
+    if (!n->view)
+        return NULL; /* a backing node, or one revived without its key */
+    VNode *vn = g_atomic_pointer_get(&n->view->vdata);
+    if (vn)
         return vn;
-    revive_path(fs, n->vkey);
-    return g_atomic_pointer_get(&n->vdata);
+    revive_path(fs, n->view->vkey);
+    return g_atomic_pointer_get(&n->view->vdata);
 }
 
 static ino_t top_vino(VnKind k)
@@ -178,9 +180,9 @@ static void make_top(Node *n, void *ctx)
     VnKind k = (VnKind)GPOINTER_TO_INT(ctx);
     n->kind = NODE_VIRTUAL;
     n->type = k == VN_ROOT ? S_IFDIR : S_IFREG;
-    n->vdata = vnode_new(k, NULL);
-    n->vdata_free = vnode_free;
-    n->vino = top_vino(k);
+    n->view->vdata = vnode_new(k, NULL);
+    n->view->vdata_free = vnode_free;
+    n->view->vino = top_vino(k);
 }
 
 static int top_lookup(struct ckptfs *fs, VnKind k, const char *vkey, struct fuse_entry_param *e)
@@ -335,8 +337,8 @@ int views_opendir(struct ckptfs *fs, Node *n, void **dh)
         return -ENOTDIR;
     ViewsDir *d = g_new0(ViewsDir, 1);
     d->ents = g_array_new(FALSE, FALSE, sizeof(VEnt));
-    vent_add(d, ".", n->vino, DT_DIR);
-    vent_add(d, "..", n->vino, DT_DIR);
+    vent_add(d, ".", n->view->vino, DT_DIR);
+    vent_add(d, "..", n->view->vino, DT_DIR);
     int err = 0;
     if (vn->kind == VN_ROOT) {
         vent_add(d, ".collisions", VINO_COLLISIONS, DT_REG);

@@ -348,13 +348,11 @@ static void retire_fake(Fixture *f, uint32_t slot, dev_t dev, ino_t ino, unsigne
     atomic_store(&r->state, SLOT_FREE);
 }
 
-static struct file_handle *fake_handle(unsigned char h)
+static NodeHandle fake_handle(unsigned char h)
 {
-    struct file_handle *fh = g_malloc0(sizeof *fh + 8);
-    fh->handle_bytes = 8;
-    fh->handle_type = 1;
-    memset(fh->f_handle, h, 8);
-    return fh;
+    NodeHandle nh = {.len = 8, .type = 1};
+    memset(nh.bytes, h, 8);
+    return nh;
 }
 
 /* Two objects on two devices whose (dev, ino) fold to one key of the
@@ -373,9 +371,8 @@ static void test_retired_shared_key_keeps_the_hint(void **state)
         (ino_t)((uint64_t)(uintptr_t)retired_key(da, ia) ^ (uint64_t)(uintptr_t)retired_key(dc, 0));
     assert_ptr_equal(retired_key(dc, ic), retired_key(da, ia));
 
-    g_autofree struct file_handle *ha = fake_handle(0xaa), *hc = fake_handle(0xcc);
-    Node a = {.type = S_IFREG, .key = {da, ia}, .handle = ha, .pinned_fd = -1};
-    Node c = {.type = S_IFREG, .key = {dc, ic}, .handle = hc, .pinned_fd = -1};
+    Node a = {.type = S_IFREG, .key = {da, ia}, .handle = fake_handle(0xaa), .pinned_fd = -1};
+    Node c = {.type = S_IFREG, .key = {dc, ic}, .handle = fake_handle(0xcc), .pinned_fd = -1};
     g_mutex_lock(&t->lock);
     guint before = g_hash_table_size(t->retired);
     retire_fake(f, slot, da, ia, 0xaa);
