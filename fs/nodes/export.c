@@ -24,10 +24,10 @@
 #include "outlive/inflight.h"
 
 /* A reference on a node the table holds; the table's lock held. */
-static Node *ref_locked(Node *n)
+static Node *ref_locked(NodeTable *t, Node *n)
 {
     n->nlookup++;
-    node_sync_locked(n);
+    node_sync_locked(t, n);
     inflight_note(INFLIGHT_NODE, n->slot);
     return n;
 }
@@ -42,7 +42,8 @@ static Node *live_or_retired_locked(NodeTable *t, fuse_ino_t ino, NodeRec *rec, 
         return NULL;
     Node *n = t->by_slot[slot];
     if (n)
-        return node_ino(t, n) == ino && n->kind == NODE_BACKING && !n->stale ? ref_locked(n) : NULL;
+        return node_ino(t, n) == ino && n->kind == NODE_BACKING && !n->stale ? ref_locked(t, n)
+                                                                             : NULL;
     const NodeRec *r = &t->state->nodes[slot];
     *retired = atomic_load_explicit(&r->state, memory_order_acquire) == SLOT_FREE &&
                (uint32_t)r->generation == (uint32_t)(ino >> 32) && r->kind == NODE_BACKING &&
@@ -119,7 +120,7 @@ int node_lookup_id(NodeTable *t, fuse_ino_t ino, struct stat *st, Node **out)
 
     /* the object must still be there, with a name: the handle of an
      * unlinked file is stale, as on the backing file system */
-    Node *fresh = node_from_rec(&rec);
+    Node *fresh = node_from_rec(t->state, (uint32_t)ino, &rec);
     HandleBuf h;
     int fd = open_by_handle_at(t->mount_fd, nhandle_fh(&fresh->handle, &h), O_PATH | O_CLOEXEC);
     if (fd < 0 || fstat(fd, st) < 0 || st->st_dev != fresh->key.dev ||

@@ -67,8 +67,9 @@ NodeOpen *node_open_state(Node *n);
  * makes it n's. */
 void rec_fill_locked(NodeTable *t, Node *n, uint32_t slot);
 /* A node (not in the table) of what the record says: kind, type,
- * generation, key, namespace, the views' key and the file handle. */
-Node *node_from_rec(const NodeRec *r);
+ * generation, key, namespace, the views' key and the file handle.  r is
+ * slot's record of state s, or a copy of it. */
+Node *node_from_rec(const State *s, uint32_t slot, const NodeRec *r);
 /* Finds or adds the node of the object open as fd (any kind of descriptor),
  * of namespace ns.  When cache_fd, fd is an O_PATH descriptor handed over
  * to the descriptor cache (or closed). */
@@ -81,7 +82,12 @@ static inline void node_counted_locked(NodeTable *t)
 }
 /* Writes n's changed fields (lookup count, namespace, staleness, the
  * passthrough binding) into its slot; the table's lock held. */
-void node_sync_locked(Node *n);
+void node_sync_locked(NodeTable *t, Node *n);
+/* n's record in the state memfd, NULL while it has none (and the root's). */
+static inline NodeRec *node_rec(NodeTable *t, const Node *n)
+{
+    return n->slot > FUSE_ROOT_ID ? &t->state->nodes[n->slot] : NULL;
+}
 
 /* The descriptor cache (fdcache.c). */
 void fdcache_init(FdCache *c);

@@ -120,13 +120,11 @@ typedef struct Node {
     uint64_t revived;    /* NodeTable.lock: of nlookup, the references a previous daemon left */
     CkNs ns;             /* NodeTable.lock (node_ns / node_set_ns) */
     NodeHandle handle;   /* none: pinned_fd */
-    NodeRec *rec;        /* its slot in the state memfd */
-    const char *rec_job; /* the job id rec->text holds (BACKING) */
     NodeOpen *open;      /* atomic pointer: NULL until the first open (node_open_state) */
     NodeView *view;      /* VIRTUAL, ALIAS; NULL for BACKING */
     int pinned_fd;       /* O_PATH, only without a handle; else -1 */
     int nopen;           /* open files (NodeTable.lock): an unlinked object stays valid */
-    uint32_t slot;       /* in the state memfd; 0 until the node is in the table */
+    uint32_t slot;       /* its record in the state memfd; 0 until the node is in the table */
     uint16_t type;       /* S_IFMT bits, fixed for the node's life */
     uint8_t kind;        /* NodeKind */
     bool stale;          /* NodeTable.lock: the handle gave ESTALE; next lookup re-checks */
@@ -159,6 +157,7 @@ typedef struct {
     GHashTable *backing;  /* a set of Node*, found by NodeKey* (the node's first field) */
     GHashTable *virtuals; /* vkey -> Node* */
     GHashTable *retired;  /* folded (dev, ino) -> free slot whose record names it (retired.c) */
+    GHashTable *jobs;     /* interned job id -> its number in the state's job table */
     Node *root;
     State *state;   /* the memfd behind the slots */
     Node **by_slot; /* [STATE_NODE_SLOTS]: node_of; written under lock */

@@ -7,7 +7,7 @@
 
 #include "intern.h"
 
-Node *node_from_rec(const NodeRec *r)
+Node *node_from_rec(const State *s, uint32_t slot, const NodeRec *r)
 {
     Node *n = node_new((NodeKind)r->kind, (mode_t)r->type);
     n->generation = r->generation;
@@ -15,11 +15,16 @@ Node *node_from_rec(const NodeRec *r)
     n->ns = (CkNs){.kind = (CkNsKind)r->ns_kind, .place = (CkPlace)r->ns_place};
     bool text = r->text_len != STATE_TEXT_LOST;
     if (n->kind == NODE_BACKING) {
+        const char *job = text ? state_job(s, r->job) : NULL;
         if (n->ns.kind == CK_NS_JOB)
-            n->ns.job = n->rec_job = text ? ck_intern(r->text) : NULL;
+            n->ns.job = job ? ck_intern(job) : NULL;
     } else if (text) {
-        n->view = node_view_new(r->text);
-        n->view->vino = (ino_t)r->vino;
+        const KeyRec *k = &s->keys[slot];
+        /* another daemon's key: whole, or the node is lost */
+        if (memchr(k->text, '\0', STATE_KEY_TEXT)) {
+            n->view = node_view_new(k->text);
+            n->view->vino = (ino_t)k->vino;
+        }
     }
     if (r->handle_len)
         nhandle_set(&n->handle, r->handle_type, r->handle, r->handle_len);
@@ -35,7 +40,7 @@ void node_table_revive(NodeTable *t)
         NodeRec *r = &state->nodes[i];
         if (atomic_load_explicit(&r->state, memory_order_acquire) != SLOT_USED)
             continue;
-        Node *n = node_from_rec(r);
+        Node *n = node_from_rec(state, i, r);
         n->nlookup = n->revived = r->nlookup;
         n->stale = r->stale;
         if (r->backing_id || r->backing_refs || r->cached_opens) {
@@ -51,7 +56,6 @@ void node_table_revive(NodeTable *t)
             g_debug("ckptfs: node %u (kind %d, %s) has no way back", i, (int)n->kind,
                     n->view ? n->view->vkey : "-");
         }
-        n->rec = r;
         n->slot = i;
         t->by_slot[i] = n;
         node_counted_locked(t);

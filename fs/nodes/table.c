@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "intern.h"
 #include "outlive/inflight.h"
 
 static guint key_hash(gconstpointer p)
@@ -28,28 +29,55 @@ static gboolean key_equal(gconstpointer a, gconstpointer b)
 
 /* ---- the node's slot in the state memfd ---- */
 
-static void rec_put_text(NodeRec *r, const char *text)
+/* A views node's key and number, in the slot's KeyRec. */
+static void rec_put_key(NodeTable *t, NodeRec *r, uint32_t slot, const NodeView *v)
 {
-    size_t len = text ? strlen(text) : 0;
-    if (len >= STATE_NODE_TEXT) {
+    size_t len = v ? strlen(v->vkey) : 0;
+    if (!v || len >= STATE_KEY_TEXT) {
         r->text_len = STATE_TEXT_LOST; /* the node cannot be found again */
         return;
     }
-    memcpy(r->text, text ? text : "", len + 1);
+    KeyRec *k = &t->state->keys[slot];
+    k->vino = (uint64_t)v->vino;
+    memcpy(k->text, v->vkey, len + 1);
     r->text_len = (uint16_t)len;
 }
 
-void node_sync_locked(Node *n)
+/* job's number in the state's job table, written there when new; 0 when
+ * the table is full.  The table's lock held. */
+static uint32_t job_number_locked(NodeTable *t, const char *job)
 {
-    NodeRec *r = n->rec;
+    uint32_t number = GPOINTER_TO_UINT(g_hash_table_lookup(t->jobs, job));
+    if (!number && (number = state_job_add(t->state, job)) != 0)
+        g_hash_table_insert(t->jobs, (gpointer)job, GUINT_TO_POINTER(number));
+    return number;
+}
+
+/* The job table's entries a previous daemon (or mount) wrote, by their
+ * interned ids, so that a job is written once. */
+static void jobs_init(NodeTable *t)
+{
+    t->jobs = g_hash_table_new(g_direct_hash, g_direct_equal);
+    uint32_t high = atomic_load(&t->state->hdr->job_high);
+    for (uint32_t i = 1; i <= high; i++) {
+        const char *job = state_job(t->state, i);
+        if (job && !g_hash_table_contains(t->jobs, ck_intern(job)))
+            g_hash_table_insert(t->jobs, (gpointer)ck_intern(job), GUINT_TO_POINTER(i));
+    }
+}
+
+void node_sync_locked(NodeTable *t, Node *n)
+{
+    NodeRec *r = node_rec(t, n);
     if (!r)
         return;
     r->nlookup = n->nlookup;
     r->ns_kind = (uint8_t)n->ns.kind;
     r->ns_place = (uint8_t)n->ns.place;
-    if (n->kind == NODE_BACKING && n->ns.job != n->rec_job) {
-        rec_put_text(r, n->ns.job);
-        n->rec_job = n->ns.job;
+    if (n->kind == NODE_BACKING) {
+        bool job = n->ns.kind == CK_NS_JOB && n->ns.job;
+        r->job = job ? job_number_locked(t, n->ns.job) : 0;
+        r->text_len = job && !r->job ? STATE_TEXT_LOST : 0;
     }
     r->stale = n->stale;
     const NodeOpen *o = g_atomic_pointer_get(&n->open);
@@ -64,11 +92,10 @@ void rec_fill_locked(NodeTable *t, Node *n, uint32_t slot)
     retired_forget_locked(t, slot); /* the record names another node now */
     memset((char *)r + sizeof r->state, 0, sizeof *r - sizeof r->state);
     r->kind = (uint8_t)n->kind;
-    r->type = (uint32_t)n->type;
+    r->type = n->type;
     r->generation = n->generation;
     r->dev = (uint64_t)n->key.dev;
     r->ino = (uint64_t)n->key.ino;
-    r->vino = n->view ? (uint64_t)n->view->vino : 0;
     size_t hlen;
     const uint8_t *hb = nhandle_bytes(&n->handle, &hlen);
     if (hlen && hlen <= STATE_HANDLE_BYTES) {
@@ -77,11 +104,9 @@ void rec_fill_locked(NodeTable *t, Node *n, uint32_t slot)
         memcpy(r->handle, hb, hlen);
     }
     if (n->kind != NODE_BACKING)
-        rec_put_text(r, node_vkey(n));
-    n->rec = r;
+        rec_put_key(t, r, slot, n->view);
     n->slot = slot;
-    n->rec_job = NULL;
-    node_sync_locked(n);
+    node_sync_locked(t, n);
     atomic_store_explicit(&r->state, SLOT_USED, memory_order_release);
     t->by_slot[slot] = n;
 }
@@ -101,15 +126,15 @@ static void rec_take_locked(NodeTable *t, Node *n)
  * may name the node again (export.c). */
 static void rec_give_locked(NodeTable *t, Node *n)
 {
-    if (!n->rec)
+    NodeRec *r = node_rec(t, n);
+    if (!r)
         return;
     if (n->no_export)
-        n->rec->handle_len = 0;
-    atomic_store_explicit(&n->rec->state, SLOT_FREE, memory_order_release);
+        r->handle_len = 0;
+    atomic_store_explicit(&r->state, SLOT_FREE, memory_order_release);
     t->by_slot[n->slot] = NULL;
     slot_pool_give(&t->pool, n->slot);
     retired_note_locked(t, n->slot);
-    n->rec = NULL;
     n->slot = 0;
 }
 
@@ -118,7 +143,7 @@ int node_mark_stale(NodeTable *t, Node *n, int err)
     if (err == -ESTALE && n != t->root) {
         g_mutex_lock(&t->lock);
         n->stale = true;
-        node_sync_locked(n);
+        node_sync_locked(t, n);
         g_mutex_unlock(&t->lock);
         fdcache_drop(&t->fdcache, n);
     }
@@ -267,6 +292,7 @@ int node_table_init(NodeTable *t, const NodeTableSetup *s)
         atomic_store(&hdr->next_generation, 1);
     /* nothing else runs yet: no lock */
     retired_init_locked(t, s->kept);
+    jobs_init(t);
     return 0;
 }
 
@@ -296,6 +322,9 @@ void node_table_destroy(NodeTable *t)
     g_mutex_clear(&t->lock);
     slot_pool_clear(&t->pool);
     retired_clear(t);
+    if (t->jobs)
+        g_hash_table_destroy(t->jobs);
+    t->jobs = NULL;
     if (t->by_slot)
         munmap(t->by_slot, (size_t)STATE_NODE_SLOTS * sizeof(Node *));
     t->by_slot = NULL;
@@ -321,7 +350,7 @@ void node_set_ns(NodeTable *t, Node *n, CkNs ns)
 {
     g_mutex_lock(&t->lock);
     n->ns = ns;
-    node_sync_locked(n);
+    node_sync_locked(t, n);
     g_mutex_unlock(&t->lock);
 }
 
@@ -338,7 +367,7 @@ void node_ref(NodeTable *t, Node *n, uint64_t count)
 {
     g_mutex_lock(&t->lock);
     n->nlookup += count;
-    node_sync_locked(n);
+    node_sync_locked(t, n);
     for (uint64_t i = 0; i < count; i++)
         inflight_note(INFLIGHT_NODE, n->slot);
     g_mutex_unlock(&t->lock);
@@ -348,7 +377,7 @@ Node *node_adopt_locked(NodeTable *t, GHashTable *table, gpointer key, Node *n, 
 {
     if (n) {
         n->nlookup++;
-        node_sync_locked(n);
+        node_sync_locked(t, n);
         inflight_note(INFLIGHT_NODE, n->slot);
         g_mutex_unlock(&t->lock);
         node_free(t, fresh);
@@ -396,7 +425,7 @@ static Node *node_insert(NodeTable *t, Node *fresh, bool *inserted)
         /* the inode number was recycled for another object while the kernel
          * still holds the old node: the old node stays stale (ESTALE) */
         n->stale = true;
-        node_sync_locked(n);
+        node_sync_locked(t, n);
         g_hash_table_remove(t->backing, &n->key);
         n = NULL;
     }
@@ -480,7 +509,7 @@ int node_lookup_backing(NodeTable *t, Node *parent, int dirfd, const char *name,
          * "Namespaces and the write policy"). */
         if (S_ISDIR(st->st_mode) || st->st_nlink == 1)
             n->ns = ns ? *ns : ck_ns_child(parent->ns, name, t->views_name);
-        node_sync_locked(n);
+        node_sync_locked(t, n);
         inflight_note(INFLIGHT_NODE, n->slot);
         g_mutex_unlock(&t->lock);
         *out = n;
@@ -531,7 +560,7 @@ void node_forget(NodeTable *t, Node *n, uint64_t count)
     n->nlookup -= count;
     n->revived = MIN(n->revived, n->nlookup);
     if (n->nlookup > 0) {
-        node_sync_locked(n);
+        node_sync_locked(t, n);
         g_mutex_unlock(&t->lock);
         return;
     }
@@ -656,7 +685,7 @@ int node_nopen(NodeTable *t, Node *n)
  * that no open is bound while it lasts; the binding is in the node's slot
  * too, so that a daemon that takes over the connection releases the id
  * when the last bound open is released.  The table's lock held. */
-static int binding_join_locked(Node *n, int fresh)
+static int binding_join_locked(NodeTable *t, Node *n, int fresh)
 {
     NodeOpen *o = node_open_state(n);
     int id = 0;
@@ -670,7 +699,7 @@ static int binding_join_locked(Node *n, int fresh)
     } else {
         o->cached_opens++;
     }
-    node_sync_locked(n);
+    node_sync_locked(t, n);
     return id;
 }
 
@@ -680,7 +709,7 @@ bool node_binding_join_decided(NodeTable *t, Node *n, int *id)
     const NodeOpen *o = g_atomic_pointer_get(&n->open);
     bool decided = o && (o->backing_id > 0 || o->cached_opens > 0);
     if (decided)
-        *id = binding_join_locked(n, 0);
+        *id = binding_join_locked(t, n, 0);
     g_mutex_unlock(&t->lock);
     return decided;
 }
@@ -688,7 +717,7 @@ bool node_binding_join_decided(NodeTable *t, Node *n, int *id)
 int node_binding_join(NodeTable *t, Node *n, int fresh)
 {
     g_mutex_lock(&t->lock);
-    int id = binding_join_locked(n, fresh);
+    int id = binding_join_locked(t, n, fresh);
     g_mutex_unlock(&t->lock);
     return id;
 }
@@ -708,7 +737,7 @@ int node_binding_leave(NodeTable *t, Node *n, int backing_id)
     } else if (o->cached_opens > 0) {
         o->cached_opens--;
     }
-    node_sync_locked(n);
+    node_sync_locked(t, n);
     g_mutex_unlock(&t->lock);
     return release;
 }

@@ -10,7 +10,7 @@ Node *node_get_virtual(NodeTable *t, const char *vkey, void (*make)(Node *n, voi
     Node *n = g_hash_table_lookup(t->virtuals, vkey);
     if (n && n->view->vdata) {
         n->nlookup++;
-        node_sync_locked(n);
+        node_sync_locked(t, n);
         inflight_note(INFLIGHT_NODE, n->slot);
         g_mutex_unlock(&t->lock);
         return n;

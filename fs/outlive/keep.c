@@ -26,10 +26,12 @@ typedef struct {
     char views[256];  /* the views' name the namespaces were taken under */
 } KeepHeader;
 
+/* A record and the job it names (its number is the state's own). */
 typedef struct {
     uint32_t slot;
     uint32_t pad;
     NodeRec rec;
+    char job[STATE_JOB_TEXT]; /* "" for none */
 } KeepEntry;
 
 static char *keep_dir(void)
@@ -131,7 +133,7 @@ static bool rec_sane(const NodeRec *r)
 {
     return r->kind == STATE_REC_BACKING && r->handle_len > 0 &&
            r->handle_len <= STATE_HANDLE_BYTES && r->generation != 0 &&
-           (r->text_len < STATE_NODE_TEXT || r->text_len == STATE_TEXT_LOST);
+           (r->text_len == 0 || r->text_len == STATE_TEXT_LOST);
 }
 
 /* Oldest first: the order the slot pool takes retired slots in. */
@@ -161,14 +163,25 @@ void keep_take(State *s, const char *root, dev_t dev, ino_t ino, const char *vie
             ok = strcmp(h->layout, state_layout()) == 0 && strcmp(h->views, views) == 0;
         }
         const KeepEntry *e = ok && slots ? (const KeepEntry *)(void *)(data + sizeof *h) : NULL;
+        /* each job once in this state's job table */
+        g_autoptr(GHashTable) jobs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         for (uint32_t i = 0; e && i < h->count; i++) {
             uint32_t slot = e[i].slot;
             if (slot <= 1 || slot >= STATE_NODE_SLOTS || !rec_sane(&e[i].rec) ||
-                s->nodes[slot].generation != 0)
+                s->nodes[slot].generation != 0 || !memchr(e[i].job, '\0', sizeof e[i].job))
                 continue; /* not a slot, not a backing node's record, or twice */
+            uint32_t job = 0;
+            if (e[i].job[0]) {
+                job = GPOINTER_TO_UINT(g_hash_table_lookup(jobs, e[i].job));
+                if (!job && (job = state_job_add(s, e[i].job)) != 0)
+                    g_hash_table_insert(jobs, g_strdup(e[i].job), GUINT_TO_POINTER(job));
+                if (!job)
+                    continue; /* no room for its job: its namespace is lost */
+            }
             NodeRec *r = &s->nodes[slot];
             memcpy((char *)r + sizeof r->state, (const char *)&e[i].rec + sizeof r->state,
                    sizeof *r - sizeof r->state);
+            r->job = job;
             atomic_store(&r->state, SLOT_FREE);
             g_array_append_val(slots, slot);
         }
@@ -200,6 +213,9 @@ void keep_save(State *s, const char *root, dev_t dev, ino_t ino, const char *vie
             continue;
         KeepEntry e = {.slot = slot};
         memcpy(&e.rec, r, sizeof *r);
+        const char *job = state_job(s, r->job);
+        if (job)
+            g_strlcpy(e.job, job, sizeof e.job);
         /* what only the kernel's references meant */
         atomic_store(&e.rec.state, SLOT_FREE);
         e.rec.nlookup = 0;

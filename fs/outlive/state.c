@@ -10,11 +10,12 @@
 #include "metrics.h"
 
 #define STATE_MAGIC   0x746174737470636bull /* "ckptstat" */
-#define STATE_VERSION 8
+#define STATE_VERSION 9
 #define STATE_PAGE    4096
 #define STATE_HEADER  (2 * STATE_PAGE) /* the header's pages, before the journal */
 
-_Static_assert(sizeof(NodeRec) == 256, "NodeRec: a layout change needs STATE_VERSION + 1");
+_Static_assert(sizeof(NodeRec) == 112, "NodeRec: a layout change needs STATE_VERSION + 1");
+_Static_assert(sizeof(KeyRec) == 144, "KeyRec: a layout change needs STATE_VERSION + 1");
 _Static_assert(sizeof(HandleRec) == 40, "HandleRec: a layout change needs STATE_VERSION + 1");
 _Static_assert(sizeof(StateHeader) <= STATE_HEADER, "StateHeader fits its pages");
 
@@ -39,9 +40,19 @@ static size_t page_up(size_t n)
     return (n + STATE_PAGE - 1) / STATE_PAGE * STATE_PAGE;
 }
 
-static size_t metrics_offset(void)
+static size_t keys_offset(void)
 {
     return page_up(nodes_offset() + (size_t)STATE_NODE_SLOTS * sizeof(NodeRec));
+}
+
+static size_t jobs_offset(void)
+{
+    return page_up(keys_offset() + (size_t)STATE_NODE_SLOTS * sizeof(KeyRec));
+}
+
+static size_t metrics_offset(void)
+{
+    return page_up(jobs_offset() + (size_t)STATE_JOB_SLOTS * STATE_JOB_TEXT);
 }
 
 static size_t collisions_offset(void)
@@ -57,8 +68,8 @@ static size_t total_size(void)
 const char *state_layout(void)
 {
     /* what must match for one build to take over another's state */
-    return G_STRINGIFY(STATE_VERSION) "/" G_STRINGIFY(STATE_NODE_SLOTS) "/" G_STRINGIFY(
-        STATE_HANDLE_SLOTS) "/256/40/1024/" G_STRINGIFY(FS_METRICS_SIZE) "/" G_STRINGIFY(CK_COLLISION_LOG_KEEP);
+    return G_STRINGIFY(STATE_VERSION) "/" G_STRINGIFY(STATE_NODE_SLOTS) "/" G_STRINGIFY(STATE_HANDLE_SLOTS) "/112/144/" G_STRINGIFY(
+        STATE_JOB_SLOTS) "/40/1024/" G_STRINGIFY(FS_METRICS_SIZE) "/" G_STRINGIFY(CK_COLLISION_LOG_KEEP);
 }
 
 int state_create_fd(void)
@@ -102,6 +113,8 @@ int state_open(State *s, int fd)
     s->inflight = (InflightRec *)((char *)base + inflight_offset());
     s->handles = (HandleRec *)((char *)base + handles_offset());
     s->nodes = (NodeRec *)((char *)base + nodes_offset());
+    s->keys = (KeyRec *)((char *)base + keys_offset());
+    s->jobs = (char(*)[STATE_JOB_TEXT])((char *)base + jobs_offset());
     s->metrics = (char *)base + metrics_offset();
     s->collisions = (char *)base + collisions_offset();
     s->collisions_size = ck_collision_store_size(CK_COLLISION_LOG_KEEP);
@@ -124,6 +137,27 @@ int state_open(State *s, int fd)
     }
     s->attached = true;
     return 0;
+}
+
+uint32_t state_job_add(State *s, const char *job)
+{
+    uint32_t i = atomic_load(&s->hdr->job_high);
+    size_t len = strlen(job);
+    if (i >= STATE_JOB_SLOTS || len >= STATE_JOB_TEXT)
+        return 0;
+    memcpy(s->jobs[i], job, len + 1);
+    /* the entry whole before its number is handed out */
+    atomic_store_explicit(&s->hdr->job_high, i + 1, memory_order_release);
+    return i + 1;
+}
+
+const char *state_job(const State *s, uint32_t number)
+{
+    if (number == 0 || number > atomic_load_explicit(&s->hdr->job_high, memory_order_acquire))
+        return NULL;
+    const char *text = s->jobs[number - 1];
+    /* another daemon's entry: whole, or not used */
+    return memchr(text, '\0', STATE_JOB_TEXT) ? text : NULL;
 }
 
 void state_close(State *s)

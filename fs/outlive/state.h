@@ -8,8 +8,12 @@
  *  - the in-flight journal's records (inflight.h);
  *  - a slot per node the kernel holds (node id = slot), with what a new
  *    daemon needs to serve that id again: the backing (dev, ino) and file
- *    handle, or the views' key; the lookup count; the namespace; the
- *    passthrough binding (nodes/nodes.h writes them);
+ *    handle; the lookup count; the namespace, its job by its number in the
+ *    job table; the passthrough binding (nodes/nodes.h writes them);
+ *  - for a views node, its key and inode number, in a region of its own
+ *    indexed by the same slot (a tree without views never touches it);
+ *  - the job table: each job id a slot's namespace named, once, in the
+ *    order they came (a walk of one job's state names one job);
  *  - a slot per open file or directory handle (fh = slot): its node and
  *    open flags, so it can be opened again (ops/handles.c);
  *  - the counters of .metrics (metrics.h) and the newest .collisions
@@ -29,7 +33,9 @@
 
 #define STATE_NODE_SLOTS   (1u << 24) /* nodes the kernel may hold at once */
 #define STATE_HANDLE_SLOTS (1u << 20) /* open files and directories at once */
-#define STATE_NODE_TEXT    136        /* a job id (<= 128) or a views key */
+#define STATE_KEY_TEXT     136        /* a views key and its NUL */
+#define STATE_JOB_SLOTS    (1u << 20) /* job ids the nodes' namespaces name */
+#define STATE_JOB_TEXT     132        /* a job id (<= 128 bytes) and its NUL */
 #define STATE_HANDLE_BYTES 40         /* file handles up to this size survive */
 #define STATE_INIT_MAX     256        /* the kernel's INIT request: 104 bytes today */
 
@@ -42,23 +48,30 @@ typedef struct {
     _Atomic uint32_t state; /* SLOT_FREE / SLOT_USED, written last when taken */
     uint8_t kind;           /* NodeKind */
     uint8_t stale;
-    uint8_t ns_kind, ns_place; /* CkNs (job in text for CK_NS_JOB) */
-    uint32_t type;             /* S_IFMT */
-    uint16_t text_len;         /* 0: none; STATE_TEXT_LOST: too long to keep */
-    uint8_t handle_len;        /* 0: no handle kept (the node cannot be found again) */
-    uint8_t pad;
+    uint8_t ns_kind, ns_place; /* CkNs (its job: `job`) */
+    uint16_t type;             /* S_IFMT */
+    /* the views key's length (its KeyRec); STATE_TEXT_LOST: the node
+     * cannot be found again (a key too long, no room for its job) */
+    uint16_t text_len;
+    uint8_t handle_len; /* 0: no handle kept (the node cannot be found again) */
+    uint8_t pad[3];
     int32_t handle_type;
+    uint32_t job; /* of CK_NS_JOB: its number in the job table (state_job) */
     uint64_t generation;
     uint64_t nlookup;
     uint64_t dev, ino;
-    uint64_t vino;
     int32_t backing_id;
     uint32_t backing_refs;
     uint32_t cached_opens;
     uint8_t handle[STATE_HANDLE_BYTES];
-    char text[STATE_NODE_TEXT];
 } NodeRec;
 #define STATE_TEXT_LOST 0xffff
+
+/* A views node's key and reported inode number, beside its NodeRec. */
+typedef struct {
+    uint64_t vino;
+    char text[STATE_KEY_TEXT];
+} KeyRec;
 
 typedef struct {
     _Atomic uint32_t state;
@@ -81,6 +94,7 @@ typedef struct {
     uint64_t root_dev, root_ino;
     _Atomic uint64_t next_generation;
     _Atomic uint32_t node_high; /* slots below this were handed out once */
+    _Atomic uint32_t job_high;  /* the job table's entries below this are written */
     _Atomic uint32_t handle_high;
     _Atomic uint64_t attaches;      /* daemons that attached to the live connection */
     _Atomic uint64_t failed_starts; /* daemons that died before they served (supervisor) */
@@ -122,11 +136,13 @@ typedef struct {
 typedef struct State {
     int fd;
     StateHeader *hdr;
-    InflightRec *inflight; /* [INFLIGHT_RECORDS] */
-    NodeRec *nodes;        /* [STATE_NODE_SLOTS] */
-    HandleRec *handles;    /* [STATE_HANDLE_SLOTS] */
-    void *metrics;         /* FsMetrics (metrics.h) */
-    void *collisions;      /* the collision log's store (ck_collision_log_new_in) */
+    InflightRec *inflight;        /* [INFLIGHT_RECORDS] */
+    NodeRec *nodes;               /* [STATE_NODE_SLOTS] */
+    KeyRec *keys;                 /* [STATE_NODE_SLOTS]: views nodes' */
+    char (*jobs)[STATE_JOB_TEXT]; /* [STATE_JOB_SLOTS]: state_job */
+    HandleRec *handles;           /* [STATE_HANDLE_SLOTS] */
+    void *metrics;                /* FsMetrics (metrics.h) */
+    void *collisions;             /* the collision log's store (ck_collision_log_new_in) */
     size_t collisions_size;
     size_t size;
     bool attached; /* opened from a descriptor a previous daemon filled */
@@ -141,6 +157,14 @@ int state_create_fd(void);
 /* This build's layout of the state, as text: a takeover needs the same. */
 const char *state_layout(void);
 void state_close(State *s);
+
+/* The job table: state_job_add writes job as the next entry and returns
+ * its number (> 0), 0 when the table is full; the caller knows it is not
+ * there yet (an entry is never written twice by one daemon, but a daemon
+ * killed halfway leaves one that is written again).  state_job: the job
+ * of a number, NULL for 0 or one not written. */
+uint32_t state_job_add(State *s, const char *job);
+const char *state_job(const State *s, uint32_t number);
 
 /* Slots handed out under the caller's lock: the free ones below *high,
  * then *high itself.  Slot 0 is never handed out; slots below `first` are

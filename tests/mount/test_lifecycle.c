@@ -115,6 +115,9 @@ static int status_of(const char *mnt, bool json, char **out)
                           json ? mnt : NULL, NULL};
     int status = run_cmd(argv, out);
     assert_true(WIFEXITED(status));
+    /* an unhealthy mount (some tests want one): what made it so, in the log */
+    if (WEXITSTATUS(status) == 1 && out && *out)
+        fprintf(stderr, "ckptctl status (exit 1): %s\n", *out);
     return WEXITSTATUS(status);
 }
 

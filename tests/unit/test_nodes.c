@@ -1,8 +1,9 @@
 /* The node table (fs/nodes) on its own, against a real directory:
  * lookups racing forgets on one inode, inode numbers recycled by the
  * backing fs, the bounded descriptor cache, the order slots are taken
- * in, the records an unmount leaves for the next mount, and the index
- * of retired slots when two objects fold to one key. */
+ * in, the records an unmount leaves for the next mount, the jobs the
+ * records name, and the index of retired slots when two objects fold to
+ * one key. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -333,6 +334,75 @@ static void test_records_outlive_the_mount(void **state)
     state_close(&again);
 }
 
+/* Each job a record's namespace names is written once in the state's job
+ * table; a daemon that attaches finds every node's namespace again from
+ * it, and names no job twice; the records an unmount leaves carry their
+ * job into the next mount's table. */
+static void test_records_name_each_job_once(void **state)
+{
+    Fixture *f = *state;
+    struct stat st;
+    const CkNs j1 = {.kind = CK_NS_JOB, .job = ck_intern("job-1")};
+    const CkNs j2 = {.kind = CK_NS_JOB, .job = ck_intern("job-2")};
+    const char *names[] = {"a", "b", "c"};
+    const CkNs *ns[] = {&j1, &j1, &j2};
+    Node *n[3];
+    for (int i = 0; i < 3; i++) {
+        touch(f, names[i]);
+        assert_int_equal(
+            node_lookup_backing(&f->nodes, f->nodes.root, f->root_fd, names[i], ns[i], &st, &n[i]),
+            0);
+    }
+    const NodeRec *r[3];
+    for (int i = 0; i < 3; i++)
+        r[i] = &f->state.nodes[n[i]->slot];
+    assert_int_equal(r[0]->job, r[1]->job);
+    assert_int_not_equal(r[0]->job, r[2]->job);
+    assert_string_equal(state_job(&f->state, r[0]->job), "job-1");
+    assert_string_equal(state_job(&f->state, r[2]->job), "job-2");
+    assert_null(state_job(&f->state, 0));
+    assert_null(state_job(&f->state, 3));
+    assert_int_equal(atomic_load(&f->state.hdr->job_high), 2);
+
+    NodeTable other;
+    NodeTableSetup s = {.state = &f->state,
+                        .root_fd = f->root_fd,
+                        .mount_fd = f->mount_fd,
+                        .data_mount_fd = -1,
+                        .views_name = ck_intern("_views"),
+                        .name = f->dir};
+    assert_int_equal(node_table_init(&other, &s), 0);
+    node_table_revive(&other);
+    for (int i = 0; i < 3; i++) {
+        Node *back = node_of_slot(&other, n[i]->slot);
+        assert_non_null(back);
+        assert_false(back->stale);
+        assert_int_equal(back->ns.kind, CK_NS_JOB);
+        assert_ptr_equal(back->ns.job, ns[i]->job);
+    }
+    Node *again;
+    assert_int_equal(node_lookup_backing(&other, other.root, f->root_fd, "a", &j1, &st, &again), 0);
+    assert_int_equal(f->state.nodes[again->slot].job, r[0]->job);
+    assert_int_equal(atomic_load(&f->state.hdr->job_high), 2);
+    node_table_destroy(&other);
+
+    uint32_t slot[3];
+    for (int i = 0; i < 3; i++) {
+        slot[i] = n[i]->slot;
+        node_forget(&f->nodes, n[i], 1);
+    }
+    assert_int_equal(fstat(f->root_fd, &st), 0);
+    keep_save(&f->state, f->dir, st.st_dev, st.st_ino, "_views", -1);
+    State next;
+    assert_int_equal(state_open(&next, -1), 0);
+    g_autoptr(GArray) slots = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    keep_take(&next, f->dir, st.st_dev, st.st_ino, "_views", slots);
+    for (int i = 0; i < 3; i++)
+        assert_string_equal(state_job(&next, next.nodes[slot[i]].job), ns[i]->job);
+    assert_int_equal(atomic_load(&next.hdr->job_high), 2);
+    state_close(&next);
+}
+
 /* A retired record at slot, of (dev, ino) with an 8-byte handle h. */
 static void retire_fake(Fixture *f, uint32_t slot, dev_t dev, ino_t ino, unsigned char h)
 {
@@ -397,6 +467,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_descriptor_cache_is_bounded, setup, teardown),
         cmocka_unit_test(test_slot_pool_keeps_freed_records),
         cmocka_unit_test_setup_teardown(test_records_outlive_the_mount, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_records_name_each_job_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retired_shared_key_keeps_the_hint, setup, teardown),
     };
     return cmocka_run_group_tests_name("unit/nodes", tests, NULL, NULL);
