@@ -4,7 +4,9 @@
  *
  * A forgotten node's slot keeps its record (the backing file handle, the
  * generation, the namespace) until the pool takes the slot again, the
- * oldest first and only past NODE_RETIRED_KEEP free slots; the node comes
+ * oldest first and only past NODE_RETIRED_KEEP free slots, or until the
+ * table gives back the records of all but the newest NODE_RETIRED_KEEP
+ * (after the kernel let go of half its nodes: table.c); the node comes
  * back in the same slot with the same generation, so the id is the one
  * the handle holds (a lookup by name brings it back there too: retired.c).
  * An object whose node the kernel made again under another id meanwhile,
@@ -44,6 +46,10 @@ static Node *live_or_retired_locked(NodeTable *t, fuse_ino_t ino, NodeRec *rec, 
     if (n)
         return node_ino(t, n) == ino && n->kind == NODE_BACKING && !n->stale ? ref_locked(t, n)
                                                                              : NULL;
+    /* a record whose page was given back is no record (reading it would
+     * make the page again) */
+    if (!state_region_has_data(t->state, t->state->nodes, (size_t)slot * sizeof(NodeRec)))
+        return NULL;
     const NodeRec *r = &t->state->nodes[slot];
     *retired = atomic_load_explicit(&r->state, memory_order_acquire) == SLOT_FREE &&
                (uint32_t)r->generation == (uint32_t)(ino >> 32) && r->kind == NODE_BACKING &&

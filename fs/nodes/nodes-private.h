@@ -50,8 +50,11 @@ Node *node_adopt_locked(NodeTable *t, GHashTable *table, gpointer key, Node *n, 
  * when the slot is taken again; retired_slot_locked gives the free slot
  * whose record is n's object (same key and file handle), or 0. */
 /* init: the retired slots a daemon that attached finds below node_high
- * (kept NULL), or a fresh state's kept slots, given to the pool too. */
-void retired_init_locked(NodeTable *t, const GArray *kept);
+ * (kept NULL; data: which pages of the records hold data), or a fresh
+ * state's kept slots, given to the pool too.  trim: the entries of slots
+ * whose records the table no longer keeps go (slot_pool_forgettable). */
+void retired_init_locked(NodeTable *t, const GArray *kept, const guint8 *data);
+void retired_trim_locked(NodeTable *t);
 void retired_clear(NodeTable *t);
 void retired_note_locked(NodeTable *t, uint32_t slot);
 void retired_forget_locked(NodeTable *t, uint32_t slot);
@@ -83,6 +86,9 @@ static inline void node_counted_locked(NodeTable *t)
 /* Writes n's changed fields (lookup count, namespace, staleness, the
  * passthrough binding) into its slot; the table's lock held. */
 void node_sync_locked(NodeTable *t, Node *n);
+/* Which pages of the state's node records (below node_high) hold data:
+ * state_region_pages (g_free). */
+guint8 *node_rec_pages(NodeTable *t);
 /* n's record in the state memfd, NULL while it has none (and the root's). */
 static inline NodeRec *node_rec(NodeTable *t, const Node *n)
 {

@@ -46,14 +46,15 @@ static bool rec_is_handle_of(const NodeRec *r, const Node *n)
            nhandle_is(&n->handle, r->handle_type, r->handle, r->handle_len);
 }
 
-void retired_init_locked(NodeTable *t, const GArray *kept)
+void retired_init_locked(NodeTable *t, const GArray *kept, const guint8 *data)
 {
     t->retired = g_hash_table_new(key_hash, g_direct_equal);
     if (!kept) {
         /* a daemon that attached: what its predecessor retired */
         uint32_t high = atomic_load(&t->state->hdr->node_high);
         for (uint32_t slot = FUSE_ROOT_ID + 1; slot < high; slot++)
-            retired_note_locked(t, slot);
+            if (state_slot_has_data(data, sizeof(NodeRec), slot))
+                retired_note_locked(t, slot);
         return;
     }
     /* a fresh state: the slots a previous mount left go to the pool, and
@@ -66,6 +67,17 @@ void retired_init_locked(NodeTable *t, const GArray *kept)
         slot_pool_give(&t->pool, slot);
         retired_note_locked(t, slot);
     }
+}
+
+static gboolean slot_forgettable(gpointer key, gpointer value, gpointer data)
+{
+    (void)key;
+    return slot_pool_forgettable(data, GPOINTER_TO_UINT(value));
+}
+
+void retired_trim_locked(NodeTable *t)
+{
+    g_hash_table_foreach_remove(t->retired, slot_forgettable, &t->pool);
 }
 
 void retired_clear(NodeTable *t)

@@ -35,10 +35,12 @@ void node_table_revive(NodeTable *t)
 {
     State *state = t->state;
     uint32_t high = atomic_load(&state->hdr->node_high);
+    g_autofree guint8 *data = node_rec_pages(t);
     guint lost = 0;
     for (uint32_t i = FUSE_ROOT_ID + 1; i < high; i++) {
         NodeRec *r = &state->nodes[i];
-        if (atomic_load_explicit(&r->state, memory_order_acquire) != SLOT_USED)
+        if (!state_slot_has_data(data, sizeof *r, i) ||
+            atomic_load_explicit(&r->state, memory_order_acquire) != SLOT_USED)
             continue;
         Node *n = node_from_rec(state, i, r);
         n->nlookup = n->revived = r->nlookup;

@@ -286,12 +286,14 @@ int node_table_init(NodeTable *t, const NodeTableSetup *s)
     g_hash_table_add(t->backing, root);
     /* slot 1 is the root's, and slot 0 no node's: node ids start at 2 */
     StateHeader *hdr = t->state->hdr;
+    /* a predecessor's records, where it did not give their pages back */
+    g_autofree guint8 *data = node_rec_pages(t);
     slot_pool_init(&t->pool, &hdr->node_high, FUSE_ROOT_ID + 1, STATE_NODE_SLOTS, NODE_RETIRED_KEEP,
-                   &t->state->nodes[0].state, sizeof(NodeRec));
+                   &t->state->nodes[0].state, sizeof(NodeRec), data);
     if (atomic_load(&hdr->next_generation) == 0)
         atomic_store(&hdr->next_generation, 1);
     /* nothing else runs yet: no lock */
-    retired_init_locked(t, s->kept);
+    retired_init_locked(t, s->kept, data);
     jobs_init(t);
     return 0;
 }
@@ -540,6 +542,27 @@ int node_lookup_fd(NodeTable *t, CkNs ns, int fd, struct stat *st, Node **out)
 
 #define NODE_TRIM_MIN 4096 /* nodes: below, what a trim gives back is not worth it */
 
+guint8 *node_rec_pages(NodeTable *t)
+{
+    uint32_t high = atomic_load(&t->state->hdr->node_high);
+    return state_region_pages(t->state, t->state->nodes, (size_t)high * sizeof(NodeRec));
+}
+
+/* The records of slots freed before the newest NODE_RETIRED_KEEP go, with
+ * the pages of the state memfd that held nothing else (a file handle
+ * naming one of them is stale from now on).  The table's lock held. */
+static void records_trim_locked(NodeTable *t)
+{
+    State *s = t->state;
+    uint32_t high = atomic_load(&s->hdr->node_high);
+    retired_trim_locked(t);
+    g_autofree guint8 *keys = state_region_pages(s, s->keys, (size_t)high * sizeof(KeyRec));
+    g_autofree guint8 *recs = node_rec_pages(t);
+    size_t given = state_trim_region(&t->pool, s->keys, sizeof(KeyRec), high, keys) +
+                   state_trim_region(&t->pool, s->nodes, sizeof(NodeRec), high, recs);
+    g_debug("ckptfs: %zu pages of forgotten nodes' records given back", given);
+}
+
 void node_forget(NodeTable *t, Node *n, uint64_t count)
 {
     g_mutex_lock(&t->lock);
@@ -579,8 +602,10 @@ void node_forget(NodeTable *t, Node *n, uint64_t count)
      * walk's nodes, after the kernel's caches were dropped), that memory
      * goes back to the system. */
     bool trim = t->peak >= NODE_TRIM_MIN && t->count <= t->peak / 2;
-    if (trim)
+    if (trim) {
         t->peak = t->count;
+        records_trim_locked(t);
+    }
     g_mutex_unlock(&t->lock);
     node_free(t, n);
     if (trim)

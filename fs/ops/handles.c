@@ -98,7 +98,7 @@ void handles_init(struct ckptfs *fs)
         g_error("ckptfs: cannot map the handle registry: %s", g_strerror(errno));
     StateHeader *hdr = fs->state.hdr;
     slot_pool_init(&fs->open_pool, &hdr->handle_high, 1, STATE_HANDLE_SLOTS, 0,
-                   &fs->state.handles[0].state, sizeof(HandleRec));
+                   &fs->state.handles[0].state, sizeof(HandleRec), NULL);
 }
 
 void handles_revive(struct ckptfs *fs)

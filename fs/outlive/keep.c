@@ -206,8 +206,11 @@ void keep_save(State *s, const char *root, dev_t dev, ino_t ino, const char *vie
 {
     g_autoptr(GArray) entries = g_array_new(FALSE, FALSE, sizeof(KeepEntry));
     uint32_t high = atomic_load(&s->hdr->node_high);
+    g_autofree guint8 *data = state_region_pages(s, s->nodes, (size_t)high * sizeof(NodeRec));
     for (uint32_t slot = 2; slot < high; slot++) {
         const NodeRec *r = &s->nodes[slot];
+        if (!state_slot_has_data(data, sizeof *r, slot))
+            continue; /* given back: no record */
         /* a backing node with a handle: what LOOKUP of "." can open again */
         if (!rec_sane(r) || r->stale || r->text_len == STATE_TEXT_LOST)
             continue;

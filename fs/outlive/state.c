@@ -11,7 +11,7 @@
 
 #define STATE_MAGIC   0x746174737470636bull /* "ckptstat" */
 #define STATE_VERSION 9
-#define STATE_PAGE    4096
+#define STATE_PAGE    STATE_PAGE_SIZE
 #define STATE_HEADER  (2 * STATE_PAGE) /* the header's pages, before the journal */
 
 _Static_assert(sizeof(NodeRec) == 112, "NodeRec: a layout change needs STATE_VERSION + 1");
@@ -181,7 +181,7 @@ static uint32_t slot_state(const SlotPool *p, uint32_t slot)
 }
 
 void slot_pool_init(SlotPool *p, _Atomic uint32_t *high, uint32_t first, uint32_t cap,
-                    uint32_t reserve, const void *states, size_t stride)
+                    uint32_t reserve, const void *states, size_t stride, const guint8 *data)
 {
     memset(p, 0, sizeof *p);
     p->free = g_array_new(FALSE, FALSE, sizeof(SlotFree));
@@ -204,7 +204,7 @@ void slot_pool_init(SlotPool *p, _Atomic uint32_t *high, uint32_t first, uint32_
      * reserve, the first with one */
     for (uint32_t k = first; k < h; k++) {
         uint32_t i = reserve ? k : h - 1 - (k - first);
-        if (slot_state(p, i) != SLOT_USED)
+        if (!state_slot_has_data(data, stride, i) || slot_state(p, i) != SLOT_USED)
             slot_pool_give(p, i);
     }
 }
@@ -277,4 +277,79 @@ void slot_pool_claim(SlotPool *p, uint32_t slot)
         p->freed_seq[slot] = 0;
         p->nfree--;
     }
+}
+
+bool slot_pool_forgettable(const SlotPool *p, uint32_t slot)
+{
+    uint32_t seq = p->reserve ? p->freed_seq[slot] : 0;
+    return seq != 0 && p->next_seq - seq >= p->reserve;
+}
+
+guint8 *state_region_pages(const State *s, const void *region, size_t bytes)
+{
+    size_t pages = (bytes + STATE_PAGE - 1) / STATE_PAGE;
+    guint8 *data = g_malloc0(MAX(pages, 1));
+    off_t start = (const char *)region - (const char *)s->hdr, end = start + (off_t)bytes;
+    /* the memfd's data extents: a hole is a page given back (a page swapped
+     * out is data) */
+    for (off_t at = start; at < end;) {
+        off_t d = lseek(s->fd, at, SEEK_DATA);
+        if (d < 0 && errno != ENXIO) {
+            memset(data, 1, MAX(pages, 1)); /* cannot tell: read everything */
+            return data;
+        }
+        if (d < 0 || d >= end)
+            break;
+        off_t h = lseek(s->fd, d, SEEK_HOLE);
+        if (h < 0 || h > end)
+            h = end;
+        for (off_t pg = (d - start) / STATE_PAGE; pg * STATE_PAGE + start < h; pg++)
+            data[pg] = 1;
+        at = h;
+    }
+    return data;
+}
+
+bool state_region_has_data(const State *s, const void *region, size_t off)
+{
+    off_t at = (const char *)region - (const char *)s->hdr + (off_t)(off / STATE_PAGE * STATE_PAGE);
+    off_t d = lseek(s->fd, at, SEEK_DATA);
+    return d == at || (d < 0 && errno != ENXIO);
+}
+
+/* Whether slot's record can go: forgettable, or never handed out. */
+static bool record_can_go(const SlotPool *p, uint32_t slot, uint32_t high)
+{
+    return slot >= high ? slot >= p->first : slot_pool_forgettable(p, slot);
+}
+
+size_t state_trim_region(const SlotPool *p, void *region, size_t stride, uint32_t high,
+                         const guint8 *data)
+{
+    char *base = region;
+    size_t end = (size_t)high * stride, given = 0;
+    for (size_t off = 0; off < end; off += STATE_PAGE) {
+        if (!data[off / STATE_PAGE])
+            continue; /* given back before */
+        uint32_t lo = (uint32_t)(off / stride), hi = (uint32_t)((off + STATE_PAGE - 1) / stride);
+        bool all = true;
+        for (uint32_t i = lo; i <= hi && all; i++)
+            all = record_can_go(p, i, high);
+        if (all) {
+            if (madvise(base + off, STATE_PAGE, MADV_REMOVE) == 0) {
+                given++;
+                continue;
+            }
+        }
+        /* the records that can go, within this page (one may straddle the
+         * next: its other part is erased or given back with that page) */
+        for (uint32_t i = lo; i <= hi && i < high; i++) {
+            if (!slot_pool_forgettable(p, i))
+                continue;
+            size_t a = MAX((size_t)i * stride, off),
+                   b = MIN((size_t)(i + 1) * stride, off + STATE_PAGE);
+            memset(base + a, 0, b - a);
+        }
+    }
+    return given;
 }

@@ -189,12 +189,42 @@ typedef struct {
     guint nfree;
 } SlotPool;
 
-/* states: the first slot's state field, stride bytes between slots. */
+/* states: the first slot's state field, stride bytes between slots;
+ * data: which pages of the slots hold data (state_region_pages), NULL for
+ * all: a slot on a page given back is free and is not read. */
 void slot_pool_init(SlotPool *p, _Atomic uint32_t *high, uint32_t first, uint32_t cap,
-                    uint32_t reserve, const void *states, size_t stride);
+                    uint32_t reserve, const void *states, size_t stride, const guint8 *data);
 void slot_pool_clear(SlotPool *p);
 /* A slot not in use, 0 when all are. */
 uint32_t slot_pool_take(SlotPool *p);
 void slot_pool_give(SlotPool *p, uint32_t slot);
 /* The caller took a free slot back itself (its record names it again). */
 void slot_pool_claim(SlotPool *p, uint32_t slot);
+/* With a reserve: a free slot given before the newest `reserve`, whose
+ * record the caller need not keep any more. */
+bool slot_pool_forgettable(const SlotPool *p, uint32_t slot);
+
+/* Memory given back.  The records of forgettable slots are erased, and
+ * every page of a region that holds only such records goes back to the
+ * system (a hole of the memfd, which reads as zeros: a free slot with no
+ * record).  A page given back is made again when a slot on it is taken;
+ * readers of free slots skip the holes, so as not to make them again.
+ * - state_region_pages: one byte per page of the region's first `bytes`
+ *   (the region starts on a page), 1 where it holds data (g_free);
+ * - state_region_has_data: whether the page at offset `off` of the region
+ *   holds data;
+ * - state_trim_region: erases the forgettable slots' records of a region
+ *   of records of `stride` bytes, slot i at i * stride, below `high`, and
+ *   gives back the pages that hold nothing else; data: its pages as
+ *   state_region_pages gave them.  The pool's lock held.  Returns the
+ *   pages given back. */
+guint8 *state_region_pages(const State *s, const void *region, size_t bytes);
+bool state_region_has_data(const State *s, const void *region, size_t off);
+size_t state_trim_region(const SlotPool *p, void *region, size_t stride, uint32_t high,
+                         const guint8 *data);
+/* The page of a region's slot (its record's first byte, its state). */
+#define STATE_PAGE_SIZE 4096
+static inline bool state_slot_has_data(const guint8 *data, size_t stride, uint32_t slot)
+{
+    return !data || data[(size_t)slot * stride / STATE_PAGE_SIZE];
+}

@@ -2,8 +2,8 @@
  * lookups racing forgets on one inode, inode numbers recycled by the
  * backing fs, the bounded descriptor cache, the order slots are taken
  * in, the records an unmount leaves for the next mount, the jobs the
- * records name, and the index of retired slots when two objects fold to
- * one key. */
+ * records name, the records of forgotten nodes given back, and the index
+ * of retired slots when two objects fold to one key. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -240,7 +240,7 @@ static void test_slot_pool_keeps_freed_records(void **state)
     _Atomic uint32_t states[CAP] = {0};
     _Atomic uint32_t high = 0;
     SlotPool p;
-    slot_pool_init(&p, &high, 2, CAP, RESERVE, &states[0], sizeof states[0]);
+    slot_pool_init(&p, &high, 2, CAP, RESERVE, &states[0], sizeof states[0], NULL);
     uint32_t got[6];
     for (int i = 0; i < 6; i++) {
         got[i] = slot_pool_take(&p);
@@ -267,14 +267,14 @@ static void test_slot_pool_keeps_freed_records(void **state)
     assert_int_equal(slot_pool_take(&p), 9); /* 6, 3, 2 kept */
     slot_pool_clear(&p);
     /* a new daemon: the free slots in ascending order, the lowest first */
-    slot_pool_init(&p, &high, 2, CAP, 1, &states[0], sizeof states[0]);
+    slot_pool_init(&p, &high, 2, CAP, 1, &states[0], sizeof states[0], NULL);
     assert_int_equal(slot_pool_take(&p), 2);
     slot_pool_clear(&p);
 
     /* without a reserve: the slot freed last comes first */
     _Atomic uint32_t states2[CAP] = {0};
     _Atomic uint32_t high2 = 0;
-    slot_pool_init(&p, &high2, 1, CAP, 0, &states2[0], sizeof states2[0]);
+    slot_pool_init(&p, &high2, 1, CAP, 0, &states2[0], sizeof states2[0], NULL);
     assert_int_equal(slot_pool_take(&p), 1);
     assert_int_equal(slot_pool_take(&p), 2);
     slot_pool_give(&p, 1);
@@ -403,6 +403,71 @@ static void test_records_name_each_job_once(void **state)
     state_close(&next);
 }
 
+/* Once the kernel let go of most of what it held, the records of slots
+ * freed before the newest NODE_RETIRED_KEEP go, and the pages of the state
+ * memfd that held only those go back to the system: a file handle naming
+ * one of them is stale, one naming a node forgotten since is still good,
+ * and the slots serve new nodes (and a daemon that attaches) as before. */
+static void test_forgotten_records_given_back(void **state)
+{
+    Fixture *f = *state;
+    enum { N = 40000 };
+    struct stat st;
+    g_autofree fuse_ino_t *ids = g_new(fuse_ino_t, N);
+    Node **n = g_new(Node *, N);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        g_snprintf(name, sizeof name, "f%05d", i);
+        touch(f, name);
+        n[i] = lookup(f, name, &st);
+        assert_non_null(n[i]);
+        ids[i] = node_ino(&f->nodes, n[i]);
+    }
+    uint32_t high = atomic_load(&f->state.hdr->node_high);
+    size_t pages = (size_t)high * sizeof(NodeRec) / STATE_PAGE_SIZE;
+    for (int i = 0; i < N; i++)
+        node_forget(&f->nodes, n[i], 1);
+    g_free(n);
+
+    g_autofree guint8 *data =
+        state_region_pages(&f->state, f->state.nodes, (size_t)high * sizeof(NodeRec));
+    size_t held = 0;
+    for (size_t p = 0; p <= pages; p++)
+        held += data[p];
+    /* the newest NODE_RETIRED_KEEP records, and those forgotten after the
+     * last trim, stay: about 20,000 of 40,000 */
+    assert_true(held < pages * 3 / 5);
+    Node *back;
+    assert_int_equal(node_lookup_id(&f->nodes, ids[0], &st, &back), -ESTALE);
+    assert_int_equal(node_lookup_id(&f->nodes, ids[N - 1], &st, &back), 0);
+    assert_int_equal(node_ino(&f->nodes, back), ids[N - 1]);
+    node_forget(&f->nodes, back, 1);
+
+    /* the slots serve again: every name looks up, each its own node */
+    GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+    for (int i = 0; i < N; i += 7) {
+        char name[32];
+        g_snprintf(name, sizeof name, "f%05d", i);
+        Node *again = lookup(f, name, &st);
+        assert_non_null(again);
+        assert_false(g_hash_table_contains(seen, again));
+        g_hash_table_add(seen, again);
+    }
+    /* a daemon that attaches finds those nodes, and no other */
+    NodeTable other;
+    NodeTableSetup s = {.state = &f->state,
+                        .root_fd = f->root_fd,
+                        .mount_fd = f->mount_fd,
+                        .data_mount_fd = -1,
+                        .views_name = ck_intern("_views"),
+                        .name = f->dir};
+    assert_int_equal(node_table_init(&other, &s), 0);
+    node_table_revive(&other);
+    assert_int_equal(node_table_count(&other), g_hash_table_size(seen));
+    node_table_destroy(&other);
+    g_hash_table_destroy(seen);
+}
+
 /* A retired record at slot, of (dev, ino) with an 8-byte handle h. */
 static void retire_fake(Fixture *f, uint32_t slot, dev_t dev, ino_t ino, unsigned char h)
 {
@@ -468,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_slot_pool_keeps_freed_records),
         cmocka_unit_test_setup_teardown(test_records_outlive_the_mount, setup, teardown),
         cmocka_unit_test_setup_teardown(test_records_name_each_job_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forgotten_records_given_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retired_shared_key_keeps_the_hint, setup, teardown),
     };
     return cmocka_run_group_tests_name("unit/nodes", tests, NULL, NULL);
