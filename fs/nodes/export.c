@@ -51,9 +51,12 @@ static Node *live_or_retired_locked(NodeTable *t, fuse_ino_t ino, NodeRec *rec, 
     if (!state_region_has_data(t->state, t->state->nodes, (size_t)slot * sizeof(NodeRec)))
         return NULL;
     const NodeRec *r = &t->state->nodes[slot];
+    /* the fields at the record's start first: an erased record (one whose
+     * start was zeroed and its end given back with the next page) stops
+     * there, before a read could make that page again */
     *retired = atomic_load_explicit(&r->state, memory_order_acquire) == SLOT_FREE &&
-               (uint32_t)r->generation == (uint32_t)(ino >> 32) && r->kind == NODE_BACKING &&
-               r->handle_len > 0 && r->text_len != STATE_TEXT_LOST;
+               r->kind == NODE_BACKING && r->handle_len > 0 && r->text_len != STATE_TEXT_LOST &&
+               (uint32_t)r->generation == (uint32_t)(ino >> 32);
     if (*retired)
         memcpy(rec, r, sizeof *rec);
     return NULL;

@@ -323,33 +323,53 @@ static bool record_can_go(const SlotPool *p, uint32_t slot, uint32_t high)
     return slot >= high ? slot >= p->first : slot_pool_forgettable(p, slot);
 }
 
+/* Gives back [base + from, base + to), pages whose records can all go:
+ * one call for a run of them. */
+static size_t give_back(char *base, size_t from, size_t to)
+{
+    if (to <= from)
+        return 0;
+    return madvise(base + from, to - from, MADV_REMOVE) == 0 ? (to - from) / STATE_PAGE : 0;
+}
+
 size_t state_trim_region(const SlotPool *p, void *region, size_t stride, uint32_t high,
                          const guint8 *data)
 {
     char *base = region;
     size_t end = (size_t)high * stride, given = 0;
+    /* the kernel gives back whole pages of its own size: elsewhere (16 or
+     * 64 KiB pages) a page of records could hold records in use beside the
+     * 4 KiB checked, and only erasing is safe */
+    bool can_give = sysconf(_SC_PAGESIZE) == STATE_PAGE;
+    size_t run = 0; /* the start of the run of pages to give back, while `in_run` */
+    bool in_run = false;
     for (size_t off = 0; off < end; off += STATE_PAGE) {
-        if (!data[off / STATE_PAGE])
-            continue; /* given back before */
+        bool all = can_give && data[off / STATE_PAGE];
         uint32_t lo = (uint32_t)(off / stride), hi = (uint32_t)((off + STATE_PAGE - 1) / stride);
-        bool all = true;
         for (uint32_t i = lo; i <= hi && all; i++)
             all = record_can_go(p, i, high);
         if (all) {
-            if (madvise(base + off, STATE_PAGE, MADV_REMOVE) == 0) {
-                given++;
-                continue;
-            }
+            if (!in_run)
+                run = off;
+            in_run = true;
+            continue;
         }
+        if (in_run)
+            given += give_back(base, run, off);
+        in_run = false;
+        if (!data[off / STATE_PAGE])
+            continue; /* given back before: reads as zeros */
         /* the records that can go, within this page (one may straddle the
          * next: its other part is erased or given back with that page) */
         for (uint32_t i = lo; i <= hi && i < high; i++) {
             if (!slot_pool_forgettable(p, i))
                 continue;
-            size_t a = MAX((size_t)i * stride, off),
-                   b = MIN((size_t)(i + 1) * stride, off + STATE_PAGE);
+            size_t a = MAX((size_t)i * stride, off);
+            size_t b = MIN((size_t)(i + 1) * stride, off + STATE_PAGE);
             memset(base + a, 0, b - a);
         }
     }
+    if (in_run)
+        given += give_back(base, run, (end + STATE_PAGE - 1) / STATE_PAGE * STATE_PAGE);
     return given;
 }

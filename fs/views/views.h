@@ -16,7 +16,7 @@
  *
  * Nodes come from node_get_virtual (nodes/nodes.h), keyed by the entry's
  * path below the views dir ("" is the views dir itself), so a second
- * lookup of one entry gives the same node; VIRTUAL nodes report n->vino as
+ * lookup of one entry gives the same node; VIRTUAL nodes report their vino as
  * st_ino (top bit set: never a backing number), ALIAS nodes the backing
  * object's st_ino and attributes.  Each function returns 0 (or a size) or
  * -errno and may be called from any worker thread at once. */
