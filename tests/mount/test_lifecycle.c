@@ -659,7 +659,15 @@ static void test_status_without_a_supervisor_and_of_no_mount(void **state)
     const char *args[] = {"-o", "nosupervise", NULL};
     assert_int_equal(mount_start(m, args), 0);
     g_autofree char *out = NULL;
-    assert_int_equal(status_of(m->mnt, true, &out), 0);
+    /* the daemon answers for itself, within ckptctl's 1 s: on two CPUs busy
+     * with other suites it may not (ckptctl then calls it hung), and is
+     * asked again */
+    int rc = status_of(m->mnt, true, &out);
+    for (int i = 0; i < 5 && rc == 1 && strstr(out, "nothing answers"); i++) {
+        g_clear_pointer(&out, g_free);
+        rc = status_of(m->mnt, true, &out);
+    }
+    assert_int_equal(rc, 0);
     g_autoptr(JsonParser) p = NULL;
     JsonObject *o = parse_object(out, &p);
     assert_false(json_object_get_boolean_member(o, "supervised"));
