@@ -29,6 +29,26 @@ typedef struct {
     char *dir;
 } Fixture;
 
+/* A node table over the fixture's directory and state. */
+static int table_init(Fixture *f, NodeTable *t)
+{
+    NodeTableSetup s = {.state = &f->state,
+                        .root_fd = f->root_fd,
+                        .mount_fd = f->mount_fd,
+                        .data_mount_fd = -1,
+                        .views_name = ck_intern("_views"),
+                        .name = f->dir};
+    return node_table_init(t, &s);
+}
+
+/* A second table over the same state, as a daemon that attached to the
+ * connection would make it: the nodes of the fixture's table revived. */
+static void attach(Fixture *f, NodeTable *t)
+{
+    assert_int_equal(table_init(f, t), 0);
+    node_table_revive(t);
+}
+
 static int setup(void **state)
 {
     Fixture *f = g_new0(Fixture, 1);
@@ -36,13 +56,7 @@ static int setup(void **state)
     f->root_fd = open(f->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     f->mount_fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     assert_int_equal(state_open(&f->state, -1), 0);
-    NodeTableSetup s = {.state = &f->state,
-                        .root_fd = f->root_fd,
-                        .mount_fd = f->mount_fd,
-                        .data_mount_fd = -1,
-                        .views_name = ck_intern("_views"),
-                        .name = f->dir};
-    assert_int_equal(node_table_init(&f->nodes, &s), 0);
+    assert_int_equal(table_init(f, &f->nodes), 0);
     *state = f;
     return 0;
 }
@@ -365,14 +379,7 @@ static void test_records_name_each_job_once(void **state)
     assert_int_equal(atomic_load(&f->state.hdr->job_high), 2);
 
     NodeTable other;
-    NodeTableSetup s = {.state = &f->state,
-                        .root_fd = f->root_fd,
-                        .mount_fd = f->mount_fd,
-                        .data_mount_fd = -1,
-                        .views_name = ck_intern("_views"),
-                        .name = f->dir};
-    assert_int_equal(node_table_init(&other, &s), 0);
-    node_table_revive(&other);
+    attach(f, &other);
     for (int i = 0; i < 3; i++) {
         Node *back = node_of_slot(&other, n[i]->slot);
         assert_non_null(back);
@@ -455,14 +462,7 @@ static void test_forgotten_records_given_back(void **state)
     }
     /* a daemon that attaches finds those nodes, and no other */
     NodeTable other;
-    NodeTableSetup s = {.state = &f->state,
-                        .root_fd = f->root_fd,
-                        .mount_fd = f->mount_fd,
-                        .data_mount_fd = -1,
-                        .views_name = ck_intern("_views"),
-                        .name = f->dir};
-    assert_int_equal(node_table_init(&other, &s), 0);
-    node_table_revive(&other);
+    attach(f, &other);
     assert_int_equal(node_table_count(&other), g_hash_table_size(seen));
     node_table_destroy(&other);
     g_hash_table_destroy(seen);
