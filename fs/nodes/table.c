@@ -61,8 +61,9 @@ static void jobs_init(NodeTable *t)
     uint32_t high = atomic_load(&t->state->hdr->job_high);
     for (uint32_t i = 1; i <= high; i++) {
         const char *job = state_job(t->state, i);
-        if (job && !g_hash_table_contains(t->jobs, ck_intern(job)))
-            g_hash_table_insert(t->jobs, (gpointer)ck_intern(job), GUINT_TO_POINTER(i));
+        const char *id = job ? ck_intern(job) : NULL;
+        if (id && !g_hash_table_contains(t->jobs, id))
+            g_hash_table_insert(t->jobs, (gpointer)id, GUINT_TO_POINTER(i));
     }
 }
 
