@@ -35,7 +35,7 @@
 #include "views-private.h"
 
 typedef struct {
-    char *name;
+    const char *name;   /* in the listing's own block */
     unsigned char type; /* DT_* */
     gint16 layer;       /* -1: the ERROR file */
     bool layer_root;    /* the entry is its layer's root (prefix's last component) */
@@ -44,24 +44,30 @@ typedef struct {
     gint64 served_us;   /* atomic: when a lookup last gave the kernel this entry */
 } LEnt;
 
+/* A backing directory the listing read: the layer's path for the listed
+ * directory, derived again from the layer when checked. */
 typedef struct {
     int layer;
-    char *path; /* what was opened (layer_path) */
     dev_t dev;
     ino_t ino;
     gint64 mtime_ns;
 } LStamp;
 
+/* One allocation (an atomic rc box): this header, then the stamps, the
+ * entries and their names.  A find keeps the listing of every directory it
+ * walked, so a listing is sized to what it holds: a GArray each and a
+ * string per name cost 300 bytes more for the directory of two entries
+ * that most view directories are. */
 struct Listing {
     guint64 serial; /* unique per listing built */
     guint64 version;
     gint64 checked_us; /* atomic */
-    GArray *stamps;    /* LStamp */
-    GArray *ents;      /* LEnt */
+    guint n_stamps, n_ents;
+    LStamp *stamps;
+    LEnt *ents;
     /* name -> index + 1, once there are more than LISTING_SCANNED entries
      * (NULL below: most view directories hold a few, and a hash table costs
-     * more than the entries); made while the listing is built, read-only once
-     * it is published */
+     * more than the entries); read-only once the listing is built */
     GHashTable *idx;
 };
 
@@ -142,12 +148,6 @@ static unsigned char dt_of(mode_t m)
 static void listing_clear(gpointer p)
 {
     Listing *l = p;
-    for (guint i = 0; i < l->ents->len; i++)
-        g_free(g_array_index(l->ents, LEnt, i).name);
-    g_array_unref(l->ents);
-    for (guint i = 0; i < l->stamps->len; i++)
-        g_free(g_array_index(l->stamps, LStamp, i).path);
-    g_array_unref(l->stamps);
     if (l->idx)
         g_hash_table_unref(l->idx);
 }
@@ -157,8 +157,8 @@ static guint listing_find(const Listing *l, const char *name)
 {
     if (l->idx)
         return GPOINTER_TO_UINT(g_hash_table_lookup(l->idx, name));
-    for (guint i = 0; i < l->ents->len; i++)
-        if (strcmp(g_array_index(l->ents, LEnt, i).name, name) == 0)
+    for (guint i = 0; i < l->n_ents; i++)
+        if (strcmp(l->ents[i].name, name) == 0)
             return i + 1;
     return 0;
 }
@@ -193,21 +193,79 @@ void vnode_free(gpointer p)
     g_free(vn);
 }
 
-static void listing_add(Listing *l, const char *name, unsigned char type, int layer,
+/* A listing being built: entries (their names as offsets into `names`
+ * until the listing is made) and stamps, then listing_make. */
+typedef struct {
+    GArray *ents;   /* LEnt, name: GSIZE_TO_POINTER(offset into names) */
+    GArray *stamps; /* LStamp */
+    GString *names; /* each name and its NUL */
+    GHashTable *seen; /* name (g_strdup) -> index + 1, past LISTING_SCANNED entries */
+} ListingBuild;
+
+static const char *build_name(const ListingBuild *b, guint i)
+{
+    return b->names->str + GPOINTER_TO_SIZE(g_array_index(b->ents, LEnt, i).name);
+}
+
+static bool build_has(const ListingBuild *b, const char *name)
+{
+    if (b->seen)
+        return g_hash_table_contains(b->seen, name);
+    for (guint i = 0; i < b->ents->len; i++)
+        if (strcmp(build_name(b, i), name) == 0)
+            return true;
+    return false;
+}
+
+static void listing_add(ListingBuild *b, const char *name, unsigned char type, int layer,
                         bool layer_root, bool synth, ino_t ino)
 {
-    if (listing_find(l, name))
+    if (build_has(b, name))
         return; /* an earlier layer's entry shadows it (directories merge one level down) */
-    LEnt e = {g_strdup(name), type, (gint16)layer, layer_root, synth, ino, 0};
-    g_array_append_val(l->ents, e);
-    if (l->idx) {
-        g_hash_table_insert(l->idx, e.name, GUINT_TO_POINTER(l->ents->len));
-    } else if (l->ents->len > LISTING_SCANNED) {
-        l->idx = g_hash_table_new(g_str_hash, g_str_equal);
-        for (guint i = 0; i < l->ents->len; i++)
-            g_hash_table_insert(l->idx, g_array_index(l->ents, LEnt, i).name,
-                                GUINT_TO_POINTER(i + 1));
+    LEnt e = {GSIZE_TO_POINTER(b->names->len), type, (gint16)layer, layer_root, synth, ino, 0};
+    g_string_append_len(b->names, name, (gssize)strlen(name) + 1);
+    g_array_append_val(b->ents, e);
+    if (b->seen) {
+        g_hash_table_add(b->seen, g_strdup(name));
+    } else if (b->ents->len > LISTING_SCANNED) {
+        b->seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+        for (guint i = 0; i < b->ents->len; i++)
+            g_hash_table_add(b->seen, g_strdup(build_name(b, i)));
     }
+}
+
+/* The listing of what b gathered (b is emptied). */
+static Listing *listing_make(ListingBuild *b, guint64 serial, guint64 version, gint64 checked_us)
+{
+    gsize ss = b->stamps->len * sizeof(LStamp), es = b->ents->len * sizeof(LEnt);
+    Listing *l = g_atomic_rc_box_alloc0(sizeof(Listing) + ss + es + b->names->len);
+    l->serial = serial;
+    l->version = version;
+    l->checked_us = checked_us;
+    l->n_stamps = b->stamps->len;
+    l->n_ents = b->ents->len;
+    l->stamps = (LStamp *)(void *)(l + 1);
+    l->ents = (LEnt *)(void *)((char *)l->stamps + ss);
+    char *names = (char *)l->ents + es;
+    if (ss)
+        memcpy(l->stamps, b->stamps->data, ss);
+    if (es)
+        memcpy(l->ents, b->ents->data, es);
+    if (b->names->len)
+        memcpy(names, b->names->str, b->names->len);
+    for (guint i = 0; i < l->n_ents; i++)
+        l->ents[i].name = names + GPOINTER_TO_SIZE(l->ents[i].name);
+    if (l->n_ents > LISTING_SCANNED) {
+        l->idx = g_hash_table_new(g_str_hash, g_str_equal);
+        for (guint i = 0; i < l->n_ents; i++)
+            g_hash_table_insert(l->idx, (gpointer)l->ents[i].name, GUINT_TO_POINTER(i + 1));
+    }
+    g_array_unref(b->ents);
+    g_array_unref(b->stamps);
+    g_string_free(b->names, TRUE);
+    if (b->seen)
+        g_hash_table_unref(b->seen);
+    return l;
 }
 
 /* rel is `prefix` or below it: the part below, else NULL. */
@@ -234,27 +292,28 @@ static const char *prefix_below(const char *rel, const char *prefix)
     return prefix + rl + 1;
 }
 
-static Listing *listing_build(struct ckptfs *fs, JobView *jv, const VNode *vn)
+/* The backing path layer ly maps tree dir vn to (g_free), NULL when vn is
+ * not at or below the layer's prefix. */
+static char *layer_dir_path(const CkLayer *ly, const VNode *vn)
 {
-    Listing *l = g_atomic_rc_box_new0(Listing);
-    l->serial = __atomic_add_fetch(&views_of(fs)->next_serial, 1, __ATOMIC_RELAXED);
-    l->version = jv->j->version;
-    l->ents = g_array_new(FALSE, FALSE, sizeof(LEnt));
-    l->stamps = g_array_new(FALSE, FALSE, sizeof(LStamp));
-    l->checked_us = g_get_monotonic_time();
+    const char *sub = below_prefix(vn->rel, ly->prefix);
+    return sub ? layer_path(ly, sub) : NULL;
+}
+
+static void listing_gather(struct ckptfs *fs, JobView *jv, const VNode *vn, ListingBuild *b)
+{
     const CkCheckpointInfo *cp;
     GPtrArray *layers = tree_layers(jv, vn, &cp);
     if (!layers)
-        return l;
+        return;
     if (cp && vn->rel[0] == '\0' && !cp->restore->restorable) {
-        listing_add(l, "ERROR", DT_REG, -1, false, false, 0);
-        return l;
+        listing_add(b, "ERROR", DT_REG, -1, false, false, 0);
+        return;
     }
     for (guint i = 0; i < layers->len; i++) {
         const CkLayer *ly = layers->pdata[i];
-        const char *sub = below_prefix(vn->rel, ly->prefix);
-        if (sub) {
-            g_autofree char *path = layer_path(ly, sub);
+        g_autofree char *path = layer_dir_path(ly, vn);
+        if (path) {
             int fd = backing_open(fs, ly, path, O_RDONLY | O_DIRECTORY);
             if (fd < 0)
                 continue;
@@ -263,8 +322,8 @@ static Listing *listing_build(struct ckptfs *fs, JobView *jv, const VNode *vn)
                 close(fd);
                 continue;
             }
-            LStamp ls = {(int)i, g_steal_pointer(&path), sb.st_dev, sb.st_ino, mtime_ns(&sb)};
-            g_array_append_val(l->stamps, ls);
+            LStamp ls = {(int)i, sb.st_dev, sb.st_ino, mtime_ns(&sb)};
+            g_array_append_val(b->stamps, ls);
             DIR *d = fdopendir(fd);
             if (!d) {
                 close(fd);
@@ -278,7 +337,7 @@ static Listing *listing_build(struct ckptfs *fs, JobView *jv, const VNode *vn)
                 unsigned char t = views_dirent_type(d, de);
                 if (t == DT_UNKNOWN)
                     continue;
-                listing_add(l, nm, t, (int)i, false, false, de->d_ino);
+                listing_add(b, nm, t, (int)i, false, false, de->d_ino);
             }
             closedir(d);
             continue;
@@ -289,7 +348,7 @@ static Listing *listing_build(struct ckptfs *fs, JobView *jv, const VNode *vn)
         const char *slash = strchr(rest, '/');
         if (slash) {
             g_autofree char *nm = g_strndup(rest, (gsize)(slash - rest));
-            listing_add(l, nm, DT_DIR, (int)i, false, true, 0);
+            listing_add(b, nm, DT_DIR, (int)i, false, true, 0);
             continue;
         }
         /* the layer's root itself: what the backing object is */
@@ -298,10 +357,19 @@ static Listing *listing_build(struct ckptfs *fs, JobView *jv, const VNode *vn)
             continue;
         struct stat sb;
         if (fstat(fd, &sb) == 0)
-            listing_add(l, rest, dt_of(sb.st_mode), (int)i, true, false, sb.st_ino);
+            listing_add(b, rest, dt_of(sb.st_mode), (int)i, true, false, sb.st_ino);
         close(fd);
     }
-    return l;
+}
+
+static Listing *listing_build(struct ckptfs *fs, JobView *jv, const VNode *vn)
+{
+    ListingBuild b = {g_array_new(FALSE, FALSE, sizeof(LEnt)),
+                      g_array_new(FALSE, FALSE, sizeof(LStamp)), g_string_new(NULL), NULL};
+    guint64 serial = __atomic_add_fetch(&views_of(fs)->next_serial, 1, __ATOMIC_RELAXED);
+    gint64 now = g_get_monotonic_time();
+    listing_gather(fs, jv, vn, &b);
+    return listing_make(&b, serial, jv->j->version, now);
 }
 
 /* True when every backing directory the listing read is unchanged. */
@@ -309,11 +377,16 @@ static bool listing_current(struct ckptfs *fs, JobView *jv, const VNode *vn, Lis
 {
     const CkCheckpointInfo *cp;
     GPtrArray *layers = tree_layers(jv, vn, &cp);
-    for (guint i = 0; i < l->stamps->len; i++) {
-        const LStamp *s = &g_array_index(l->stamps, LStamp, i);
+    for (guint i = 0; i < l->n_stamps; i++) {
+        const LStamp *s = &l->stamps[i];
         if (!layers || (guint)s->layer >= layers->len)
             return false;
-        int fd = backing_open(fs, layers->pdata[s->layer], s->path, O_PATH | O_DIRECTORY);
+        /* the same snapshot version as the listing's: the same layers */
+        const CkLayer *ly = layers->pdata[s->layer];
+        g_autofree char *path = layer_dir_path(ly, vn);
+        if (!path)
+            return false;
+        int fd = backing_open(fs, ly, path, O_PATH | O_DIRECTORY);
         if (fd < 0)
             return false;
         struct stat sb;
@@ -556,8 +629,7 @@ static int layer_dirfd(struct ckptfs *fs, const VNode *pv, const CkLayer *ly, in
                        guint i)
 {
     if (layer_fds[i] == -2) {
-        const char *sub = below_prefix(pv->rel, ly->prefix);
-        g_autofree char *path = sub ? layer_path(ly, sub) : NULL;
+        g_autofree char *path = layer_dir_path(ly, pv);
         int fd = path ? backing_open(fs, ly, path, O_PATH | O_DIRECTORY) : -1;
         layer_fds[i] = fd < 0 ? -1 : fd;
     }
@@ -570,7 +642,7 @@ static int layer_dirfd(struct ckptfs *fs, const VNode *pv, const CkLayer *ly, in
 static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, guint i,
                       int *layer_fds, struct fuse_entry_param *e)
 {
-    LEnt *lp = &g_array_index(l->ents, LEnt, i);
+    LEnt *lp = &l->ents[i];
     __atomic_store_n(&lp->served_us, g_get_monotonic_time(), __ATOMIC_RELAXED);
     const LEnt *ent = lp;
     g_autofree char *rel = child_rel(pv->rel, ent->name);
@@ -908,8 +980,8 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
         /* revalidated at most every half timeout: a change behind the mount
          * shows within rescan= seconds, a re-read of a tree costs nothing */
         Listing *l = tree_listing(fs, vn, jv, false);
-        for (guint i = 0; i < l->ents->len; i++) {
-            const LEnt *le = &g_array_index(l->ents, LEnt, i);
+        for (guint i = 0; i < l->n_ents; i++) {
+            const LEnt *le = &l->ents[i];
             ino_t ino = le->ino;
             if (le->type == DT_DIR || le->layer < 0) {
                 g_autofree char *rel = child_rel(vn->rel, le->name);
@@ -917,7 +989,7 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
                 ino = views_vino(fs, vkey);
             }
             /* the names stay the listing's: no copy per entry per opendir */
-            VEnt e = {le->name, ino, le->type, true, (gint64 *)&le->served_us, (int)i};
+            VEnt e = {(char *)le->name, ino, le->type, true, (gint64 *)&le->served_us, (int)i};
             g_array_append_val(d->ents, e);
         }
         /* kept with the handle: a readdirplus looks its entries up in them */
