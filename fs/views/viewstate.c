@@ -131,7 +131,11 @@ bool views_has_job(struct ckptfs *fs, const char *job)
 
 /* ---- job views ---- */
 
-#define JOBVIEWS_MAX 2048
+/* Snapshots kept for their views (about 5 KB each at 10 checkpoints: the
+ * layers of every checkpoint and the restore text).  A walk goes one job at
+ * a time, so a few hundred serve it; 2,048 held 11 MB more after a walk of
+ * 2,000 jobs and kept pages the kernel's forgets would have given back. */
+#define JOBVIEWS_MAX 256
 
 static void layers_unref(gpointer p)
 {
