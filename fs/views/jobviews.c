@@ -196,9 +196,9 @@ void vnode_free(gpointer p)
 /* A listing being built: entries (their names as offsets into `names`
  * until the listing is made) and stamps, then listing_make. */
 typedef struct {
-    GArray *ents;   /* LEnt, name: GSIZE_TO_POINTER(offset into names) */
-    GArray *stamps; /* LStamp */
-    GString *names; /* each name and its NUL */
+    GArray *ents;     /* LEnt, name: GSIZE_TO_POINTER(offset into names) */
+    GArray *stamps;   /* LStamp */
+    GString *names;   /* each name and its NUL */
     GHashTable *seen; /* name (g_strdup) -> index + 1, past LISTING_SCANNED entries */
 } ListingBuild;
 
