@@ -41,21 +41,24 @@ typedef enum {
 
 typedef struct Listing Listing;
 
+/* 64-bit fields first, the small ones last: 80 bytes, not 96 (a walk of
+ * the views makes one per entry). */
 typedef struct {
-    VnKind kind;
     const char *job; /* interned (job kinds) */
-    bool ckpt;       /* trees: checkpoints/<n>, else state */
     guint64 n;
     char *rel; /* VN_TREE, VN_ALIAS: path inside the tree, "" for its root */
     /* provenance for the xattrs; NULL / false when not known */
     const char *source;
     char *backing;
-    bool has_gen;
     guint64 gen;
     GMutex lock;           /* listing, opened_serial; provenance of nodes that exist */
     Listing *listing;      /* VN_TREE: the merged entries (cached, revalidated) */
     guint64 opened_serial; /* the listing the last opendir gave the kernel */
+    VnKind kind;
+    bool ckpt; /* trees: checkpoints/<n>, else state */
+    bool has_gen;
 } VNode;
+G_STATIC_ASSERT(sizeof(VNode) <= 80);
 
 /* A directory handle of the views: entries snapshot at opendir. */
 typedef struct {
