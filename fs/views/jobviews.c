@@ -483,7 +483,8 @@ static VNode *build_vnode(MakeCtx *m)
         }
         return vn;
     }
-    vn->rel = g_strdup(m->rel);
+    if (m->kind == VN_TREE) /* only a directory is listed or looked in */
+        vn->rel = g_strdup(m->rel);
     vn->source = m->ly->source;
     if (m->ent->layer_root)
         vn->backing = g_strdup(m->ly->backing);

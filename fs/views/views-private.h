@@ -46,7 +46,7 @@ typedef struct Listing Listing;
 typedef struct {
     const char *job; /* interned (job kinds) */
     guint64 n;
-    char *rel; /* VN_TREE, VN_ALIAS: path inside the tree, "" for its root */
+    char *rel; /* VN_TREE: path inside the tree, "" for its root */
     /* provenance for the xattrs; NULL / false when not known */
     const char *source;
     char *backing;
