@@ -26,7 +26,8 @@ Node *node_from_rec(const State *s, uint32_t slot, const NodeRec *r)
             n->view->vino = (ino_t)k->vino;
         }
     }
-    if (r->handle_len)
+    /* a length past the record's room is not a handle: the node is lost */
+    if (r->handle_len && r->handle_len <= STATE_HANDLE_BYTES)
         nhandle_set(&n->handle, r->handle_type, r->handle, r->handle_len);
     return n;
 }
