@@ -55,9 +55,9 @@ typedef struct {
 
 /* One allocation (an atomic rc box): this header, then the stamps, the
  * entries and their names.  A find keeps the listing of every directory it
- * walked, so a listing is sized to what it holds: a GArray each and a
- * string per name cost 300 bytes more for the directory of two entries
- * that most view directories are. */
+ * walked, so a listing is sized to what it holds: a GArray each, a string
+ * per name and a path per stamp cost about 160 bytes more a directory,
+ * most of which hold one or two entries. */
 struct Listing {
     guint64 serial; /* unique per listing built */
     guint64 version;
@@ -72,6 +72,8 @@ struct Listing {
 };
 
 #define LISTING_SCANNED 16
+/* the stamps and then the entries follow the header in one block */
+G_STATIC_ASSERT(sizeof(Listing) % G_ALIGNOF(LStamp) == 0 && sizeof(LStamp) % G_ALIGNOF(LEnt) == 0);
 
 /* The index of checkpoint n in j->checkpoints (ascending), or -1. */
 static int checkpoint_index(const CkJobInfo *j, guint64 n)
@@ -199,7 +201,7 @@ typedef struct {
     GArray *ents;     /* LEnt, name: GSIZE_TO_POINTER(offset into names) */
     GArray *stamps;   /* LStamp */
     GString *names;   /* each name and its NUL */
-    GHashTable *seen; /* name (g_strdup) -> index + 1, past LISTING_SCANNED entries */
+    GHashTable *seen; /* the names (g_strdup) once past LISTING_SCANNED entries */
 } ListingBuild;
 
 static const char *build_name(const ListingBuild *b, guint i)
@@ -234,7 +236,7 @@ static void listing_add(ListingBuild *b, const char *name, unsigned char type, i
     }
 }
 
-/* The listing of what b gathered (b is emptied). */
+/* The listing of what b gathered; b's members are freed. */
 static Listing *listing_make(ListingBuild *b, guint64 serial, guint64 version, gint64 checked_us)
 {
     gsize ss = b->stamps->len * sizeof(LStamp), es = b->ents->len * sizeof(LEnt);

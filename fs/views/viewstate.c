@@ -134,7 +134,8 @@ bool views_has_job(struct ckptfs *fs, const char *job)
 /* Snapshots kept for their views (about 5 KB each at 10 checkpoints: the
  * layers of every checkpoint and the restore text).  A walk goes one job at
  * a time, so a few hundred serve it; 2,048 held 11 MB more after a walk of
- * 2,000 jobs and kept pages the kernel's forgets would have given back. */
+ * 2,000 jobs and kept pages the kernel's forgets would have given back.
+ * Past it the older half goes (drop_older_half_locked). */
 #define JOBVIEWS_MAX 256
 
 static void layers_unref(gpointer p)
@@ -172,6 +173,45 @@ static JobView *jobview_build(CkJobInfo *j)
     return jv;
 }
 
+/* Drops the snapshots last asked for before `before`; how many.  Views.lock held. */
+static guint drop_unused_since_locked(Views *v, gint64 before)
+{
+    guint dropped = 0;
+    GHashTableIter it;
+    gpointer jv;
+    g_hash_table_iter_init(&it, v->jobviews);
+    while (g_hash_table_iter_next(&it, NULL, &jv))
+        if (atomic_load(&((JobView *)jv)->used_us) < before) {
+            g_hash_table_iter_remove(&it);
+            dropped++;
+        }
+    return dropped;
+}
+
+static gint cmp_i64(gconstpointer a, gconstpointer b)
+{
+    gint64 x = *(const gint64 *)a, y = *(const gint64 *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A full cache keeps the half asked for last: a walk that comes back to
+ * the jobs it just saw still finds them.  Views.lock held. */
+static void drop_older_half_locked(Views *v)
+{
+    g_autoptr(GArray) used = g_array_sized_new(FALSE, FALSE, sizeof(gint64), JOBVIEWS_MAX);
+    GHashTableIter it;
+    gpointer jv;
+    g_hash_table_iter_init(&it, v->jobviews);
+    while (g_hash_table_iter_next(&it, NULL, &jv)) {
+        gint64 u = atomic_load(&((JobView *)jv)->used_us);
+        g_array_append_val(used, u);
+    }
+    g_array_sort(used, cmp_i64);
+    gint64 median = g_array_index(used, gint64, used->len / 2);
+    if (drop_unused_since_locked(v, median) == 0)
+        g_hash_table_remove_all(v->jobviews); /* all asked for at one instant */
+}
+
 JobView *jobview_get(struct ckptfs *fs, const char *job)
 {
     Views *v = views_of(fs);
@@ -197,7 +237,7 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
     if (!jv || jv->j->version < fresh->j->version) {
         /* a walk over every job must not keep every job's view: bounded */
         if (!jv && g_hash_table_size(v->jobviews) >= JOBVIEWS_MAX)
-            g_hash_table_remove_all(v->jobviews);
+            drop_older_half_locked(v);
         g_hash_table_replace(v->jobviews, (gpointer)fresh->j->job, fresh);
         jv = fresh;
     } else {
@@ -220,16 +260,8 @@ void jobviews_expire(struct ckptfs *fs, gint64 idle_us)
 {
     Views *v = views_of(fs);
     gint64 before = g_get_monotonic_time() - idle_us;
-    guint dropped = 0;
     g_mutex_lock(&v->lock);
-    GHashTableIter it;
-    gpointer jv;
-    g_hash_table_iter_init(&it, v->jobviews);
-    while (g_hash_table_iter_next(&it, NULL, &jv))
-        if (atomic_load(&((JobView *)jv)->used_us) < before) {
-            g_hash_table_iter_remove(&it);
-            dropped++;
-        }
+    guint dropped = drop_unused_since_locked(v, before);
     g_mutex_unlock(&v->lock);
     /* freed in the arenas of the threads that built them: back to the
      * system, not kept for allocations that may never come */
