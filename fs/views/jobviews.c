@@ -173,11 +173,15 @@ void listing_unref(Listing *l)
 
 /* ---- nodes' data ---- */
 
-VNode *vnode_new(VnKind kind, const char *job)
+VNode *vnode_new(VnKind kind, const char *job, const char *rel)
 {
-    VNode *vn = g_new0(VNode, 1);
+    size_t rl = rel ? strlen(rel) : 0;
+    VNode *vn = g_malloc0(sizeof *vn + rl + 1);
+    if (rl)
+        memcpy(vn->rel, rel, rl);
     vn->kind = kind;
     vn->job = job;
+    vn->layer = -1;
     g_mutex_init(&vn->lock);
     return vn;
 }
@@ -190,8 +194,6 @@ void vnode_free(gpointer p)
     if (vn->listing)
         listing_unref(vn->listing);
     g_mutex_clear(&vn->lock);
-    g_free(vn->rel);
-    g_free(vn->backing);
     g_free(vn);
 }
 
@@ -457,8 +459,8 @@ typedef struct {
     const CkLayer *ly; /* the entry's layer, NULL for none */
     const LEnt *ent;   /* tree entries */
     const char *rel;   /* the entry's tree path */
-    const CkCheckpointInfo *cp;
-    VNode *vn; /* prebuilt (non-tree nodes), else built by make */
+    guint64 version;   /* of the snapshot the entry's listing is of */
+    VNode *vn;         /* prebuilt (non-tree nodes), else built by make */
     /* aliases */
     const struct stat *st;
     int fd; /* O_PATH of the object, or -1: open dirfd/name */
@@ -467,33 +469,37 @@ typedef struct {
     bool used;
 } MakeCtx;
 
-static void tree_generation(const VNode *tree, const CkLayer *ly, const char *rel, VNode *out);
-
 static VNode *build_vnode(MakeCtx *m)
 {
     if (m->vn)
         return g_steal_pointer(&m->vn);
-    VNode *vn = vnode_new(m->kind, m->pv->job);
+    /* only a directory is listed or looked in by its path */
+    VNode *vn = vnode_new(m->kind, m->pv->job, m->kind == VN_TREE ? m->rel : NULL);
     vn->ckpt = m->pv->ckpt;
     vn->n = m->pv->n;
-    if (m->kind == VN_ERROR) {
-        vn->source = "own";
-        if (m->cp) {
-            vn->backing = g_strdup(m->cp->restore->marker);
-            vn->has_gen = m->cp->restore->has_generation;
-            vn->gen = m->cp->restore->generation;
-        }
-        return vn;
+    if (m->kind != VN_ERROR) {
+        vn->layer = m->ent->layer;
+        vn->version = m->version;
     }
-    if (m->kind == VN_TREE) /* only a directory is listed or looked in */
-        vn->rel = g_strdup(m->rel);
-    vn->source = m->ly->source;
-    if (m->ent->layer_root)
-        vn->backing = g_strdup(m->ly->backing);
-    else if (!m->ent->synth)
-        vn->backing = layer_path(m->ly, below_prefix(m->rel, m->ly->prefix));
-    tree_generation(m->pv, m->ly, m->rel, vn);
     return vn;
+}
+
+static char *tree_vkey(const VNode *vn, const char *rel);
+
+/* The path inside its tree that an alias's views key names: what follows "<J>/state" or
+ * "<J>/checkpoints/<N>" (after an alias's "#dev:ino#"), "" for the tree's root.  Keys are made by
+ * tree_vkey from the same fields, so the prefix is always there. */
+static const char *vkey_rel(const VNode *vn, const char *vkey)
+{
+    if (vkey[0] == '#') {
+        const char *end = strchr(vkey + 1, '#');
+        if (end)
+            vkey = end + 1;
+    }
+    g_autofree char *root = tree_vkey(vn, "");
+    size_t l = strlen(root);
+    g_assert(strncmp(vkey, root, l) == 0 && (vkey[l] == '\0' || vkey[l] == '/'));
+    return vkey[l] ? vkey + l + 1 : vkey + l;
 }
 
 static void make_virtual(Node *n, void *p)
@@ -538,19 +544,14 @@ static Node *get_node(struct ckptfs *fs, const char *vkey, void (*make)(Node *, 
     return n;
 }
 
-/* Copies provenance into a node that may already exist (another lookup may
- * read it: under its lock). */
-static void set_provenance(VNode *dst, const VNode *src)
+/* The layer an existing tree entry was looked up in now (which layer has
+ * it may change with the snapshot; another request may read it). */
+static void set_layer(VNode *vn, gint16 layer, guint64 version)
 {
-    g_mutex_lock(&dst->lock);
-    dst->source = src->source;
-    if (g_strcmp0(dst->backing, src->backing) != 0) {
-        g_free(dst->backing);
-        dst->backing = g_strdup(src->backing);
-    }
-    dst->has_gen = src->has_gen;
-    dst->gen = src->gen;
-    g_mutex_unlock(&dst->lock);
+    g_mutex_lock(&vn->lock);
+    vn->layer = layer;
+    vn->version = version;
+    g_mutex_unlock(&vn->lock);
 }
 
 /* Fills e (attributes, ino, timeouts) for node n, which the caller got with
@@ -571,8 +572,8 @@ static int node_to_entry(struct ckptfs *fs, Node *n, struct fuse_entry_param *e,
     return 0;
 }
 
-/* The virtual node of vkey (made with the prebuilt vn, which is taken;
- * an existing node gets vn's provenance), nlookup+1, into e (node_to_entry). */
+/* The virtual node of vkey (made with the prebuilt vn, which is taken, or
+ * freed when the node exists), nlookup+1, into e (node_to_entry). */
 static int virtual_to_entry(struct ckptfs *fs, const char *vkey, VNode *vn, mode_t type,
                             struct fuse_entry_param *e, double attr_timeout)
 {
@@ -584,10 +585,8 @@ static int virtual_to_entry(struct ckptfs *fs, const char *vkey, VNode *vn, mode
                  .fd = -1,
                  .dirfd = -1};
     Node *n = node_get_virtual(&fs->nodes, vkey, make_virtual, &m);
-    if (!m.used) {
-        set_provenance(n->view->vdata, vn);
+    if (!m.used)
         vnode_free(vn);
-    }
     return node_to_entry(fs, n, e, attr_timeout);
 }
 
@@ -608,7 +607,7 @@ static char *child_rel(const char *rel, const char *name)
 }
 
 /* The generation a state path shows: its layer's, or v<G> of its first component. */
-static void tree_generation(const VNode *tree, const CkLayer *ly, const char *rel, VNode *out)
+static void tree_generation(const VNode *tree, const CkLayer *ly, const char *rel, ViewsProv *out)
 {
     if (ly && ly->has_generation) {
         out->has_gen = true;
@@ -652,7 +651,13 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
     g_autofree char *tk = tree_vkey(pv, rel);
     const CkCheckpointInfo *cp;
     GPtrArray *layers = tree_layers(jv, pv, &cp);
-    MakeCtx m = {.fs = fs, .pv = pv, .ent = ent, .rel = rel, .cp = cp, .fd = -1, .dirfd = -1};
+    MakeCtx m = {.fs = fs,
+                 .pv = pv,
+                 .ent = ent,
+                 .rel = rel,
+                 .version = jv->j->version,
+                 .fd = -1,
+                 .dirfd = -1};
     if (ent->layer < 0) {
         /* checkpoints/<N>/ERROR */
         m.kind = VN_ERROR;
@@ -669,12 +674,8 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
         m.type = S_IFDIR;
         m.vino = views_vino(fs, tk);
         Node *n = node_get_virtual(&fs->nodes, tk, make_virtual, &m);
-        if (!m.used) {
-            /* which layer has it may change with the snapshot (few: directories) */
-            VNode *now = build_vnode(&m);
-            set_provenance(n->view->vdata, now);
-            vnode_free(now);
-        }
+        if (!m.used)
+            set_layer(n->view->vdata, ent->layer, m.version);
         return node_to_entry(fs, n, e, t);
     }
 
@@ -713,6 +714,8 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
     m.dirfd = dirfd;
     m.name = ent->name;
     Node *n = get_node(fs, vkey, make_alias, &m);
+    if (!m.used)
+        set_layer(n->view->vdata, ent->layer, m.version);
     if (fd >= 0)
         close(fd);
     memset(e, 0, sizeof *e);
@@ -781,9 +784,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         if (!ck_is_job_id(name, strlen(name)) || !views_has_job(fs, name))
             return -ENOENT;
         const char *job = ck_intern(name);
-        VNode *vn = vnode_new(VN_JOB, job);
-        vn->source = "own";
-        vn->backing = ck_job_markers_dir(job);
+        VNode *vn = vnode_new(VN_JOB, job, NULL);
         return stable(fs, virtual_to_entry(fs, job, vn, S_IFDIR, e, t), e);
     }
     case VN_JOB: {
@@ -793,32 +794,19 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         const CkJobInfo *j = jv->j;
         g_autofree char *vkey = g_strconcat(pv->job, "/", name, NULL);
         if (strcmp(name, "state") == 0) {
-            VNode *vn = vnode_new(VN_TREE, pv->job);
-            vn->rel = g_strdup("");
-            if (j->has_own_root) {
-                vn->source = "own";
-                vn->backing = ck_job_state_dir(pv->job);
-            }
+            VNode *vn = vnode_new(VN_TREE, pv->job, NULL);
             return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
         }
         if (strcmp(name, "checkpoints") == 0) {
-            VNode *vn = vnode_new(VN_CKPTS, pv->job);
-            if (j->has_markers_dir) {
-                vn->source = "own";
-                vn->backing = ck_job_markers_dir(pv->job);
-            }
+            VNode *vn = vnode_new(VN_CKPTS, pv->job, NULL);
             return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
         }
         if (strcmp(name, "restore") == 0) {
-            VNode *vn = vnode_new(VN_RESTORE, pv->job);
-            if (j->has_markers_dir) {
-                vn->source = "own";
-                vn->backing = ck_job_markers_dir(pv->job);
-            }
+            VNode *vn = vnode_new(VN_RESTORE, pv->job, NULL);
             return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFREG, e, 0.0), e);
         }
         if (strcmp(name, "latest") == 0 && j->has_latest) {
-            VNode *vn = vnode_new(VN_LATEST, pv->job);
+            VNode *vn = vnode_new(VN_LATEST, pv->job, NULL);
             return virtual_to_entry(fs, vkey, vn, S_IFLNK, e, 0.0);
         }
         return -ENOENT;
@@ -833,15 +821,9 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         int i = checkpoint_index(jv->j, n);
         if (i < 0)
             return -ENOENT;
-        const CkRestore *r = ((CkCheckpointInfo *)jv->j->checkpoints->pdata[i])->restore;
-        VNode *vn = vnode_new(VN_TREE, pv->job);
+        VNode *vn = vnode_new(VN_TREE, pv->job, NULL);
         vn->ckpt = true;
         vn->n = n;
-        vn->rel = g_strdup("");
-        vn->source = "own";
-        vn->backing = ck_checkpoint_dir(pv->job, n);
-        vn->has_gen = r->has_generation;
-        vn->gen = r->generation;
         g_autofree char *vkey =
             g_strdup_printf("%s/checkpoints/%" G_GUINT64_FORMAT, pv->job, (guint64)n);
         return virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t);
@@ -1058,4 +1040,75 @@ int jv_open(struct ckptfs *fs, Node *n, VNode *vn, ViewsOpen *out)
     default:
         return -EINVAL;
     }
+}
+
+/* ---- provenance ---- */
+
+int jv_provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p)
+{
+    *p = (ViewsProv){0};
+    g_autoptr(JobView) jv = jobview_get(fs, vn->job);
+    const CkJobInfo *j = jv ? jv->j : NULL;
+    int ci = j ? checkpoint_index(j, vn->n) : -1;
+    const CkRestore *r = ci >= 0 ? ((CkCheckpointInfo *)j->checkpoints->pdata[ci])->restore : NULL;
+    switch (vn->kind) {
+    case VN_JOB:
+        p->source = "own";
+        p->backing = ck_job_markers_dir(vn->job);
+        return 0;
+    case VN_CKPTS:
+    case VN_RESTORE:
+        if (j && j->has_markers_dir) {
+            p->source = "own";
+            p->backing = ck_job_markers_dir(vn->job);
+        }
+        return 0;
+    case VN_ERROR:
+        p->source = "own";
+        if (r && vn->ckpt) {
+            p->backing = g_strdup(r->marker);
+            p->has_gen = r->has_generation;
+            p->gen = r->generation;
+        }
+        return 0;
+    case VN_TREE:
+    case VN_ALIAS:
+        break;
+    default:
+        return 0;
+    }
+    const char *rel = vn->kind == VN_TREE ? vn->rel : vkey_rel(vn, node_vkey(n));
+    if (vn->kind == VN_TREE && !rel[0]) {
+        if (vn->ckpt) {
+            p->source = "own";
+            p->backing = ck_checkpoint_dir(vn->job, vn->n);
+            if (r) {
+                p->has_gen = r->has_generation;
+                p->gen = r->generation;
+            }
+        } else if (j && j->has_own_root) {
+            p->source = "own";
+            p->backing = ck_job_state_dir(vn->job);
+        }
+        return 0;
+    }
+    g_mutex_lock(&vn->lock);
+    gint16 layer = vn->layer;
+    guint64 version = vn->version;
+    g_mutex_unlock(&vn->lock);
+    if (!j || layer < 0)
+        return 0;
+    if (version != j->version)
+        return -EAGAIN;
+    const CkCheckpointInfo *cp;
+    GPtrArray *layers = tree_layers(jv, vn, &cp);
+    if (!layers || (guint)layer >= layers->len)
+        return 0;
+    const CkLayer *ly = layers->pdata[layer];
+    p->source = ly->source;
+    const char *sub = below_prefix(rel, ly->prefix);
+    if (sub) /* else a component of the layer's prefix: no object of its own */
+        p->backing = layer_path(ly, sub);
+    tree_generation(vn, ly, rel, p);
+    return 0;
 }

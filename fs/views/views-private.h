@@ -11,7 +11,7 @@
  * object was replaced gets a fresh node.  A node a restarted daemon found
  * in the state memfd has no VNode until views.c revives it from its vkey.
  *
- * Locks: VNode.lock (its listing, provenance and opened_serial) is a leaf,
+ * Locks: VNode.lock (its listing, opened_serial and layer) is a leaf,
  * below NodeTable.lock in ckptfs.h's order, never held across a reply, a
  * catalog rebuild or a kernel notification; Views.lock: viewstate.h. */
 #pragma once
@@ -41,24 +41,31 @@ typedef enum {
 
 typedef struct Listing Listing;
 
-/* 64-bit fields first, the small ones last: 80 bytes, not 96 (a walk of
- * the views makes one per entry). */
+/* One allocation of 56 bytes and the tree path (a walk of the views makes
+ * one per entry): no provenance is kept as text, it is derived when asked
+ * (jv_provenance) from the job's snapshot and, below a tree's root, the
+ * layer the entry was last looked up in. */
 typedef struct {
-    const char *job; /* interned (job kinds) */
-    guint64 n;
-    char *rel; /* VN_TREE: path inside the tree, "" for its root */
-    /* provenance for the xattrs; NULL / false when not known */
-    const char *source;
-    char *backing;
-    guint64 gen;
-    GMutex lock;           /* listing, opened_serial; provenance of nodes that exist */
+    const char *job;       /* interned (job kinds) */
+    guint64 n;             /* trees of checkpoints/<n>, ERROR */
+    guint64 version;       /* the job snapshot `layer` is of (lock) */
+    GMutex lock;           /* listing, opened_serial, layer and version */
     Listing *listing;      /* VN_TREE: the merged entries (cached, revalidated) */
     guint64 opened_serial; /* the listing the last opendir gave the kernel */
     VnKind kind;
-    bool ckpt; /* trees: checkpoints/<n>, else state */
-    bool has_gen;
+    gint16 layer; /* below a tree's root: the entry's layer in `version`; -1 none */
+    bool ckpt;    /* trees: checkpoints/<n>, else state */
+    char rel[];   /* VN_TREE: path inside the tree, "" for its root; else "" */
 } VNode;
-G_STATIC_ASSERT(sizeof(VNode) <= 80);
+G_STATIC_ASSERT(sizeof(VNode) <= 56);
+
+/* Where a views node's content comes from, as its xattrs say it. */
+typedef struct {
+    const char *source; /* "own", "legacy", "external"; NULL: not known */
+    char *backing;      /* g_free; NULL: none */
+    bool has_gen;
+    guint64 gen;
+} ViewsProv;
 
 /* A directory handle of the views: entries snapshot at opendir. */
 typedef struct {
@@ -89,7 +96,8 @@ static inline void vent_add(ViewsDir *d, const char *name, ino_t ino, unsigned c
 }
 
 /* jobviews.c: the per-job trees below the views dir, and the VNodes */
-VNode *vnode_new(VnKind kind, const char *job);
+/* rel: a tree directory's path inside its tree (NULL: ""). */
+VNode *vnode_new(VnKind kind, const char *job, const char *rel);
 void vnode_free(gpointer p);
 int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
               struct fuse_entry_param *e);
@@ -97,6 +105,10 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
 int jv_readlink(struct ckptfs *fs, Node *n, VNode *vn, char **target);
 int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d);
 int jv_open(struct ckptfs *fs, Node *n, VNode *vn, ViewsOpen *out);
+/* n's provenance from its job's snapshot now: 0, or -EAGAIN when the
+ * layer it was last looked up in is of another snapshot (look its path up
+ * again, then ask again). */
+int jv_provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p);
 /* readdirplus: entry i of a tree handle's listing, looked up (nlookup+1). */
 int jv_readdir_entry(struct ckptfs *fs, ViewsDir *d, guint i, struct fuse_entry_param *e);
 void listing_unref(Listing *l);

@@ -180,7 +180,7 @@ static void make_top(Node *n, void *ctx)
     VnKind k = (VnKind)GPOINTER_TO_INT(ctx);
     n->kind = NODE_VIRTUAL;
     n->type = k == VN_ROOT ? S_IFDIR : S_IFREG;
-    n->view->vdata = vnode_new(k, NULL);
+    n->view->vdata = vnode_new(k, NULL, NULL);
     n->view->vdata_free = vnode_free;
     n->view->vino = top_vino(k);
 }
@@ -452,6 +452,19 @@ static bool has_xattrs(Node *n, VNode *vn)
            vn->kind != VN_COLLISIONS && vn->kind != VN_METRICS && vn->kind != VN_CONTROL;
 }
 
+/* n's provenance now (jv_provenance); a node last looked up in an older
+ * snapshot of its job is looked up again first, as the kernel would.  A
+ * node whose path now names another object has none. */
+static void provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p)
+{
+    for (int tries = 0; tries < 3; tries++) {
+        if (jv_provenance(fs, n, vn, p) != -EAGAIN)
+            return;
+        revive_path(fs, node_vkey(n));
+    }
+    *p = (ViewsProv){0};
+}
+
 int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
 {
     VNode *vn = vn_of(fs, n);
@@ -459,22 +472,24 @@ int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
         return control_getxattr(fs, name, value);
     if (!has_xattrs(n, vn))
         return -ENODATA;
-    int err = -ENODATA;
-    g_mutex_lock(&vn->lock);
-    if (strcmp(name, XATTR_SOURCE) == 0 && vn->source) {
-        *value = g_bytes_new_static(vn->source, strlen(vn->source));
-        err = 0;
-    } else if (strcmp(name, XATTR_BACKING) == 0 && vn->backing) {
-        *value = g_bytes_new(vn->backing, strlen(vn->backing));
-        err = 0;
-    } else if (strcmp(name, XATTR_GENERATION) == 0 && vn->has_gen) {
-        char buf[32];
-        int l = g_snprintf(buf, sizeof buf, "%" G_GUINT64_FORMAT, (guint64)vn->gen);
-        *value = g_bytes_new(buf, (gsize)l);
-        err = 0;
+    ViewsProv p;
+    provenance(fs, n, vn, &p);
+    g_autofree char *backing = p.backing;
+    if (strcmp(name, XATTR_SOURCE) == 0 && p.source) {
+        *value = g_bytes_new_static(p.source, strlen(p.source));
+        return 0;
     }
-    g_mutex_unlock(&vn->lock);
-    return err;
+    if (strcmp(name, XATTR_BACKING) == 0 && backing) {
+        gsize len = strlen(backing);
+        *value = g_bytes_new_take(g_steal_pointer(&backing), len);
+        return 0;
+    }
+    if (strcmp(name, XATTR_GENERATION) == 0 && p.has_gen) {
+        char *text = g_strdup_printf("%" G_GUINT64_FORMAT, (guint64)p.gen);
+        *value = g_bytes_new_take(text, strlen(text));
+        return 0;
+    }
+    return -ENODATA;
 }
 
 int views_listxattr(struct ckptfs *fs, Node *n, GString *names)
@@ -486,14 +501,15 @@ int views_listxattr(struct ckptfs *fs, Node *n, GString *names)
     }
     if (!has_xattrs(n, vn))
         return 0;
-    g_mutex_lock(&vn->lock);
-    if (vn->source)
+    ViewsProv p;
+    provenance(fs, n, vn, &p);
+    if (p.source)
         g_string_append_len(names, XATTR_SOURCE, sizeof XATTR_SOURCE);
-    if (vn->backing)
+    if (p.backing)
         g_string_append_len(names, XATTR_BACKING, sizeof XATTR_BACKING);
-    if (vn->has_gen)
+    if (p.has_gen)
         g_string_append_len(names, XATTR_GENERATION, sizeof XATTR_GENERATION);
-    g_mutex_unlock(&vn->lock);
+    g_free(p.backing);
     return 0;
 }
 

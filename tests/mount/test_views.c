@@ -192,6 +192,19 @@ static void assert_xattr(const char *path, const char *name, const char *expecte
                  expected ? expected : "(none)");
 }
 
+static void assert_fxattr(int fd, const char *name, const char *expected)
+{
+    char buf[4096];
+    ssize_t l = fgetxattr(fd, name, buf, sizeof buf - 1);
+    if (l < 0) {
+        fail_msg("fd %d: %s: %s, expected %s", fd, name, g_strerror(errno), expected);
+        return;
+    }
+    buf[l] = '\0';
+    if (strcmp(buf, expected) != 0)
+        fail_msg("fd %d: %s = %s, expected %s", fd, name, buf, expected);
+}
+
 static const char *ckptctl(void)
 {
     const char *p = g_getenv("CKPTCTL_BIN");
@@ -598,6 +611,12 @@ static void test_live(void **state)
     Mount *m = f->m;
     g_autofree char *l0 = latest_of(m, "ns");
     assert_string_equal(l0, "checkpoints/2");
+    /* held open across the new checkpoint below: their provenance is asked
+     * of the job's next snapshot, with no lookup from the kernel between */
+    g_autofree char *pf = V(m, "ns/state/v2/0/f.snap");
+    g_autofree char *pd = V(m, "ns/state/v2/0");
+    int ffd = open(pf, O_RDONLY), dfd = open(pd, O_RDONLY | O_DIRECTORY);
+    assert_true(ffd >= 0 && dfd >= 0);
     /* write + rename into chk-3/COMPLETED through the mount */
     g_autofree char *d3 = g_build_filename(m->mnt, "_jobs/ns/chk-3", NULL);
     assert_int_equal(mkdir(d3, 0755), 0);
@@ -607,6 +626,12 @@ static void test_live(void **state)
     assert_int_equal(rename(tmp, fin), 0);
     g_autofree char *l1 = latest_of(m, "ns");
     assert_string_equal(l1, "checkpoints/3");
+    assert_fxattr(ffd, "user.ckptfs.backing", "_state/ns/v2/0/f.snap");
+    assert_fxattr(ffd, "user.ckptfs.source", "own");
+    assert_fxattr(ffd, "user.ckptfs.generation", "2");
+    assert_fxattr(dfd, "user.ckptfs.backing", "_state/ns/v2/0");
+    assert_int_equal(close(ffd), 0);
+    assert_int_equal(close(dfd), 0);
     g_autofree char *c3 = V(m, "ns/checkpoints/3");
     assert_names(c3, "0 1");
     /* a COMPLETED created and written in place */
