@@ -375,7 +375,7 @@ static LoadCtl *loadctl_new(struct ckptfs *fs)
  * SWEEP_LOCAL_S, or longer where a sweep takes more than SWEEP_LOCAL_SHARE
  * of a core over that (it only backs inotify up: at 100,000 jobs a sweep is
  * 200,000 fstatat, 1.9 s here, where the dentry hash is small). */
-#define JOBVIEWS_IDLE_S   60.0 /* a job's snapshot unused this long is dropped */
+#define JOBVIEWS_IDLE_S   10.0 /* a job's snapshot unused this long is dropped */
 #define TICKS_PER_PERIOD  20
 #define SWEEP_LOCAL_S     60.0
 #define SWEEP_LOCAL_SHARE 0.002
