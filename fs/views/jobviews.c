@@ -486,9 +486,10 @@ static VNode *build_vnode(MakeCtx *m)
 
 static char *tree_vkey(const VNode *vn, const char *rel);
 
-/* The path inside its tree that an alias's views key names: what follows "<J>/state" or
- * "<J>/checkpoints/<N>" (after an alias's "#dev:ino#"), "" for the tree's root.  Keys are made by
- * tree_vkey from the same fields, so the prefix is always there. */
+/* The path inside its tree that an alias's views key names: what follows
+ * "<J>/state" or "<J>/checkpoints/<N>" (after the "#dev:ino#"), "" for the
+ * tree's root; NULL if the key is not of vn's tree (keys are made by
+ * tree_vkey from the same fields: not expected). */
 static const char *vkey_rel(const VNode *vn, const char *vkey)
 {
     if (vkey[0] == '#') {
@@ -498,7 +499,8 @@ static const char *vkey_rel(const VNode *vn, const char *vkey)
     }
     g_autofree char *root = tree_vkey(vn, "");
     size_t l = strlen(root);
-    g_assert(strncmp(vkey, root, l) == 0 && (vkey[l] == '\0' || vkey[l] == '/'));
+    if (strncmp(vkey, root, l) != 0 || (vkey[l] != '\0' && vkey[l] != '/'))
+        return NULL;
     return vkey[l] ? vkey + l + 1 : vkey + l;
 }
 
@@ -545,12 +547,16 @@ static Node *get_node(struct ckptfs *fs, const char *vkey, void (*make)(Node *, 
 }
 
 /* The layer an existing tree entry was looked up in now (which layer has
- * it may change with the snapshot; another request may read it). */
+ * it may change with the snapshot; another request may read it).  Never
+ * back to an older snapshot: a directory handle opened before the job
+ * changed still hands out its listing's entries. */
 static void set_layer(VNode *vn, gint16 layer, guint64 version)
 {
     g_mutex_lock(&vn->lock);
-    vn->layer = layer;
-    vn->version = version;
+    if (version >= vn->version) {
+        vn->layer = layer;
+        vn->version = version;
+    }
     g_mutex_unlock(&vn->lock);
 }
 
@@ -1047,15 +1053,16 @@ int jv_open(struct ckptfs *fs, Node *n, VNode *vn, ViewsOpen *out)
 int jv_provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p)
 {
     *p = (ViewsProv){0};
-    g_autoptr(JobView) jv = jobview_get(fs, vn->job);
-    const CkJobInfo *j = jv ? jv->j : NULL;
-    int ci = j ? checkpoint_index(j, vn->n) : -1;
-    const CkRestore *r = ci >= 0 ? ((CkCheckpointInfo *)j->checkpoints->pdata[ci])->restore : NULL;
-    switch (vn->kind) {
-    case VN_JOB:
+    if (vn->kind == VN_JOB) {
         p->source = "own";
         p->backing = ck_job_markers_dir(vn->job);
         return 0;
+    }
+    g_autoptr(JobView) jv = jobview_get(fs, vn->job);
+    const CkJobInfo *j = jv ? jv->j : NULL;
+    int ci = j && vn->ckpt ? checkpoint_index(j, vn->n) : -1;
+    const CkRestore *r = ci >= 0 ? ((CkCheckpointInfo *)j->checkpoints->pdata[ci])->restore : NULL;
+    switch (vn->kind) {
     case VN_CKPTS:
     case VN_RESTORE:
         if (j && j->has_markers_dir) {
@@ -1065,7 +1072,7 @@ int jv_provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p)
         return 0;
     case VN_ERROR:
         p->source = "own";
-        if (r && vn->ckpt) {
+        if (r) {
             p->backing = g_strdup(r->marker);
             p->has_gen = r->has_generation;
             p->gen = r->generation;
@@ -1078,6 +1085,8 @@ int jv_provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p)
         return 0;
     }
     const char *rel = vn->kind == VN_TREE ? vn->rel : vkey_rel(vn, node_vkey(n));
+    if (!rel)
+        return 0;
     if (vn->kind == VN_TREE && !rel[0]) {
         if (vn->ckpt) {
             p->source = "own";

@@ -457,12 +457,13 @@ static bool has_xattrs(Node *n, VNode *vn)
  * node whose path now names another object has none. */
 static void provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p)
 {
-    for (int tries = 0; tries < 3; tries++) {
-        if (jv_provenance(fs, n, vn, p) != -EAGAIN)
+    for (int tries = 0; jv_provenance(fs, n, vn, p) == -EAGAIN; tries++) {
+        if (tries == 2) {
+            *p = (ViewsProv){0};
             return;
+        }
         revive_path(fs, node_vkey(n));
     }
-    *p = (ViewsProv){0};
 }
 
 int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
@@ -470,7 +471,11 @@ int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
     VNode *vn = vn_of(fs, n);
     if (vn && vn->kind == VN_CONTROL)
         return control_getxattr(fs, name, value);
-    if (!has_xattrs(n, vn))
+    /* the kernel asks for ACLs and security labels of every entry: those
+     * are none, and cost no look at the job */
+    if (!has_xattrs(n, vn) ||
+        (strcmp(name, XATTR_SOURCE) != 0 && strcmp(name, XATTR_BACKING) != 0 &&
+         strcmp(name, XATTR_GENERATION) != 0))
         return -ENODATA;
     ViewsProv p;
     provenance(fs, n, vn, &p);
