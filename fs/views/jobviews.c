@@ -35,13 +35,13 @@
 #include "views-private.h"
 
 typedef struct {
-    const char *name;   /* in the listing's own block */
-    unsigned char type; /* DT_* */
-    gint16 layer;       /* -1: the ERROR file */
-    bool layer_root;    /* the entry is its layer's root (prefix's last component) */
-    bool synth;         /* an intermediate component of a layer's prefix */
-    ino_t ino;          /* backing st_ino / d_ino (non-directories) */
-    gint64 served_us;   /* atomic: when a lookup last gave the kernel this entry */
+    ino_t ino;           /* backing st_ino / d_ino (non-directories) */
+    gint64 served_us;    /* atomic: when a lookup last gave the kernel this entry */
+    guint32 name;        /* offset in the listing's names (lent_name) */
+    gint16 layer;        /* -1: the ERROR file */
+    unsigned char type;  /* DT_* */
+    bool layer_root : 1; /* the entry is its layer's root (prefix's last component) */
+    bool synth : 1;      /* an intermediate component of a layer's prefix */
 } LEnt;
 
 /* A backing directory the listing read: the layer's path for the listed
@@ -53,27 +53,39 @@ typedef struct {
     gint64 mtime_ns;
 } LStamp;
 
-/* One allocation (an atomic rc box): this header, then the stamps, the
- * entries and their names.  A find keeps the listing of every directory it
- * walked, so a listing is sized to what it holds: a GArray each, a string
- * per name and a path per stamp cost about 160 bytes more a directory,
- * most of which hold one or two entries. */
+/* One allocation: this header, then the entries, the stamps and the
+ * names.  A find keeps the listing of every directory it walked, so a
+ * listing is sized to what it holds (most hold one or two entries): a
+ * GArray each, a string per name and a path per stamp cost about 160
+ * bytes more a directory, a GLib rc box's header and pointers to the
+ * parts 48 more. */
 struct Listing {
     guint64 serial; /* unique per listing built */
     guint64 version;
     gint64 checked_us; /* atomic */
-    guint n_stamps, n_ents;
-    LStamp *stamps;
-    LEnt *ents;
     /* name -> index + 1, once there are more than LISTING_SCANNED entries
      * (NULL below: most view directories hold a few, and a hash table costs
      * more than the entries); read-only once the listing is built */
     GHashTable *idx;
+    gatomicrefcount ref;
+    guint n_stamps, n_ents;
+    LEnt ents[];
 };
 
 #define LISTING_SCANNED 16
-/* the stamps and then the entries follow the header in one block */
-G_STATIC_ASSERT(sizeof(Listing) % G_ALIGNOF(LStamp) == 0 && sizeof(LStamp) % G_ALIGNOF(LEnt) == 0);
+/* the entries and then the stamps follow the header in one block */
+G_STATIC_ASSERT(offsetof(Listing, ents) % G_ALIGNOF(LEnt) == 0 &&
+                sizeof(LEnt) % G_ALIGNOF(LStamp) == 0);
+
+static LStamp *listing_stamps(const Listing *l)
+{
+    return (LStamp *)(void *)(l->ents + l->n_ents);
+}
+
+static const char *lent_name(const Listing *l, const LEnt *e)
+{
+    return (const char *)(listing_stamps(l) + l->n_stamps) + e->name;
+}
 
 /* The index of checkpoint n in j->checkpoints (ascending), or -1. */
 static int checkpoint_index(const CkJobInfo *j, guint64 n)
@@ -147,11 +159,10 @@ static unsigned char dt_of(mode_t m)
 
 /* ---- listings ---- */
 
-static void listing_clear(gpointer p)
+static Listing *listing_ref(Listing *l)
 {
-    Listing *l = p;
-    if (l->idx)
-        g_hash_table_unref(l->idx);
+    g_atomic_ref_count_inc(&l->ref);
+    return l;
 }
 
 /* The index + 1 of entry `name`, 0 when there is none. */
@@ -160,15 +171,18 @@ static guint listing_find(const Listing *l, const char *name)
     if (l->idx)
         return GPOINTER_TO_UINT(g_hash_table_lookup(l->idx, name));
     for (guint i = 0; i < l->n_ents; i++)
-        if (strcmp(l->ents[i].name, name) == 0)
+        if (strcmp(lent_name(l, &l->ents[i]), name) == 0)
             return i + 1;
     return 0;
 }
 
 void listing_unref(Listing *l)
 {
-    if (l)
-        g_atomic_rc_box_release_full(l, listing_clear);
+    if (!l || !g_atomic_ref_count_dec(&l->ref))
+        return;
+    if (l->idx)
+        g_hash_table_unref(l->idx);
+    g_free(l);
 }
 
 /* ---- nodes' data ---- */
@@ -208,7 +222,7 @@ typedef struct {
 
 static const char *build_name(const ListingBuild *b, guint i)
 {
-    return b->names->str + GPOINTER_TO_SIZE(g_array_index(b->ents, LEnt, i).name);
+    return b->names->str + g_array_index(b->ents, LEnt, i).name;
 }
 
 static bool build_has(const ListingBuild *b, const char *name)
@@ -226,7 +240,12 @@ static void listing_add(ListingBuild *b, const char *name, unsigned char type, i
 {
     if (build_has(b, name))
         return; /* an earlier layer's entry shadows it (directories merge one level down) */
-    LEnt e = {GSIZE_TO_POINTER(b->names->len), type, (gint16)layer, layer_root, synth, ino, 0};
+    LEnt e = {.ino = ino,
+              .name = (guint32)b->names->len,
+              .layer = (gint16)layer,
+              .type = type,
+              .layer_root = layer_root,
+              .synth = synth};
     g_string_append_len(b->names, name, (gssize)strlen(name) + 1);
     g_array_append_val(b->ents, e);
     if (b->seen) {
@@ -242,27 +261,24 @@ static void listing_add(ListingBuild *b, const char *name, unsigned char type, i
 static Listing *listing_make(ListingBuild *b, guint64 serial, guint64 version, gint64 checked_us)
 {
     gsize ss = b->stamps->len * sizeof(LStamp), es = b->ents->len * sizeof(LEnt);
-    Listing *l = g_atomic_rc_box_alloc0(sizeof(Listing) + ss + es + b->names->len);
+    Listing *l = g_malloc0(sizeof(Listing) + es + ss + b->names->len);
+    g_atomic_ref_count_init(&l->ref);
     l->serial = serial;
     l->version = version;
     l->checked_us = checked_us;
     l->n_stamps = b->stamps->len;
     l->n_ents = b->ents->len;
-    l->stamps = (LStamp *)(void *)(l + 1);
-    l->ents = (LEnt *)(void *)((char *)l->stamps + ss);
-    char *names = (char *)l->ents + es;
-    if (ss)
-        memcpy(l->stamps, b->stamps->data, ss);
     if (es)
         memcpy(l->ents, b->ents->data, es);
+    if (ss)
+        memcpy(listing_stamps(l), b->stamps->data, ss);
     if (b->names->len)
-        memcpy(names, b->names->str, b->names->len);
-    for (guint i = 0; i < l->n_ents; i++)
-        l->ents[i].name = names + GPOINTER_TO_SIZE(l->ents[i].name);
+        memcpy((char *)(listing_stamps(l) + l->n_stamps), b->names->str, b->names->len);
     if (l->n_ents > LISTING_SCANNED) {
         l->idx = g_hash_table_new(g_str_hash, g_str_equal);
         for (guint i = 0; i < l->n_ents; i++)
-            g_hash_table_insert(l->idx, (gpointer)l->ents[i].name, GUINT_TO_POINTER(i + 1));
+            g_hash_table_insert(l->idx, (gpointer)lent_name(l, &l->ents[i]),
+                                GUINT_TO_POINTER(i + 1));
     }
     g_array_unref(b->ents);
     g_array_unref(b->stamps);
@@ -382,7 +398,7 @@ static bool listing_current(struct ckptfs *fs, JobView *jv, const VNode *vn, Lis
     const CkCheckpointInfo *cp;
     GPtrArray *layers = tree_layers(jv, vn, &cp);
     for (guint i = 0; i < l->n_stamps; i++) {
-        const LStamp *s = &l->stamps[i];
+        const LStamp *s = &listing_stamps(l)[i];
         if (!layers || (guint)s->layer >= layers->len)
             return false;
         /* the same snapshot version as the listing's: the same layers */
@@ -409,9 +425,8 @@ static Listing *tree_listing(struct ckptfs *fs, VNode *vn, JobView *jv, bool for
     gint64 now = g_get_monotonic_time();
     gint64 window = (gint64)(views_of(fs)->timeout * 1e6 / 2);
     g_mutex_lock(&vn->lock);
-    Listing *l = vn->listing && vn->listing->version == jv->j->version
-                     ? g_atomic_rc_box_acquire(vn->listing)
-                     : NULL;
+    Listing *l =
+        vn->listing && vn->listing->version == jv->j->version ? listing_ref(vn->listing) : NULL;
     g_mutex_unlock(&vn->lock);
     if (l) {
         gint64 checked = __atomic_load_n(&l->checked_us, __ATOMIC_RELAXED);
@@ -426,7 +441,7 @@ static Listing *tree_listing(struct ckptfs *fs, VNode *vn, JobView *jv, bool for
     Listing *fresh = listing_build(fs, jv, vn);
     g_mutex_lock(&vn->lock);
     Listing *old = vn->listing;
-    vn->listing = g_atomic_rc_box_acquire(fresh);
+    vn->listing = listing_ref(fresh);
     g_mutex_unlock(&vn->lock);
     listing_unref(old);
     return fresh;
@@ -653,7 +668,8 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
     LEnt *lp = &l->ents[i];
     __atomic_store_n(&lp->served_us, g_get_monotonic_time(), __ATOMIC_RELAXED);
     const LEnt *ent = lp;
-    g_autofree char *rel = child_rel(pv->rel, ent->name);
+    const char *name = lent_name(l, ent);
+    g_autofree char *rel = child_rel(pv->rel, name);
     g_autofree char *tk = tree_vkey(pv, rel);
     const CkCheckpointInfo *cp;
     GPtrArray *layers = tree_layers(jv, pv, &cp);
@@ -691,7 +707,7 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
                     ? layer_dirfd(fs, pv, m.ly, layer_fds, (guint)ent->layer)
                     : -1;
     if (dirfd >= 0) {
-        if (fstatat(dirfd, ent->name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             return -ENOENT;
     } else {
         g_autofree char *bpath = ent->layer_root
@@ -718,7 +734,7 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
     m.st = &st;
     m.fd = fd;
     m.dirfd = dirfd;
-    m.name = ent->name;
+    m.name = name;
     Node *n = get_node(fs, vkey, make_alias, &m);
     if (!m.used)
         set_layer(n->view->vdata, ent->layer, m.version);
@@ -973,14 +989,15 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
         Listing *l = tree_listing(fs, vn, jv, false);
         for (guint i = 0; i < l->n_ents; i++) {
             const LEnt *le = &l->ents[i];
+            const char *name = lent_name(l, le);
             ino_t ino = le->ino;
             if (le->type == DT_DIR || le->layer < 0) {
-                g_autofree char *rel = child_rel(vn->rel, le->name);
+                g_autofree char *rel = child_rel(vn->rel, name);
                 g_autofree char *vkey = tree_vkey(vn, rel);
                 ino = views_vino(fs, vkey);
             }
             /* the names stay the listing's: no copy per entry per opendir */
-            VEnt e = {(char *)le->name, ino, le->type, true, (gint64 *)&le->served_us, (int)i};
+            VEnt e = {(char *)name, ino, le->type, true, (gint64 *)&le->served_us, (int)i};
             g_array_append_val(d->ents, e);
         }
         /* kept with the handle: a readdirplus looks its entries up in them */
