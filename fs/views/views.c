@@ -469,6 +469,12 @@ static void provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p)
 int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
 {
     VNode *vn = vn_of(fs, n);
+    /* Entries below the views carry no security labels and can be given
+     * none (read-only, as /proc's): "not supported", which `ls -l` takes
+     * once per file system rather than asking again for every entry.  The
+     * views dir itself answers as the backing tree around it does. */
+    if (vn && vn->kind != VN_ROOT && g_str_has_prefix(name, "security."))
+        return -EOPNOTSUPP;
     if (vn && vn->kind == VN_CONTROL)
         return control_getxattr(fs, name, value);
     /* the kernel asks for ACLs and security labels of every entry: those

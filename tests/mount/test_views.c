@@ -374,6 +374,16 @@ static void test_xattrs(void **state)
         all = t;
     }
     assert_string_equal(all, "user.ckptfs.source;user.ckptfs.backing;user.ckptfs.generation;");
+    /* no security labels below the views (ls -l then stops asking); no
+     * ACLs either, which must read as none, not as unsupported */
+    char v[64];
+    assert_int_equal(lgetxattr(p, "security.selinux", v, sizeof v), -1);
+    assert_int_equal(errno, EOPNOTSUPP);
+    assert_int_equal(lgetxattr(p, "system.posix_acl_access", v, sizeof v), -1);
+    assert_int_equal(errno, ENODATA);
+    g_autofree char *vroot = g_build_filename(m->mnt, "_views", NULL);
+    assert_int_equal(lgetxattr(vroot, "security.selinux", v, sizeof v), -1);
+    assert_int_equal(errno, ENODATA);
     g_autofree char *e = V(m, "ext/checkpoints/1/0/e.snap");
     assert_xattr(e, "user.ckptfs.source", "external");
     g_autofree char *eb = g_build_filename(f->ext, "_state/ext/v1/0/e.snap", NULL);
