@@ -73,9 +73,10 @@ struct Listing {
 };
 
 #define LISTING_SCANNED 16
-/* the entries and then the stamps follow the header in one block */
-G_STATIC_ASSERT(offsetof(Listing, ents) % G_ALIGNOF(LEnt) == 0 &&
-                sizeof(LEnt) % G_ALIGNOF(LStamp) == 0);
+/* the entries and then the stamps follow the header in one block: each
+ * entry's atomic served_us and each stamp 8-aligned */
+G_STATIC_ASSERT(offsetof(Listing, ents) % 8 == 0 && sizeof(LEnt) % 8 == 0 &&
+                offsetof(LEnt, served_us) % 8 == 0 && G_ALIGNOF(LStamp) <= 8);
 
 static LStamp *listing_stamps(const Listing *l)
 {
@@ -211,10 +212,10 @@ void vnode_free(gpointer p)
     g_free(vn);
 }
 
-/* A listing being built: entries (their names as offsets into `names`
- * until the listing is made) and stamps, then listing_make. */
+/* A listing being built: entries (their names as offsets into `names`,
+ * as in the listing) and stamps, then listing_make. */
 typedef struct {
-    GArray *ents;     /* LEnt, name: GSIZE_TO_POINTER(offset into names) */
+    GArray *ents;     /* LEnt */
     GArray *stamps;   /* LStamp */
     GString *names;   /* each name and its NUL */
     GHashTable *seen; /* the names (g_strdup) once past LISTING_SCANNED entries */
@@ -240,6 +241,8 @@ static void listing_add(ListingBuild *b, const char *name, unsigned char type, i
 {
     if (build_has(b, name))
         return; /* an earlier layer's entry shadows it (directories merge one level down) */
+    if (b->names->len > G_MAXUINT32 - NAME_MAX - 1)
+        return; /* past 4 GiB of names in one directory: the rest is not shown */
     LEnt e = {.ino = ino,
               .name = (guint32)b->names->len,
               .layer = (gint16)layer,

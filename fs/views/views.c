@@ -473,7 +473,7 @@ int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
      * none (read-only, as /proc's): "not supported", which `ls -l` takes
      * once per file system rather than asking again for every entry.  The
      * views dir itself answers as the backing tree around it does. */
-    if (vn && vn->kind != VN_ROOT && g_str_has_prefix(name, "security."))
+    if (vn && vn->kind != VN_ROOT && views_of(fs)->no_labels && g_str_has_prefix(name, "security."))
         return -EOPNOTSUPP;
     if (vn && vn->kind == VN_CONTROL)
         return control_getxattr(fs, name, value);

@@ -286,6 +286,9 @@ Views *viewstate_new(struct ckptfs *fs)
     v->timeout = fs->opt.live.rescan_s > 0 ? fs->opt.live.rescan_s : 1.0;
     v->rescan_us = (gint64)(fs->opt.live.rescan_s * 1e6);
     v->stable_timeout = MAX(v->timeout, 60.0);
+    /* with SELinux the kernel answers labels itself, and where a policy
+     * labels FUSE by extended attribute it takes only ENODATA as "none" */
+    v->no_labels = !g_file_test("/sys/fs/selinux/enforce", G_FILE_TEST_EXISTS);
     g_mutex_init(&v->lock);
     g_cond_init(&v->loaded_cond);
     v->jobviews =
