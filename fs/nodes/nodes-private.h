@@ -32,8 +32,9 @@ struct file_handle *nhandle_fh(const NodeHandle *h, HandleBuf *buf);
 
 /* A node not in the table yet (no slot, no generation). */
 Node *node_new(NodeKind kind, mode_t type);
-/* The views' part of a VIRTUAL or ALIAS node, keyed by vkey. */
-NodeView *node_view_new(const char *vkey);
+/* The same with the views' part of a VIRTUAL or ALIAS node, keyed by
+ * vkey, in the node's allocation (a walk of the views makes one a entry). */
+Node *node_new_view(NodeKind kind, mode_t type, const char *vkey);
 /* Frees a node out of the table (its cached descriptor too). */
 void node_free(NodeTable *t, Node *n);
 /* The end of a find-or-add, called with the table's lock held and

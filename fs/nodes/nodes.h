@@ -100,12 +100,13 @@ typedef struct {
     };
 } NodeHandle;
 
-/* What only a node of the views (VIRTUAL, ALIAS) has, made with it. */
+/* What only a node of the views (VIRTUAL, ALIAS) has, made with it, in
+ * the node's own allocation. */
 typedef struct {
-    ino_t vino;                /* reported st_ino of a VIRTUAL node */
-    void *vdata;               /* the views' own (atomic pointer: views.c revives it) */
-    GDestroyNotify vdata_free; /* frees vdata */
-    char vkey[];               /* the views' key: its path in the views */
+    ino_t vino;  /* reported st_ino of a VIRTUAL node */
+    void *vdata; /* the views' own (atomic pointer: views.c revives it);
+                  * NodeTable.view_free frees it */
+    char vkey[]; /* the views' key: its path in the views */
 } NodeView;
 
 /* Fields ordered so that little padding is left (120 bytes, a 128-byte
@@ -178,9 +179,10 @@ typedef struct {
      * so that reads, the daemon's and the kernel's (passthrough), follow
      * the rule; descriptors for *at() calls and paths stay on mount_fd */
     int data_mount_fd;
-    bool handles;           /* the backing fs gives file handles (else one O_PATH fd per node) */
-    int root_mount_id;      /* handles from other mounts are not usable with mount_fd */
-    const char *views_name; /* interned: what ck_ns_child calls the views */
+    bool handles;             /* the backing fs gives file handles (else one O_PATH fd per node) */
+    int root_mount_id;        /* handles from other mounts are not usable with mount_fd */
+    const char *views_name;   /* interned: what ck_ns_child calls the views */
+    GDestroyNotify view_free; /* frees a NodeView's vdata; set once, before any */
 } NodeTable;
 
 /* A descriptor borrowed from the cache; release with node_fd_put. */
@@ -206,6 +208,9 @@ typedef struct {
 /* A table holding the root alone (a daemon that attaches then revives the
  * nodes its predecessor left: node_table_revive).  0 or -errno. */
 int node_table_init(NodeTable *t, const NodeTableSetup *s);
+/* What frees the views' data of a VIRTUAL or ALIAS node (NodeView.vdata),
+ * set before the views make any. */
+void node_table_set_view_free(NodeTable *t, GDestroyNotify view_free);
 /* The mount's atime rule changed (a remount): opens from now on follow it. */
 void node_set_noatime(NodeTable *t, bool noatime);
 void node_table_destroy(NodeTable *t);

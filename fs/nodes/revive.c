@@ -9,22 +9,22 @@
 
 Node *node_from_rec(const State *s, uint32_t slot, const NodeRec *r)
 {
-    Node *n = node_new((NodeKind)r->kind, (mode_t)r->type);
+    bool text = r->text_len != STATE_TEXT_LOST;
+    const KeyRec *k = r->kind != NODE_BACKING && text ? &s->keys[slot] : NULL;
+    /* another daemon's key: whole, or the node is lost */
+    if (k && !memchr(k->text, '\0', STATE_KEY_TEXT))
+        k = NULL;
+    Node *n = k ? node_new_view((NodeKind)r->kind, (mode_t)r->type, k->text)
+                : node_new((NodeKind)r->kind, (mode_t)r->type);
+    if (k)
+        n->view->vino = (ino_t)k->vino;
     n->generation = r->generation;
     n->key = (NodeKey){(dev_t)r->dev, (ino_t)r->ino};
     n->ns = (CkNs){.kind = (CkNsKind)r->ns_kind, .place = (CkPlace)r->ns_place};
-    bool text = r->text_len != STATE_TEXT_LOST;
     if (n->kind == NODE_BACKING) {
         const char *job = text ? state_job(s, r->job) : NULL;
         if (n->ns.kind == CK_NS_JOB)
             n->ns.job = job ? ck_intern(job) : NULL;
-    } else if (text) {
-        const KeyRec *k = &s->keys[slot];
-        /* another daemon's key: whole, or the node is lost */
-        if (memchr(k->text, '\0', STATE_KEY_TEXT)) {
-            n->view = node_view_new(k->text);
-            n->view->vino = (ino_t)k->vino;
-        }
     }
     /* a length past the record's room is not a handle: the node is lost */
     if (r->handle_len && r->handle_len <= STATE_HANDLE_BYTES)

@@ -188,13 +188,34 @@ int node_set_handle_from_fd(NodeTable *t, Node *n, int fd)
 
 /* ---- nodes ---- */
 
-Node *node_new(NodeKind kind, mode_t type)
+static Node *node_alloc(NodeKind kind, mode_t type, size_t extra)
 {
-    Node *n = g_new0(Node, 1);
+    Node *n = g_malloc0(sizeof *n + extra);
     n->kind = (uint8_t)kind;
     n->type = (uint16_t)(type & S_IFMT);
     n->pinned_fd = -1;
     return n;
+}
+
+Node *node_new(NodeKind kind, mode_t type)
+{
+    return node_alloc(kind, type, 0);
+}
+
+G_STATIC_ASSERT(sizeof(Node) % G_ALIGNOF(NodeView) == 0);
+
+Node *node_new_view(NodeKind kind, mode_t type, const char *vkey)
+{
+    size_t len = strlen(vkey);
+    Node *n = node_alloc(kind, type, sizeof(NodeView) + len + 1);
+    n->view = (NodeView *)(void *)(n + 1);
+    memcpy(n->view->vkey, vkey, len + 1);
+    return n;
+}
+
+void node_table_set_view_free(NodeTable *t, GDestroyNotify view_free)
+{
+    t->view_free = view_free;
 }
 
 void node_free(NodeTable *t, Node *n)
@@ -202,20 +223,11 @@ void node_free(NodeTable *t, Node *n)
     fdcache_drop(&t->fdcache, n);
     if (n->pinned_fd >= 0 && n != t->root)
         close(n->pinned_fd);
-    if (n->view && n->view->vdata && n->view->vdata_free)
-        n->view->vdata_free(n->view->vdata);
+    if (n->view && n->view->vdata && t->view_free)
+        t->view_free(n->view->vdata);
     nhandle_clear(&n->handle);
-    g_free(n->view);
     g_free(n->open);
-    g_free(n);
-}
-
-NodeView *node_view_new(const char *vkey)
-{
-    size_t len = strlen(vkey);
-    NodeView *v = g_malloc0(sizeof *v + len + 1);
-    memcpy(v->vkey, vkey, len + 1);
-    return v;
+    g_free(n); /* its NodeView too */
 }
 
 NodeOpen *node_open_state(Node *n)

@@ -17,8 +17,7 @@ Node *node_get_virtual(NodeTable *t, const char *vkey, void (*make)(Node *n, voi
     }
     g_mutex_unlock(&t->lock);
 
-    Node *fresh = node_new(NODE_VIRTUAL, 0);
-    fresh->view = node_view_new(vkey);
+    Node *fresh = node_new_view(NODE_VIRTUAL, 0, vkey);
     fresh->ns = (CkNs){.kind = CK_NS_VIEWS};
     make(fresh, ctx);
 
@@ -27,7 +26,6 @@ Node *node_get_virtual(NodeTable *t, const char *vkey, void (*make)(Node *n, voi
     if (n && !n->view->vdata && n->kind == fresh->kind) {
         /* a node a previous daemon left (node_table_revive): it gets its
          * views data back, and keeps its id, generation and number */
-        n->view->vdata_free = fresh->view->vdata_free;
         g_atomic_pointer_set(&n->view->vdata, g_steal_pointer(&fresh->view->vdata));
         if (!nhandle_present(&n->handle) && nhandle_present(&fresh->handle)) {
             nhandle_move(&n->handle, &fresh->handle);

@@ -529,7 +529,6 @@ static void make_virtual(Node *n, void *p)
     n->type = m->type;
     n->view->vino = m->vino;
     n->view->vdata = build_vnode(m);
-    n->view->vdata_free = vnode_free;
     m->used = true;
 }
 
@@ -546,7 +545,6 @@ static void make_alias(Node *n, void *p)
     if (fd >= 0 && fd != m->fd)
         close(fd);
     n->view->vdata = build_vnode(m);
-    n->view->vdata_free = vnode_free;
     m->used = true;
 }
 

@@ -30,6 +30,7 @@ int views_init(struct ckptfs *fs)
 {
     Views *v = viewstate_new(fs);
     fs->views = v;
+    node_table_set_view_free(&fs->nodes, vnode_free);
     atomic_store(&fs->metrics->catalog_jobs, v->early_names->len);
     return 0;
 }
@@ -181,7 +182,6 @@ static void make_top(Node *n, void *ctx)
     n->kind = NODE_VIRTUAL;
     n->type = k == VN_ROOT ? S_IFDIR : S_IFREG;
     n->view->vdata = vnode_new(k, NULL, NULL);
-    n->view->vdata_free = vnode_free;
     n->view->vino = top_vino(k);
 }
 
