@@ -33,7 +33,7 @@ struct file_handle *nhandle_fh(const NodeHandle *h, HandleBuf *buf);
 /* A node not in the table yet (no slot, no generation). */
 Node *node_new(NodeKind kind, mode_t type);
 /* The same with the views' part of a VIRTUAL or ALIAS node, keyed by
- * vkey, in the node's allocation (a walk of the views makes one a entry). */
+ * vkey, in the node's allocation (a walk of the views makes one an entry). */
 Node *node_new_view(NodeKind kind, mode_t type, const char *vkey);
 /* Frees a node out of the table (its cached descriptor too). */
 void node_free(NodeTable *t, Node *n);

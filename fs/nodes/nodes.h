@@ -110,9 +110,9 @@ typedef struct {
 } NodeView;
 
 /* Fields ordered so that little padding is left (120 bytes, a 128-byte
- * allocation): a walk of a million objects holds a million of these.  The key comes first: the
- * table of backing nodes maps the node to itself (a GHashTable set keeps no array of values), and a
- * NodeKey finds it. */
+ * allocation; a views node's NodeView follows in the same one): a walk of a million objects holds a
+ * million of these.  The key comes first: the table of backing nodes maps the node to itself (a
+ * GHashTable set keeps no array of values), and a NodeKey finds it. */
 typedef struct Node {
     /* backing object (BACKING, ALIAS) */
     NodeKey key;

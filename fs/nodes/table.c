@@ -209,7 +209,7 @@ Node *node_new_view(NodeKind kind, mode_t type, const char *vkey)
     size_t len = strlen(vkey);
     Node *n = node_alloc(kind, type, sizeof(NodeView) + len + 1);
     n->view = (NodeView *)(void *)(n + 1);
-    memcpy(n->view->vkey, vkey, len + 1);
+    memcpy(n->view->vkey, vkey, len); /* the NUL is the allocation's zero */
     return n;
 }
 
