@@ -315,11 +315,12 @@ static const char *prefix_below(const char *rel, const char *prefix)
     return prefix + rl + 1;
 }
 
-/* The backing path layer ly maps tree dir vn to (g_free), NULL when vn is
- * not at or below the layer's prefix. */
-static char *layer_dir_path(const CkLayer *ly, const VNode *vn)
+/* The backing path layer ly maps tree path rel to (g_free), NULL when rel
+ * is not at or below the layer's prefix (a component of the prefix has no
+ * object of its own). */
+static char *layer_rel_path(const CkLayer *ly, const char *rel)
 {
-    const char *sub = below_prefix(vn->rel, ly->prefix);
+    const char *sub = below_prefix(rel, ly->prefix);
     return sub ? layer_path(ly, sub) : NULL;
 }
 
@@ -335,7 +336,7 @@ static void listing_gather(struct ckptfs *fs, JobView *jv, const VNode *vn, List
     }
     for (guint i = 0; i < layers->len; i++) {
         const CkLayer *ly = layers->pdata[i];
-        g_autofree char *path = layer_dir_path(ly, vn);
+        g_autofree char *path = layer_rel_path(ly, vn->rel);
         if (path) {
             int fd = backing_open(fs, ly, path, O_RDONLY | O_DIRECTORY);
             if (fd < 0)
@@ -406,7 +407,7 @@ static bool listing_current(struct ckptfs *fs, JobView *jv, const VNode *vn, Lis
             return false;
         /* the same snapshot version as the listing's: the same layers */
         const CkLayer *ly = layers->pdata[s->layer];
-        g_autofree char *path = layer_dir_path(ly, vn);
+        g_autofree char *path = layer_rel_path(ly, vn->rel);
         if (!path)
             return false;
         int fd = backing_open(fs, ly, path, O_PATH | O_DIRECTORY);
@@ -653,7 +654,7 @@ static int layer_dirfd(struct ckptfs *fs, const VNode *pv, const CkLayer *ly, in
                        guint i)
 {
     if (layer_fds[i] == -2) {
-        g_autofree char *path = layer_dir_path(ly, pv);
+        g_autofree char *path = layer_rel_path(ly, pv->rel);
         int fd = path ? backing_open(fs, ly, path, O_PATH | O_DIRECTORY) : -1;
         layer_fds[i] = fd < 0 ? -1 : fd;
     }
@@ -711,9 +712,9 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
         if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             return -ENOENT;
     } else {
-        g_autofree char *bpath = ent->layer_root
-                                     ? g_strdup(m.ly->backing)
-                                     : layer_path(m.ly, below_prefix(rel, m.ly->prefix));
+        g_autofree char *bpath = layer_rel_path(m.ly, rel);
+        if (!bpath)
+            return -ENOENT;
         fd = backing_open(fs, m.ly, bpath, O_PATH | O_NOFOLLOW);
         if (fd < 0)
             return fd == -ELOOP || fd == -ENOTDIR ? -ENOENT : fd;
@@ -1133,9 +1134,7 @@ int jv_provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p)
         return 0;
     const CkLayer *ly = layers->pdata[layer];
     p->source = ly->source;
-    const char *sub = below_prefix(rel, ly->prefix);
-    if (sub) /* else a component of the layer's prefix: no object of its own */
-        p->backing = layer_path(ly, sub);
+    p->backing = layer_rel_path(ly, rel);
     tree_generation(vn, ly, rel, p);
     return 0;
 }
