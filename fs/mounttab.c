@@ -34,12 +34,15 @@ static bool names_atime_rule(const char *opts)
 
 /* statfs always reaches the daemon (a stat may be answered from the
  * kernel's attribute cache), and only a dead one makes it fail with
- * ENOTCONN (or ECONNABORTED: a request the dead daemon's ring entries
- * held); EACCES is a mount without allow_other. */
+ * ENOTCONN; over io_uring the first requests after its death end with
+ * ECONNABORTED (held by its ring entries when the connection was aborted)
+ * or ECANCELED (handed to one of its entries while it exited). EACCES is a
+ * mount without allow_other. */
 bool mounttab_serving(const char *mnt)
 {
     struct statfs sfs;
-    return statfs(mnt, &sfs) == 0 || (errno != ENOTCONN && errno != ECONNABORTED);
+    return statfs(mnt, &sfs) == 0 ||
+           (errno != ENOTCONN && errno != ECONNABORTED && errno != ECANCELED);
 }
 
 char *mounttab_live_ckptfs(const char *mnt)

@@ -17,11 +17,16 @@
 
 #define FUSE_SUPER_MAGIC 0x65735546
 
+bool mountrun_gone_errno(int err)
+{
+    return err == ENOTCONN || err == ECONNABORTED || err == ECANCELED;
+}
+
 MountState mountrun_state(const char *mnt)
 {
     struct statfs sf, psf;
     if (statfs(mnt, &sf) != 0)
-        return errno == ENOTCONN || errno == ECONNABORTED ? MOUNTRUN_DEAD : MOUNTRUN_NONE;
+        return mountrun_gone_errno(errno) ? MOUNTRUN_DEAD : MOUNTRUN_NONE;
     if ((unsigned long)sf.f_type != FUSE_SUPER_MAGIC)
         return MOUNTRUN_NONE;
     g_autofree char *parent = g_path_get_dirname(mnt);
@@ -32,7 +37,7 @@ MountState mountrun_state(const char *mnt)
      * attribute cache, which would answer a later stat of a dead mount) */
     struct stat a, b;
     if (stat(mnt, &b) != 0)
-        return errno == ENOTCONN || errno == ECONNABORTED ? MOUNTRUN_DEAD : MOUNTRUN_NONE;
+        return mountrun_gone_errno(errno) ? MOUNTRUN_DEAD : MOUNTRUN_NONE;
     if (stat(parent, &a) == 0 && a.st_dev == b.st_dev)
         return MOUNTRUN_NONE;
     return MOUNTRUN_LIVE;

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "mountrun.h"
 
 /* The bytes of commit i: 12 KiB that differ per commit and per offset. */
 static char *commit_bytes(unsigned i, size_t *len)
@@ -133,10 +134,9 @@ static void assert_commit_whole(const char *dir, unsigned i)
 static bool is_stale(Mount *m)
 {
     /* statfs always asks the daemon (a stat may come from the kernel's
-     * attribute cache); over io_uring the first request after the death
-     * ends as aborted */
+     * attribute cache) */
     struct statfs sfs;
-    return statfs(m->mnt, &sfs) < 0 && (errno == ENOTCONN || errno == ECONNABORTED);
+    return statfs(m->mnt, &sfs) < 0 && mountrun_gone_errno(errno);
 }
 
 /* A killed daemon's mount goes stale once the kernel has let go of its
