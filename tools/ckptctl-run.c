@@ -151,7 +151,7 @@ static void remove_tree(const char *path)
 
 /* A run killed together with its daemon and the auto_unmount helper (CTest's
  * timeout SIGKILLs the whole process tree) leaves a dead mount at its private
- * mountpoint.  A dead mount answers ENOTCONN (statfs), which a live run's never does:
+ * mountpoint.  A dead mount fails statfs as only a dead one does (mountrun_state):
  * detach those under root and remove what their run left in its directory. */
 static void clear_dead_runs(const char *root)
 {

@@ -12,7 +12,7 @@
 typedef enum {
     MOUNTRUN_NONE, /* no mount at the path */
     MOUNTRUN_LIVE, /* a FUSE mount whose daemon answers */
-    MOUNTRUN_DEAD, /* a FUSE mount whose daemon is gone (ENOTCONN) */
+    MOUNTRUN_DEAD, /* a FUSE mount whose daemon is gone (mountrun_gone_errno) */
 } MountState;
 
 /* Whether a request's errno says the mount's daemon is gone: ENOTCONN, or,
