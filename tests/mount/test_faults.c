@@ -1,11 +1,14 @@
 /* Faults: kill -9 of the daemon in the
  * middle of a stream of checkpoint commits loses no commit that returned
- * success and a remount on the same mountpoint works; a full backing file
+ * success and a remount on the same mountpoint works; requests in flight
+ * when it dies fail as a dead mount's do; a full backing file
  * system gives ENOSPC and nothing else; a file removed behind the mount's
  * back stays readable through the descriptor that holds it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -154,6 +157,78 @@ static bool goes_stale(Mount *m)
         g_usleep(50000);
     }
     return false;
+}
+
+/* One caller per CPU (over io_uring each CPU has its own queue) asking
+ * statfs until the first failure. */
+typedef struct {
+    const char *mnt;
+    int cpu;
+    int err;
+    guint64 answered;
+} Asker;
+
+static void *ask_until_it_fails(void *p)
+{
+    Asker *a = p;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(a->cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    struct statfs sfs;
+    while (statfs(a->mnt, &sfs) == 0)
+        a->answered++;
+    a->err = errno;
+    return NULL;
+}
+
+/* Requests on every queue when the daemon is killed: each caller's first
+ * failure must be one that says "the daemon is gone" (what the restart's
+ * check and ckptctl run's clearing go by); over io_uring a request handed
+ * to a ring entry while the daemon exits ends ECANCELED, not ENOTCONN.
+ * Then a new daemon mounts over the dead mount at once. */
+static void test_kill_9_amid_requests(void **state)
+{
+    (void)state;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = (int)CLAMP(ncpu, 1, 8);
+    Mount *m = mount_new();
+    GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+    for (int round = 0; round < 5; round++) {
+        assert_int_equal(mount_start(m, NULL), 0);
+        Asker askers[8];
+        pthread_t threads[8];
+        for (int i = 0; i < n; i++) {
+            askers[i] = (Asker){.mnt = m->mnt, .cpu = i};
+            assert_int_equal(pthread_create(&threads[i], NULL, ask_until_it_fails, &askers[i]), 0);
+        }
+        g_usleep(50 * 1000);
+        assert_int_equal(kill(m->pid, SIGKILL), 0);
+        int status;
+        assert_int_equal(waitpid(m->pid, &status, 0), m->pid);
+        m->pid = 0;
+        m->exit_status = 0;
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(pthread_join(threads[i], NULL), 0);
+            assert_true(askers[i].answered > 0);
+            if (!mountrun_gone_errno(askers[i].err))
+                fail_msg("a statfs in flight at the kill failed with %s",
+                         g_strerror(askers[i].err));
+            int count = GPOINTER_TO_INT(g_hash_table_lookup(seen, GINT_TO_POINTER(askers[i].err)));
+            g_hash_table_insert(seen, GINT_TO_POINTER(askers[i].err), GINT_TO_POINTER(count + 1));
+        }
+        assert_true(goes_stale(m));
+    }
+    assert_int_equal(mount_start(m, NULL), 0); /* it clears the dead mount itself */
+    assert_int_equal(mount_stop(m), 0);
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, seen);
+    while (g_hash_table_iter_next(&it, &k, &v))
+        print_message("first failure at the kill: %s, %d callers\n", g_strerror(GPOINTER_TO_INT(k)),
+                      GPOINTER_TO_INT(v));
+    g_hash_table_destroy(seen);
+    mount_free(m);
 }
 
 /* Three rounds: commits stream into the mount, the daemon is killed with
@@ -609,6 +684,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill_9_during_commits),
         cmocka_unit_test(test_kill_9_during_commits_writeback),
+        cmocka_unit_test(test_kill_9_amid_requests),
         cmocka_unit_test(test_sigterm_during_commits),
         cmocka_unit_test_setup_teardown(test_backing_full, setup_full, teardown_full),
         cmocka_unit_test_setup_teardown(test_backing_full, setup_full_writeback, teardown_full),
