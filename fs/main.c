@@ -53,11 +53,11 @@ static int setup_error(struct ckptfs *fs, int code, const char *fmt, ...)
     return code;
 }
 
-/* A daemon killed without unmounting leaves a mount whose every request
- * fails with ENOTCONN; detach it so the new mount can take its place. */
+/* A ckptfs daemon killed without unmounting leaves a mount whose every
+ * request fails (ENOTCONN); detach it so the new mount can take its place. */
 static void clear_stale_mount(const char *mnt)
 {
-    if (mounttab_serving(mnt))
+    if (!mounttab_dead_ckptfs(mnt))
         return;
     g_message("ckptfs: %s: clearing a stale mount left by a dead daemon", mnt);
     if (!unmount_lazily(mnt, 0))
@@ -195,14 +195,15 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
         if (!real)
             return setup_error(fs, 2, "mount point %s: %s", mountpoint, g_strerror(errno));
         fs->mountpoint = real;
-        if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
-            return setup_error(fs, 2, "%s: not a directory", mountpoint);
+        /* before the stat: a live mount's root may fail it (its backing gone) */
         g_autofree char *serving = mounttab_live_ckptfs(real);
         if (serving)
             return setup_error(fs, 2,
                                "%s: a live ckptfs (of %s) already serves this mount point; "
                                "unmount it first (fusermount3 -u)",
                                real, serving);
+        if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+            return setup_error(fs, 2, "%s: not a directory", mountpoint);
         if (strlen(real) >= sizeof fs->state.hdr->mountpoint)
             return setup_error(fs, 2, "%s: path too long", mountpoint);
     }

@@ -32,13 +32,15 @@ static bool names_atime_rule(const char *opts)
     return false;
 }
 
-/* statfs always reaches the daemon (a stat may be answered from the
- * kernel's attribute cache), and only a dead one makes it fail with
- * ENOTCONN; over io_uring the first requests after its death end with
- * ECONNABORTED (held by its ring entries when the connection was aborted)
- * or ECANCELED (handed to one of its entries while it exited). EACCES is a
- * mount without allow_other. */
-bool mounttab_serving(const char *mnt)
+/* Whether no dead daemon's mount is at mnt: true for a live one, and for a
+ * directory nothing is mounted on.  statfs always reaches the daemon (a
+ * stat may be answered from the kernel's attribute cache), and only a dead
+ * one makes it fail with ENOTCONN, ECONNABORTED (a request in flight when
+ * the connection was aborted) or, over io_uring, ECANCELED (handed to one
+ * of its ring entries while it exited); a live ckptfs never answers with
+ * these (the backing's are turned into EIO).  EACCES is a mount without
+ * allow_other. */
+static bool mounttab_serving(const char *mnt)
 {
     struct statfs sfs;
     return statfs(mnt, &sfs) == 0 ||
@@ -54,6 +56,16 @@ char *mounttab_live_ckptfs(const char *mnt)
         source = g_strdup(mnt_fs_get_source(top) ? mnt_fs_get_source(top) : "?");
     mnt_unref_table(tb);
     return source;
+}
+
+bool mounttab_dead_ckptfs(const char *mnt)
+{
+    struct libmnt_table *tb = NULL;
+    struct libmnt_fs *top = top_mount_at(mnt, &tb);
+    bool dead =
+        top && g_strcmp0(mnt_fs_get_fstype(top), "fuse.ckptfs") == 0 && !mounttab_serving(mnt);
+    mnt_unref_table(tb);
+    return dead;
 }
 
 bool mounttab_has_ckptfs_of(const char *backing)

@@ -13,13 +13,13 @@
  * NULL: nothing, another file system, or a dead daemon's mount. */
 char *mounttab_live_ckptfs(const char *mnt);
 
+/* Whether the top mount at mnt (a real path) is a ckptfs whose daemon is
+ * gone: another file system's dead mount is not ours to clear. */
+bool mounttab_dead_ckptfs(const char *mnt);
+
 /* Whether a ckptfs mount of the backing directory backing (a realpath),
  * by its source, is in the mount table. */
 bool mounttab_has_ckptfs_of(const char *backing);
-
-/* Whether no dead daemon's mount is at mnt: true for a live one, and for a
- * directory nothing is mounted on. */
-bool mounttab_serving(const char *mnt);
 
 /* The atime rule of the mount at mnt (a real path) now, as mount(2)'s
  * flags (MS_NOATIME, MS_RELATIME, MS_NODIRATIME; neither of the first two

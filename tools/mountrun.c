@@ -22,11 +22,23 @@ bool mountrun_gone_errno(int err)
     return err == ENOTCONN || err == ECONNABORTED || err == ECANCELED;
 }
 
+/* What a failed statfs or stat of mnt says: a dead daemon, no such path,
+ * or a daemon that answered with an error (EIO, or EACCES from a mount
+ * without allow_other). */
+static MountState failed_state(int err)
+{
+    if (mountrun_gone_errno(err))
+        return MOUNTRUN_DEAD;
+    if (err == ENOENT || err == ENOTDIR || err == ELOOP || err == ENAMETOOLONG)
+        return MOUNTRUN_NONE;
+    return MOUNTRUN_LIVE;
+}
+
 MountState mountrun_state(const char *mnt)
 {
     struct statfs sf, psf;
     if (statfs(mnt, &sf) != 0)
-        return mountrun_gone_errno(errno) ? MOUNTRUN_DEAD : MOUNTRUN_NONE;
+        return failed_state(errno);
     if ((unsigned long)sf.f_type != FUSE_SUPER_MAGIC)
         return MOUNTRUN_NONE;
     g_autofree char *parent = g_path_get_dirname(mnt);
@@ -37,7 +49,7 @@ MountState mountrun_state(const char *mnt)
      * attribute cache, which would answer a later stat of a dead mount) */
     struct stat a, b;
     if (stat(mnt, &b) != 0)
-        return mountrun_gone_errno(errno) ? MOUNTRUN_DEAD : MOUNTRUN_NONE;
+        return failed_state(errno);
     if (stat(parent, &a) == 0 && a.st_dev == b.st_dev)
         return MOUNTRUN_NONE;
     return MOUNTRUN_LIVE;

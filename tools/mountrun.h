@@ -15,13 +15,14 @@ typedef enum {
     MOUNTRUN_DEAD, /* a FUSE mount whose daemon is gone (mountrun_gone_errno) */
 } MountState;
 
-/* Whether a request's errno says the mount's daemon is gone: ENOTCONN, or,
- * over io_uring, for the first requests after its death, ECONNABORTED (held
- * by the dead daemon's ring entries when the connection was aborted) or
- * ECANCELED (handed to one of its entries while it exited). */
+/* Whether a request's errno says the mount's daemon is gone: ENOTCONN;
+ * ECONNABORTED for a request in flight when the connection was aborted;
+ * over io_uring, ECANCELED for one handed to a ring entry of the daemon
+ * while it exited. */
 bool mountrun_gone_errno(int err);
 
-/* What is at mnt, from statfs, which always reaches the daemon: a stat may
+/* What is at mnt, from statfs, which always reaches the daemon (a daemon
+ * that answers with an error, EIO or EACCES, is live): a stat may
  * be answered from the kernel's cache even for a dead one, so none is made
  * unless the parent is a FUSE file system too (then a directory that is not
  * a mount point has its parent's st_dev). */
