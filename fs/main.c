@@ -55,9 +55,9 @@ static int setup_error(struct ckptfs *fs, int code, const char *fmt, ...)
 
 /* A ckptfs daemon killed without unmounting leaves a mount whose every
  * request fails (ENOTCONN); detach it so the new mount can take its place. */
-static void clear_stale_mount(const char *mnt)
+static void clear_stale_mount(const char *mnt, const char *fstype)
 {
-    if (!mounttab_dead_ckptfs(mnt))
+    if (!mounttab_dead_ckptfs(mnt, fstype))
         return;
     g_message("ckptfs: %s: clearing a stale mount left by a dead daemon", mnt);
     if (!unmount_lazily(mnt, 0))
@@ -190,19 +190,21 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
     bool attach = fs->state.attached;
     struct stat st;
     if (!attach) {
-        clear_stale_mount(mountpoint);
+        clear_stale_mount(mountpoint, o->fstype);
         char *real = realpath(mountpoint, NULL);
         if (!real)
             return setup_error(fs, 2, "mount point %s: %s", mountpoint, g_strerror(errno));
         fs->mountpoint = real;
         /* before the stat: a live mount's root may fail it (its backing gone) */
-        g_autofree char *serving = mounttab_live_ckptfs(real);
+        g_autofree char *serving = mounttab_live_ckptfs(real, o->fstype);
         if (serving)
             return setup_error(fs, 2,
                                "%s: a live ckptfs (of %s) already serves this mount point; "
                                "unmount it first (fusermount3 -u)",
                                real, serving);
-        if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+        if (stat(real, &st) < 0)
+            return setup_error(fs, 2, "mount point %s: %s", mountpoint, g_strerror(errno));
+        if (!S_ISDIR(st.st_mode))
             return setup_error(fs, 2, "%s: not a directory", mountpoint);
         if (strlen(real) >= sizeof fs->state.hdr->mountpoint)
             return setup_error(fs, 2, "%s: path too long", mountpoint);
@@ -611,7 +613,7 @@ int main(int argc, char *argv[])
     bool daemonized = false;
     mount_opts = mount_options_text(&args);
     if (has_mount_option(&args, "remount") && c.mountpoint) {
-        rc = mounttab_remount(c.mountpoint, mount_opts);
+        rc = mounttab_remount(c.mountpoint, mount_opts, fs.opt.fstype);
         goto out;
     }
     fs.atime_rule = mounttab_atime_rule_of(mount_opts);

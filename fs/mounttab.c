@@ -47,23 +47,22 @@ static bool mounttab_serving(const char *mnt)
            (errno != ENOTCONN && errno != ECONNABORTED && errno != ECANCELED);
 }
 
-char *mounttab_live_ckptfs(const char *mnt)
+char *mounttab_live_ckptfs(const char *mnt, const char *fstype)
 {
     struct libmnt_table *tb = NULL;
     struct libmnt_fs *top = top_mount_at(mnt, &tb);
     char *source = NULL;
-    if (top && g_strcmp0(mnt_fs_get_fstype(top), "fuse.ckptfs") == 0 && mounttab_serving(mnt))
+    if (top && g_strcmp0(mnt_fs_get_fstype(top), fstype) == 0 && mounttab_serving(mnt))
         source = g_strdup(mnt_fs_get_source(top) ? mnt_fs_get_source(top) : "?");
     mnt_unref_table(tb);
     return source;
 }
 
-bool mounttab_dead_ckptfs(const char *mnt)
+bool mounttab_dead_ckptfs(const char *mnt, const char *fstype)
 {
     struct libmnt_table *tb = NULL;
     struct libmnt_fs *top = top_mount_at(mnt, &tb);
-    bool dead =
-        top && g_strcmp0(mnt_fs_get_fstype(top), "fuse.ckptfs") == 0 && !mounttab_serving(mnt);
+    bool dead = top && g_strcmp0(mnt_fs_get_fstype(top), fstype) == 0 && !mounttab_serving(mnt);
     mnt_unref_table(tb);
     return dead;
 }
@@ -112,7 +111,7 @@ unsigned long mounttab_atime_rule_of(const char *opts)
     return flags & ATIME_FLAGS;
 }
 
-int mounttab_remount(const char *mountpoint, const char *opts)
+int mounttab_remount(const char *mountpoint, const char *opts, const char *fstype)
 {
     char *real = realpath(mountpoint, NULL);
     if (!real) {
@@ -127,7 +126,7 @@ int mounttab_remount(const char *mountpoint, const char *opts)
      * which refuses every user but its own without allow_other */
     g_autofree char *now = top ? g_strdup(mnt_fs_get_vfs_options(top)) : NULL;
     g_autofree char *sb_now = top ? g_strdup(mnt_fs_get_fs_options(top)) : NULL;
-    bool ours = top && g_strcmp0(mnt_fs_get_fstype(top), "fuse.ckptfs") == 0;
+    bool ours = top && g_strcmp0(mnt_fs_get_fstype(top), fstype) == 0;
     mnt_unref_table(tb);
     if (!ours || !mounttab_serving(mnt)) {
         fprintf(stderr, "ckptfs: %s: no live ckptfs is mounted here to remount\n", mnt);

@@ -9,13 +9,16 @@
 
 #include <stdbool.h>
 
+/* fstype: the mount table's type of a ckptfs mount, "fuse.ckptfs" unless
+ * -o subtype= names another (FsOptions.fstype). */
+
 /* The source of the live ckptfs mounted at mnt (a real path; g_free), or
  * NULL: nothing, another file system, or a dead daemon's mount. */
-char *mounttab_live_ckptfs(const char *mnt);
+char *mounttab_live_ckptfs(const char *mnt, const char *fstype);
 
 /* Whether the top mount at mnt (a real path) is a ckptfs whose daemon is
  * gone: another file system's dead mount is not ours to clear. */
-bool mounttab_dead_ckptfs(const char *mnt);
+bool mounttab_dead_ckptfs(const char *mnt, const char *fstype);
 
 /* Whether a ckptfs mount of the backing directory backing (a realpath),
  * by its source, is in the mount table. */
@@ -34,4 +37,4 @@ unsigned long mounttab_atime_rule_of(const char *opts);
 /* Remounts the live ckptfs at mountpoint with the mount flags that opts
  * name, the flags it does not name kept.  Returns the exit status, having
  * said on stderr why it failed. */
-int mounttab_remount(const char *mountpoint, const char *opts);
+int mounttab_remount(const char *mountpoint, const char *opts, const char *fstype);

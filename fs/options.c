@@ -105,6 +105,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
         return 1;
     case KEY_SUBTYPE:
         opt->has_subtype = true;
+        g_free(opt->fstype);
+        opt->fstype = g_strconcat("fuse.", arg + strlen("subtype="), NULL);
         return 1;
     default:
         return 1;
@@ -566,8 +568,10 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
         }
         fuse_opt_add_arg(args, o->str);
     }
-    if (!opt->has_subtype)
+    if (!opt->has_subtype) {
         fuse_opt_add_arg(args, "-osubtype=ckptfs");
+        opt->fstype = g_strdup("fuse.ckptfs");
+    }
     if (opt->no_default_permissions) {
         /* the daemon does not check every operation as the caller (link,
          * opens after setfsuid, the kernel's clear-setuid setattr): leaving
@@ -608,6 +612,7 @@ void fs_options_clear(FsOptions *opt)
     free(opt->log_level);
     g_free(opt->backing_arg);
     g_free(opt->mountpoint_arg);
+    g_free(opt->fstype);
     if (opt->job_legacy_backends)
         g_hash_table_unref(opt->job_legacy_backends);
     memset(opt, 0, sizeof *opt);

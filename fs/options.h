@@ -78,6 +78,7 @@ typedef struct {
     bool default_permissions;     /* the kernel checks permissions */
     unsigned max_read;            /* -o max_read=N (left for libfuse too), or ours */
     bool has_fsname, has_subtype; /* given: else the backing dir and "ckptfs" */
+    char *fstype;                 /* the mount table's type of this mount: fuse.<subtype> */
 
     /* parsing state */
     int nonopts;

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <glib.h>
+#include <libmount.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,23 +23,32 @@ bool mountrun_gone_errno(int err)
     return err == ENOTCONN || err == ECONNABORTED || err == ECANCELED;
 }
 
-/* What a failed statfs or stat of mnt says: a dead daemon, no such path,
- * or a daemon that answered with an error (EIO, or EACCES from a mount
- * without allow_other). */
-static MountState failed_state(int err)
+/* Whether the mount table has a FUSE file system mounted at mnt. */
+static bool fuse_mounted_at(const char *mnt)
+{
+    struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+    struct libmnt_fs *fs = tb ? mnt_table_find_target(tb, mnt, MNT_ITER_BACKWARD) : NULL;
+    const char *type = fs ? mnt_fs_get_fstype(fs) : NULL;
+    bool fuse = type && (strcmp(type, "fuse") == 0 || g_str_has_prefix(type, "fuse."));
+    mnt_unref_table(tb);
+    return fuse;
+}
+
+/* What a failed statfs or stat of mnt says: a dead daemon, or, for another
+ * error (EIO, or EACCES from a mount without allow_other), a live one if a
+ * FUSE file system is mounted there. */
+static MountState failed_state(const char *mnt, int err)
 {
     if (mountrun_gone_errno(err))
         return MOUNTRUN_DEAD;
-    if (err == ENOENT || err == ENOTDIR || err == ELOOP || err == ENAMETOOLONG)
-        return MOUNTRUN_NONE;
-    return MOUNTRUN_LIVE;
+    return fuse_mounted_at(mnt) ? MOUNTRUN_LIVE : MOUNTRUN_NONE;
 }
 
 MountState mountrun_state(const char *mnt)
 {
     struct statfs sf, psf;
     if (statfs(mnt, &sf) != 0)
-        return failed_state(errno);
+        return failed_state(mnt, errno);
     if ((unsigned long)sf.f_type != FUSE_SUPER_MAGIC)
         return MOUNTRUN_NONE;
     g_autofree char *parent = g_path_get_dirname(mnt);
@@ -49,7 +59,7 @@ MountState mountrun_state(const char *mnt)
      * attribute cache, which would answer a later stat of a dead mount) */
     struct stat a, b;
     if (stat(mnt, &b) != 0)
-        return failed_state(errno);
+        return failed_state(mnt, errno);
     if (stat(parent, &a) == 0 && a.st_dev == b.st_dev)
         return MOUNTRUN_NONE;
     return MOUNTRUN_LIVE;

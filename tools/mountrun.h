@@ -21,8 +21,9 @@ typedef enum {
  * while it exited. */
 bool mountrun_gone_errno(int err);
 
-/* What is at mnt, from statfs, which always reaches the daemon (a daemon
- * that answers with an error, EIO or EACCES, is live): a stat may
+/* What is at mnt, from statfs, which always reaches the daemon (one that
+ * answers with an error, EIO or EACCES, is live if the mount table has a
+ * FUSE mount there): a stat may
  * be answered from the kernel's cache even for a dead one, so none is made
  * unless the parent is a FUSE file system too (then a directory that is not
  * a mount point has its parent's st_dev). */

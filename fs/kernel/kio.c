@@ -437,11 +437,25 @@ static void amend_open(struct iovec *iov, int count, int32_t backing_id)
     o->backing_id = backing_id;
 }
 
+/* A backing directory on a network or FUSE mount whose server is gone
+ * answers ENOTCONN, ECONNABORTED or ECANCELED; from this mount those say
+ * that its own daemon is gone, which is how a restart of ckptfs and
+ * `ckptctl run` tell a dead mount (and detach it).  Every reply, those
+ * libfuse makes itself too (a read spliced from a backing file), says EIO
+ * instead; .metrics counts the backing's errno. */
+static void mask_gone(struct kio_out_header *oh)
+{
+    if (oh->error == -ENOTCONN || oh->error == -ECONNABORTED || oh->error == -ECANCELED)
+        oh->error = -EIO;
+}
+
 static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
     Kio *k = kio_of(userdata);
     bool reply = count >= 1 && iov[0].iov_len >= sizeof(struct kio_out_header) &&
                  ((const struct kio_out_header *)iov[0].iov_base)->unique != 0;
+    if (reply)
+        mask_gone(iov[0].iov_base);
     bool init_reply = false;
     if (tls_backing_id) {
         amend_open(iov, count, tls_backing_id);

@@ -57,12 +57,7 @@ extern const HandleType dir_handle_type;  /* dirs.c */
 
 static inline void reply_err(struct ckptfs *fs, fuse_req_t req, int err)
 {
-    /* err: 0 or -errno.  A backing directory on a network or FUSE mount
-     * whose server is gone gives these; from this mount they would say that
-     * its own daemon is gone, which is how a restart and ckptctl run tell a
-     * dead mount (and detach it) */
-    if (err == -ENOTCONN || err == -ECONNABORTED || err == -ECANCELED)
-        err = -EIO;
+    /* err: 0 or -errno */
     fs_metric_err(fs->metrics, -err);
     fuse_reply_err(req, -err);
 }
