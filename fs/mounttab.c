@@ -1,5 +1,6 @@
 /* The mount table through libmount, and remounting a live mount. */
 #include "mounttab.h"
+#include "mount_gone.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -35,16 +36,12 @@ static bool names_atime_rule(const char *opts)
 /* Whether no dead daemon's mount is at mnt: true for a live one, and for a
  * directory nothing is mounted on.  statfs always reaches the daemon (a
  * stat may be answered from the kernel's attribute cache), and only a dead
- * one makes it fail with ENOTCONN, ECONNABORTED (a request in flight when
- * the connection was aborted) or, over io_uring, ECANCELED (handed to one
- * of its ring entries while it exited); a live ckptfs never answers with
- * these (the backing's are turned into EIO).  EACCES is a mount without
+ * one makes it fail as mount_gone.h says; EACCES is a mount without
  * allow_other. */
 static bool mounttab_serving(const char *mnt)
 {
     struct statfs sfs;
-    return statfs(mnt, &sfs) == 0 ||
-           (errno != ENOTCONN && errno != ECONNABORTED && errno != ECANCELED);
+    return statfs(mnt, &sfs) == 0 || !ck_mount_gone_errno(errno);
 }
 
 char *mounttab_live_ckptfs(const char *mnt, const char *fstype)

@@ -1,5 +1,6 @@
 /* A FUSE mount served by a child process (mountrun.h). */
 #include "mountrun.h"
+#include "mount_gone.h"
 
 #include <dirent.h>
 
@@ -18,11 +19,6 @@
 
 #define FUSE_SUPER_MAGIC 0x65735546
 
-bool mountrun_gone_errno(int err)
-{
-    return err == ENOTCONN || err == ECONNABORTED || err == ECANCELED;
-}
-
 /* Whether the mount table has a FUSE file system mounted at mnt. */
 static bool fuse_mounted_at(const char *mnt)
 {
@@ -39,7 +35,7 @@ static bool fuse_mounted_at(const char *mnt)
  * FUSE file system is mounted there. */
 static MountState failed_state(const char *mnt, int err)
 {
-    if (mountrun_gone_errno(err))
+    if (ck_mount_gone_errno(err))
         return MOUNTRUN_DEAD;
     return fuse_mounted_at(mnt) ? MOUNTRUN_LIVE : MOUNTRUN_NONE;
 }

@@ -12,14 +12,8 @@
 typedef enum {
     MOUNTRUN_NONE, /* no mount at the path */
     MOUNTRUN_LIVE, /* a FUSE mount whose daemon answers */
-    MOUNTRUN_DEAD, /* a FUSE mount whose daemon is gone (mountrun_gone_errno) */
+    MOUNTRUN_DEAD, /* a FUSE mount whose daemon is gone (mount_gone.h) */
 } MountState;
-
-/* Whether a request's errno says the mount's daemon is gone: ENOTCONN;
- * ECONNABORTED for a request in flight when the connection was aborted;
- * over io_uring, ECANCELED for one handed to a ring entry of the daemon
- * while it exited. */
-bool mountrun_gone_errno(int err);
 
 /* What is at mnt, from statfs, which always reaches the daemon (one that
  * answers with an error, EIO or EACCES, is live if the mount table has a

@@ -1,4 +1,5 @@
 #include "kio.h"
+#include "mount_gone.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -438,14 +439,13 @@ static void amend_open(struct iovec *iov, int count, int32_t backing_id)
 }
 
 /* A backing directory on a network or FUSE mount whose server is gone
- * answers ENOTCONN, ECONNABORTED or ECANCELED; from this mount those say
- * that its own daemon is gone, which is how a restart of ckptfs and
- * `ckptctl run` tell a dead mount (and detach it).  Every reply, those
- * libfuse makes itself too (a read spliced from a backing file), says EIO
- * instead; .metrics counts the backing's errno. */
+ * answers with the errnos that, from this mount, say that its own daemon
+ * is gone (mount_gone.h): every reply, those libfuse makes itself too (a
+ * read spliced from a backing file), says EIO instead; .metrics counts the
+ * backing's errno. */
 static void mask_gone(struct kio_out_header *oh)
 {
-    if (oh->error == -ENOTCONN || oh->error == -ECONNABORTED || oh->error == -ECANCELED)
+    if (ck_mount_gone_errno(-oh->error))
         oh->error = -EIO;
 }
 

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "mount_gone.h"
 #include "mountrun.h"
 
 /* Runs ckptfs with argv (after the binary), returns the exit code and the
@@ -211,7 +212,7 @@ static void test_kill_9_then_remount(void **state)
     struct statfs sfs;
     errno = 0;
     assert_int_equal(statfs(m->mnt, &sfs), -1);
-    assert_true(mountrun_gone_errno(errno));
+    assert_true(ck_mount_gone_errno(errno));
     g_autofree char *text = get_file(bf);
     assert_string_equal(text, "committed");
     /* the new daemon clears the dead mount itself */

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "mount_gone.h"
 #include "mountrun.h"
 
 /* The bytes of commit i: 12 KiB that differ per commit and per offset. */
@@ -139,7 +140,7 @@ static bool is_stale(Mount *m)
     /* statfs always asks the daemon (a stat may come from the kernel's
      * attribute cache) */
     struct statfs sfs;
-    return statfs(m->mnt, &sfs) < 0 && mountrun_gone_errno(errno);
+    return statfs(m->mnt, &sfs) < 0 && ck_mount_gone_errno(errno);
 }
 
 /* A killed daemon's mount goes stale once the kernel has let go of its
@@ -260,7 +261,7 @@ static void test_kill_9_amid_requests(void **state)
             size_t k = 0;
             while (k < G_N_ELEMENTS(gone) && gone[k] != askers[i].err)
                 k++;
-            if (k == G_N_ELEMENTS(gone) || !mountrun_gone_errno(askers[i].err))
+            if (k == G_N_ELEMENTS(gone) || !ck_mount_gone_errno(askers[i].err))
                 fail_msg("a statfs in flight at the kill failed with %s",
                          g_strerror(askers[i].err));
             seen[k]++;

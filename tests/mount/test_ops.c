@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "mount_gone.h"
 #include "mountrun.h"
 
 #define INSTALLED "/usr/local/sbin/ckptfs"
@@ -414,7 +415,7 @@ static void test_systemd_unit_commands(void **state)
     struct statfs sfs; /* always asks the daemon: a stat may come from a cache */
     errno = 0;
     int rc = statfs(m->mnt, &sfs);
-    if (rc != -1 || !mountrun_gone_errno(errno))
+    if (rc != -1 || !ck_mount_gone_errno(errno))
         fail_msg("statfs of the mount whose daemon was killed: %d (%s)", rc, g_strerror(errno));
     pid = exec_start(sargv, log, m->mnt);
     g_autofree char *foreign = g_build_filename(m->mnt, "_state", "j2", "from-j1", NULL);

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mount_gone.h"
 #include "mountrun.h"
 #include "testfs.h"
 
@@ -780,7 +781,7 @@ static void test_next_run_clears_a_dead_run(void **state)
     assert_int_equal(dead->len, 1);
     struct statfs sfs; /* a stat may come from the kernel's attribute cache */
     assert_int_equal(statfs(dead->pdata[0], &sfs), -1);
-    assert_true(mountrun_gone_errno(errno));
+    assert_true(ck_mount_gone_errno(errno));
     g_autoptr(GPtrArray) tmpdirs_before = g_ptr_array_new_with_free_func(g_free);
     {
         g_autoptr(GDir) d = g_dir_open(t->tmp, 0, NULL);
