@@ -21,8 +21,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-/* Mounts alive in this test process, for the atexit safety net. */
-static GPtrArray *live_mounts;
+/* Mounts alive in this test process, and every Mount not freed yet, for
+ * the atexit safety net. */
+static GPtrArray *live_mounts, *made_mounts;
+static pid_t harness_pid; /* a forked child that calls exit() cleans nothing */
 
 /* How long an unmounted daemon may take to exit.  A sanitizer build's
  * daemon checks for leaks as it exits, with every thread stopped while it
@@ -37,12 +39,18 @@ static void sleep_ms(int ms)
 
 static void at_exit_cleanup(void)
 {
-    if (!live_mounts)
+    if (getpid() != harness_pid)
         return;
-    while (live_mounts->len) {
+    while (live_mounts && live_mounts->len) {
         Mount *m = live_mounts->pdata[live_mounts->len - 1];
         mount_stop(m);
         g_ptr_array_remove(live_mounts, m);
+    }
+    /* a test that failed after killing its daemon left the dead mount */
+    for (guint i = 0; made_mounts && i < made_mounts->len; i++) {
+        Mount *m = made_mounts->pdata[i];
+        if (mountrun_state(m->mnt) == MOUNTRUN_DEAD)
+            mountrun_fusermount(m->mnt, true, NULL);
     }
 }
 
@@ -73,6 +81,12 @@ Mount *mount_new(void)
     g_assert_cmpint(g_mkdir(m->mnt, 0755), ==, 0);
     /* the base must be reachable by the unprivileged users of the permission tests */
     chmod(m->base, 0755);
+    if (!made_mounts) {
+        made_mounts = g_ptr_array_new();
+        harness_pid = getpid();
+        atexit(at_exit_cleanup);
+    }
+    g_ptr_array_add(made_mounts, m);
     return m;
 }
 
@@ -188,10 +202,8 @@ int mount_start(Mount *m, const char *const *args)
     close(logfd);
     g_ptr_array_free(argv, TRUE);
     m->pid = pid;
-    if (!live_mounts) {
+    if (!live_mounts)
         live_mounts = g_ptr_array_new();
-        atexit(at_exit_cleanup);
-    }
     if (!g_ptr_array_find(live_mounts, m, NULL))
         g_ptr_array_add(live_mounts, m);
 
@@ -402,6 +414,7 @@ void mount_free(Mount *m)
     mount_stop(m);
     if (live_mounts)
         g_ptr_array_remove(live_mounts, m);
+    g_ptr_array_remove(made_mounts, m);
     const char *rm[] = {"rm", "-rf", "--one-file-system", m->base, NULL};
     run_cmd(rm, NULL);
     g_free(m->base);
