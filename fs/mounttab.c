@@ -44,13 +44,21 @@ static bool mounttab_serving(const char *mnt)
     return statfs(mnt, &sfs) == 0 || !ck_mount_gone_errno(errno);
 }
 
+/* The top mount at mnt when it is a ckptfs (of type fstype), else NULL;
+ * unref the table. */
+static struct libmnt_fs *ckptfs_at(const char *mnt, const char *fstype, struct libmnt_table **tb)
+{
+    struct libmnt_fs *top = top_mount_at(mnt, tb);
+    return top && g_strcmp0(mnt_fs_get_fstype(top), fstype) == 0 ? top : NULL;
+}
+
 char *mounttab_live_ckptfs(const char *mnt, const char *fstype)
 {
     struct libmnt_table *tb = NULL;
-    struct libmnt_fs *top = top_mount_at(mnt, &tb);
+    struct libmnt_fs *fs = ckptfs_at(mnt, fstype, &tb);
     char *source = NULL;
-    if (top && g_strcmp0(mnt_fs_get_fstype(top), fstype) == 0 && mounttab_serving(mnt))
-        source = g_strdup(mnt_fs_get_source(top) ? mnt_fs_get_source(top) : "?");
+    if (fs && mounttab_serving(mnt))
+        source = g_strdup(mnt_fs_get_source(fs) ? mnt_fs_get_source(fs) : "?");
     mnt_unref_table(tb);
     return source;
 }
@@ -58,8 +66,7 @@ char *mounttab_live_ckptfs(const char *mnt, const char *fstype)
 bool mounttab_dead_ckptfs(const char *mnt, const char *fstype)
 {
     struct libmnt_table *tb = NULL;
-    struct libmnt_fs *top = top_mount_at(mnt, &tb);
-    bool dead = top && g_strcmp0(mnt_fs_get_fstype(top), fstype) == 0 && !mounttab_serving(mnt);
+    bool dead = ckptfs_at(mnt, fstype, &tb) && !mounttab_serving(mnt);
     mnt_unref_table(tb);
     return dead;
 }
@@ -118,14 +125,13 @@ int mounttab_remount(const char *mountpoint, const char *opts, const char *fstyp
     g_autofree char *mnt = g_strdup(real);
     free(real);
     struct libmnt_table *tb = NULL;
-    struct libmnt_fs *top = top_mount_at(mnt, &tb);
+    struct libmnt_fs *top = ckptfs_at(mnt, fstype, &tb);
     /* the flags it has now, from the mount table: no request to the daemon,
      * which refuses every user but its own without allow_other */
     g_autofree char *now = top ? g_strdup(mnt_fs_get_vfs_options(top)) : NULL;
     g_autofree char *sb_now = top ? g_strdup(mnt_fs_get_fs_options(top)) : NULL;
-    bool ours = top && g_strcmp0(mnt_fs_get_fstype(top), fstype) == 0;
     mnt_unref_table(tb);
-    if (!ours || !mounttab_serving(mnt)) {
+    if (!top || !mounttab_serving(mnt)) {
         fprintf(stderr, "ckptfs: %s: no live ckptfs is mounted here to remount\n", mnt);
         return 2;
     }
