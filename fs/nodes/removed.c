@@ -1,6 +1,8 @@
 /* Objects that lose their last name through the mount: a directory's
  * node keeps a descriptor (node_keep_removed_dir), an open file's node
- * keeps serving opens (node_note_unlinked). */
+ * keeps serving opens (node_note_unlinked), and any other lets go of its
+ * cached descriptor then, so that the backing frees the object with the
+ * unlink, as it would without the mount, not at the kernel's FORGET. */
 #include "nodes-private.h"
 
 #include <fcntl.h>
@@ -31,23 +33,42 @@ void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name)
 
 bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeKey *key)
 {
-    if (__atomic_load_n(&t->open_files, __ATOMIC_RELAXED) == 0)
+    /* only a node that is open or whose descriptor is cached holds the
+     * object past its last name */
+    if (__atomic_load_n(&t->open_files, __ATOMIC_RELAXED) == 0 && !fdcache_holds_any(&t->fdcache))
         return false;
     struct stat st;
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
         st.st_nlink != 1)
         return false;
     *key = (NodeKey){st.st_dev, st.st_ino};
     return true;
 }
 
+bool node_rename_victim(NodeTable *t, int fromfd, const char *from, int dirfd, const char *name,
+                        NodeKey *key)
+{
+    if (!node_unlink_victim(t, dirfd, name, key))
+        return false;
+    /* a rename onto another name of the same object removes nothing */
+    struct stat st;
+    return fstatat(fromfd, from, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+           (st.st_dev != key->dev || st.st_ino != key->ino);
+}
+
 void node_note_unlinked(NodeTable *t, const NodeKey *key)
 {
     g_mutex_lock(&t->lock);
     Node *n = g_hash_table_lookup(t->backing, key);
-    if (n && n->nopen > 0)
-        n->nameless_open = true;
+    if (n && n->nopen > 0) {
+        n->nameless_open = true; /* its last release lets go of it */
+        n = NULL;
+    }
     g_mutex_unlock(&t->lock);
+    /* n only names the cache's entry: a node freed meanwhile has none, and
+     * one made since at its address loses a cached descriptor, no more */
+    if (n)
+        fdcache_drop(&t->fdcache, n);
 }
 
 void node_set_nameless_open(NodeTable *t, Node *n, bool nameless)

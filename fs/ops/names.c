@@ -464,13 +464,13 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (dir && fs->no_opendir)
         node_keep_removed_dir(&fs->nodes, pf.fd, name);
     NodeKey victim;
-    bool open_victim = !dir && node_unlink_victim(&fs->nodes, pf.fd, name, &victim);
+    bool last_name = !dir && node_unlink_victim(&fs->nodes, pf.fd, name, &victim);
     Creds c;
     creds_enter(fs, req, false, &c);
     if (unlinkat(pf.fd, name, dir ? AT_REMOVEDIR : 0) < 0)
         err = -errno;
     creds_leave(fs, &c);
-    if (!err && open_victim)
+    if (!err && last_name)
         node_note_unlinked(&fs->nodes, &victim);
     if (done_before(err, -ENOENT))
         err = 0; /* removed by the first try */
@@ -523,6 +523,9 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     }
     if (fs->no_opendir && !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
         node_keep_removed_dir(&fs->nodes, npf.fd, newname);
+    NodeKey victim;
+    bool last_name = !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)) &&
+                     node_rename_victim(&fs->nodes, pf.fd, name, npf.fd, newname, &victim);
     Creds c;
     /* a whiteout is a create (a device node at the old name): made as the
      * caller, who needs CAP_MKNOD as on any file system */
@@ -536,6 +539,8 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (done_before(err, -ENOENT) && !(flags & RENAME_EXCHANGE) &&
         fstatat(npf.fd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0)
         err = 0; /* moved by the first try: the source is gone, the target there */
+    if (!err && last_name)
+        node_note_unlinked(&fs->nodes, &victim);
     if (!err) {
         if (!ck_ns_identical(src, dst)) {
             renamed_ns(fs, npf.fd, newname, dst);

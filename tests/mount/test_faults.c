@@ -20,6 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -580,10 +581,9 @@ static void test_backing_full(void **state)
         g_autofree char *p = mp(m, name);
         assert_int_equal(unlink(p), 0);
     }
-    /* close(2) does not wait for the daemon's RELEASE, nor unlink(2) for
-     * the kernel's FORGET (on every FUSE file system): the space of a file
-     * just closed and unlinked comes back once the daemon has let go of it,
-     * a moment later */
+    /* close(2) does not wait for the daemon's RELEASE (on every FUSE file
+     * system): the space of a file unlinked right after its close comes
+     * back when the daemon has answered that RELEASE, a moment later */
     int again = ENOSPC;
     for (int i = 0; i < 100 && again == ENOSPC; i++) {
         again = write_chunk(m, 100, buf);
@@ -597,6 +597,62 @@ static void test_backing_full(void **state)
     g_autofree char *d = mp(m, "dir-after");
     assert_int_equal(mkdir(d, 0755), 0);
     print_message("ENOSPC after %u files of 256 KiB; freed, written again\n", ok);
+}
+
+/* Blocks of the 4 MiB file system behind the mount that are free. */
+static uint64_t free_blocks(Mount *m)
+{
+    struct statvfs sv;
+    assert_int_equal(statvfs(m->mnt, &sv), 0);
+    return sv.f_bfree * sv.f_frsize / 4096;
+}
+
+/* A file of 1 MiB written behind the mount, which the daemon then holds a
+ * descriptor of (a chmod through the mount): no open, so no RELEASE whose
+ * answer the test would have to wait for. */
+static char *held_file(Mount *m, const char *name)
+{
+    g_autofree char *b = bp(m, name);
+    g_autofree char *mb = g_malloc(1 << 20);
+    memset(mb, 'h', 1 << 20);
+    int fd = open(b, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write_all(fd, mb, 1 << 20), 0);
+    close(fd);
+    char *p = mp(m, name);
+    assert_int_equal(chmod(p, 0600), 0);
+    return p;
+}
+
+/* Removing the last name of a file nobody has open gives its space back
+ * by the time unlink(2) or rename(2) returns, as on the backing itself
+ * (not a moment later, when the kernel's FORGET reaches the daemon). */
+static void test_space_back_with_unlink(void **state)
+{
+    FullFs *f = *state;
+    Mount *m = f->m;
+    g_autofree char *gone = held_file(m, "gone");
+    uint64_t before = free_blocks(m);
+    assert_int_equal(unlink(gone), 0);
+    uint64_t after = free_blocks(m);
+    assert_true(after >= before + 256);
+
+    g_autofree char *old = held_file(m, "old");
+    g_autofree char *fresh = mp(m, "fresh");
+    put_file(fresh, "new");
+    before = free_blocks(m);
+    assert_int_equal(rename(fresh, old), 0);
+    after = free_blocks(m);
+    assert_true(after >= before + 256);
+
+    /* a rename onto another name of the same file removes nothing, and
+     * the file stays whole */
+    g_autofree char *link2 = mp(m, "link2");
+    assert_int_equal(link(old, link2), 0);
+    assert_int_equal(rename(old, link2), 0);
+    g_autofree char *text = get_file(old);
+    assert_string_equal(text, "new");
+    print_message("1 MiB back with unlink and with rename over it\n");
 }
 
 /* ---- removed behind the mount's back ---- */
@@ -799,6 +855,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sigterm_during_commits),
         cmocka_unit_test_setup_teardown(test_backing_full, setup_full, teardown_full),
         cmocka_unit_test_setup_teardown(test_backing_full, setup_full_writeback, teardown_full),
+        cmocka_unit_test_setup_teardown(test_space_back_with_unlink, setup_full, teardown_full),
         cmocka_unit_test(test_removed_behind_back_while_open),
         cmocka_unit_test(test_out_of_descriptors_fails_closed),
     };
