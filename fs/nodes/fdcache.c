@@ -60,14 +60,6 @@ void fdcache_drop(FdCache *c, Node *n)
     g_mutex_unlock(&c->lock);
 }
 
-bool fdcache_holds_any(FdCache *c)
-{
-    g_mutex_lock(&c->lock);
-    bool any = c->lru.length > 0;
-    g_mutex_unlock(&c->lock);
-    return any;
-}
-
 bool fdcache_shrink(FdCache *c)
 {
     g_mutex_lock(&c->lock);

@@ -107,6 +107,5 @@ void fdcache_insert(FdCache *c, Node *n, int fd, NodeFd *out);
 /* n's cached descriptor, borrowed in *out (fdcache_put): false for none. */
 bool fdcache_get(FdCache *c, Node *n, NodeFd *out);
 void fdcache_put(FdCache *c, NodeFd *f);
-bool fdcache_holds_any(FdCache *c);
 /* Closes the older half of the cached descriptors; true if it closed any. */
 bool fdcache_shrink(FdCache *c);

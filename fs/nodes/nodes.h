@@ -338,19 +338,21 @@ int node_lookup_parent(NodeTable *t, Node *dir, struct stat *st, Node **out);
  * directory. */
 void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name);
 
-/* The last name of an object other than a directory removed through the
- * mount (unlink, or a rename over it): before the removal of dirfd/name,
- * node_unlink_victim says whether it is one (an fstatat, only while some
- * file is open or some descriptor cached), with its key; after the
- * removal succeeded, node_note_unlinked marks its node if that is open
- * (it keeps serving opens: nameless_open, until its last release) and
- * otherwise drops its cached descriptor, so that the backing frees the
- * object now, as without the mount, not at the kernel's FORGET. */
-bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeKey *key);
-/* The same for a rename of fromfd/from over dirfd/name. */
-bool node_rename_victim(NodeTable *t, int fromfd, const char *from, int dirfd, const char *name,
-                        NodeKey *key);
-void node_note_unlinked(NodeTable *t, const NodeKey *key);
+/* The last name of a regular file or symlink removed through the mount
+ * (unlink, or a rename over it): before the removal of dirfd/name,
+ * node_unlink_victim says whether it is one that has a node (an
+ * fstatat), and which; after the removal succeeded, node_note_unlinked
+ * marks that node if it is open (it keeps serving opens: nameless_open,
+ * until its last release) and otherwise drops its cached descriptor, so
+ * that the backing frees the object now, as without the mount, not at the
+ * kernel's FORGET.  A node that pins its descriptor (no file handles, an
+ * O_TMPFILE file) keeps it until the FORGET. */
+typedef struct {
+    NodeKey key;
+    uint64_t generation;
+} NodeVictim;
+bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeVictim *v);
+void node_note_unlinked(NodeTable *t, const NodeVictim *v);
 /* n is a new unnamed (O_TMPFILE) file (nameless): opens of it have no name
  * the kernel could cache; once linked (!nameless), a name it has again. */
 void node_set_nameless_open(NodeTable *t, Node *n, bool nameless);

@@ -31,35 +31,31 @@ void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name)
         close(fd);
 }
 
-bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeKey *key)
+bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeVictim *v)
 {
-    /* only a node that is open or whose descriptor is cached holds the
-     * object past its last name */
-    if (__atomic_load_n(&t->open_files, __ATOMIC_RELAXED) == 0 && !fdcache_holds_any(&t->fdcache))
-        return false;
     struct stat st;
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
-        st.st_nlink != 1)
+    /* only regular files and symlinks hold blocks a descriptor would keep;
+     * the kernel opens FIFOs, sockets and devices without telling the
+     * daemon, so their nodes must keep their descriptors */
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+        !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) || st.st_nlink != 1)
         return false;
-    *key = (NodeKey){st.st_dev, st.st_ino};
-    return true;
+    v->key = (NodeKey){st.st_dev, st.st_ino};
+    g_mutex_lock(&t->lock);
+    Node *n = g_hash_table_lookup(t->backing, &v->key);
+    v->generation = n ? n->generation : 0;
+    g_mutex_unlock(&t->lock);
+    return n != NULL; /* no node, nothing of the daemon's holds it */
 }
 
-bool node_rename_victim(NodeTable *t, int fromfd, const char *from, int dirfd, const char *name,
-                        NodeKey *key)
-{
-    if (!node_unlink_victim(t, dirfd, name, key))
-        return false;
-    /* a rename onto another name of the same object removes nothing */
-    struct stat st;
-    return fstatat(fromfd, from, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-           (st.st_dev != key->dev || st.st_ino != key->ino);
-}
-
-void node_note_unlinked(NodeTable *t, const NodeKey *key)
+void node_note_unlinked(NodeTable *t, const NodeVictim *v)
 {
     g_mutex_lock(&t->lock);
-    Node *n = g_hash_table_lookup(t->backing, key);
+    Node *n = g_hash_table_lookup(t->backing, &v->key);
+    /* the generation tells the node from one made meanwhile for an object
+     * that took the freed inode number */
+    if (n && n->generation != v->generation)
+        n = NULL;
     if (n && n->nopen > 0) {
         n->nameless_open = true; /* its last release lets go of it */
         n = NULL;

@@ -463,7 +463,7 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         return err;
     if (dir && fs->no_opendir)
         node_keep_removed_dir(&fs->nodes, pf.fd, name);
-    NodeKey victim;
+    NodeVictim victim;
     bool last_name = !dir && node_unlink_victim(&fs->nodes, pf.fd, name, &victim);
     Creds c;
     creds_enter(fs, req, false, &c);
@@ -523,9 +523,9 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     }
     if (fs->no_opendir && !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
         node_keep_removed_dir(&fs->nodes, npf.fd, newname);
-    NodeKey victim;
+    NodeVictim victim;
     bool last_name = !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)) &&
-                     node_rename_victim(&fs->nodes, pf.fd, name, npf.fd, newname, &victim);
+                     node_unlink_victim(&fs->nodes, npf.fd, newname, &victim);
     Creds c;
     /* a whiteout is a create (a device node at the old name): made as the
      * caller, who needs CAP_MKNOD as on any file system */

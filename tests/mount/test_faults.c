@@ -631,11 +631,22 @@ static void test_space_back_with_unlink(void **state)
 {
     FullFs *f = *state;
     Mount *m = f->m;
-    g_autofree char *gone = held_file(m, "gone");
-    uint64_t before = free_blocks(m);
-    assert_int_equal(unlink(gone), 0);
-    uint64_t after = free_blocks(m);
-    assert_true(after >= before + 256);
+    /* three times: without the rule the FORGET may win the race with the
+     * next STATFS once in a while, not three times running */
+    char *gone[3];
+    for (unsigned i = 0; i < 3; i++) {
+        g_autofree char *name = g_strdup_printf("gone-%u", i);
+        gone[i] = held_file(m, name);
+    }
+    uint64_t before, after;
+    for (unsigned i = 0; i < 3; i++) {
+        before = free_blocks(m);
+        int rc = unlink(gone[i]);
+        after = free_blocks(m);
+        g_free(gone[i]);
+        assert_int_equal(rc, 0);
+        assert_true(after >= before + 256);
+    }
 
     g_autofree char *old = held_file(m, "old");
     g_autofree char *fresh = mp(m, "fresh");
@@ -645,13 +656,6 @@ static void test_space_back_with_unlink(void **state)
     after = free_blocks(m);
     assert_true(after >= before + 256);
 
-    /* a rename onto another name of the same file removes nothing, and
-     * the file stays whole */
-    g_autofree char *link2 = mp(m, "link2");
-    assert_int_equal(link(old, link2), 0);
-    assert_int_equal(rename(old, link2), 0);
-    g_autofree char *text = get_file(old);
-    assert_string_equal(text, "new");
     print_message("1 MiB back with unlink and with rename over it\n");
 }
 
