@@ -340,16 +340,21 @@ void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name);
 
 /* The last name of a regular file or symlink removed through the mount
  * (unlink, or a rename over it): before the removal of dirfd/name,
- * node_unlink_victim says whether it is one that has a node (an
- * fstatat), and which; after the removal succeeded, node_note_unlinked
- * marks that node if it is open (it keeps serving opens: nameless_open,
- * until its last release) and otherwise drops its cached descriptor, so
- * that the backing frees the object now, as without the mount, not at the
- * kernel's FORGET.  A node that pins its descriptor (no file handles, an
+ * node_unlink_victim says whether it is one that has a node (an fstatat,
+ * only while some file is open or the backing is short of space), and
+ * which; after the removal succeeded, node_note_unlinked marks that node
+ * if it is open (it keeps serving opens: nameless_open, until its last
+ * release, which lets go of its descriptor) and otherwise, where the
+ * backing is short of space (less than a tenth or 1 GiB left), drops its
+ * cached descriptor, so that the backing frees the object now, as without
+ * the mount.  Elsewhere the kernel's FORGET, a moment later, lets go of
+ * it off the caller's path (freeing a file's blocks is the dearest part of
+ * an unlink).  A node that pins its descriptor (no file handles, an
  * O_TMPFILE file) keeps it until the FORGET. */
 typedef struct {
     NodeKey key;
     uint64_t generation;
+    bool now; /* the backing is short of space: let go in the request */
 } NodeVictim;
 bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeVictim *v);
 void node_note_unlinked(NodeTable *t, const NodeVictim *v);

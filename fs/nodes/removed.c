@@ -1,12 +1,14 @@
 /* Objects that lose their last name through the mount: a directory's
  * node keeps a descriptor (node_keep_removed_dir), an open file's node
- * keeps serving opens (node_note_unlinked), and any other lets go of its
- * cached descriptor then, so that the backing frees the object with the
- * unlink, as it would without the mount, not at the kernel's FORGET. */
+ * keeps serving opens (node_note_unlinked), and, where space is short, any
+ * other lets go of its cached descriptor then, so that the backing frees
+ * the object with the unlink, as it would without the mount, not at the
+ * kernel's FORGET. */
 #include "nodes-private.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name)
@@ -31,8 +33,22 @@ void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name)
         close(fd);
 }
 
+/* Whether the file system of fd is short of space: less than a tenth of
+ * it, or less than 1 GiB, left to unprivileged writers. */
+static bool space_short(int fd)
+{
+    struct statvfs sv;
+    if (fstatvfs(fd, &sv) != 0)
+        return true; /* not known: as if short */
+    return sv.f_bavail < sv.f_blocks / 10 ||
+           (uint64_t)sv.f_bavail * sv.f_frsize < ((uint64_t)1 << 30);
+}
+
 bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeVictim *v)
 {
+    v->now = space_short(dirfd);
+    if (!v->now && __atomic_load_n(&t->open_files, __ATOMIC_RELAXED) == 0)
+        return false; /* nothing to mark, and the FORGET will do */
     struct stat st;
     /* only regular files and symlinks hold blocks a descriptor would keep;
      * the kernel opens FIFOs, sockets and devices without telling the
@@ -60,6 +76,8 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v)
         n->nameless_open = true; /* its last release lets go of it */
         n = NULL;
     }
+    if (!v->now)
+        n = NULL;
     g_mutex_unlock(&t->lock);
     /* n only names the cache's entry: a node freed meanwhile has none, and
      * one made since at its address loses a cached descriptor, no more */

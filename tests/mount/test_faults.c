@@ -624,9 +624,10 @@ static char *held_file(Mount *m, const char *name)
     return p;
 }
 
-/* Removing the last name of a file nobody has open gives its space back
- * by the time unlink(2) or rename(2) returns, as on the backing itself
- * (not a moment later, when the kernel's FORGET reaches the daemon). */
+/* On a backing short of space (this 4 MiB one), removing the last name of
+ * a file nobody has open gives its space back by the time unlink(2) or
+ * rename(2) returns, as on the backing itself (not a moment later, when
+ * the kernel's FORGET reaches the daemon). */
 static void test_space_back_with_unlink(void **state)
 {
     FullFs *f = *state;
