@@ -167,6 +167,11 @@ typedef struct {
     guint64 open_files; /* the nopen of every node, summed */
     guint64 peak;       /* the most since memory was last given back (node_forget) */
     FdCache fdcache;
+    /* whether the backing is short of space, and until when (monotonic
+     * µs) that answer stands (removed.c; atomic: until is stored last,
+     * with release) */
+    bool space_short;
+    gint64 space_until;
     /* the mount is noatime: backing objects not opened through the private
      * copy are opened O_NOATIME (atomic, relaxed: a remount changes it,
      * node_set_noatime) */
@@ -340,17 +345,18 @@ void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name);
 
 /* The last name of a regular file or symlink removed through the mount
  * (unlink, or a rename over it): before the removal of dirfd/name,
- * node_unlink_victim says whether it is one that has a node (an fstatat,
- * only while some file is open or the backing is short of space), and
- * which; after the removal succeeded, node_note_unlinked marks that node
- * if it is open (it keeps serving opens: nameless_open, until its last
- * release, which lets go of its descriptor) and otherwise, where the
- * backing is short of space (less than a tenth or 1 GiB left), drops its
- * cached descriptor, so that the backing frees the object now, as without
- * the mount.  Elsewhere the kernel's FORGET, a moment later, lets go of
- * it off the caller's path (freeing a file's blocks is the dearest part of
- * an unlink).  A node that pins its descriptor (no file handles, an
- * O_TMPFILE file) keeps it until the FORGET. */
+ * node_unlink_victim says whether it may be one whose node must hear of
+ * it (an fstatat, only while some file is open or the backing is short of
+ * space), and which; after the removal succeeded, node_note_unlinked
+ * marks that node if it is open (it keeps serving opens: nameless_open)
+ * and otherwise, where the backing is short of space (less than 1 GiB, or
+ * less than a tenth of it up to 16 GiB, left to unprivileged writers;
+ * asked at most once a second), drops its cached descriptor, so that the
+ * backing frees the object now, as without the mount.  Elsewhere the
+ * kernel's FORGET, a moment later, lets go of it off the caller's path
+ * (freeing a file's blocks is the dearest part of an unlink).  A node that
+ * pins its descriptor (no file handles, an O_TMPFILE file) keeps it until
+ * the FORGET. */
 typedef struct {
     NodeKey key;
     uint64_t generation;

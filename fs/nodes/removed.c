@@ -1,9 +1,9 @@
 /* Objects that lose their last name through the mount: a directory's
  * node keeps a descriptor (node_keep_removed_dir), an open file's node
- * keeps serving opens (node_note_unlinked), and, where space is short, any
- * other lets go of its cached descriptor then, so that the backing frees
- * the object with the unlink, as it would without the mount, not at the
- * kernel's FORGET. */
+ * keeps serving opens (node_note_unlinked), and, where space is short,
+ * another regular file or symlink lets go of its cached descriptor then,
+ * so that the backing frees it with the unlink, as it would without the
+ * mount, not at the kernel's FORGET. */
 #include "nodes-private.h"
 
 #include <fcntl.h>
@@ -33,20 +33,30 @@ void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name)
         close(fd);
 }
 
-/* Whether the file system of fd is short of space: less than a tenth of
- * it, or less than 1 GiB, left to unprivileged writers. */
-static bool space_short(int fd)
+/* Whether the file system of fd is short of space: less than 1 GiB, or
+ * less than a tenth of it up to 16 GiB, left to unprivileged writers.
+ * The answer stands for a second: on a network backing a statfs is a
+ * round trip. */
+static bool space_short(NodeTable *t, int fd)
 {
+    gint64 now = g_get_monotonic_time();
+    if (now < __atomic_load_n(&t->space_until, __ATOMIC_ACQUIRE))
+        return __atomic_load_n(&t->space_short, __ATOMIC_RELAXED);
     struct statvfs sv;
-    if (fstatvfs(fd, &sv) != 0)
-        return true; /* not known: as if short */
-    return sv.f_bavail < sv.f_blocks / 10 ||
-           (uint64_t)sv.f_bavail * sv.f_frsize < ((uint64_t)1 << 30);
+    bool shortage = true; /* not known: as if short */
+    if (fstatvfs(fd, &sv) == 0 && sv.f_frsize > 0) {
+        uint64_t enough = MIN((uint64_t)sv.f_blocks / 10, ((uint64_t)16 << 30) / sv.f_frsize);
+        enough = MAX(enough, ((uint64_t)1 << 30) / sv.f_frsize);
+        shortage = (uint64_t)sv.f_bavail < enough;
+    }
+    __atomic_store_n(&t->space_short, shortage, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->space_until, now + G_USEC_PER_SEC, __ATOMIC_RELEASE);
+    return shortage;
 }
 
 bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeVictim *v)
 {
-    v->now = space_short(dirfd);
+    v->now = space_short(t, dirfd);
     if (!v->now && __atomic_load_n(&t->open_files, __ATOMIC_RELAXED) == 0)
         return false; /* nothing to mark, and the FORGET will do */
     struct stat st;
@@ -61,7 +71,7 @@ bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeVictim *v
     Node *n = g_hash_table_lookup(t->backing, &v->key);
     v->generation = n ? n->generation : 0;
     g_mutex_unlock(&t->lock);
-    return n != NULL; /* no node, nothing of the daemon's holds it */
+    return n != NULL; /* no node: nothing of the daemon's holds it */
 }
 
 void node_note_unlinked(NodeTable *t, const NodeVictim *v)
@@ -73,7 +83,7 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v)
     if (n && n->generation != v->generation)
         n = NULL;
     if (n && n->nopen > 0) {
-        n->nameless_open = true; /* its last release lets go of it */
+        n->nameless_open = true;
         n = NULL;
     }
     if (!v->now)

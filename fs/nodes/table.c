@@ -677,12 +677,7 @@ void node_open_count(NodeTable *t, Node *n, int delta)
     g_mutex_lock(&t->lock);
     n->nopen += delta;
     __atomic_store_n(&t->open_files, t->open_files + (guint64)(gint64)delta, __ATOMIC_RELAXED);
-    /* the last close of a file that lost its last name while open: its
-     * cached descriptor would keep the backing object until the FORGET */
-    bool let_go = n->nopen == 0 && n->nameless_open;
     g_mutex_unlock(&t->lock);
-    if (let_go)
-        fdcache_drop(&t->fdcache, n);
 }
 
 void node_bound_writers(Node *n, int delta)
