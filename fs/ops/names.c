@@ -539,7 +539,9 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (done_before(err, -ENOENT) && !(flags & RENAME_EXCHANGE) &&
         fstatat(npf.fd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0)
         err = 0; /* moved by the first try: the source is gone, the target there */
-    if (!err && last_name)
+    /* by this try's rename only: a resent one that finds its work done
+     * stat'ed the moved file itself as the victim */
+    if (r == 0 && last_name)
         node_note_unlinked(&fs->nodes, &victim);
     if (!err) {
         if (!ck_ns_identical(src, dst)) {
