@@ -163,9 +163,8 @@ typedef struct {
     State *state;   /* the memfd behind the slots */
     Node **by_slot; /* [STATE_NODE_SLOTS]: node_of; written under lock */
     SlotPool pool;
-    guint64 count;      /* nodes alive except the root */
-    guint64 open_files; /* the nopen of every node, summed */
-    guint64 peak;       /* the most since memory was last given back (node_forget) */
+    guint64 count; /* nodes alive except the root */
+    guint64 peak;  /* the most since memory was last given back (node_forget) */
     FdCache fdcache;
     /* whether the backing is short of space, and until when (monotonic
      * µs) that answer stands (removed.c; atomic: until is stored last,
@@ -346,17 +345,19 @@ void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name);
 /* The last name of a regular file or symlink removed through the mount
  * (unlink, or a rename over it): before the removal of dirfd/name,
  * node_unlink_victim says whether it may be one whose node must hear of
- * it (an fstatat, only while some file is open or the backing is short of
- * space), and which; after the removal succeeded, node_note_unlinked
- * marks that node if it is open (it keeps serving opens: nameless_open)
- * and otherwise, where the backing is short of space (less than 1 GiB, or
- * less than a tenth of it up to 16 GiB, left to unprivileged writers;
- * asked at most once a second), drops its cached descriptor, so that the
- * backing frees the object now, as without the mount.  Elsewhere the
- * kernel's FORGET, a moment later, lets go of it off the caller's path
- * (freeing a file's blocks is the dearest part of an unlink).  A node that
- * pins its descriptor (no file handles, an O_TMPFILE file) keeps it until
- * the FORGET. */
+ * it (an fstatat and a look-up in the table), and which; after the
+ * removal succeeded, node_note_unlinked marks that node if it is open or
+ * being opened (it keeps serving opens: nameless_open) and otherwise,
+ * where the backing is short of space (less than 1 GiB, or less than a
+ * tenth of it up to 16 GiB, left to unprivileged writers; asked at most
+ * once a second), drops its cached descriptor, so that the backing frees
+ * the object now, as without the mount.  Elsewhere the kernel's FORGET, a
+ * moment later, lets go of it off the caller's path (freeing a file's
+ * blocks is the dearest part of an unlink).  A node that pins its
+ * descriptor (no file handles, an O_TMPFILE file) keeps it until the
+ * FORGET.  An open counts itself (node_open_count) before the daemon's
+ * open, so an open racing the removal is either counted here or finds no
+ * name. */
 typedef struct {
     NodeKey key;
     uint64_t generation;

@@ -57,8 +57,9 @@ static bool space_short(NodeTable *t, int fd)
 bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeVictim *v)
 {
     v->now = space_short(t, dirfd);
-    if (!v->now && __atomic_load_n(&t->open_files, __ATOMIC_RELAXED) == 0)
-        return false; /* nothing to mark, and the FORGET will do */
+    /* asked even when no file is open: an open racing this unlink counts
+     * itself before its open, and the count must be read after the
+     * removal (node_note_unlinked) */
     struct stat st;
     /* only regular files and symlinks hold blocks a descriptor would keep;
      * the kernel opens FIFOs, sockets and devices without telling the

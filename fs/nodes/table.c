@@ -676,7 +676,6 @@ void node_open_count(NodeTable *t, Node *n, int delta)
 {
     g_mutex_lock(&t->lock);
     n->nopen += delta;
-    __atomic_store_n(&t->open_files, t->open_files + (guint64)(gint64)delta, __ATOMIC_RELAXED);
     g_mutex_unlock(&t->lock);
 }
 

@@ -124,8 +124,11 @@ static int open_views(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_fi
     return 0;
 }
 
-/* Makes fd, open on backing node n, the open file fi: counted among the
- * node's opens (which keep an unlinked node from going stale) and registered. */
+/* Makes fd, open on backing node n, the open file fi, registered.  The
+ * caller has counted it among the node's opens (which keep an unlinked
+ * node from going stale) before it opened fd: an unlink racing the open
+ * then either sees the count or removes the name before the open, which
+ * then finds no name (node_open_live). */
 static FileHandle *file_handle_open(struct ckptfs *fs, Node *n, int fd, bool writable,
                                     bool sgid_watch, const char *marker_job,
                                     struct fuse_file_info *fi)
@@ -137,7 +140,6 @@ static FileHandle *file_handle_open(struct ckptfs *fs, Node *n, int fd, bool wri
     h->writable = writable;
     h->sgid_watch = sgid_watch;
     h->marker_job = marker_job;
-    node_open_count(&fs->nodes, n, 1);
     if (!(fi->flags & O_DIRECT))
         node_buffered_opens(n, 1);
     bind_open(fs, h, fi->flags);
@@ -194,9 +196,12 @@ static int do_open(struct ckptfs *fs, fuse_req_t req, Node *n, struct fuse_file_
             return err;
     }
     struct stat st;
+    node_open_count(&fs->nodes, n, 1);
     fd = node_open_live(&fs->nodes, n, flags, &st);
-    if (fd < 0)
+    if (fd < 0) {
+        node_open_count(&fs->nodes, n, -1);
         return fd;
+    }
     CkNs ns = node_ns(&fs->nodes, n);
     const char *marker_job = wants_write(fi->flags) && ck_ns_is_marker(ns) ? ns.job : NULL;
     bool writable = (fi->flags & O_ACCMODE) != O_RDONLY;
@@ -341,6 +346,9 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (tmpfile)
         node_set_nameless_open(&fs->nodes, n, true);
     bool marker = !tmpfile && ck_ns_is_marker(child);
+    /* counted after the open: the kernel holds the directory locked across
+     * a create, so no unlink through the mount can race it */
+    node_open_count(&fs->nodes, n, 1);
     FileHandle *h = file_handle_open(fs, n, fd, true, false, marker ? child.job : NULL, fi);
     if (!h) {
         node_forget(&fs->nodes, n, 1);

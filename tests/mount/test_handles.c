@@ -4,7 +4,7 @@
  * a node id it forgot), after a rename and through a second hard link; a
  * handle of an unlinked file is stale (ESTALE), as on ext4, but one of a
  * file unlinked while open opens it (and so does its /proc/self/fd link,
- * as does an O_TMPFILE file's); a directory's
+ * as does an O_TMPFILE file's, also when the open raced the unlink); a directory's
  * handle opens a directory the kernel has to connect to the root again
  * (lookups of ".."), and a file created in it lands where the path says;
  * a handle opens after the daemon was killed and replaced, and after an
@@ -155,6 +155,59 @@ static void test_unlinked_while_open(void **state)
     g_autofree char *gone = read_by_handle(mount_fd, &h, &err);
     assert_int_equal(err, ESTALE);
     close(mount_fd);
+}
+
+/* An open racing an unlink of its file through the mount: when the open
+ * wins, its /proc/self/fd link opens the file again, as on ext4, however
+ * the two requests interleave in the daemon (the open counts itself
+ * before it opens, and the unlink reads that count after the removal). */
+typedef struct {
+    const char *path;
+    gint go; /* both threads spin until it is set: the two requests leave together */
+    int fd, err;
+} OpenRace;
+
+static gpointer race_open(gpointer p)
+{
+    OpenRace *r = p;
+    while (!g_atomic_int_get(&r->go))
+        ;
+    r->fd = open(r->path, O_RDONLY);
+    r->err = r->fd < 0 ? errno : 0;
+    return NULL;
+}
+
+static void test_open_racing_unlink(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *p = mp(m, "racing");
+    int won = 0;
+    for (int i = 0; i < 3000; i++) {
+        put_file(p, "raced");
+        OpenRace r = {.path = p};
+        GThread *t = g_thread_new("open", race_open, &r);
+        g_atomic_int_set(&r.go, 1);
+        assert_int_equal(unlink(p), 0);
+        g_thread_join(t);
+        if (r.fd < 0) {
+            assert_int_equal(r.err, ENOENT);
+            continue;
+        }
+        won++;
+        char proc[64];
+        g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", r.fd);
+        int again = open(proc, O_RDONLY);
+        if (again < 0)
+            fail_msg("round %d: reopening an open file unlinked meanwhile: %s", i,
+                     g_strerror(errno));
+        char buf[16] = {0};
+        assert_int_equal(read(again, buf, sizeof buf), 5);
+        assert_string_equal(buf, "raced");
+        close(again);
+        close(r.fd);
+    }
+    print_message("the open won %d of 3000 races\n", won);
+    assert_true(won > 0);
 }
 
 static void test_directory(void **state)
@@ -386,6 +439,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_files, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_unlinked_while_open, mount_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_open_racing_unlink, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_directory, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_found_again_by_name, mount_setup, mount_teardown),
         cmocka_unit_test(test_after_daemon_death),
