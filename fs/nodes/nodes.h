@@ -134,9 +134,14 @@ typedef struct Node {
      * reopen of a file still open (by handle, /proc/PID/fd), not a stale
      * name (node_open_live) */
     bool nameless_open;
+    /* NodeTable.lock: an unlink or rename through the mount is removing its
+     * last name (node_unlink_victim until node_note_unlinked): an open
+     * that finds no name meanwhile raced that removal, and is not stale */
+    bool unlinking;
     bool no_export; /* NodeTable.lock: its record must not bring it back (export.c) */
 } Node;
 _Static_assert(offsetof(Node, key) == 0, "a NodeKey finds its node in the backing table");
+_Static_assert(sizeof(Node) == 120, "a million nodes are held: keep Node at 120 bytes");
 _Static_assert((S_IFMT & ~0xffff) == 0, "S_IFMT fits Node.type");
 
 /* The views' key of a VIRTUAL or ALIAS node, NULL for a BACKING one. */
@@ -268,6 +273,9 @@ bool node_unchanged_since_open(NodeTable *t, Node *n, const struct stat *st);
 void node_note_release(NodeTable *t, Node *n, const struct stat *st);
 void node_open_count(NodeTable *t, Node *n, int delta);
 int node_nopen(NodeTable *t, Node *n);
+/* Whether an open that finds n's object without a name is a reopen, not a
+ * stale name: n lost its last name through the mount while open (or never
+ * had one), or an unlink or rename through the mount is removing it now. */
 bool node_nameless_open(NodeTable *t, Node *n);
 /* Opens bound to passthrough that may write: the kernel writes the backing
  * file for them without a request (a shared mapping's stores change its
@@ -355,16 +363,19 @@ void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name);
  * moment later, lets go of it off the caller's path (freeing a file's
  * blocks is the dearest part of an unlink).  A node that pins its
  * descriptor (no file handles, an O_TMPFILE file) keeps it until the
- * FORGET.  An open counts itself (node_open_count) before the daemon's
- * open, so an open racing the removal is either counted here or finds no
- * name. */
+ * FORGET.  Every victim the first said yes to is handed to the second,
+ * `removed` saying whether this request removed the name.  An open counts
+ * itself (node_open_count) before the daemon's open, and between the two
+ * calls an open that finds no name is not stale (node_nameless_open), so
+ * an open racing the removal is either counted and marked or comes after
+ * it and finds no name. */
 typedef struct {
     NodeKey key;
     uint64_t generation;
     bool now; /* the backing is short of space: let go in the request */
 } NodeVictim;
 bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeVictim *v);
-void node_note_unlinked(NodeTable *t, const NodeVictim *v);
+void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed);
 /* n is a new unnamed (O_TMPFILE) file (nameless): opens of it have no name
  * the kernel could cache; once linked (!nameless), a name it has again. */
 void node_set_nameless_open(NodeTable *t, Node *n, bool nameless);

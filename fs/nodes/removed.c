@@ -71,17 +71,23 @@ bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeVictim *v
     g_mutex_lock(&t->lock);
     Node *n = g_hash_table_lookup(t->backing, &v->key);
     v->generation = n ? n->generation : 0;
+    if (n)
+        n->unlinking = true;
     g_mutex_unlock(&t->lock);
     return n != NULL; /* no node: nothing of the daemon's holds it */
 }
 
-void node_note_unlinked(NodeTable *t, const NodeVictim *v)
+void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed)
 {
     g_mutex_lock(&t->lock);
     Node *n = g_hash_table_lookup(t->backing, &v->key);
     /* the generation tells the node from one made meanwhile for an object
      * that took the freed inode number */
     if (n && n->generation != v->generation)
+        n = NULL;
+    if (n)
+        n->unlinking = false;
+    if (!removed)
         n = NULL;
     if (n && n->nopen > 0) {
         n->nameless_open = true;

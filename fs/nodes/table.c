@@ -782,7 +782,7 @@ int node_binding_leave(NodeTable *t, Node *n, int backing_id)
 bool node_nameless_open(NodeTable *t, Node *n)
 {
     g_mutex_lock(&t->lock);
-    bool v = n->nameless_open;
+    bool v = n->nameless_open || n->unlinking;
     g_mutex_unlock(&t->lock);
     return v;
 }

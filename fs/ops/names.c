@@ -470,8 +470,8 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (unlinkat(pf.fd, name, dir ? AT_REMOVEDIR : 0) < 0)
         err = -errno;
     creds_leave(fs, &c);
-    if (!err && last_name)
-        node_note_unlinked(&fs->nodes, &victim);
+    if (last_name)
+        node_note_unlinked(&fs->nodes, &victim, !err);
     if (done_before(err, -ENOENT))
         err = 0; /* removed by the first try */
     node_fd_put(&fs->nodes, &pf);
@@ -541,8 +541,8 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         err = 0; /* moved by the first try: the source is gone, the target there */
     /* by this try's rename only: a resent one that finds its work done
      * stat'ed the moved file itself as the victim */
-    if (r == 0 && last_name)
-        node_note_unlinked(&fs->nodes, &victim);
+    if (last_name)
+        node_note_unlinked(&fs->nodes, &victim, r == 0);
     if (!err) {
         if (!ck_ns_identical(src, dst)) {
             renamed_ns(fs, npf.fd, newname, dst);

@@ -160,7 +160,9 @@ static void test_unlinked_while_open(void **state)
 /* An open racing an unlink of its file through the mount: when the open
  * wins, its /proc/self/fd link opens the file again, as on ext4, however
  * the two requests interleave in the daemon (the open counts itself
- * before it opens, and the unlink reads that count after the removal). */
+ * before it opens, and the unlink reads that count after the removal).
+ * And a reopen through /proc/self/fd of a file held open, racing the
+ * unlink of its name, always opens it. */
 typedef struct {
     const char *path;
     gint go; /* both threads spin until it is set: the two requests leave together */
@@ -177,37 +179,60 @@ static gpointer race_open(gpointer p)
     return NULL;
 }
 
+static void race_unlink(const char *path, const char *opening, OpenRace *r)
+{
+    *r = (OpenRace){.path = opening};
+    GThread *t = g_thread_new("open", race_open, r);
+    g_atomic_int_set(&r->go, 1);
+    assert_int_equal(unlink(path), 0);
+    g_thread_join(t);
+}
+
+static void assert_reads(int fd, const char *want, const char *what, int round)
+{
+    char buf[16] = {0};
+    if (fd < 0)
+        fail_msg("round %d: %s: %s", round, what, g_strerror(errno));
+    assert_int_equal(pread(fd, buf, sizeof buf - 1, 0), (ssize_t)strlen(want));
+    assert_string_equal(buf, want);
+}
+
 static void test_open_racing_unlink(void **state)
 {
     Mount *m = *state;
     g_autofree char *p = mp(m, "racing");
+    char proc[64];
     int won = 0;
     for (int i = 0; i < 3000; i++) {
         put_file(p, "raced");
-        OpenRace r = {.path = p};
-        GThread *t = g_thread_new("open", race_open, &r);
-        g_atomic_int_set(&r.go, 1);
-        assert_int_equal(unlink(p), 0);
-        g_thread_join(t);
+        OpenRace r;
+        race_unlink(p, p, &r);
         if (r.fd < 0) {
             assert_int_equal(r.err, ENOENT);
             continue;
         }
         won++;
-        char proc[64];
         g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", r.fd);
         int again = open(proc, O_RDONLY);
-        if (again < 0)
-            fail_msg("round %d: reopening an open file unlinked meanwhile: %s", i,
-                     g_strerror(errno));
-        char buf[16] = {0};
-        assert_int_equal(read(again, buf, sizeof buf), 5);
-        assert_string_equal(buf, "raced");
+        assert_reads(again, "raced", "reopening an open file unlinked meanwhile", i);
         close(again);
         close(r.fd);
     }
     print_message("the open won %d of 3000 races\n", won);
     assert_true(won > 0);
+
+    for (int i = 0; i < 3000; i++) {
+        put_file(p, "held");
+        int keep = open(p, O_RDONLY);
+        assert_true(keep >= 0);
+        g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", keep);
+        OpenRace r;
+        race_unlink(p, proc, &r);
+        errno = r.err;
+        assert_reads(r.fd, "held", "reopening a held file while it is unlinked", i);
+        close(r.fd);
+        close(keep);
+    }
 }
 
 static void test_directory(void **state)
