@@ -21,6 +21,9 @@
 #              the mounts are made with -o no_policy (every check skipped),
 #              and empties it with rm -rf MNT/* before tests: the views are
 #              named .views there (-o views=.views), which the glob skips.
+#              The test and scratch backing directories are 16 GiB ext4
+#              images of their own (sparse, loop-mounted), so that a test
+#              that fills the scratch one fills nothing else.
 #              Needs the users fsgqa, fsgqa2 and 123456-fsgqa.  Results and
 #              the daemons' logs: /var/tmp/ckptfs-xfs-<variant>.results/
 #
@@ -75,8 +78,11 @@ work=$(mktemp -d /var/tmp/ckptfs-posix-XXXXXX)
 chmod 755 "$work" # mktemp's 0700 kept the suites' other users (fsgqa) from the mounts
 linked=""
 cleanup() {
-    for m in "$work"/*/mnt; do
+    for m in "$work"/*/mnt "$work"/xfs-*/test.mnt "$work"/xfs-*/scratch.mnt; do
         mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" || fusermount3 -u -z "$m"; }
+    done
+    for m in "$work"/xfs-*/test.fs "$work"/xfs-*/scratch.fs; do
+        mountpoint -q "$m" 2>/dev/null && umount -l "$m"
     done
     [ -n "$linked" ] && rm -f "$linked"
     [ -n "${uring_was:-}" ] && echo "$uring_was" > "$uring"
@@ -177,7 +183,21 @@ for pt in $paths; do
         if [ -n "$xfs" ]; then
             name=xfs-$tag
             d=$work/$name
-            mkdir -p "$d/test" "$d/scratch" "$d/test.mnt" "$d/scratch.mnt"
+            # the test and scratch backing directories on file systems of
+            # their own, as xfstests means its two devices: its ENOSPC tests
+            # (generic/103) fill the scratch one and leave it full, which
+            # must not fill the disk the test one, /tmp and the results are on.
+            # Each is a directory inside its file system, not the mount point
+            # itself: xfstests unmounts by the "device", and umount(8) would
+            # take the file system mounted there for it.
+            mkdir -p "$d/test.fs" "$d/scratch.fs" "$d/test.mnt" "$d/scratch.mnt"
+            for b in test scratch; do
+                truncate -s 16G "$work/$name-$b.img" &&
+                    mkfs.ext4 -q -F "$work/$name-$b.img" &&
+                    mount -o loop "$work/$name-$b.img" "$d/$b.fs" &&
+                    mkdir "$d/$b.fs/$b" ||
+                    { echo "posix-suites: cannot make the $b file system for xfstests" >&2; exit 2; }
+            done
             if [ "$link" = 1 ] && ! command -v ckptfs >/dev/null; then
                 ln -s "$ckptfs" /usr/local/sbin/ckptfs && linked=/usr/local/sbin/ckptfs
             fi
@@ -189,9 +209,9 @@ for pt in $paths; do
             cat > "$d/local.config" <<EOF
 export FSTYP=fuse
 export FUSE_SUBTYP=.ckptfs
-export TEST_DEV=$d/test
+export TEST_DEV=$d/test.fs/test
 export TEST_DIR=$d/test.mnt
-export SCRATCH_DEV=$d/scratch
+export SCRATCH_DEV=$d/scratch.fs/scratch
 export SCRATCH_MNT=$d/scratch.mnt
 export TEST_FS_MOUNT_OPTS="-o nosupervise,no_policy,views=.views,allow_other,$variant,log=$res/test.log"
 export MOUNT_OPTIONS="-o nosupervise,no_policy,views=.views,allow_other,$variant,log=$res/scratch.log"
@@ -211,7 +231,7 @@ EOF
             cat > "$d/bin/umount" <<EOF
 #!/bin/sh
 for a in "\$@"; do
-    case \$a in $d/test|$d/scratch) exec $(command -v umount) -c "\$@" ;; esac
+    case \$a in $d/test.fs/test|$d/scratch.fs/scratch) exec $(command -v umount) -c "\$@" ;; esac
 done
 exec $(command -v umount) "\$@"
 EOF
@@ -231,6 +251,8 @@ EOF
             fi
             mountpoint -q "$d/test.mnt" && fusermount3 -u -z "$d/test.mnt"
             mountpoint -q "$d/scratch.mnt" && fusermount3 -u -z "$d/scratch.mnt"
+            umount -l "$d/test.fs" "$d/scratch.fs"
+            rm -f "$work/$name-test.img" "$work/$name-scratch.img"
         fi
     done
 done
