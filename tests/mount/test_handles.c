@@ -305,6 +305,63 @@ static void test_after_daemon_death(void **state)
     mount_free(m);
 }
 
+/* A file unlinked through the mount while open, still in use when the
+ * daemon is killed.  With passthrough the kernel holds the backing file,
+ * and the open file keeps reading and writing under the new daemon (which
+ * opens it again by handle).  Without it only the dead daemon held the
+ * file, which the backing freed with it: its reads and writes fail (EIO
+ * or ESTALE, as ckptfs(8) says), and nothing else does. */
+static void test_unlinked_open_after_daemon_death(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    const char *args[] = {"-o", "supervise", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    bool passthrough = mount_log_has(m, "FUSE passthrough on");
+    g_autofree char *f = mp(m, "scratch");
+    g_autofree char *other = mp(m, "other");
+    put_file(other, "named");
+    int fd = open(f, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "before", 6, 0), 6);
+    assert_int_equal(unlink(f), 0);
+    pid_t d = mount_daemon_pid(m);
+    assert_true(d > 0);
+    mount_expect_log(m, "supervisor: the daemon (pid");
+    assert_int_equal(kill(d, SIGKILL), 0);
+    pid_t nd = 0;
+    for (int i = 0; i < 100 && (nd == 0 || nd == d); i++) {
+        usleep(50 * 1000);
+        nd = mount_daemon_pid(m);
+    }
+    assert_true(nd > 0 && nd != d);
+    char buf[16] = {0};
+    if (passthrough) {
+        if (pwrite(fd, "after", 5, 6) != 5)
+            fail_msg("a write to an unlinked open file after the daemon died: %s",
+                     g_strerror(errno));
+        assert_int_equal(pread(fd, buf, sizeof buf - 1, 0), 11);
+        assert_string_equal(buf, "beforeafter");
+        struct stat st;
+        assert_int_equal(fstat(fd, &st), 0);
+        assert_int_equal(st.st_nlink, 0);
+        assert_int_equal(st.st_size, 11);
+        assert_int_equal(fsync(fd), 0);
+    } else {
+        errno = 0;
+        assert_int_equal(pwrite(fd, "after", 5, 6), -1);
+        assert_true(errno == EIO || errno == ESTALE);
+        errno = 0;
+        assert_int_equal(pread(fd, buf, sizeof buf - 1, 0), -1);
+        assert_true(errno == EIO || errno == ESTALE);
+    }
+    close(fd);
+    g_autofree char *got = get_file(other);
+    assert_string_equal(got, "named");
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 /* A handle of a file the kernel forgot and then looked up again by name
  * (a listing, a stat: how the kernel reconnects a decoded handle to its
  * parent) still opens it: the object comes back under its old node id. */
@@ -468,6 +525,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_directory, mount_setup, mount_teardown),
         cmocka_unit_test_setup_teardown(test_found_again_by_name, mount_setup, mount_teardown),
         cmocka_unit_test(test_after_daemon_death),
+        cmocka_unit_test(test_unlinked_open_after_daemon_death),
         cmocka_unit_test(test_across_a_remount),
         cmocka_unit_test(test_old_handles_never_name_new_objects),
     };
