@@ -273,6 +273,21 @@ static void test_directory(void **state)
 
 /* The records of forgotten nodes are in the state a new daemon maps: a
  * handle taken before a kill -9 opens after it. */
+/* SIGKILL to a supervised mount's daemon; returns once another serves. */
+static void kill_daemon_and_wait(Mount *m)
+{
+    pid_t d = mount_daemon_pid(m);
+    assert_true(d > 0);
+    mount_expect_log(m, "supervisor: the daemon (pid");
+    assert_int_equal(kill(d, SIGKILL), 0);
+    pid_t nd = 0;
+    for (int i = 0; i < 100 && (nd == 0 || nd == d); i++) {
+        usleep(50 * 1000);
+        nd = mount_daemon_pid(m);
+    }
+    assert_true(nd > 0 && nd != d);
+}
+
 static void test_after_daemon_death(void **state)
 {
     (void)state;
@@ -286,16 +301,7 @@ static void test_after_daemon_death(void **state)
     int mount_fd = open(m->mnt, O_RDONLY | O_DIRECTORY);
     assert_true(mount_fd >= 0);
     drop_kernel_caches(m, 2);
-    pid_t d = mount_daemon_pid(m);
-    assert_true(d > 0);
-    mount_expect_log(m, "supervisor: the daemon (pid");
-    assert_int_equal(kill(d, SIGKILL), 0);
-    pid_t nd = 0;
-    for (int i = 0; i < 100 && (nd == 0 || nd == d); i++) {
-        usleep(50 * 1000);
-        nd = mount_daemon_pid(m);
-    }
-    assert_true(nd > 0 && nd != d);
+    kill_daemon_and_wait(m);
     int err;
     g_autofree char *text = read_by_handle(mount_fd, &h, &err);
     assert_int_equal(err, 0);
@@ -325,16 +331,7 @@ static void test_unlinked_open_after_daemon_death(void **state)
     assert_true(fd >= 0);
     assert_int_equal(pwrite(fd, "before", 6, 0), 6);
     assert_int_equal(unlink(f), 0);
-    pid_t d = mount_daemon_pid(m);
-    assert_true(d > 0);
-    mount_expect_log(m, "supervisor: the daemon (pid");
-    assert_int_equal(kill(d, SIGKILL), 0);
-    pid_t nd = 0;
-    for (int i = 0; i < 100 && (nd == 0 || nd == d); i++) {
-        usleep(50 * 1000);
-        nd = mount_daemon_pid(m);
-    }
-    assert_true(nd > 0 && nd != d);
+    kill_daemon_and_wait(m);
     char buf[16] = {0};
     if (passthrough) {
         if (pwrite(fd, "after", 5, 6) != 5)
