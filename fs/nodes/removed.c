@@ -85,20 +85,17 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed)
      * that took the freed inode number */
     if (n && n->generation != v->generation)
         n = NULL;
-    if (n)
+    bool let_go = false;
+    if (n) {
         n->unlinking = false;
-    if (!removed)
-        n = NULL;
-    if (n && n->nopen > 0) {
-        n->nameless_open = true;
-        n = NULL;
+        if (removed && n->nopen > 0)
+            n->nameless_open = true;
+        let_go = removed && n->nopen == 0 && v->now;
     }
-    if (!v->now)
-        n = NULL;
     g_mutex_unlock(&t->lock);
     /* n only names the cache's entry: a node freed meanwhile has none, and
      * one made since at its address loses a cached descriptor, no more */
-    if (n)
+    if (let_go)
         fdcache_drop(&t->fdcache, n);
 }
 
