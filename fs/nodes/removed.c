@@ -88,8 +88,10 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed)
     bool let_go = false;
     if (n) {
         n->unlinking = false;
-        if (removed && n->nopen > 0)
+        if (removed && n->nopen > 0) {
             n->nameless_open = true;
+            node_sync_locked(t, n);
+        }
         let_go = removed && n->nopen == 0 && v->now;
     }
     g_mutex_unlock(&t->lock);
@@ -103,5 +105,6 @@ void node_set_nameless_open(NodeTable *t, Node *n, bool nameless)
 {
     g_mutex_lock(&t->lock);
     n->nameless_open = nameless;
+    node_sync_locked(t, n);
     g_mutex_unlock(&t->lock);
 }

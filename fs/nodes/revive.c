@@ -46,6 +46,7 @@ void node_table_revive(NodeTable *t)
         Node *n = node_from_rec(state, i, r);
         n->nlookup = n->revived = r->nlookup;
         n->stale = r->stale;
+        n->nameless_open = r->nameless_open != 0;
         if (r->backing_id || r->backing_refs || r->cached_opens) {
             NodeOpen *o = node_open_state(n);
             o->backing_id = r->backing_id;

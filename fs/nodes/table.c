@@ -81,6 +81,7 @@ void node_sync_locked(NodeTable *t, Node *n)
         r->text_len = job && !r->job ? STATE_TEXT_LOST : 0;
     }
     r->stale = n->stale;
+    r->nameless_open = n->nameless_open;
     const NodeOpen *o = g_atomic_pointer_get(&n->open);
     r->backing_id = o ? o->backing_id : 0;
     r->backing_refs = o ? o->backing_refs : 0;

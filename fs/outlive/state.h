@@ -54,7 +54,11 @@ typedef struct {
      * cannot be found again (a key too long, no room for its job) */
     uint16_t text_len;
     uint8_t handle_len; /* 0: no handle kept (the node cannot be found again) */
-    uint8_t pad[3];
+    /* 1: its last name went through the mount while it was open, so an
+     * open that finds no name is a reopen.  A daemon that knows no such
+     * byte wrote 0 here (the byte was padding) and reads past it. */
+    uint8_t nameless_open;
+    uint8_t pad[2];
     int32_t handle_type;
     uint32_t job; /* of CK_NS_JOB: its number in the job table (state_job) */
     uint64_t generation;

@@ -343,6 +343,57 @@ static void kill_stuck(void *data)
         kill(now[i], SIGKILL);
 }
 
+/* Waits for a daemon other than `old` (the supervisor's only live child);
+ * 0 when none came. */
+static pid_t wait_new_daemon(Mount *m, pid_t old)
+{
+    for (int waited = 0; waited < 20000; waited += 10) {
+        pid_t d = mount_daemon_pid(m);
+        if (d > 0 && d != old && d != m->pid)
+            return d;
+        sleep_ms(10);
+    }
+    return 0;
+}
+
+pid_t mount_replace_daemon(Mount *m, DaemonEvent ev, GString *err)
+{
+    pid_t d = mount_daemon_pid(m);
+    if (d <= 0 || d == m->pid) {
+        g_string_append_printf(err, "no daemon child of supervisor %d\n", (int)m->pid);
+        return 0;
+    }
+    if (ev == DAEMON_KILL) {
+        /* the supervisor reports a daemon that died, as it should */
+        mount_expect_log(m, "supervisor: the daemon (pid");
+        if (kill(d, SIGKILL) != 0) {
+            g_string_append_printf(err, "kill %d: %s\n", (int)d, g_strerror(errno));
+            return 0;
+        }
+    } else {
+        const char *argv[] = {g_getenv("CKPTFS_BIN"), "--takeover", m->mnt, NULL};
+        g_autofree char *out = NULL, *errtext = NULL;
+        int status = -1;
+        g_autoptr(GError) gerr = NULL;
+        if (!g_spawn_sync(NULL, (char **)argv, NULL, 0, NULL, NULL, &out, &errtext, &status,
+                          &gerr)) {
+            g_string_append_printf(err, "cannot run --takeover: %s\n", gerr->message);
+            return 0;
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            g_string_append_printf(err, "ckptfs --takeover %s: status %d, stderr: %s\n", m->mnt,
+                                   status, errtext ? errtext : "");
+            return 0;
+        }
+    }
+    pid_t nd = wait_new_daemon(m, d);
+    if (!nd)
+        g_string_append_printf(err, "no new daemon after %s of %d (supervisor %d %s)\n",
+                               ev == DAEMON_KILL ? "kill -9" : "--takeover", (int)d, (int)m->pid,
+                               kill(m->pid, 0) == 0 ? "alive" : "gone");
+    return nd;
+}
+
 int mount_stop(Mount *m)
 {
     if (!m->pid)

@@ -49,6 +49,12 @@ int mount_start(Mount *m, const char *const *args);
  * supervisor starts or replaces it, then the newest), or m->pid when the
  * mount is not supervised; 0 when there is none. */
 pid_t mount_daemon_pid(Mount *m);
+/* What happens to a supervised mount's daemon in a test. */
+typedef enum { DAEMON_KILL, DAEMON_TAKEOVER } DaemonEvent;
+/* kill -9 of the daemon (announcing the supervisor's warning), or
+ * `$CKPTFS_BIN --takeover MNT`; then waits (20 s at most: a hang, not a
+ * time limit) for the next daemon.  Its pid, or 0 with why appended to err. */
+pid_t mount_replace_daemon(Mount *m, DaemonEvent ev, GString *err);
 /* Unmounts and reaps the daemon (a supervised mount: the supervisor, which
  * exits once its daemon has unmounted; on failure the daemon is killed
  * too); returns 0 when it exited with status 0

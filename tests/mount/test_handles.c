@@ -276,16 +276,9 @@ static void test_directory(void **state)
 /* SIGKILL to a supervised mount's daemon; returns once another serves. */
 static void kill_daemon_and_wait(Mount *m)
 {
-    pid_t d = mount_daemon_pid(m);
-    assert_true(d > 0);
-    mount_expect_log(m, "supervisor: the daemon (pid");
-    assert_int_equal(kill(d, SIGKILL), 0);
-    pid_t nd = 0;
-    for (int i = 0; i < 100 && (nd == 0 || nd == d); i++) {
-        usleep(50 * 1000);
-        nd = mount_daemon_pid(m);
-    }
-    assert_true(nd > 0 && nd != d);
+    g_autoptr(GString) err = g_string_new(NULL);
+    if (mount_replace_daemon(m, DAEMON_KILL, err) <= 0)
+        fail_msg("%s", err->str);
 }
 
 static void test_after_daemon_death(void **state)
@@ -312,14 +305,15 @@ static void test_after_daemon_death(void **state)
 }
 
 /* A file unlinked through the mount while open, still in use when the
- * daemon is killed.  With passthrough the kernel holds the backing file,
- * and the open file keeps reading and writing under the new daemon (which
- * opens it again by handle).  Without it only the dead daemon held the
- * file, which the backing freed with it: its reads and writes fail (EIO
- * or ESTALE, as ckptfs(8) says), and nothing else does. */
-static void test_unlinked_open_after_daemon_death(void **state)
+ * daemon is killed or taken over.  With passthrough the kernel holds the
+ * backing file: the open file keeps reading and writing under the new
+ * daemon (which opens it again by handle), and opens again through
+ * /proc/self/fd (its slot says its last name went through the mount).
+ * Without it only the old daemon held the file, which the backing freed
+ * with it: its reads, writes and reopens fail (EIO or ESTALE, as ckptfs(8)
+ * says), and nothing else does. */
+static void unlinked_open_across(DaemonEvent ev)
 {
-    (void)state;
     Mount *m = mount_new();
     const char *args[] = {"-o", "supervise", NULL};
     assert_int_equal(mount_start(m, args), 0);
@@ -331,12 +325,15 @@ static void test_unlinked_open_after_daemon_death(void **state)
     assert_true(fd >= 0);
     assert_int_equal(pwrite(fd, "before", 6, 0), 6);
     assert_int_equal(unlink(f), 0);
-    kill_daemon_and_wait(m);
+    g_autofree char *proc = g_strdup_printf("/proc/self/fd/%d", fd);
+    g_autoptr(GString) err = g_string_new(NULL);
+    if (mount_replace_daemon(m, ev, err) <= 0)
+        fail_msg("%s", err->str);
+    const char *what = ev == DAEMON_KILL ? "kill -9" : "--takeover";
     char buf[16] = {0};
     if (passthrough) {
         if (pwrite(fd, "after", 5, 6) != 5)
-            fail_msg("a write to an unlinked open file after the daemon died: %s",
-                     g_strerror(errno));
+            fail_msg("a write to an unlinked open file after a %s: %s", what, g_strerror(errno));
         assert_int_equal(pread(fd, buf, sizeof buf - 1, 0), 11);
         assert_string_equal(buf, "beforeafter");
         struct stat st;
@@ -344,6 +341,15 @@ static void test_unlinked_open_after_daemon_death(void **state)
         assert_int_equal(st.st_nlink, 0);
         assert_int_equal(st.st_size, 11);
         assert_int_equal(fsync(fd), 0);
+        /* the new daemon knows its last name went through the mount: a
+         * reopen is not a name replaced behind it */
+        int again = open(proc, O_RDONLY);
+        if (again < 0)
+            fail_msg("a reopen of an unlinked open file after a %s: %s", what, g_strerror(errno));
+        memset(buf, 0, sizeof buf);
+        assert_int_equal(pread(again, buf, sizeof buf - 1, 0), 11);
+        assert_string_equal(buf, "beforeafter");
+        close(again);
     } else {
         errno = 0;
         assert_int_equal(pwrite(fd, "after", 5, 6), -1);
@@ -351,12 +357,27 @@ static void test_unlinked_open_after_daemon_death(void **state)
         errno = 0;
         assert_int_equal(pread(fd, buf, sizeof buf - 1, 0), -1);
         assert_true(errno == EIO || errno == ESTALE);
+        errno = 0;
+        assert_int_equal(open(proc, O_RDONLY), -1);
+        assert_true(errno == EIO || errno == ESTALE);
     }
     close(fd);
     g_autofree char *got = get_file(other);
     assert_string_equal(got, "named");
     assert_int_equal(mount_stop(m), 0);
     mount_free(m);
+}
+
+static void test_unlinked_open_after_daemon_death(void **state)
+{
+    (void)state;
+    unlinked_open_across(DAEMON_KILL);
+}
+
+static void test_unlinked_open_after_takeover(void **state)
+{
+    (void)state;
+    unlinked_open_across(DAEMON_TAKEOVER);
 }
 
 /* A handle of a file the kernel forgot and then looked up again by name
@@ -523,6 +544,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_found_again_by_name, mount_setup, mount_teardown),
         cmocka_unit_test(test_after_daemon_death),
         cmocka_unit_test(test_unlinked_open_after_daemon_death),
+        cmocka_unit_test(test_unlinked_open_after_takeover),
         cmocka_unit_test(test_across_a_remount),
         cmocka_unit_test(test_old_handles_never_name_new_objects),
     };

@@ -38,13 +38,12 @@
 #include "harness.h"
 #include "mountrun.h"
 
-#define THREADS            4
-#define SLOTS              4 /* final names per thread, renamed over in turn */
-#define KILLS              20
-#define TAKEOVERS          10
-#define OLD_SIZE           (64 * 1024)
-#define NEW_DAEMON_WAIT_MS 20000 /* hang detection only */
-#define PROGRESS_WAIT_MS   60000 /* hang detection only */
+#define THREADS          4
+#define SLOTS            4 /* final names per thread, renamed over in turn */
+#define KILLS            20
+#define TAKEOVERS        10
+#define OLD_SIZE         (64 * 1024)
+#define PROGRESS_WAIT_MS 60000 /* hang detection only */
 
 static void sleep_ms(int ms)
 {
@@ -165,64 +164,6 @@ static int settled_fds(Mount *m, int at_most, int *pipes, int *threads)
         sleep_ms(100);
     }
     return n;
-}
-
-/* Waits for a daemon other than `old` (the supervisor's only live child);
- * 0 when none came. */
-static pid_t wait_new_daemon(Mount *m, pid_t old)
-{
-    for (int waited = 0; waited < NEW_DAEMON_WAIT_MS; waited += 10) {
-        pid_t d = mount_daemon_pid(m);
-        if (d > 0 && d != old && d != m->pid)
-            return d;
-        sleep_ms(10);
-    }
-    return 0;
-}
-
-/* ---- events: what happens to the daemon in the middle of the clients ---- */
-
-typedef enum { EV_KILL, EV_TAKEOVER } EventKind;
-
-/* kill -9 of the daemon, or `ckptfs --takeover MNT`; then waits for the new
- * daemon.  Returns the new daemon's pid, 0 on failure (described in err). */
-static pid_t event(Mount *m, EventKind kind, GString *err)
-{
-    pid_t d = mount_daemon_pid(m);
-    if (d <= 0 || d == m->pid) {
-        g_string_append_printf(err, "no daemon child of supervisor %d\n", (int)m->pid);
-        return 0;
-    }
-    if (kind == EV_KILL) {
-        /* the supervisor reports a daemon that died, as it should */
-        mount_expect_log(m, "supervisor: the daemon (pid");
-        if (kill(d, SIGKILL) != 0) {
-            g_string_append_printf(err, "kill %d: %s\n", (int)d, g_strerror(errno));
-            return 0;
-        }
-    } else {
-        const char *bin = g_getenv("CKPTFS_BIN");
-        const char *argv[] = {bin, "--takeover", m->mnt, NULL};
-        g_autofree char *out = NULL, *errtext = NULL;
-        int status = -1;
-        g_autoptr(GError) gerr = NULL;
-        if (!g_spawn_sync(NULL, (char **)argv, NULL, 0, NULL, NULL, &out, &errtext, &status,
-                          &gerr)) {
-            g_string_append_printf(err, "cannot run --takeover: %s\n", gerr->message);
-            return 0;
-        }
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            g_string_append_printf(err, "ckptfs --takeover %s: status %d, stderr: %s\n", m->mnt,
-                                   status, errtext ? errtext : "");
-            return 0;
-        }
-    }
-    pid_t nd = wait_new_daemon(m, d);
-    if (!nd)
-        g_string_append_printf(err, "no new daemon after %s of %d (supervisor %d %s)\n",
-                               kind == EV_KILL ? "kill -9" : "--takeover", (int)d, (int)m->pid,
-                               kill(m->pid, 0) == 0 ? "alive" : "gone");
-    return nd;
 }
 
 /* ---- the commit loop ---- */
@@ -475,7 +416,7 @@ static void old_pattern(guint8 *buf)
 
 /* The commit loop with `rounds` events (kill -9 or --takeover) in its
  * middle; see the file's comment for what is checked. */
-static void commit_loop_under(Mount *m, EventKind kind, int rounds)
+static void commit_loop_under(Mount *m, DaemonEvent kind, int rounds)
 {
     /* a file opened before the first event, kept open throughout */
     g_autofree char *old = mp(m, "old.bin"), *bold = bp(m, "old.bin");
@@ -527,7 +468,7 @@ static void commit_loop_under(Mount *m, EventKind kind, int rounds)
             break;
         }
         sleep_ms(g_random_int_range(0, 30));
-        if (!event(m, kind, evmsg)) {
+        if (!mount_replace_daemon(m, kind, evmsg)) {
             ok = false;
             break;
         }
@@ -566,8 +507,9 @@ static void commit_loop_under(Mount *m, EventKind kind, int rounds)
     for (int t = 0; t < THREADS; t++)
         g_thread_join(th[t]);
     print_message("%s x%d: %d commits acknowledged, %d failed calls, %d wrong read-backs\n",
-                  kind == EV_KILL ? "kill -9" : "--takeover", done, g_atomic_int_get(&l->commits),
-                  g_atomic_int_get(&l->failures), g_atomic_int_get(&l->wrong));
+                  kind == DAEMON_KILL ? "kill -9" : "--takeover", done,
+                  g_atomic_int_get(&l->commits), g_atomic_int_get(&l->failures),
+                  g_atomic_int_get(&l->wrong));
     if (l->errors->len) {
         fprintf(stderr, "failed calls and wrong bytes seen by the clients:\n%s", l->errors->str);
         mount_dump_log(m);
@@ -631,12 +573,12 @@ static void commit_loop_under(Mount *m, EventKind kind, int rounds)
 
 static void test_kill_during_commits(void **state)
 {
-    commit_loop_under(*state, EV_KILL, KILLS);
+    commit_loop_under(*state, DAEMON_KILL, KILLS);
 }
 
 static void test_takeover_during_commits(void **state)
 {
-    commit_loop_under(*state, EV_TAKEOVER, TAKEOVERS);
+    commit_loop_under(*state, DAEMON_TAKEOVER, TAKEOVERS);
 }
 
 /* ---- a walk of _views ---- */
@@ -818,7 +760,7 @@ static char *find_listing(const char *out)
     return joined(keep);
 }
 
-static void views_walk_under(Mount *m, EventKind kind, int rounds)
+static void views_walk_under(Mount *m, DaemonEvent kind, int rounds)
 {
     g_autofree char *views = g_build_filename(m->mnt, "_views", NULL);
 
@@ -857,7 +799,7 @@ static void views_walk_under(Mount *m, EventKind kind, int rounds)
             while (g_atomic_int_get(&w.visited) < at && !w.err && w.visited < total)
                 sleep_ms(1);
             mid_walk += g_atomic_int_get(&w.visited) < total;
-            pid_t nd = event(m, kind, evmsg);
+            pid_t nd = mount_replace_daemon(m, kind, evmsg);
             if (!nd) {
                 fprintf(stderr, "%s", evmsg->str);
                 mount_dump_log(m);
@@ -881,7 +823,7 @@ static void views_walk_under(Mount *m, EventKind kind, int rounds)
             siginfo_t si = {0};
             mid_find +=
                 waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
-            pid_t nd = event(m, kind, evmsg);
+            pid_t nd = mount_replace_daemon(m, kind, evmsg);
             if (!nd) {
                 fprintf(stderr, "%s", evmsg->str);
                 mount_dump_log(m);
@@ -901,19 +843,19 @@ static void views_walk_under(Mount *m, EventKind kind, int rounds)
         }
     }
     print_message("views: %d entries; %d %s, %d in the middle of a walk, %d of a find\n", total,
-                  rounds, kind == EV_KILL ? "kills" : "takeovers", mid_walk, mid_find);
+                  rounds, kind == DAEMON_KILL ? "kills" : "takeovers", mid_walk, mid_find);
     assert_int_equal(mount_metric(m, "ckptfs_daemon_attaches_total"), rounds);
     g_ptr_array_unref(ref.entries);
 }
 
 static void test_kill_during_views_walk(void **state)
 {
-    views_walk_under(*state, EV_KILL, KILLS);
+    views_walk_under(*state, DAEMON_KILL, KILLS);
 }
 
 static void test_takeover_during_views_walk(void **state)
 {
-    views_walk_under(*state, EV_TAKEOVER, TAKEOVERS);
+    views_walk_under(*state, DAEMON_TAKEOVER, TAKEOVERS);
 }
 
 /* ---- SQLite ---- */
@@ -981,7 +923,7 @@ static char *query_text(sqlite3 *db, const char *sql)
     return v;
 }
 
-static void sqlite_under(Mount *m, const char *journal, EventKind kind, int rounds)
+static void sqlite_under(Mount *m, const char *journal, DaemonEvent kind, int rounds)
 {
     g_autofree char *name = g_strdup_printf("%s.db", journal);
     g_autofree char *path = mp(m, name), *bpath = bp(m, name);
@@ -1007,7 +949,7 @@ static void sqlite_under(Mount *m, const char *journal, EventKind kind, int roun
             break;
         }
         sleep_ms(g_random_int_range(0, 20));
-        ok = event(m, kind, evmsg) > 0;
+        ok = mount_replace_daemon(m, kind, evmsg) > 0;
         if (!ok)
             break;
         done++;
@@ -1023,7 +965,7 @@ static void sqlite_under(Mount *m, const char *journal, EventKind kind, int roun
     g_atomic_int_set(&s.stop, 1);
     g_thread_join(th);
     print_message("sqlite %s: %d %s, %d transactions acknowledged, %d failed calls\n", journal,
-                  done, kind == EV_KILL ? "kills" : "takeovers", g_atomic_int_get(&s.txns),
+                  done, kind == DAEMON_KILL ? "kills" : "takeovers", g_atomic_int_get(&s.txns),
                   g_atomic_int_get(&s.failures));
     if (s.errors->len) {
         fprintf(stderr, "failed sqlite calls:\n%s", s.errors->str);
@@ -1056,17 +998,17 @@ static void sqlite_under(Mount *m, const char *journal, EventKind kind, int roun
 
 static void test_kill_during_sqlite_wal(void **state)
 {
-    sqlite_under(*state, "wal", EV_KILL, KILLS);
+    sqlite_under(*state, "wal", DAEMON_KILL, KILLS);
 }
 
 static void test_kill_during_sqlite_delete(void **state)
 {
-    sqlite_under(*state, "delete", EV_KILL, KILLS);
+    sqlite_under(*state, "delete", DAEMON_KILL, KILLS);
 }
 
 static void test_takeover_during_sqlite_wal(void **state)
 {
-    sqlite_under(*state, "wal", EV_TAKEOVER, TAKEOVERS);
+    sqlite_under(*state, "wal", DAEMON_TAKEOVER, TAKEOVERS);
 }
 
 /* ---- the supervisor's own interface ---- */
