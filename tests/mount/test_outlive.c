@@ -1,13 +1,13 @@
 /* The mount outlives its daemon (ckptfs(8) WHEN THE DAEMON DIES): with
  * `-o supervise`, kill -9 of the daemon (the supervisor's child) in the
- * middle of a 4-thread commit loop, of a walk of _views and of an SQLite
- * transaction loop, 20 times each, and `ckptfs --takeover` in the middle of
- * the commit loop: every call the clients made succeeds, every acknowledged
- * commit is intact byte for byte (through the mount and in the backing
- * dir), a file opened before the first kill reads and writes through its
- * old descriptor, node count and the daemon's descriptors come back, and
- * ckptfs_daemon_attaches_total counts the attaches.  `--takeover` of a mount
- * without a supervisor exits 1 with one line; SIGTERM of the supervisor
+ * middle of a 4-thread commit loop, of a walk of _views, of an SQLite
+ * transaction loop and of RocksDB's synced writes (flushing and compacting
+ * all along), 20 times each, and `ckptfs --takeover` 10 times in the
+ * middle of each but the SQLite rollback journal: every call the clients made succeeds, every
+ * acknowledged commit is intact byte for byte (through the mount and in the backing dir), a file
+ * opened before the first kill reads and writes through its old descriptor, node count and the
+ * daemon's descriptors come back, and ckptfs_daemon_attaches_total counts the attaches.
+ * `--takeover` of a mount without a supervisor exits 1 with one line; SIGTERM of the supervisor
  * unmounts and it exits 0 (every teardown checks fusermount3 -u the same
  * way).
  *
@@ -21,6 +21,7 @@
 #include <glib.h>
 #include <inttypes.h>
 #include <setjmp.h>
+#include <rocksdb/c.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -858,6 +859,43 @@ static void test_takeover_during_views_walk(void **state)
     views_walk_under(*state, DAEMON_TAKEOVER, TAKEOVERS);
 }
 
+/* Runs a client thread (fn, which returns once *stop is set) amid `rounds`
+ * events (kill -9 or --takeover), while it counts what it got acknowledged
+ * in *acked: each event at a random moment after fresh progress, then
+ * progress again.  The events done; *ok false on a hang, after which the
+ * connection is aborted so that the client returns. */
+static int client_amid(Mount *m, DaemonEvent kind, int rounds, GThreadFunc fn, gpointer client,
+                       gint *acked, gint *stop, bool *ok)
+{
+    GThread *th = g_thread_new("client", fn, client);
+    g_autoptr(GString) evmsg = g_string_new("");
+    *ok = wait_progress(acked, 0, 5);
+    int done = 0;
+    for (int r = 0; *ok && r < rounds; r++) {
+        *ok = wait_progress(acked, g_atomic_int_get(acked), 2);
+        if (!*ok) {
+            g_string_append_printf(evmsg, "no progress before event %d\n", r + 1);
+            break;
+        }
+        sleep_ms(g_random_int_range(0, 20));
+        *ok = mount_replace_daemon(m, kind, evmsg) > 0;
+        if (!*ok)
+            break;
+        done++;
+        *ok = wait_progress(acked, g_atomic_int_get(acked), 2);
+        if (!*ok)
+            g_string_append_printf(evmsg, "no progress after event %d\n", r + 1);
+    }
+    if (!*ok) {
+        fprintf(stderr, "%s", evmsg->str);
+        mount_dump_log(m);
+        abort_connection(m);
+    }
+    g_atomic_int_set(stop, 1);
+    g_thread_join(th);
+    return done;
+}
+
 /* ---- SQLite ---- */
 
 typedef struct {
@@ -937,33 +975,8 @@ static void sqlite_under(Mount *m, const char *journal, DaemonEvent kind, int ro
         sqlite3_exec(s.db, "CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT)", NULL, NULL, NULL),
         SQLITE_OK);
 
-    GThread *th = g_thread_new("sqlite", sql_thread, &s);
-    g_autoptr(GString) evmsg = g_string_new("");
-    bool ok = wait_progress(&s.txns, 0, 5);
-    int done = 0;
-    for (int r = 0; ok && r < rounds; r++) {
-        int c0 = g_atomic_int_get(&s.txns);
-        ok = wait_progress(&s.txns, c0, 2);
-        if (!ok) {
-            g_string_append_printf(evmsg, "no transaction before kill %d\n", r + 1);
-            break;
-        }
-        sleep_ms(g_random_int_range(0, 20));
-        ok = mount_replace_daemon(m, kind, evmsg) > 0;
-        if (!ok)
-            break;
-        done++;
-        ok = wait_progress(&s.txns, g_atomic_int_get(&s.txns), 2);
-        if (!ok)
-            g_string_append_printf(evmsg, "no transaction after event %d\n", r + 1);
-    }
-    if (!ok) {
-        fprintf(stderr, "%s", evmsg->str);
-        mount_dump_log(m);
-        abort_connection(m);
-    }
-    g_atomic_int_set(&s.stop, 1);
-    g_thread_join(th);
+    bool ok;
+    int done = client_amid(m, kind, rounds, sql_thread, &s, &s.txns, &s.stop, &ok);
     print_message("sqlite %s: %d %s, %d transactions acknowledged, %d failed calls\n", journal,
                   done, kind == DAEMON_KILL ? "kills" : "takeovers", g_atomic_int_get(&s.txns),
                   g_atomic_int_get(&s.failures));
@@ -1009,6 +1022,150 @@ static void test_kill_during_sqlite_delete(void **state)
 static void test_takeover_during_sqlite_wal(void **state)
 {
     sqlite_under(*state, "wal", DAEMON_TAKEOVER, TAKEOVERS);
+}
+
+/* ---- RocksDB ---- */
+
+typedef struct {
+    rocksdb_t *db;
+    gint stop;
+    gint batches; /* acknowledged (synced) batches of ROCKS_BATCH keys */
+    gint failures;
+    GString *errors;
+} RocksLoop;
+
+#define ROCKS_BATCH 10
+
+static void rocks_kv(int n, char *k, size_t kl, char *v, size_t vl, int *klen, int *vlen)
+{
+    *klen = g_snprintf(k, kl, "key-%09d", n);
+    *vlen = g_snprintf(v, vl, "value-%09d-%0200d", n, n);
+}
+
+/* Synced batches, with a write buffer small enough that the loop flushes
+ * and compacts all along: files created, renamed (CURRENT), synced with
+ * their directory, and deleted while the table cache still holds them. */
+static gpointer rocks_thread(gpointer p)
+{
+    RocksLoop *r = p;
+    rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(wo, 1);
+    for (int b = 0; !g_atomic_int_get(&r->stop); b++) {
+        rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+        for (int i = 0; i < ROCKS_BATCH; i++) {
+            char k[32], v[256];
+            int kl, vl;
+            rocks_kv(b * ROCKS_BATCH + i, k, sizeof k, v, sizeof v, &kl, &vl);
+            rocksdb_writebatch_put(wb, k, (size_t)kl, v, (size_t)vl);
+        }
+        char *err = NULL;
+        rocksdb_write(r->db, wo, wb, &err);
+        rocksdb_writebatch_destroy(wb);
+        if (err) {
+            if (g_atomic_int_add(&r->failures, 1) < 20)
+                g_string_append_printf(r->errors, "  batch %d: %s\n", b, err);
+            rocksdb_free(err);
+            break; /* RocksDB stops writing after a failed sync */
+        }
+        g_atomic_int_inc(&r->batches);
+    }
+    rocksdb_writeoptions_destroy(wo);
+    return NULL;
+}
+
+/* Every acknowledged key of `batches` reads back from the database at
+ * path; the keys past them are at most the one batch in flight. */
+static void check_rocks_keys(const char *path, bool read_only, int batches)
+{
+    char *err = NULL;
+    rocksdb_options_t *opts = rocksdb_options_create();
+    rocksdb_t *db = read_only ? rocksdb_open_for_read_only(opts, path, 0, &err)
+                              : rocksdb_open(opts, path, &err);
+    if (err)
+        fail_msg("rocksdb open %s: %s", path, err);
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    for (int n = 0; n < batches * ROCKS_BATCH; n++) {
+        char k[32], v[256];
+        int kl, vl;
+        rocks_kv(n, k, sizeof k, v, sizeof v, &kl, &vl);
+        size_t len = 0;
+        char *got = rocksdb_get(db, ro, k, (size_t)kl, &len, &err);
+        if (err || !got || len != (size_t)vl || memcmp(got, v, len) != 0)
+            fail_msg("rocksdb %s: acknowledged key %s %s", path, k,
+                     err   ? err
+                     : got ? "has another value"
+                           : "is missing");
+        rocksdb_free(got);
+    }
+    int more = 0;
+    rocksdb_iterator_t *it = rocksdb_create_iterator(db, ro);
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it))
+        more++;
+    rocksdb_iter_destroy(it);
+    more -= batches * ROCKS_BATCH;
+    assert_true(more == 0 || more == ROCKS_BATCH);
+    rocksdb_readoptions_destroy(ro);
+    rocksdb_close(db);
+    rocksdb_options_destroy(opts);
+}
+
+static void rocksdb_under(Mount *m, DaemonEvent kind, int rounds)
+{
+    g_autofree char *path = mp(m, "rocks"), *bpath = bp(m, "rocks");
+    RocksLoop r = {.errors = g_string_new("")};
+    char *err = NULL;
+    rocksdb_options_t *opts = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(opts, 1);
+    rocksdb_options_set_write_buffer_size(opts, 64 * 1024);
+    rocksdb_options_set_level0_file_num_compaction_trigger(opts, 2);
+    rocksdb_options_set_use_fsync(opts, 1);
+    r.db = rocksdb_open(opts, path, &err);
+    if (err)
+        fail_msg("rocksdb open: %s", err);
+
+    bool ok;
+    int done = client_amid(m, kind, rounds, rocks_thread, &r, &r.batches, &r.stop, &ok);
+    print_message("rocksdb: %d %s, %d batches acknowledged, %d failed writes\n", done,
+                  kind == DAEMON_KILL ? "kills" : "takeovers", g_atomic_int_get(&r.batches),
+                  g_atomic_int_get(&r.failures));
+    if (r.errors->len) {
+        fprintf(stderr, "failed rocksdb writes:\n%s", r.errors->str);
+        mount_dump_log(m);
+    }
+    assert_true(ok);
+    assert_int_equal(g_atomic_int_get(&r.failures), 0);
+    rocksdb_close(r.db);
+    rocksdb_options_destroy(opts);
+
+    /* the loop flushed and compacted: SST files were made and deleted */
+    g_autoptr(GDir) d = g_dir_open(bpath, 0, NULL);
+    assert_non_null(d);
+    guint64 ssts = 0, newest = 0;
+    for (const char *name; (name = g_dir_read_name(d));) {
+        if (g_str_has_suffix(name, ".sst")) {
+            ssts++;
+            newest = MAX(newest, g_ascii_strtoull(name, NULL, 10));
+        }
+    }
+    print_message("rocksdb: %" G_GUINT64_FORMAT " SST files, the newest numbered %" G_GUINT64_FORMAT
+                  "\n",
+                  ssts, newest);
+    assert_true(ssts > 0 && newest > ssts + 2);
+    /* through the mount, and the backing copy is the same database */
+    check_rocks_keys(path, false, r.batches);
+    check_rocks_keys(bpath, true, r.batches);
+    assert_int_equal(mount_metric(m, "ckptfs_daemon_attaches_total"), rounds);
+    g_string_free(r.errors, TRUE);
+}
+
+static void test_kill_during_rocksdb(void **state)
+{
+    rocksdb_under(*state, DAEMON_KILL, KILLS);
+}
+
+static void test_takeover_during_rocksdb(void **state)
+{
+    rocksdb_under(*state, DAEMON_TAKEOVER, TAKEOVERS);
 }
 
 /* ---- the supervisor's own interface ---- */
@@ -1135,6 +1292,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_takeover_during_views_walk, views_setup,
                                         mount_teardown),
         cmocka_unit_test_setup_teardown(test_takeover_during_sqlite_wal, sup_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_kill_during_rocksdb, sup_setup, mount_teardown),
+        cmocka_unit_test_setup_teardown(test_takeover_during_rocksdb, sup_setup, mount_teardown),
         cmocka_unit_test(test_takeover_without_supervisor),
         cmocka_unit_test(test_supervise_refuses_auto_unmount),
         cmocka_unit_test_setup_teardown(test_sigterm_supervisor, sup_setup, mount_teardown),
