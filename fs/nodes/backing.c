@@ -73,17 +73,18 @@ static int node_open_as(NodeTable *t, Node *n, int flags)
     int fd;
     HandleBuf h;
     struct file_handle *fh = nhandle_fh(&n->handle, &h);
-    if (fh) {
-        fd = open_by_handle_at(t->data_mount_fd, fh, flags);
-        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && fdcache_shrink(&t->fdcache))
-            fd = open_by_handle_at(t->data_mount_fd, fh, flags);
-    } else if (n->pinned_fd >= 0) {
-        /* through the descriptor's magic link, which O_NOFOLLOW would refuse
-         * (ELOOP): the descriptor is the object itself, never a name that
-         * could have become a symlink */
+    if (n->pinned_fd >= 0) {
+        /* first: a handle of an object without a name does not open on
+         * every file system.  Through the descriptor's magic link, which
+         * O_NOFOLLOW would refuse (ELOOP): the descriptor is the object
+         * itself, never a name that could have become a symlink */
         char proc[64];
         g_snprintf(proc, sizeof proc, "/proc/self/fd/%d", n->pinned_fd);
         fd = open(proc, S_ISLNK(n->type) ? flags : flags & ~O_NOFOLLOW);
+    } else if (fh) {
+        fd = open_by_handle_at(t->data_mount_fd, fh, flags);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && fdcache_shrink(&t->fdcache))
+            fd = open_by_handle_at(t->data_mount_fd, fh, flags);
     } else {
         return -ESTALE;
     }

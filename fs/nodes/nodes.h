@@ -120,10 +120,11 @@ typedef struct Node {
     uint64_t nlookup;    /* NodeTable.lock */
     uint64_t revived;    /* NodeTable.lock: of nlookup, the references a previous daemon left */
     CkNs ns;             /* NodeTable.lock (node_ns / node_set_ns) */
-    NodeHandle handle;   /* none: pinned_fd */
+    NodeHandle handle;   /* none: pinned_fd (see there) */
     NodeOpen *open;      /* atomic pointer: NULL until the first open (node_open_state) */
     NodeView *view;      /* VIRTUAL, ALIAS; NULL for BACKING */
-    int pinned_fd;       /* O_PATH, only without a handle; else -1 */
+    int pinned_fd;       /* O_PATH: without a handle, or beside it for an object
+                          * without a name (O_TMPFILE, a removed directory); else -1 */
     int nopen;           /* open files (NodeTable.lock): an unlinked object stays valid */
     uint32_t slot;       /* its record in the state memfd; 0 until the node is in the table */
     uint16_t type;       /* S_IFMT bits, fixed for the node's life */

@@ -171,19 +171,32 @@ static int node_pin_fd(Node *n, int fd)
     return 0;
 }
 
+/* n->handle from fd's object, where the backing has handles and fd is on
+ * its file system; whether it took one. */
+static bool node_take_handle(NodeTable *t, Node *n, int fd)
+{
+    HandleBuf h;
+    int mnt;
+    if (!t->handles || fhandle_of(fd, "", AT_EMPTY_PATH, &h, &mnt) != 0 || mnt != t->root_mount_id)
+        return false;
+    nhandle_set_fh(&n->handle, &h.fh);
+    return true;
+}
+
 int node_set_handle_from_fd(NodeTable *t, Node *n, int fd)
 {
-    if (t->handles) {
-        HandleBuf h;
-        int mnt;
-        if (fhandle_of(fd, "", AT_EMPTY_PATH, &h, &mnt) == 0 && mnt == t->root_mount_id) {
-            nhandle_set_fh(&n->handle, &h.fh);
-            n->pinned_fd = -1;
-            return 0;
-        }
+    if (node_take_handle(t, n, fd)) {
+        n->pinned_fd = -1;
+        return 0;
     }
     /* no handles here (or another file system mounted inside the backing
      * directory): keep the descriptor itself */
+    return node_pin_fd(n, fd);
+}
+
+static int node_pin_fd_and_handle(NodeTable *t, Node *n, int fd)
+{
+    node_take_handle(t, n, fd);
     return node_pin_fd(n, fd);
 }
 
@@ -460,9 +473,12 @@ int node_from_fd(NodeTable *t, CkNs ns, int fd, bool cache_fd, struct stat *st, 
     Node *fresh = node_new(NODE_BACKING, st->st_mode);
     fresh->key = (NodeKey){st->st_dev, st->st_ino};
     fresh->ns = ns;
-    /* an O_TMPFILE file has no name yet, and a handle of an inode without
-     * links does not open (ESTALE): it keeps its descriptor */
-    int err = st->st_nlink == 0 ? node_pin_fd(fresh, fd) : node_set_handle_from_fd(t, fresh, fd);
+    /* an O_TMPFILE file has no name yet: it keeps its descriptor, which
+     * opens it on any file system, and its handle too where there is one,
+     * so that the next daemon finds it while the kernel holds it (with
+     * passthrough) */
+    int err = st->st_nlink == 0 ? node_pin_fd_and_handle(t, fresh, fd)
+                                : node_set_handle_from_fd(t, fresh, fd);
     if (err) {
         if (cache_fd)
             close(fd);

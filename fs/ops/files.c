@@ -261,7 +261,10 @@ static void *file_handle_revive(struct ckptfs *fs, Node *n, const HandleRec *rec
     bound_writer(h, rec->flags);
     h->control = n->kind == NODE_VIRTUAL && rec->writable;
     if (n->kind != NODE_VIRTUAL) {
-        int flags = backing_open_flags(fs, rec->flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW);
+        /* the open is done: nothing to create, truncate or make unnamed
+         * again (O_TMPFILE carries O_DIRECTORY) */
+        int flags = backing_open_flags(fs, rec->flags) &
+                    ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW | O_TMPFILE);
         int fd = node_open(&fs->nodes, n, flags);
         if (fd < 0) {
             g_debug(

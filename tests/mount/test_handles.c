@@ -304,15 +304,16 @@ static void test_after_daemon_death(void **state)
     mount_free(m);
 }
 
-/* A file unlinked through the mount while open, still in use when the
- * daemon is killed or taken over.  With passthrough the kernel holds the
- * backing file: the open file keeps reading and writing under the new
- * daemon (which opens it again by handle), and opens again through
- * /proc/self/fd (its slot says its last name went through the mount).
- * Without it only the old daemon held the file, which the backing freed
- * with it: its reads, writes and reopens fail (EIO or ESTALE, as ckptfs(8)
- * says), and nothing else does. */
-static void unlinked_open_across(DaemonEvent ev)
+/* A file unlinked through the mount while open (or an O_TMPFILE file),
+ * still in use when the daemon is killed or taken over.  With passthrough
+ * the kernel holds the backing file: the open file keeps reading and
+ * writing under the new daemon (which opens it again by handle), syncs,
+ * opens again through /proc/self/fd (its slot says it has no name through
+ * the mount), and an O_TMPFILE file links into place, as a commit made
+ * that way does.  Without it only the old daemon held the file, which the
+ * backing freed with it: its reads, writes, reopens and links fail (EIO or
+ * ESTALE, as ckptfs(8) says), and nothing else does. */
+static void nameless_open_across(DaemonEvent ev, bool tmpfile)
 {
     Mount *m = mount_new();
     const char *args[] = {"-o", "supervise", NULL};
@@ -320,36 +321,46 @@ static void unlinked_open_across(DaemonEvent ev)
     bool passthrough = mount_log_has(m, "FUSE passthrough on");
     g_autofree char *f = mp(m, "scratch");
     g_autofree char *other = mp(m, "other");
+    g_autofree char *placed = mp(m, "placed");
     put_file(other, "named");
-    int fd = open(f, O_RDWR | O_CREAT | O_EXCL, 0600);
+    int fd = tmpfile ? open(m->work, O_TMPFILE | O_RDWR, 0600)
+                     : open(f, O_RDWR | O_CREAT | O_EXCL, 0600);
     assert_true(fd >= 0);
     assert_int_equal(pwrite(fd, "before", 6, 0), 6);
-    assert_int_equal(unlink(f), 0);
+    if (!tmpfile)
+        assert_int_equal(unlink(f), 0);
     g_autofree char *proc = g_strdup_printf("/proc/self/fd/%d", fd);
     g_autoptr(GString) err = g_string_new(NULL);
     if (mount_replace_daemon(m, ev, err) <= 0)
         fail_msg("%s", err->str);
     const char *what = ev == DAEMON_KILL ? "kill -9" : "--takeover";
+    const char *file = tmpfile ? "an O_TMPFILE file" : "an unlinked open file";
     char buf[16] = {0};
     if (passthrough) {
         if (pwrite(fd, "after", 5, 6) != 5)
-            fail_msg("a write to an unlinked open file after a %s: %s", what, g_strerror(errno));
+            fail_msg("a write to %s after a %s: %s", file, what, g_strerror(errno));
         assert_int_equal(pread(fd, buf, sizeof buf - 1, 0), 11);
         assert_string_equal(buf, "beforeafter");
         struct stat st;
         assert_int_equal(fstat(fd, &st), 0);
         assert_int_equal(st.st_nlink, 0);
         assert_int_equal(st.st_size, 11);
-        assert_int_equal(fsync(fd), 0);
-        /* the new daemon knows its last name went through the mount: a
-         * reopen is not a name replaced behind it */
+        if (fsync(fd) != 0)
+            fail_msg("fsync of %s after a %s: %s", file, what, g_strerror(errno));
         int again = open(proc, O_RDONLY);
         if (again < 0)
-            fail_msg("a reopen of an unlinked open file after a %s: %s", what, g_strerror(errno));
+            fail_msg("a reopen of %s after a %s: %s", file, what, g_strerror(errno));
         memset(buf, 0, sizeof buf);
         assert_int_equal(pread(again, buf, sizeof buf - 1, 0), 11);
         assert_string_equal(buf, "beforeafter");
         close(again);
+        if (tmpfile) {
+            if (linkat(AT_FDCWD, proc, AT_FDCWD, placed, AT_SYMLINK_FOLLOW) != 0)
+                fail_msg("linkat of %s after a %s: %s", file, what, g_strerror(errno));
+            g_autofree char *bplaced = bp(m, "placed");
+            g_autofree char *got = get_file(bplaced);
+            assert_string_equal(got, "beforeafter");
+        }
     } else {
         errno = 0;
         assert_int_equal(pwrite(fd, "after", 5, 6), -1);
@@ -360,6 +371,11 @@ static void unlinked_open_across(DaemonEvent ev)
         errno = 0;
         assert_int_equal(open(proc, O_RDONLY), -1);
         assert_true(errno == EIO || errno == ESTALE);
+        if (tmpfile) {
+            errno = 0;
+            assert_int_equal(linkat(AT_FDCWD, proc, AT_FDCWD, placed, AT_SYMLINK_FOLLOW), -1);
+            assert_true(errno == EIO || errno == ESTALE);
+        }
     }
     close(fd);
     g_autofree char *got = get_file(other);
@@ -371,13 +387,25 @@ static void unlinked_open_across(DaemonEvent ev)
 static void test_unlinked_open_after_daemon_death(void **state)
 {
     (void)state;
-    unlinked_open_across(DAEMON_KILL);
+    nameless_open_across(DAEMON_KILL, false);
 }
 
 static void test_unlinked_open_after_takeover(void **state)
 {
     (void)state;
-    unlinked_open_across(DAEMON_TAKEOVER);
+    nameless_open_across(DAEMON_TAKEOVER, false);
+}
+
+static void test_tmpfile_after_daemon_death(void **state)
+{
+    (void)state;
+    nameless_open_across(DAEMON_KILL, true);
+}
+
+static void test_tmpfile_after_takeover(void **state)
+{
+    (void)state;
+    nameless_open_across(DAEMON_TAKEOVER, true);
 }
 
 /* A handle of a file the kernel forgot and then looked up again by name
@@ -545,6 +573,8 @@ int main(void)
         cmocka_unit_test(test_after_daemon_death),
         cmocka_unit_test(test_unlinked_open_after_daemon_death),
         cmocka_unit_test(test_unlinked_open_after_takeover),
+        cmocka_unit_test(test_tmpfile_after_daemon_death),
+        cmocka_unit_test(test_tmpfile_after_takeover),
         cmocka_unit_test(test_across_a_remount),
         cmocka_unit_test(test_old_handles_never_name_new_objects),
     };
