@@ -103,11 +103,25 @@ int attach_match(struct ckptfs *fs)
     return 0;
 }
 
+static void hold_by_supervisor(void *ctx, uint32_t slot, uint64_t gen, int fd)
+{
+    suplink_hold(ctx, slot, gen, fd);
+}
+
 void attach_revive(struct ckptfs *fs)
 {
+    if (fs->link && fs->link->sock >= 0 && fs->link->mode != LINK_NONE) {
+        fs->nodes.holder = hold_by_supervisor;
+        fs->nodes.holder_ctx = fs->link;
+    }
     if (!fs->state.attached)
         return;
     node_table_revive(&fs->nodes);
+    g_autoptr(GArray) held = fs->link ? suplink_take_held(fs->link) : NULL;
+    for (guint i = 0; held && i < held->len; i++) {
+        const SupHeld *h = &g_array_index(held, SupHeld, i);
+        node_adopt_held(&fs->nodes, h->slot, h->gen, h->fd);
+    }
     handles_revive(fs); /* after the nodes: each handle opens its node's object */
     atomic_fetch_add(&fs->state.hdr->attaches, 1);
     /* the backing files registered for nodes taken over stay registered

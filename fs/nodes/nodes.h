@@ -140,6 +140,7 @@ typedef struct Node {
      * that finds no name meanwhile raced that removal, and is not stale */
     bool unlinking;
     bool no_export; /* NodeTable.lock: its record must not bring it back (export.c) */
+    bool held;      /* NodeTable.lock: the holder has a descriptor of it (removed.c) */
 } Node;
 _Static_assert(offsetof(Node, key) == 0, "a NodeKey finds its node in the backing table");
 _Static_assert(sizeof(Node) == 120, "a million nodes are held: keep Node at 120 bytes");
@@ -193,6 +194,12 @@ typedef struct {
     int root_mount_id;        /* handles from other mounts are not usable with mount_fd */
     const char *views_name;   /* interned: what ck_ns_child calls the views */
     GDestroyNotify view_free; /* frees a NodeView's vdata; set once, before any */
+    /* who holds the objects without a name for the next daemon (the
+     * supervisor), NULL for none; set once, before any request: told of
+     * one with a descriptor it takes over (fd), and when its node goes
+     * (fd -1), with no lock held or the table's; never waits */
+    void (*holder)(void *ctx, uint32_t slot, uint64_t gen, int fd);
+    void *holder_ctx;
 } NodeTable;
 
 /* A descriptor borrowed from the cache; release with node_fd_put. */
@@ -380,6 +387,16 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed);
 /* n is a new unnamed (O_TMPFILE) file (nameless): opens of it have no name
  * the kernel could cache; once linked (!nameless), a name it has again. */
 void node_set_nameless_open(NodeTable *t, Node *n, bool nameless);
+/* n is a file without a name (O_TMPFILE), and fd may soon be all that
+ * holds it: the holder gets fd (a duplicate, closed here), once per node.
+ * An unlinked open file is held by node_note_unlinked.  (A removed
+ * directory is not held: it holds no data, and an rm -r would send one
+ * descriptor a directory.) */
+void node_hold_nameless(NodeTable *t, Node *n, int fd);
+/* An attaching daemon: a descriptor the holder handed over for node `slot`
+ * of generation `gen` (this call owns it): the node pins it (opens go
+ * through it) and the holder holds it again, or it is closed. */
+void node_adopt_held(NodeTable *t, uint32_t slot, uint64_t gen, int fd);
 
 /* ---- virtual nodes (virtual.c) ---- */
 

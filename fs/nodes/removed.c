@@ -1,6 +1,7 @@
 /* Objects that lose their last name through the mount: a directory's
  * node keeps a descriptor (node_keep_removed_dir), an open file's node
- * keeps serving opens (node_note_unlinked), and, where space is short,
+ * keeps serving opens (node_note_unlinked) and the holder (the
+ * supervisor) a descriptor of it for the next daemon, and, where space is short,
  * another regular file or symlink lets go of its cached descriptor then,
  * so that the backing frees it with the unlink, as it would without the
  * mount, not at the kernel's FORGET. */
@@ -85,12 +86,13 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed)
      * that took the freed inode number */
     if (n && n->generation != v->generation)
         n = NULL;
-    bool let_go = false;
+    bool let_go = false, hold = false;
     if (n) {
         n->unlinking = false;
         if (removed && n->nopen > 0) {
             n->nameless_open = true;
             node_sync_locked(t, n);
+            hold = t->holder && !n->held;
         }
         let_go = removed && n->nopen == 0 && v->now;
     }
@@ -99,6 +101,28 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed)
      * one made since at its address loses a cached descriptor, no more */
     if (let_go)
         fdcache_drop(&t->fdcache, n);
+    /* an open file: the kernel holds its node until this request's reply */
+    NodeFd f;
+    if (hold && node_fd(t, n, &f) == 0) {
+        node_hold_nameless(t, n, fcntl(f.fd, F_DUPFD_CLOEXEC, 0));
+        node_fd_put(t, &f);
+    }
+}
+
+void node_hold_nameless(NodeTable *t, Node *n, int fd)
+{
+    if (fd < 0)
+        return;
+    g_mutex_lock(&t->lock);
+    bool first = t->holder && !n->held && n->slot;
+    if (first) {
+        n->held = true;
+        /* under the lock: its let-go (rec_give_locked) cannot come first */
+        t->holder(t->holder_ctx, n->slot, n->generation, fd);
+    }
+    g_mutex_unlock(&t->lock);
+    if (!first)
+        close(fd);
 }
 
 void node_set_nameless_open(NodeTable *t, Node *n, bool nameless)

@@ -3,7 +3,10 @@
  * will use them.  The attach sequence (fs/attach.c) calls these. */
 #include "nodes-private.h"
 
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "intern.h"
 
@@ -74,6 +77,31 @@ void node_table_revive(NodeTable *t)
     g_message("ckptfs: attached to the live connection: %" G_GUINT64_FORMAT
               " nodes the kernel holds found again%s",
               t->count, lost ? " (some without a way back: they answer ESTALE)" : "");
+}
+
+void node_adopt_held(NodeTable *t, uint32_t slot, uint64_t gen, int fd)
+{
+    struct stat st;
+    bool object = fstat(fd, &st) == 0;
+    int copy = t->holder ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    g_mutex_lock(&t->lock);
+    Node *n = slot > FUSE_ROOT_ID && slot < STATE_NODE_SLOTS ? t->by_slot[slot] : NULL;
+    bool take = object && n && n->kind == NODE_BACKING && n->generation == gen &&
+                n->pinned_fd < 0 && n->key.dev == st.st_dev && n->key.ino == st.st_ino;
+    if (take) {
+        /* node_fd reads it without the lock: an fd, or -1 and the handle */
+        __atomic_store_n(&n->pinned_fd, fd, __ATOMIC_RELEASE);
+        /* the holder handed it over: it holds it again, for the next */
+        n->held = copy >= 0;
+        if (n->held)
+            t->holder(t->holder_ctx, slot, gen, copy);
+    }
+    g_mutex_unlock(&t->lock);
+    if (!take) {
+        close(fd);
+        if (copy >= 0)
+            close(copy);
+    }
 }
 
 Node *node_of_slot(NodeTable *t, uint32_t slot)

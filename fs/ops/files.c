@@ -346,8 +346,10 @@ static int do_create(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
      * permissions; a file written only through a shared mapping right
      * after its create shows its times at the next open, write or timeout. */
     fill_entry(fs, n, &st, e);
-    if (tmpfile)
+    if (tmpfile) {
         node_set_nameless_open(&fs->nodes, n, true);
+        node_hold_nameless(&fs->nodes, n, fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    }
     bool marker = !tmpfile && ck_ns_is_marker(child);
     /* counted after the open: the kernel holds the directory locked across
      * a create, so no unlink through the mount can race it */

@@ -5,6 +5,7 @@
 #include <glib-unix.h>
 #include <glib.h>
 #include <libmount.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/pidfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -43,7 +45,8 @@ extern char **environ;
 
 #define MSG_FDS 2 /* descriptors a message carries at most */
 
-static int send_fds(int sock, const void *data, size_t len, const int *fds, int nfds)
+static int send_fds_flags(int sock, const void *data, size_t len, const int *fds, int nfds,
+                          int flags)
 {
     struct iovec iov = {(void *)data, len};
     union {
@@ -61,7 +64,12 @@ static int send_fds(int sock, const void *data, size_t len, const int *fds, int 
         h->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
         memcpy(CMSG_DATA(h), fds, (size_t)nfds * sizeof(int));
     }
-    return sendmsg(sock, &m, MSG_NOSIGNAL) < 0 ? -errno : 0;
+    return sendmsg(sock, &m, MSG_NOSIGNAL | flags) < 0 ? -errno : 0;
+}
+
+static int send_fds(int sock, const void *data, size_t len, const int *fds, int nfds)
+{
+    return send_fds_flags(sock, data, len, fds, nfds, 0);
 }
 
 static int send_msg(int sock, const void *data, size_t len, int fd)
@@ -77,7 +85,7 @@ static int send_text(int sock, const char *text)
 /* Returns the length read (0 at the end), or -errno; the payload is
  * NUL-terminated in buf (len - 1 bytes at most); fds[0..nfds) get the
  * descriptors passed (CLOEXEC) or -1; any more are closed. */
-static ssize_t recv_fds(int sock, char *buf, size_t len, int *fds, int nfds)
+static ssize_t recv_fds_flags(int sock, char *buf, size_t len, int *fds, int nfds, int flags)
 {
     union {
         struct cmsghdr h;
@@ -88,7 +96,7 @@ static ssize_t recv_fds(int sock, char *buf, size_t len, int *fds, int nfds)
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf};
     for (int i = 0; i < nfds; i++)
         fds[i] = -1;
-    ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+    ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | flags);
     if (r < 0)
         return -errno;
     buf[r] = '\0';
@@ -107,6 +115,11 @@ static ssize_t recv_fds(int sock, char *buf, size_t len, int *fds, int nfds)
         }
     }
     return r;
+}
+
+static ssize_t recv_fds(int sock, char *buf, size_t len, int *fds, int nfds)
+{
+    return recv_fds_flags(sock, buf, len, fds, nfds, 0);
 }
 
 static ssize_t recv_msg(int sock, char *buf, size_t len, int *fd)
@@ -157,6 +170,57 @@ static bool parse_ints(const char *env, long long *out, int n)
             return false;
     }
     return true;
+}
+
+/* ---- objects without a name, held for the next daemon ----
+ *
+ * A file unlinked through the mount while open, an O_TMPFILE file: the
+ * daemon's descriptor may be all that holds such a file (no name, no
+ * passthrough), and the daemon's death would free it with its data.  The
+ * daemon sends "hold SLOT GEN" with a duplicate and "let-go SLOT GEN" once
+ * the node goes.  The supervisor hands what it holds over to each daemon
+ * it starts or attaches ("held SLOT GEN" each, then "held-end"), queued
+ * before that daemon reads (it never waits for them); the daemon finds the
+ * nodes again by slot and generation and holds those again.  Nothing here
+ * waits: what does not fit a socket is not held. */
+
+#define ENV_HELD_LIST   "CKPTFS_HELD"            /* a daemon: a held list comes first */
+#define ENV_HELD_RESUME "CKPTFS_SUPERVISOR_HELD" /* a resumed supervisor: slot:gen:fd,... */
+#define HELD_MAX        65536 /* more are not held (best effort), nor past half RLIMIT_NOFILE */
+
+typedef struct {
+    guint64 gen;
+    int fd;
+} Held;
+
+static void held_free(gpointer p)
+{
+    Held *h = p;
+    close(h->fd);
+    g_free(h);
+}
+
+/* "SLOT GEN" (sep ' ') or "SLOT:GEN" (sep ':'), the rest of the text
+ * after it in *rest when rest is not NULL (else nothing may follow). */
+static bool held_parse(const char *text, char sep, guint32 *slot, guint64 *gen, const char **rest)
+{
+    char *end = NULL;
+    guint64 sl = g_ascii_strtoull(text, &end, 10);
+    if (end == text || *end != sep || sl == 0 || sl > G_MAXUINT32)
+        return false;
+    const char *g = end + 1;
+    *gen = g_ascii_strtoull(g, &end, 10);
+    if (end == g || (rest ? false : *end != '\0'))
+        return false;
+    if (rest)
+        *rest = end;
+    *slot = (guint32)sl;
+    return true;
+}
+
+static void hold_message(char *out, size_t len, const char *word, guint32 slot, guint64 gen)
+{
+    g_snprintf(out, len, "%s %u %" G_GUINT64_FORMAT, word, slot, gen);
 }
 
 /* ---- the daemon's end ---- */
@@ -290,22 +354,76 @@ void suplink_error(SupLink *l, const char *msg)
     }
 }
 
+/* One message of a held list: a "held" one (kept in l->held), or not. */
+static bool take_held(SupLink *l, const char *buf, int *fd)
+{
+    guint32 slot;
+    guint64 gen;
+    if (!g_str_has_prefix(buf, "held ") || *fd < 0 || !held_parse(buf + 5, ' ', &slot, &gen, NULL))
+        return false;
+    if (!l->held)
+        l->held = g_array_new(FALSE, FALSE, sizeof(SupHeld));
+    SupHeld h = {slot, gen, *fd};
+    g_array_append_val(l->held, h);
+    *fd = -1;
+    return true;
+}
+
 int suplink_standby(SupLink *l)
 {
     if (send_text(l->sock, "standby") < 0)
         return -1;
     char buf[64];
     for (;;) {
-        ssize_t r = recv_msg(l->sock, buf, sizeof buf, NULL);
+        int fd = -1;
+        ssize_t r = recv_msg(l->sock, buf, sizeof buf, &fd);
         if (r == -EINTR)
             continue;
         if (r <= 0)
             return -1;
+        take_held(l, buf, &fd);
+        if (fd >= 0)
+            close(fd);
         if (strcmp(buf, "attach") == 0)
             return 0;
         if (strcmp(buf, "ping") == 0)
             send_text(l->sock, "pong");
     }
+}
+
+GArray *suplink_take_held(SupLink *l)
+{
+    /* a replacement's list was queued before it started: what is there */
+    char buf[64];
+    while (l->held_coming) {
+        int fd = -1;
+        ssize_t r = recv_fds_flags(l->sock, buf, sizeof buf, &fd, 1, MSG_DONTWAIT);
+        if (r == -EINTR)
+            continue;
+        if (r <= 0 || strcmp(buf, "held-end") == 0)
+            l->held_coming = false;
+        else
+            take_held(l, buf, &fd);
+        if (fd >= 0)
+            close(fd);
+    }
+    GArray *a = l->held;
+    l->held = NULL;
+    return a;
+}
+
+void suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd)
+{
+    if (l && l->sock >= 0 && l->mode != LINK_NONE) {
+        char m[64];
+        hold_message(m, sizeof m, fd >= 0 ? "hold" : "let-go", slot, gen);
+        /* never waits: a node table lock may be held (a lost message costs
+         * what holding would have saved, or a descriptor until the next
+         * daemon finds no node for it) */
+        send_fds_flags(l->sock, m, strlen(m), &fd, fd >= 0 ? 1 : 0, MSG_DONTWAIT);
+    }
+    if (fd >= 0)
+        close(fd);
 }
 
 int suplink_mounted(SupLink *l, int fuse_fd)
@@ -365,6 +483,8 @@ struct Sup {
     bool adopting;       /* a takeover's requester adopting a daemon whose supervisor died */
     int adopt_exe;       /* ... and the daemon it starts: its binary and command line */
     char **adopt_argv;
+    GHashTable *held; /* node slot -> Held: objects without a name, for the next daemon */
+    guint held_max;
     guint failed_starts;
     guint64 restarts;
     void *fail_buf;
@@ -683,11 +803,88 @@ static void on_ready(Sup *s, Daemon *d, const char *note)
     sd_notify(0, "READY=1\nSTATUS=serving");
 }
 
+/* A daemon's "hold" (fd >= 0) or "let-go" (fd -1) of text "SLOT GEN". */
+static void held_note(Sup *s, const char *text, int fd)
+{
+    guint32 slot;
+    guint64 gen;
+    if (!held_parse(text, ' ', &slot, &gen, NULL)) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    gpointer key = GUINT_TO_POINTER(slot);
+    if (fd < 0) {
+        Held *h = g_hash_table_lookup(s->held, key);
+        if (h && h->gen == gen)
+            g_hash_table_remove(s->held, key);
+        return;
+    }
+    if (g_hash_table_size(s->held) >= s->held_max && !g_hash_table_contains(s->held, key)) {
+        close(fd);
+        return;
+    }
+    Held *h = g_new(Held, 1);
+    h->gen = gen;
+    h->fd = fd;
+    g_hash_table_replace(s->held, key, h);
+}
+
+/* A daemon's message about what it holds; false: another kind. */
+static bool held_message(Sup *s, const char *buf, int *fd)
+{
+    if (g_str_has_prefix(buf, "hold ") && *fd >= 0) {
+        held_note(s, buf + 5, *fd);
+        *fd = -1;
+    } else if (g_str_has_prefix(buf, "let-go ")) {
+        held_note(s, buf + 7, -1);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* The holds and let-gos a daemon sent before it ended, still in its
+ * socket (which is closed next): the rest of what it said no longer
+ * matters. */
+static void held_drain(Sup *s, Daemon *d)
+{
+    char buf[128];
+    struct pollfd p = {.fd = d->sock, .events = POLLIN};
+    while (d->sock >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN)) {
+        int fd = -1;
+        if (recv_msg(d->sock, buf, sizeof buf, &fd) <= 0)
+            break;
+        held_message(s, buf, &fd);
+        if (fd >= 0)
+            close(fd);
+    }
+}
+
+/* Hands what is held over to a daemon about to attach, which holds again
+ * what it finds a node for. */
+static void held_send(Sup *s, int sock)
+{
+    GHashTableIter it;
+    gpointer key, val;
+    g_hash_table_iter_init(&it, s->held);
+    while (g_hash_table_iter_next(&it, &key, &val)) {
+        char m[64];
+        int fd = ((Held *)val)->fd;
+        hold_message(m, sizeof m, "held", GPOINTER_TO_UINT(key), ((Held *)val)->gen);
+        if (send_fds_flags(sock, m, strlen(m), &fd, 1, MSG_DONTWAIT) < 0)
+            break;
+    }
+    send_fds_flags(sock, "held-end", strlen("held-end"), NULL, 0, MSG_DONTWAIT);
+    g_hash_table_remove_all(s->held);
+}
+
 static void attach_next(Sup *s)
 {
     if (s->given_up)
         stop_failing(s); /* the supervisor reads no more requests */
     s->next.attaching = true;
+    held_send(s, s->next.sock);
     if (send_text(s->next.sock, "attach") < 0)
         g_warning("ckptfs: supervisor: the new daemon does not answer");
 }
@@ -708,7 +905,9 @@ static gboolean on_daemon_msg(gint fd, GIOCondition cond, gpointer p)
         d->sock = -1;
         return G_SOURCE_REMOVE;
     }
-    if (strcmp(buf, "mounted") == 0 && got >= 0 && s->fuse_fd < 0) {
+    if (held_message(s, buf, &got)) {
+        /* noted */
+    } else if (strcmp(buf, "mounted") == 0 && got >= 0 && s->fuse_fd < 0) {
         s->fuse_fd = got;
         got = -1;
         have_connection(s);
@@ -753,6 +952,7 @@ static void next_exited(Sup *s, int status)
     g_autofree char *how = exit_text(status);
     g_autofree char *why = g_strdup(n->error ? n->error : how);
     bool attached = n->attaching;
+    held_drain(s, n);
     daemon_drop(n);
     if (attached) {
         /* the old daemon is gone: the old binary, with the old command line */
@@ -788,6 +988,7 @@ static void on_daemon_exit(GPid pid, gint status, gpointer p)
     }
     if (pid != s->cur.pid)
         return;
+    held_drain(s, &s->cur);
     bool was_ready = s->cur.ready;
     g_autofree char *error = g_steal_pointer(&s->cur.error);
     int exe = s->cur.exe;
@@ -846,12 +1047,16 @@ static void spawn_daemon(Sup *s, Daemon *d, int exe, char **argv, LinkMode mode)
         mode = LINK_MOUNT;
     g_autofree char *env =
         g_strdup_printf("%d,%d,%d,%d,%d", sv[1], s->state_fd, s->fuse_fd, s->daemonized, (int)mode);
+    if (mode == LINK_ATTACH)
+        held_send(s, sv[0]); /* queued before the daemon can look */
     pid_t pid = fork();
     if (pid == 0) {
         set_cloexec(sv[1], false);
         set_cloexec(s->state_fd, false);
         set_cloexec(s->fuse_fd, false);
         setenv(ENV_DAEMON, env, 1);
+        if (mode == LINK_ATTACH)
+            setenv(ENV_HELD_LIST, "1", 1);
         execveat(exe, "", argv, environ, AT_EMPTY_PATH);
         _exit(127);
     }
@@ -871,6 +1076,51 @@ static void spawn_daemon(Sup *s, Daemon *d, int exe, char **argv, LinkMode mode)
     g_child_watch_add(pid, on_daemon_exit, s);
 }
 
+/* What is held, passed on to the binary the supervisor becomes (inherit),
+ * or not after all. */
+static void held_inherit(Sup *s, bool inherit)
+{
+    GString *env = g_string_new(NULL);
+    GHashTableIter it;
+    gpointer key, val;
+    g_hash_table_iter_init(&it, s->held);
+    while (g_hash_table_iter_next(&it, &key, &val)) {
+        Held *h = val;
+        set_cloexec(h->fd, !inherit);
+        g_string_append_printf(env, "%s%u:%" G_GUINT64_FORMAT ":%d", env->len ? "," : "",
+                               GPOINTER_TO_UINT(key), h->gen, h->fd);
+    }
+    if (inherit)
+        setenv(ENV_HELD_RESUME, env->str, 1);
+    else
+        unsetenv(ENV_HELD_RESUME);
+    g_string_free(env, TRUE);
+}
+
+/* What the supervisor held before it became this binary. */
+static void held_resume(Sup *s)
+{
+    const char *env = g_getenv(ENV_HELD_RESUME);
+    g_auto(GStrv) parts = g_strsplit(env ? env : "", ",", -1);
+    for (char **p = parts; *p; p++) {
+        guint32 slot;
+        guint64 gen;
+        const char *rest;
+        char *end = NULL;
+        if (!held_parse(*p, ':', &slot, &gen, &rest) || *rest != ':')
+            continue;
+        long fd = strtol(rest + 1, &end, 10);
+        if (*end || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+            continue;
+        set_cloexec((int)fd, true);
+        Held *h = g_new(Held, 1);
+        h->gen = gen;
+        h->fd = (int)fd;
+        g_hash_table_replace(s->held, GUINT_TO_POINTER(slot), h);
+    }
+    g_unsetenv(ENV_HELD_RESUME);
+}
+
 /* After a takeover: the supervisor becomes the binary that now serves, and
  * goes on where it was (supervisor_resume). */
 static void exec_self(Sup *s)
@@ -883,9 +1133,11 @@ static void exec_self(Sup *s)
     for (size_t i = 0; i < G_N_ELEMENTS(fds); i++)
         set_cloexec(fds[i], false);
     setenv(ENV_RESUME, env, 1);
+    held_inherit(s, true);
     execveat(s->cur.exe, "", s->cur.argv, environ, AT_EMPTY_PATH);
     int err = errno;
     unsetenv(ENV_RESUME);
+    held_inherit(s, false);
     for (size_t i = 0; i < G_N_ELEMENTS(fds); i++)
         set_cloexec(fds[i], true);
     g_warning("ckptfs: supervisor: cannot become the new binary (%s); the old supervisor goes "
@@ -1124,6 +1376,7 @@ static int run(Sup *s)
         state_close(&s->st);
     daemon_drop(&s->cur);
     daemon_drop(&s->next);
+    g_hash_table_destroy(s->held);
     return s->status;
 }
 
@@ -1133,6 +1386,11 @@ static void sup_init(Sup *s)
     s->state_fd = s->fuse_fd = s->listen_fd = s->ready_pipe = s->adopt_exe = -1;
     s->st.fd = -1;
     s->started_us = g_get_real_time();
+    s->held = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, held_free);
+    struct rlimit rl;
+    s->held_max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / 2 < HELD_MAX
+                      ? (guint)(rl.rlim_cur / 2)
+                      : HELD_MAX;
     daemon_init(&s->cur, s);
     daemon_init(&s->next, s);
 }
@@ -1186,6 +1444,7 @@ int supervisor_resume(char **argv)
     s.cur.argv = g_strdupv(argv);
     s.cur.ready = s.ready_once = true;
     g_unsetenv(ENV_RESUME);
+    held_resume(&s);
     int fds[] = {s.fuse_fd, s.state_fd, s.listen_fd, s.cur.sock, s.cur.exe};
     for (size_t i = 0; i < G_N_ELEMENTS(fds); i++)
         set_cloexec(fds[i], true);
@@ -1221,6 +1480,8 @@ int supervisor_start(char **argv, bool supervise, bool foreground, const char *s
         for (int i = 0; i < 3; i++)
             set_cloexec((int)v[i], true);
         g_unsetenv(ENV_DAEMON);
+        link->held_coming = link->mode == LINK_ATTACH && g_getenv(ENV_HELD_LIST);
+        g_unsetenv(ENV_HELD_LIST);
         return 0;
     }
     if (!supervise)

@@ -24,12 +24,18 @@
  *      the new binary itself.  A standby that fails leaves the old daemon
  *      serving; one that fails after the handover is replaced by the old
  *      binary (kept open by descriptor) with the old command line.
+ * The supervisor also holds a duplicate descriptor of each file without a
+ * name (unlinked while open, O_TMPFILE) the daemon tells it of, and hands
+ * them to the next daemon (suplink_hold, suplink_take_held).
  * A daemon whose supervisor died listens on a socket of its own, so that a
  * takeover can adopt its connection and supervise it again.  Messages are
  * SOCK_SEQPACKET datagrams: a word, maybe a payload, maybe a descriptor. */
 #pragma once
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
+
+#include <glib.h>
 
 struct State;
 
@@ -55,7 +61,16 @@ typedef struct {
     pthread_t main_thread;
     void (*handover)(void *ctx); /* called (in a thread) when told to hand over */
     void *ctx;
+    bool held_coming; /* a replacement: the supervisor's held list comes first */
+    GArray *held;     /* SupHeld: that list, once read */
 } SupLink;
+
+/* An object without a name the supervisor held for a new daemon. */
+typedef struct {
+    uint32_t slot;
+    uint64_t gen;
+    int fd; /* owned by whoever took the array */
+} SupHeld;
 
 /* The exit status of a daemon that handed its connection over. */
 #define SUPERVISOR_EXIT_HANDOVER 75
@@ -81,6 +96,15 @@ void suplink_error(SupLink *l, const char *msg);
 /* A standby daemon checked what it could: waits until the running daemon
  * handed over.  0: attach now; -1: the supervisor went away. */
 int suplink_standby(SupLink *l);
+/* An object without a name whose descriptor this daemon may alone hold
+ * (node `slot` of generation `gen`): the supervisor holds fd (a duplicate,
+ * closed here) for the next daemon.  fd -1: the node went, let it go.
+ * Never waits; best effort. */
+void suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd);
+/* A daemon that attaches: what the supervisor handed over to it (SupHeld;
+ * the caller owns the array and its descriptors), NULL for nothing.  The
+ * supervisor holds none of them any more: hold again what is kept. */
+GArray *suplink_take_held(SupLink *l);
 /* The daemon mounted: the supervisor keeps a duplicate of fuse_fd. */
 int suplink_mounted(SupLink *l, int fuse_fd);
 /* The daemon serves mnt; from now on it listens for "hand over" (a thread),
