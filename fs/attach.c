@@ -103,9 +103,9 @@ int attach_match(struct ckptfs *fs)
     return 0;
 }
 
-static void hold_by_supervisor(void *ctx, uint32_t slot, uint64_t gen, int fd)
+static bool hold_by_supervisor(void *ctx, uint32_t slot, uint64_t gen, int fd)
 {
-    suplink_hold(ctx, slot, gen, fd);
+    return suplink_hold(ctx, slot, gen, fd);
 }
 
 void attach_revive(struct ckptfs *fs)
@@ -113,6 +113,7 @@ void attach_revive(struct ckptfs *fs)
     if (fs->link && fs->link->sock >= 0 && fs->link->mode != LINK_NONE) {
         fs->nodes.holder = hold_by_supervisor;
         fs->nodes.holder_ctx = fs->link;
+        fs->nodes.held_max = SUPLINK_HELD_MAX;
     }
     if (!fs->state.attached)
         return;

@@ -13,7 +13,9 @@
  * Lock order, outermost first: the one list for every lock of fs/.  No
  * lock of fs/ is held across a reply to the kernel or a kernel
  * notification, nor across a backing system call other than close(), but
- * the catalog load hand-off's (3).
+ * the catalog load hand-off's (3); NodeTable.lock is held across the
+ * non-blocking hold or let-go sent to the supervisor (nodes/removed.c),
+ * so that the two keep their order.
  *   1. InflightAdopted.lock (outlive/inflight.c): a daemon that attached,
  *      while it gives back what a resent request's first try took; the
  *      give-back takes 2.

@@ -194,12 +194,15 @@ typedef struct {
     int root_mount_id;        /* handles from other mounts are not usable with mount_fd */
     const char *views_name;   /* interned: what ck_ns_child calls the views */
     GDestroyNotify view_free; /* frees a NodeView's vdata; set once, before any */
-    /* who holds the objects without a name for the next daemon (the
+    /* who holds the files without a name for the next daemon (the
      * supervisor), NULL for none; set once, before any request: told of
-     * one with a descriptor it takes over (fd), and when its node goes
-     * (fd -1), with no lock held or the table's; never waits */
-    void (*holder)(void *ctx, uint32_t slot, uint64_t gen, int fd);
+     * one with a descriptor it takes over (fd), and when its node goes or
+     * it has a name again (fd -1), with the table's lock held; never
+     * waits; whether it was told.  At most held_max at once (held, under
+     * the lock). */
+    bool (*holder)(void *ctx, uint32_t slot, uint64_t gen, int fd);
     void *holder_ctx;
+    guint held, held_max;
 } NodeTable;
 
 /* A descriptor borrowed from the cache; release with node_fd_put. */
@@ -389,9 +392,10 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed);
 void node_set_nameless_open(NodeTable *t, Node *n, bool nameless);
 /* n is a file without a name (O_TMPFILE), and fd may soon be all that
  * holds it: the holder gets fd (a duplicate, closed here), once per node.
- * An unlinked open file is held by node_note_unlinked.  (A removed
- * directory is not held: it holds no data, and an rm -r would send one
- * descriptor a directory.) */
+ * An unlinked open file is held by node_note_unlinked, unless passthrough
+ * serves it (the kernel holds it then).  (A removed directory is not
+ * held: it holds no data, and an rm -r would send one descriptor a
+ * directory.) */
 void node_hold_nameless(NodeTable *t, Node *n, int fd);
 /* An attaching daemon: a descriptor the holder handed over for node `slot`
  * of generation `gen` (this call owns it): the node pins it (opens go

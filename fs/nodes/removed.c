@@ -92,7 +92,8 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed)
         if (removed && n->nopen > 0) {
             n->nameless_open = true;
             node_sync_locked(t, n);
-            hold = t->holder && !n->held;
+            const NodeOpen *o = g_atomic_pointer_get(&n->open);
+            hold = t->holder && !n->held && !(o && o->backing_id);
         }
         let_go = removed && n->nopen == 0 && v->now;
     }
@@ -114,15 +115,22 @@ void node_hold_nameless(NodeTable *t, Node *n, int fd)
     if (fd < 0)
         return;
     g_mutex_lock(&t->lock);
-    bool first = t->holder && !n->held && n->slot;
-    if (first) {
-        n->held = true;
-        /* under the lock: its let-go (rec_give_locked) cannot come first */
-        t->holder(t->holder_ctx, n->slot, n->generation, fd);
-    }
+    bool first = t->holder && !n->held && n->slot && t->held < t->held_max;
+    /* under the lock: its let-go (node_let_go_locked) cannot come first */
+    if (first && (n->held = t->holder(t->holder_ctx, n->slot, n->generation, fd)))
+        t->held++;
     g_mutex_unlock(&t->lock);
     if (!first)
         close(fd);
+}
+
+void node_let_go_locked(NodeTable *t, Node *n)
+{
+    if (!n->held)
+        return;
+    n->held = false;
+    t->held--;
+    t->holder(t->holder_ctx, n->slot, n->generation, -1);
 }
 
 void node_set_nameless_open(NodeTable *t, Node *n, bool nameless)
@@ -130,5 +138,7 @@ void node_set_nameless_open(NodeTable *t, Node *n, bool nameless)
     g_mutex_lock(&t->lock);
     n->nameless_open = nameless;
     node_sync_locked(t, n);
+    if (!nameless)
+        node_let_go_locked(t, n); /* linked: it has a name to be found by */
     g_mutex_unlock(&t->lock);
 }

@@ -88,20 +88,22 @@ void node_adopt_held(NodeTable *t, uint32_t slot, uint64_t gen, int fd)
     Node *n = slot > FUSE_ROOT_ID && slot < STATE_NODE_SLOTS ? t->by_slot[slot] : NULL;
     bool take = object && n && n->kind == NODE_BACKING && n->generation == gen &&
                 n->pinned_fd < 0 && n->key.dev == st.st_dev && n->key.ino == st.st_ino;
+    bool again = take && copy >= 0 && t->held < t->held_max;
     if (take) {
         /* node_fd reads it without the lock: an fd, or -1 and the handle */
         __atomic_store_n(&n->pinned_fd, fd, __ATOMIC_RELEASE);
-        /* the holder handed it over: it holds it again, for the next */
-        n->held = copy >= 0;
-        if (n->held)
-            t->holder(t->holder_ctx, slot, gen, copy);
+        /* revival took it as lost for want of a handle: it is found */
+        if (n->stale && !t->state->nodes[slot].stale)
+            n->stale = false;
+        /* the holder offered it: it holds it again, for the next */
+        if (again && (n->held = t->holder(t->holder_ctx, slot, gen, copy)))
+            t->held++;
     }
     g_mutex_unlock(&t->lock);
-    if (!take) {
+    if (!take)
         close(fd);
-        if (copy >= 0)
-            close(copy);
-    }
+    if (!again && copy >= 0)
+        close(copy);
 }
 
 Node *node_of_slot(NodeTable *t, uint32_t slot)

@@ -133,9 +133,7 @@ static void rec_give_locked(NodeTable *t, Node *n)
         return;
     if (n->no_export)
         r->handle_len = 0;
-    if (n->held && t->holder)
-        t->holder(t->holder_ctx, n->slot, n->generation, -1);
-    n->held = false;
+    node_let_go_locked(t, n);
     atomic_store_explicit(&r->state, SLOT_FREE, memory_order_release);
     t->by_slot[n->slot] = NULL;
     slot_pool_give(&t->pool, n->slot);

@@ -5,7 +5,6 @@
 #include <glib-unix.h>
 #include <glib.h>
 #include <libmount.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -14,7 +13,6 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/pidfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -22,6 +20,7 @@
 #include <unistd.h>
 
 #include "control_socket.h"
+#include "held.h"
 #include "kernel/kio.h"
 #include "log.h"
 #include "options.h"
@@ -172,56 +171,8 @@ static bool parse_ints(const char *env, long long *out, int n)
     return true;
 }
 
-/* ---- objects without a name, held for the next daemon ----
- *
- * A file unlinked through the mount while open, an O_TMPFILE file: the
- * daemon's descriptor may be all that holds such a file (no name, no
- * passthrough), and the daemon's death would free it with its data.  The
- * daemon sends "hold SLOT GEN" with a duplicate and "let-go SLOT GEN" once
- * the node goes.  The supervisor hands what it holds over to each daemon
- * it starts or attaches ("held SLOT GEN" each, then "held-end"), queued
- * before that daemon reads (it never waits for them); the daemon finds the
- * nodes again by slot and generation and holds those again.  Nothing here
- * waits: what does not fit a socket is not held. */
-
-#define ENV_HELD_LIST   "CKPTFS_HELD"            /* a daemon: a held list comes first */
-#define ENV_HELD_RESUME "CKPTFS_SUPERVISOR_HELD" /* a resumed supervisor: slot:gen:fd,... */
-#define HELD_MAX        65536 /* more are not held (best effort), nor past half RLIMIT_NOFILE */
-
-typedef struct {
-    guint64 gen;
-    int fd;
-} Held;
-
-static void held_free(gpointer p)
-{
-    Held *h = p;
-    close(h->fd);
-    g_free(h);
-}
-
-/* "SLOT GEN" (sep ' ') or "SLOT:GEN" (sep ':'), the rest of the text
- * after it in *rest when rest is not NULL (else nothing may follow). */
-static bool held_parse(const char *text, char sep, guint32 *slot, guint64 *gen, const char **rest)
-{
-    char *end = NULL;
-    guint64 sl = g_ascii_strtoull(text, &end, 10);
-    if (end == text || *end != sep || sl == 0 || sl > G_MAXUINT32)
-        return false;
-    const char *g = end + 1;
-    *gen = g_ascii_strtoull(g, &end, 10);
-    if (end == g || (rest ? false : *end != '\0'))
-        return false;
-    if (rest)
-        *rest = end;
-    *slot = (guint32)sl;
-    return true;
-}
-
-static void hold_message(char *out, size_t len, const char *word, guint32 slot, guint64 gen)
-{
-    g_snprintf(out, len, "%s %u %" G_GUINT64_FORMAT, word, slot, gen);
-}
+/* a replacement daemon: the supervisor queued a held list (held.h) first */
+#define ENV_HELD_LIST "CKPTFS_HELD"
 
 /* ---- the daemon's end ---- */
 
@@ -359,7 +310,7 @@ static bool take_held(SupLink *l, const char *buf, int *fd)
 {
     guint32 slot;
     guint64 gen;
-    if (!g_str_has_prefix(buf, "held ") || *fd < 0 || !held_parse(buf + 5, ' ', &slot, &gen, NULL))
+    if (!g_str_has_prefix(buf, "held ") || *fd < 0 || !held_parse(buf + 5, &slot, &gen))
         return false;
     if (!l->held)
         l->held = g_array_new(FALSE, FALSE, sizeof(SupHeld));
@@ -412,18 +363,19 @@ GArray *suplink_take_held(SupLink *l)
     return a;
 }
 
-void suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd)
+bool suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd)
 {
+    bool sent = false;
     if (l && l->sock >= 0 && l->mode != LINK_NONE) {
         char m[64];
-        hold_message(m, sizeof m, fd >= 0 ? "hold" : "let-go", slot, gen);
-        /* never waits: a node table lock may be held (a lost message costs
-         * what holding would have saved, or a descriptor until the next
-         * daemon finds no node for it) */
-        send_fds_flags(l->sock, m, strlen(m), &fd, fd >= 0 ? 1 : 0, MSG_DONTWAIT);
+        held_word(m, sizeof m, fd >= 0 ? "hold" : "let-go", slot, gen);
+        /* never waits: a node table lock may be held.  The holds are few
+         * (the caller's bound), so the socket has room for their let-gos */
+        sent = send_fds_flags(l->sock, m, strlen(m), &fd, fd >= 0 ? 1 : 0, MSG_DONTWAIT) == 0;
     }
     if (fd >= 0)
         close(fd);
+    return sent;
 }
 
 int suplink_mounted(SupLink *l, int fuse_fd)
@@ -483,8 +435,7 @@ struct Sup {
     bool adopting;       /* a takeover's requester adopting a daemon whose supervisor died */
     int adopt_exe;       /* ... and the daemon it starts: its binary and command line */
     char **adopt_argv;
-    GHashTable *held; /* node slot -> Held: objects without a name, for the next daemon */
-    guint held_max;
+    HeldSet *held; /* files without a name, for the next daemon */
     guint failed_starts;
     guint64 restarts;
     void *fail_buf;
@@ -756,10 +707,43 @@ static void stop_failing(Sup *s)
 
 /* ---- the life of the daemons ---- */
 
+/* The holds and let-gos a daemon sent before it ended, still in its
+ * socket (which is closed next), and its last "error" (why it ended): the
+ * rest of what it said no longer matters. */
+static void held_drain(Sup *s, Daemon *d)
+{
+    char buf[4096];
+    struct pollfd p = {.fd = d->sock, .events = POLLIN};
+    while (d->sock >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN)) {
+        int fd = -1;
+        if (recv_msg(d->sock, buf, sizeof buf, &fd) <= 0)
+            break;
+        if (!held_set_message(s->held, buf, &fd) && g_str_has_prefix(buf, "error ")) {
+            g_free(d->error);
+            d->error = g_strdup(buf + 6);
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+}
+
+static bool offer_to(const char *msg, int fd, void *ctx)
+{
+    return send_fds_flags(*(int *)ctx, msg, strlen(msg), &fd, 1, MSG_DONTWAIT) == 0;
+}
+
+/* Offers what is held to a daemon about to attach, without waiting. */
+static void held_send(Sup *s, int sock)
+{
+    held_set_offer(s->held, offer_to, &sock);
+    send_fds_flags(sock, "held-end", strlen("held-end"), NULL, 0, MSG_DONTWAIT);
+}
+
 static void on_ready(Sup *s, Daemon *d, const char *note)
 {
     d->ready = true;
     s->failed_starts = 0;
+    held_set_settle(s->held); /* before exec_self: nothing unconfirmed is passed on */
     if (d == &s->next) {
         /* the takeover is done: the new daemon is the daemon (the old one
          * exited when it handed over) */
@@ -803,82 +787,6 @@ static void on_ready(Sup *s, Daemon *d, const char *note)
     sd_notify(0, "READY=1\nSTATUS=serving");
 }
 
-/* A daemon's "hold" (fd >= 0) or "let-go" (fd -1) of text "SLOT GEN". */
-static void held_note(Sup *s, const char *text, int fd)
-{
-    guint32 slot;
-    guint64 gen;
-    if (!held_parse(text, ' ', &slot, &gen, NULL)) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    gpointer key = GUINT_TO_POINTER(slot);
-    if (fd < 0) {
-        Held *h = g_hash_table_lookup(s->held, key);
-        if (h && h->gen == gen)
-            g_hash_table_remove(s->held, key);
-        return;
-    }
-    if (g_hash_table_size(s->held) >= s->held_max && !g_hash_table_contains(s->held, key)) {
-        close(fd);
-        return;
-    }
-    Held *h = g_new(Held, 1);
-    h->gen = gen;
-    h->fd = fd;
-    g_hash_table_replace(s->held, key, h);
-}
-
-/* A daemon's message about what it holds; false: another kind. */
-static bool held_message(Sup *s, const char *buf, int *fd)
-{
-    if (g_str_has_prefix(buf, "hold ") && *fd >= 0) {
-        held_note(s, buf + 5, *fd);
-        *fd = -1;
-    } else if (g_str_has_prefix(buf, "let-go ")) {
-        held_note(s, buf + 7, -1);
-    } else {
-        return false;
-    }
-    return true;
-}
-
-/* The holds and let-gos a daemon sent before it ended, still in its
- * socket (which is closed next): the rest of what it said no longer
- * matters. */
-static void held_drain(Sup *s, Daemon *d)
-{
-    char buf[128];
-    struct pollfd p = {.fd = d->sock, .events = POLLIN};
-    while (d->sock >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN)) {
-        int fd = -1;
-        if (recv_msg(d->sock, buf, sizeof buf, &fd) <= 0)
-            break;
-        held_message(s, buf, &fd);
-        if (fd >= 0)
-            close(fd);
-    }
-}
-
-/* Hands what is held over to a daemon about to attach, which holds again
- * what it finds a node for. */
-static void held_send(Sup *s, int sock)
-{
-    GHashTableIter it;
-    gpointer key, val;
-    g_hash_table_iter_init(&it, s->held);
-    while (g_hash_table_iter_next(&it, &key, &val)) {
-        char m[64];
-        int fd = ((Held *)val)->fd;
-        hold_message(m, sizeof m, "held", GPOINTER_TO_UINT(key), ((Held *)val)->gen);
-        if (send_fds_flags(sock, m, strlen(m), &fd, 1, MSG_DONTWAIT) < 0)
-            break;
-    }
-    send_fds_flags(sock, "held-end", strlen("held-end"), NULL, 0, MSG_DONTWAIT);
-    g_hash_table_remove_all(s->held);
-}
-
 static void attach_next(Sup *s)
 {
     if (s->given_up)
@@ -905,7 +813,7 @@ static gboolean on_daemon_msg(gint fd, GIOCondition cond, gpointer p)
         d->sock = -1;
         return G_SOURCE_REMOVE;
     }
-    if (held_message(s, buf, &got)) {
+    if (held_set_message(s->held, buf, &got)) {
         /* noted */
     } else if (strcmp(buf, "mounted") == 0 && got >= 0 && s->fuse_fd < 0) {
         s->fuse_fd = got;
@@ -949,10 +857,10 @@ static char *exit_text(int status)
 static void next_exited(Sup *s, int status)
 {
     Daemon *n = &s->next;
+    held_drain(s, n);
     g_autofree char *how = exit_text(status);
     g_autofree char *why = g_strdup(n->error ? n->error : how);
     bool attached = n->attaching;
-    held_drain(s, n);
     daemon_drop(n);
     if (attached) {
         /* the old daemon is gone: the old binary, with the old command line */
@@ -1076,51 +984,6 @@ static void spawn_daemon(Sup *s, Daemon *d, int exe, char **argv, LinkMode mode)
     g_child_watch_add(pid, on_daemon_exit, s);
 }
 
-/* What is held, passed on to the binary the supervisor becomes (inherit),
- * or not after all. */
-static void held_inherit(Sup *s, bool inherit)
-{
-    GString *env = g_string_new(NULL);
-    GHashTableIter it;
-    gpointer key, val;
-    g_hash_table_iter_init(&it, s->held);
-    while (g_hash_table_iter_next(&it, &key, &val)) {
-        Held *h = val;
-        set_cloexec(h->fd, !inherit);
-        g_string_append_printf(env, "%s%u:%" G_GUINT64_FORMAT ":%d", env->len ? "," : "",
-                               GPOINTER_TO_UINT(key), h->gen, h->fd);
-    }
-    if (inherit)
-        setenv(ENV_HELD_RESUME, env->str, 1);
-    else
-        unsetenv(ENV_HELD_RESUME);
-    g_string_free(env, TRUE);
-}
-
-/* What the supervisor held before it became this binary. */
-static void held_resume(Sup *s)
-{
-    const char *env = g_getenv(ENV_HELD_RESUME);
-    g_auto(GStrv) parts = g_strsplit(env ? env : "", ",", -1);
-    for (char **p = parts; *p; p++) {
-        guint32 slot;
-        guint64 gen;
-        const char *rest;
-        char *end = NULL;
-        if (!held_parse(*p, ':', &slot, &gen, &rest) || *rest != ':')
-            continue;
-        long fd = strtol(rest + 1, &end, 10);
-        if (*end || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
-            continue;
-        set_cloexec((int)fd, true);
-        Held *h = g_new(Held, 1);
-        h->gen = gen;
-        h->fd = (int)fd;
-        g_hash_table_replace(s->held, GUINT_TO_POINTER(slot), h);
-    }
-    g_unsetenv(ENV_HELD_RESUME);
-}
-
 /* After a takeover: the supervisor becomes the binary that now serves, and
  * goes on where it was (supervisor_resume). */
 static void exec_self(Sup *s)
@@ -1133,11 +996,11 @@ static void exec_self(Sup *s)
     for (size_t i = 0; i < G_N_ELEMENTS(fds); i++)
         set_cloexec(fds[i], false);
     setenv(ENV_RESUME, env, 1);
-    held_inherit(s, true);
+    held_set_inherit(s->held, true);
     execveat(s->cur.exe, "", s->cur.argv, environ, AT_EMPTY_PATH);
     int err = errno;
     unsetenv(ENV_RESUME);
-    held_inherit(s, false);
+    held_set_inherit(s->held, false);
     for (size_t i = 0; i < G_N_ELEMENTS(fds); i++)
         set_cloexec(fds[i], true);
     g_warning("ckptfs: supervisor: cannot become the new binary (%s); the old supervisor goes "
@@ -1376,7 +1239,7 @@ static int run(Sup *s)
         state_close(&s->st);
     daemon_drop(&s->cur);
     daemon_drop(&s->next);
-    g_hash_table_destroy(s->held);
+    held_set_free(s->held);
     return s->status;
 }
 
@@ -1386,11 +1249,7 @@ static void sup_init(Sup *s)
     s->state_fd = s->fuse_fd = s->listen_fd = s->ready_pipe = s->adopt_exe = -1;
     s->st.fd = -1;
     s->started_us = g_get_real_time();
-    s->held = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, held_free);
-    struct rlimit rl;
-    s->held_max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / 2 < HELD_MAX
-                      ? (guint)(rl.rlim_cur / 2)
-                      : HELD_MAX;
+    s->held = held_set_new();
     daemon_init(&s->cur, s);
     daemon_init(&s->next, s);
 }
@@ -1444,7 +1303,7 @@ int supervisor_resume(char **argv)
     s.cur.argv = g_strdupv(argv);
     s.cur.ready = s.ready_once = true;
     g_unsetenv(ENV_RESUME);
-    held_resume(&s);
+    held_set_resume(s.held);
     int fds[] = {s.fuse_fd, s.state_fd, s.listen_fd, s.cur.sock, s.cur.exe};
     for (size_t i = 0; i < G_N_ELEMENTS(fds); i++)
         set_cloexec(fds[i], true);

@@ -37,6 +37,8 @@
 
 #include <glib.h>
 
+#include "held.h"
+
 struct State;
 
 typedef enum {
@@ -96,11 +98,13 @@ void suplink_error(SupLink *l, const char *msg);
 /* A standby daemon checked what it could: waits until the running daemon
  * handed over.  0: attach now; -1: the supervisor went away. */
 int suplink_standby(SupLink *l);
-/* An object without a name whose descriptor this daemon may alone hold
+/* A file without a name whose descriptor this daemon may alone hold
  * (node `slot` of generation `gen`): the supervisor holds fd (a duplicate,
  * closed here) for the next daemon.  fd -1: the node went, let it go.
- * Never waits; best effort. */
-void suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd);
+ * Never waits; whether the message went.  A daemon holds at most
+ * SUPLINK_HELD_MAX at once, so that their let-gos fit the socket. */
+#define SUPLINK_HELD_MAX HELD_MAX
+bool suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd);
 /* A daemon that attaches: what the supervisor handed over to it (SupHeld;
  * the caller owns the array and its descriptors), NULL for nothing.  The
  * supervisor holds none of them any more: hold again what is kept. */
