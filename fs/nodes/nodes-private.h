@@ -87,7 +87,7 @@ static inline void node_counted_locked(NodeTable *t)
 /* Writes n's changed fields (lookup count, namespace, staleness, the
  * passthrough binding) into its slot; the table's lock held. */
 void node_sync_locked(NodeTable *t, Node *n);
-/* The holder lets go of n's descriptor, if it holds one (removed.c). */
+/* The holder lets go of n's descriptor, if it holds one. */
 void node_let_go_locked(NodeTable *t, Node *n);
 /* Which pages of the state's node records (below node_high) hold data:
  * state_region_pages (g_free). */

@@ -124,15 +124,6 @@ void node_hold_nameless(NodeTable *t, Node *n, int fd)
         close(fd);
 }
 
-void node_let_go_locked(NodeTable *t, Node *n)
-{
-    if (!n->held)
-        return;
-    n->held = false;
-    t->held--;
-    t->holder(t->holder_ctx, n->slot, n->generation, -1);
-}
-
 void node_set_nameless_open(NodeTable *t, Node *n, bool nameless)
 {
     g_mutex_lock(&t->lock);

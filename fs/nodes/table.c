@@ -124,6 +124,15 @@ static void rec_take_locked(NodeTable *t, Node *n)
     rec_fill_locked(t, n, slot);
 }
 
+void node_let_go_locked(NodeTable *t, Node *n)
+{
+    if (!n->held)
+        return;
+    n->held = false;
+    t->held--;
+    t->holder(t->holder_ctx, n->slot, n->generation, -1);
+}
+
 /* The slot goes back to the pool with its record intact: a file handle
  * may name the node again (export.c). */
 static void rec_give_locked(NodeTable *t, Node *n)
