@@ -110,7 +110,7 @@ static bool hold_by_supervisor(void *ctx, uint32_t slot, uint64_t gen, int fd)
 
 void attach_revive(struct ckptfs *fs)
 {
-    if (fs->link && fs->link->sock >= 0 && fs->link->mode != LINK_NONE) {
+    if (fs->link && fs->link->sock >= 0) { /* supervised (suplink_hold checks the rest) */
         fs->nodes.holder = hold_by_supervisor;
         fs->nodes.holder_ctx = fs->link;
         fs->nodes.held_max = SUPLINK_HELD_MAX;

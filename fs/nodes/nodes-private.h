@@ -87,6 +87,10 @@ static inline void node_counted_locked(NodeTable *t)
 /* Writes n's changed fields (lookup count, namespace, staleness, the
  * passthrough binding) into its slot; the table's lock held. */
 void node_sync_locked(NodeTable *t, Node *n);
+/* The holder is given fd (a descriptor of n, which it takes over) unless
+ * it holds n already, or as many as it may; whether fd was taken (else
+ * the caller closes it). */
+bool node_hold_locked(NodeTable *t, Node *n, int fd);
 /* The holder lets go of n's descriptor, if it holds one. */
 void node_let_go_locked(NodeTable *t, Node *n);
 /* Which pages of the state's node records (below node_high) hold data:

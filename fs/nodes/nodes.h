@@ -140,7 +140,7 @@ typedef struct Node {
      * that finds no name meanwhile raced that removal, and is not stale */
     bool unlinking;
     bool no_export; /* NodeTable.lock: its record must not bring it back (export.c) */
-    bool held;      /* NodeTable.lock: the holder has a descriptor of it (removed.c) */
+    bool held;      /* NodeTable.lock: the holder has a descriptor of it (node_hold_locked) */
 } Node;
 _Static_assert(offsetof(Node, key) == 0, "a NodeKey finds its node in the backing table");
 _Static_assert(sizeof(Node) == 120, "a million nodes are held: keep Node at 120 bytes");

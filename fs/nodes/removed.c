@@ -115,12 +115,9 @@ void node_hold_nameless(NodeTable *t, Node *n, int fd)
     if (fd < 0)
         return;
     g_mutex_lock(&t->lock);
-    bool first = t->holder && !n->held && n->slot && t->held < t->held_max;
-    /* under the lock: its let-go (node_let_go_locked) cannot come first */
-    if (first && (n->held = t->holder(t->holder_ctx, n->slot, n->generation, fd)))
-        t->held++;
+    bool taken = node_hold_locked(t, n, fd);
     g_mutex_unlock(&t->lock);
-    if (!first)
+    if (!taken)
         close(fd);
 }
 

@@ -88,7 +88,7 @@ void node_adopt_held(NodeTable *t, uint32_t slot, uint64_t gen, int fd)
     Node *n = slot > FUSE_ROOT_ID && slot < STATE_NODE_SLOTS ? t->by_slot[slot] : NULL;
     bool take = object && n && n->kind == NODE_BACKING && n->generation == gen &&
                 n->pinned_fd < 0 && n->key.dev == st.st_dev && n->key.ino == st.st_ino;
-    bool again = take && copy >= 0 && t->held < t->held_max;
+    bool again = false;
     if (take) {
         /* node_fd reads it without the lock: an fd, or -1 and the handle */
         __atomic_store_n(&n->pinned_fd, fd, __ATOMIC_RELEASE);
@@ -96,8 +96,7 @@ void node_adopt_held(NodeTable *t, uint32_t slot, uint64_t gen, int fd)
         if (n->stale && !t->state->nodes[slot].stale)
             n->stale = false;
         /* the holder offered it: it holds it again, for the next */
-        if (again && (n->held = t->holder(t->holder_ctx, slot, gen, copy)))
-            t->held++;
+        again = copy >= 0 && node_hold_locked(t, n, copy);
     }
     g_mutex_unlock(&t->lock);
     if (!take)

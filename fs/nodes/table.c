@@ -124,6 +124,16 @@ static void rec_take_locked(NodeTable *t, Node *n)
     rec_fill_locked(t, n, slot);
 }
 
+bool node_hold_locked(NodeTable *t, Node *n, int fd)
+{
+    if (!t->holder || n->held || !n->slot || t->held >= t->held_max)
+        return false;
+    /* under the lock: its let-go (node_let_go_locked) cannot come first */
+    if ((n->held = t->holder(t->holder_ctx, n->slot, n->generation, fd)))
+        t->held++;
+    return true;
+}
+
 void node_let_go_locked(NodeTable *t, Node *n)
 {
     if (!n->held)
