@@ -349,53 +349,49 @@ int node_lookup_id(NodeTable *t, fuse_ino_t ino, struct stat *st, Node **out);
  * derived from its path below the backing root; with a reference. */
 int node_lookup_parent(NodeTable *t, Node *dir, struct stat *st, Node **out);
 
-/* ---- removed directories (removed.c) ---- */
+/* ---- objects removed through the mount (removed.c) ---- */
 
-/* Before dirfd/name, a directory, is removed or renamed over: its node (if
- * the kernel has one) keeps an O_PATH descriptor of it, so that an fstat of
- * it open somewhere still answers (st_nlink 0, as ext4 does).  The kernel
- * opens directories without telling the daemon (ops/dirs.c): any may be
- * open.  Kept for the node's life even when the removal then fails
- * (ENOTEMPTY): node_fd hands the descriptor out without a reference, so it
- * is never taken back while the node lives; it still names the live
- * directory. */
-void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name);
-
-/* The last name of a regular file or symlink removed through the mount
- * (unlink, or a rename over it): before the removal of dirfd/name,
- * node_unlink_victim says whether it may be one whose node must hear of
- * it (an fstatat and a look-up in the table), and which; after the
- * removal succeeded, node_note_unlinked marks that node if it is open or
- * being opened (it keeps serving opens: nameless_open) and otherwise,
- * where the backing is short of space (less than 1 GiB, or less than a
- * tenth of it up to 16 GiB, left to unprivileged writers; asked at most
- * once a second), drops its cached descriptor, so that the backing frees
- * the object now, as without the mount.  Elsewhere the kernel's FORGET, a
- * moment later, lets go of it off the caller's path (freeing a file's
- * blocks is the dearest part of an unlink).  A node that pins its
+/* The last name of a regular file, symlink or directory removed through
+ * the mount (unlink, rmdir, or a rename over it): before the removal of
+ * dirfd/name, node_unlink_victim says whether it may be one whose node
+ * must hear of it (an fstatat and a look-up in the table), and which;
+ * after the removal succeeded, node_note_unlinked marks that node if it
+ * is open or being opened (it keeps serving opens: nameless_open) and
+ * has the holder (the supervisor) keep a descriptor of it for the next
+ * daemon (nothing else keeps an unlinked object the kernel does not hold
+ * for the daemon: passthrough's binding does).  Otherwise, where the
+ * backing is short of space (less than 1 GiB, or less than a tenth of it
+ * up to 16 GiB, left to unprivileged writers; asked at most once a
+ * second), it drops the node's cached descriptor, so that the backing
+ * frees the object now, as without the mount.  Elsewhere the kernel's
+ * FORGET, a moment later, lets go of it off the caller's path (freeing a
+ * file's blocks is the dearest part of an unlink).  A node that pins its
  * descriptor (no file handles, an O_TMPFILE file) keeps it until the
- * FORGET.  Every victim the first said yes to is handed to the second,
- * `removed` saying whether this request removed the name.  An open counts
- * itself (node_open_count) before the daemon's open, and between the two
- * calls an open that finds no name is not stale (node_nameless_open), so
- * an open racing the removal is either counted and marked or comes after
- * it and finds no name. */
+ * FORGET.  dirs_untold: the kernel opens directories without telling the
+ * daemon (ops/dirs.c), so a removed directory may be open: its node
+ * pins a descriptor of it (an fstat of it still answers, st_nlink 0, as
+ * natively) and is held as an open one; the kernel's FORGET, right after
+ * an rmdir of a directory nothing has open, lets go of both.  Every
+ * victim the first said yes to is handed to the second, `removed` saying
+ * whether this request removed the name.  An open counts itself
+ * (node_open_count) before the daemon's open, and between the two calls
+ * an open that finds no name is not stale (node_nameless_open), so an
+ * open racing the removal is either counted and marked or comes after it
+ * and finds no name. */
 typedef struct {
     NodeKey key;
     uint64_t generation;
-    bool now; /* the backing is short of space: let go in the request */
+    bool now;         /* the backing is short of space: let go in the request */
+    bool open_untold; /* a directory whose opens the daemon does not see */
 } NodeVictim;
-bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeVictim *v);
+bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, bool dirs_untold, NodeVictim *v);
 void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed);
 /* n is a new unnamed (O_TMPFILE) file (nameless): opens of it have no name
  * the kernel could cache; once linked (!nameless), a name it has again. */
 void node_set_nameless_open(NodeTable *t, Node *n, bool nameless);
 /* n is a file without a name (O_TMPFILE), and fd may soon be all that
  * holds it: the holder gets fd (a duplicate, closed here), once per node.
- * An unlinked open file is held by node_note_unlinked, unless passthrough
- * serves it (the kernel holds it then).  (A removed directory is not
- * held: it holds no data, and an rm -r would send one descriptor a
- * directory.) */
+ * An object unlinked or removed while open is held by node_note_unlinked. */
 void node_hold_nameless(NodeTable *t, Node *n, int fd);
 /* An attaching daemon: a descriptor the holder handed over for node `slot`
  * of generation `gen` (this call owns it): the node pins it (opens go

@@ -1,38 +1,16 @@
-/* Objects that lose their last name through the mount: a directory's
- * node keeps a descriptor (node_keep_removed_dir), an open file's node
+/* Objects that lose their last name through the mount: an open one's node
  * keeps serving opens (node_note_unlinked) and the holder (the
- * supervisor) a descriptor of it for the next daemon, and, where space is short,
- * another regular file or symlink lets go of its cached descriptor then,
- * so that the backing frees it with the unlink, as it would without the
- * mount, not at the kernel's FORGET. */
+ * supervisor) a descriptor of it for the next daemon; a directory's node
+ * keeps a descriptor where the kernel opens directories without telling;
+ * and, where space is short, another regular file or symlink lets go of
+ * its cached descriptor then, so that the backing frees it with the
+ * unlink, as it would without the mount, not at the kernel's FORGET. */
 #include "nodes-private.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-
-void node_keep_removed_dir(NodeTable *t, int dirfd, const char *name)
-{
-    int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return; /* not a directory, or nothing there */
-    struct stat st;
-    bool kept = false;
-    if (fstat(fd, &st) == 0) {
-        NodeKey k = {st.st_dev, st.st_ino};
-        g_mutex_lock(&t->lock);
-        Node *n = g_hash_table_lookup(t->backing, &k);
-        if (n && n->pinned_fd < 0) {
-            /* node_fd reads it without the lock: an fd, or -1 and the handle */
-            __atomic_store_n(&n->pinned_fd, fd, __ATOMIC_RELEASE);
-            kept = true;
-        }
-        g_mutex_unlock(&t->lock);
-    }
-    if (!kept)
-        close(fd);
-}
 
 /* Whether the file system of fd is short of space: less than 1 GiB, or
  * less than a tenth of it up to 16 GiB, left to unprivileged writers.
@@ -55,20 +33,54 @@ static bool space_short(NodeTable *t, int fd)
     return shortage;
 }
 
-bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, NodeVictim *v)
+/* dirfd/name, a directory whose object is key, is being removed: its node
+ * keeps an O_PATH descriptor of it, so that an fstat of it open somewhere
+ * still answers (st_nlink 0, as natively).  Kept for the node's life even
+ * when the removal then fails (ENOTEMPTY): node_fd hands the descriptor
+ * out without a reference, so it is never taken back while the node
+ * lives; it still names the live directory. */
+static void keep_removed_dir(NodeTable *t, int dirfd, const char *name, const NodeKey *key)
+{
+    int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return; /* not a directory any more, or nothing there */
+    struct stat st;
+    bool kept = false;
+    if (fstat(fd, &st) == 0 && st.st_dev == key->dev && st.st_ino == key->ino) {
+        g_mutex_lock(&t->lock);
+        Node *n = g_hash_table_lookup(t->backing, key);
+        if (n && n->pinned_fd < 0) {
+            /* node_fd reads it without the lock: an fd, or -1 and the handle */
+            __atomic_store_n(&n->pinned_fd, fd, __ATOMIC_RELEASE);
+            kept = true;
+        }
+        g_mutex_unlock(&t->lock);
+    }
+    if (!kept)
+        close(fd);
+}
+
+bool node_unlink_victim(NodeTable *t, int dirfd, const char *name, bool dirs_untold, NodeVictim *v)
 {
     v->now = space_short(t, dirfd);
     /* asked even when no file is open: an open racing this unlink counts
      * itself before its open, and the count must be read after the
      * removal (node_note_unlinked) */
     struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return false;
+    v->key = (NodeKey){st.st_dev, st.st_ino};
+    /* a directory: open somewhere for all the daemon knows when the kernel
+     * does not tell it of opens */
+    v->open_untold = S_ISDIR(st.st_mode) && dirs_untold;
+    if (v->open_untold)
+        keep_removed_dir(t, dirfd, name, &v->key);
     /* only regular files and symlinks hold blocks a descriptor would keep;
      * the kernel opens FIFOs, sockets and devices without telling the
      * daemon, so their nodes must keep their descriptors */
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-        !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) || st.st_nlink != 1)
+    else if (!S_ISDIR(st.st_mode) &&
+             (!(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) || st.st_nlink != 1))
         return false;
-    v->key = (NodeKey){st.st_dev, st.st_ino};
     g_mutex_lock(&t->lock);
     Node *n = g_hash_table_lookup(t->backing, &v->key);
     v->generation = n ? n->generation : 0;
@@ -89,7 +101,7 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed)
     bool let_go = false, hold = false;
     if (n) {
         n->unlinking = false;
-        if (removed && n->nopen > 0) {
+        if (removed && (n->nopen > 0 || v->open_untold)) {
             n->nameless_open = true;
             node_sync_locked(t, n);
             const NodeOpen *o = g_atomic_pointer_get(&n->open);

@@ -461,10 +461,8 @@ static int do_remove(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     NodeFd pf;
     if ((err = node_fd(&fs->nodes, p, &pf)))
         return err;
-    if (dir && fs->no_opendir)
-        node_keep_removed_dir(&fs->nodes, pf.fd, name);
     NodeVictim victim;
-    bool last_name = !dir && node_unlink_victim(&fs->nodes, pf.fd, name, &victim);
+    bool last_name = node_unlink_victim(&fs->nodes, pf.fd, name, fs->no_opendir, &victim);
     Creds c;
     creds_enter(fs, req, false, &c);
     if (unlinkat(pf.fd, name, dir ? AT_REMOVEDIR : 0) < 0)
@@ -521,11 +519,9 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
         node_fd_put(&fs->nodes, &pf);
         return err;
     }
-    if (fs->no_opendir && !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
-        node_keep_removed_dir(&fs->nodes, npf.fd, newname);
     NodeVictim victim;
     bool last_name = !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)) &&
-                     node_unlink_victim(&fs->nodes, npf.fd, newname, &victim);
+                     node_unlink_victim(&fs->nodes, npf.fd, newname, fs->no_opendir, &victim);
     Creds c;
     /* a whiteout is a create (a device node at the old name): made as the
      * caller, who needs CAP_MKNOD as on any file system */

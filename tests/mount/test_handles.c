@@ -12,6 +12,7 @@
  * renamed in between), and after the kernel looked its object up by name
  * again; an old handle never opens another object.
  * Runs in every variant (passthrough and not, both transports). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -406,6 +407,67 @@ static void nameless_open_across(DaemonEvent ev, bool tmpfile)
     mount_free(m);
 }
 
+/* A directory removed through the mount while a process has it open,
+ * through two kills or takeovers: natively it stays a directory with no
+ * link and no entries, and fsync succeeds.  The supervisor holds a
+ * descriptor of it (nothing else keeps the removed directory's inode for
+ * the next daemon to find), and lets go once it is closed and forgotten. */
+static void removed_dir_across(DaemonEvent ev)
+{
+    Mount *m = mount_new();
+    const char *args[] = {"-o", "supervise", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *d = mp(m, "gone");
+    assert_int_equal(mkdir(d, 0755), 0);
+    int fd = open(d, O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    assert_int_equal(rmdir(d), 0);
+    assert_int_equal(supervisor_holds(m, 1), 1);
+    g_autoptr(GString) err = g_string_new(NULL);
+    for (int i = 0; i < 2; i++) {
+        if (mount_replace_daemon(m, ev, err) <= 0)
+            fail_msg("%s", err->str);
+        assert_int_equal(supervisor_holds(m, 1), 1);
+    }
+    const char *what = ev == DAEMON_KILL ? "kill -9" : "--takeover";
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        fail_msg("fstat of a removed directory after a %s: %s", what, g_strerror(errno));
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_nlink, 0);
+    if (fsync(fd) != 0)
+        fail_msg("fsync of a removed directory after a %s: %s", what, g_strerror(errno));
+    int again = dup(fd);
+    DIR *dir = fdopendir(again);
+    assert_non_null(dir);
+    errno = 0;
+    assert_null(readdir(dir)); /* the kernel lists a removed directory as empty */
+    assert_int_equal(errno, 0);
+    closedir(dir);
+    errno = 0;
+    assert_int_equal(openat(fd, "new", O_CREAT | O_WRONLY, 0644), -1);
+    assert_int_equal(errno, ENOENT);
+    close(fd);
+    g_autofree char *bd = bp(m, "gone");
+    assert_int_equal(access(bd, F_OK), -1);
+    drop_kernel_caches(m, 2);
+    assert_int_equal(supervisor_holds(m, 0), 0);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+static void test_removed_dir_after_daemon_death(void **state)
+{
+    (void)state;
+    removed_dir_across(DAEMON_KILL);
+}
+
+static void test_removed_dir_after_takeover(void **state)
+{
+    (void)state;
+    removed_dir_across(DAEMON_TAKEOVER);
+}
+
 /* A hundred files unlinked while open (as many as a process may keep of
  * its temporary files), through two kills: every one still reads what was
  * written, and the supervisor holds none once they are closed. */
@@ -635,6 +697,8 @@ int main(void)
         cmocka_unit_test(test_tmpfile_after_daemon_death),
         cmocka_unit_test(test_tmpfile_after_takeover),
         cmocka_unit_test(test_many_unlinked_after_daemon_death),
+        cmocka_unit_test(test_removed_dir_after_daemon_death),
+        cmocka_unit_test(test_removed_dir_after_takeover),
         cmocka_unit_test(test_across_a_remount),
         cmocka_unit_test(test_old_handles_never_name_new_objects),
     };
