@@ -8,27 +8,40 @@
 
 #define ENV_HELD_RESUME "CKPTFS_SUPERVISOR_HELD" /* slot:gen:fd,... */
 
+struct HeldSet {
+    GHashTable *by_slot; /* node slot -> Held */
+    guint max;
+    /* the last close of a file without a name frees its blocks (seconds,
+     * for a large fragmented file on ext4): done on a thread of its own,
+     * so that the supervisor's loop, which replaces a dying daemon, never
+     * waits for it */
+    GThreadPool *closer;
+};
+
 typedef struct {
     guint64 gen;
     int fd;
     bool offered; /* to a daemon that has not served yet */
+    HeldSet *set;
 } Held;
 
-struct HeldSet {
-    GHashTable *by_slot; /* node slot -> Held */
-    guint max;
-};
+static void close_one(gpointer fd_plus_one, gpointer unused)
+{
+    (void)unused;
+    close(GPOINTER_TO_INT(fd_plus_one) - 1);
+}
 
 static void held_free(gpointer p)
 {
     Held *h = p;
-    close(h->fd);
+    g_thread_pool_push(h->set->closer, GINT_TO_POINTER(h->fd + 1), NULL);
     g_free(h);
 }
 
 HeldSet *held_set_new(void)
 {
     HeldSet *h = g_new0(HeldSet, 1);
+    h->closer = g_thread_pool_new(close_one, NULL, 1, FALSE, NULL);
     h->by_slot = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, held_free);
     struct rlimit rl;
     h->max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / 2 < HELD_MAX
@@ -40,6 +53,7 @@ HeldSet *held_set_new(void)
 void held_set_free(HeldSet *h)
 {
     g_hash_table_destroy(h->by_slot);
+    g_thread_pool_free(h->closer, FALSE, TRUE); /* after the closes queued */
     g_free(h);
 }
 
@@ -81,6 +95,7 @@ static void add(HeldSet *h, guint32 slot, guint64 gen, int fd)
     Held *e = g_new0(Held, 1);
     e->gen = gen;
     e->fd = fd;
+    e->set = h;
     g_hash_table_replace(h->by_slot, key, e);
 }
 

@@ -26,7 +26,7 @@
 typedef struct HeldSet HeldSet;
 
 HeldSet *held_set_new(void);
-/* Closes every descriptor held. */
+/* Closes every descriptor held (and waits for the closes under way). */
 void held_set_free(HeldSet *h);
 /* A daemon's message: "hold ..." (takes *fd, sets it to -1) or "let-go
  * ..."; false when it is neither. */
