@@ -273,11 +273,35 @@ static gpointer unsupervised_thread(gpointer p)
     return NULL;
 }
 
+/* Sends the let-gos that had no room, oldest first, while they go;
+ * letgo_lock held. */
+static void send_letgos_locked(SupLink *l)
+{
+    guint sent = 0;
+    for (; l->letgos && sent < l->letgos->len; sent++) {
+        const SupHeld *h = &g_array_index(l->letgos, SupHeld, sent);
+        char m[64];
+        held_word(m, sizeof m, "let-go", h->slot, h->gen);
+        if (send_fds_flags(l->sock, m, strlen(m), NULL, 0, MSG_DONTWAIT) == -EAGAIN)
+            break; /* any other failure: the supervisor is gone, and with it what it held */
+    }
+    if (sent)
+        g_array_remove_range(l->letgos, 0, sent);
+}
+
 static gpointer link_thread(gpointer p)
 {
     SupLink *l = p;
     char buf[64];
     for (;;) {
+        /* wakes once a second for the let-gos that had no room */
+        struct pollfd pfd = {.fd = l->sock, .events = POLLIN};
+        int ready = poll(&pfd, 1, 1000);
+        g_mutex_lock(&l->letgo_lock);
+        send_letgos_locked(l);
+        g_mutex_unlock(&l->letgo_lock);
+        if (ready == 0 || (ready < 0 && errno == EINTR))
+            continue;
         ssize_t r = recv_msg(l->sock, buf, sizeof buf, NULL);
         if (r == -EINTR)
             continue;
@@ -369,9 +393,25 @@ bool suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd)
     if (l && l->sock >= 0 && l->mode != LINK_NONE) {
         char m[64];
         held_word(m, sizeof m, fd >= 0 ? "hold" : "let-go", slot, gen);
-        /* never waits: a node table lock may be held.  The holds are few
-         * (the caller's bound), so the socket has room for their let-gos */
-        sent = send_fds_flags(l->sock, m, strlen(m), &fd, fd >= 0 ? 1 : 0, MSG_DONTWAIT) == 0;
+        /* never waits: a node table lock may be held.  A hold that finds no
+         * room is a file not held; a let-go waits its turn, since the
+         * supervisor would otherwise keep the file until the next daemon
+         * serves (a burst of removals sends a hold and a let-go each) */
+        g_mutex_lock(&l->letgo_lock);
+        send_letgos_locked(l);
+        bool behind = fd < 0 && l->letgos && l->letgos->len;
+        int err = behind
+                      ? -EAGAIN
+                      : send_fds_flags(l->sock, m, strlen(m), &fd, fd >= 0 ? 1 : 0, MSG_DONTWAIT);
+        if (err == -EAGAIN && fd < 0) {
+            if (!l->letgos)
+                l->letgos = g_array_new(FALSE, FALSE, sizeof(SupHeld));
+            SupHeld h = {slot, gen, -1};
+            g_array_append_val(l->letgos, h);
+            err = 0;
+        }
+        g_mutex_unlock(&l->letgo_lock);
+        sent = err == 0;
     }
     if (fd >= 0)
         close(fd);
@@ -1321,6 +1361,7 @@ int supervisor_start(char **argv, bool supervise, bool foreground, const char *s
                      SupLink *link)
 {
     memset(link, 0, sizeof *link);
+    g_mutex_init(&link->letgo_lock);
     link->sock = link->state_fd = link->fuse_fd = link->conn_fd = -1;
     link->argv = argv;
     link->main_thread = pthread_self();

@@ -65,6 +65,10 @@ typedef struct {
     void *ctx;
     bool held_coming; /* a replacement: the supervisor's held list comes first */
     GArray *held;     /* SupHeld: that list, once read */
+    /* let-gos the socket had no room for, sent before the next message and
+     * by the link's thread within a second (letgo_lock) */
+    GMutex letgo_lock;
+    GArray *letgos; /* SupHeld, fd -1 */
 } SupLink;
 
 /* An object without a name the supervisor held for a new daemon. */
@@ -101,8 +105,10 @@ int suplink_standby(SupLink *l);
 /* A file without a name whose descriptor this daemon may alone hold
  * (node `slot` of generation `gen`): the supervisor holds fd (a duplicate,
  * closed here) for the next daemon.  fd -1: the node went, let it go.
- * Never waits; whether the message went.  A daemon holds at most
- * SUPLINK_HELD_MAX at once, so that their let-gos fit the socket. */
+ * Never waits; whether the message went (a let-go always goes: one the
+ * socket has no room for now goes later, as soon as it has).  A daemon
+ * holds at most SUPLINK_HELD_MAX at once, so that their let-gos fit the
+ * socket. */
 #define SUPLINK_HELD_MAX HELD_MAX
 bool suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd);
 /* A daemon that attaches: what the supervisor handed over to it (SupHeld;

@@ -468,6 +468,53 @@ static void test_removed_dir_after_takeover(void **state)
     removed_dir_across(DAEMON_TAKEOVER);
 }
 
+/* Holds and let-gos while the supervisor cannot read (stopped): a
+ * hundred directories removed while open are held, a burst of others
+ * removed and closed at once fills the socket, and the hundred are closed
+ * then: their let-gos find no room.  Those wait their turn and go once
+ * the supervisor reads again, so that it keeps none of them (a hold that
+ * finds no room is a directory not held). */
+static void test_letgos_wait_their_turn(void **state)
+{
+    (void)state;
+    enum { HELD = 100, BURST = 200 };
+    Mount *m = mount_new();
+    const char *args[] = {"-o", "supervise", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    int fds[HELD + BURST];
+    char *paths[HELD + BURST];
+    for (int i = 0; i < HELD + BURST; i++) {
+        g_autofree char *name = g_strdup_printf("burst%d", i);
+        paths[i] = mp(m, name);
+        assert_int_equal(mkdir(paths[i], 0755), 0);
+        fds[i] = open(paths[i], O_RDONLY | O_DIRECTORY);
+        assert_true(fds[i] >= 0);
+    }
+    assert_int_equal(kill(m->pid, SIGSTOP), 0);
+    for (int i = 0; i < HELD; i++)
+        assert_int_equal(rmdir(paths[i]), 0);
+    for (int i = HELD; i < HELD + BURST; i++) {
+        assert_int_equal(rmdir(paths[i]), 0);
+        close(fds[i]);
+    }
+    for (int i = 0; i < HELD; i++)
+        close(fds[i]);
+    drop_kernel_caches(m, 2);
+    usleep(200 * 1000);
+    assert_int_equal(kill(m->pid, SIGCONT), 0);
+    /* the supervisor reads what was queued (it holds the hundred then),
+     * and the let-gos that waited come within a second */
+    usleep(300 * 1000);
+    int held = supervisor_holds(m, 0);
+    if (held)
+        held = supervisor_holds(m, 0);
+    assert_int_equal(held, 0);
+    for (int i = 0; i < HELD + BURST; i++)
+        g_free(paths[i]);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 /* A hundred files unlinked while open (as many as a process may keep of
  * its temporary files), through two kills: every one still reads what was
  * written, and the supervisor holds none once they are closed. */
@@ -699,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_many_unlinked_after_daemon_death),
         cmocka_unit_test(test_removed_dir_after_daemon_death),
         cmocka_unit_test(test_removed_dir_after_takeover),
+        cmocka_unit_test(test_letgos_wait_their_turn),
         cmocka_unit_test(test_across_a_remount),
         cmocka_unit_test(test_old_handles_never_name_new_objects),
     };
