@@ -282,12 +282,19 @@ static void kill_daemon_and_wait(Mount *m)
         fail_msg("%s", err->str);
 }
 
-static void test_after_daemon_death(void **state)
+/* A supervised mount, started. */
+static Mount *supervised_mount(void)
 {
-    (void)state;
     Mount *m = mount_new();
     const char *args[] = {"-o", "supervise", NULL};
     assert_int_equal(mount_start(m, args), 0);
+    return m;
+}
+
+static void test_after_daemon_death(void **state)
+{
+    (void)state;
+    Mount *m = supervised_mount();
     g_autofree char *f = mp(m, "f");
     put_file(f, "kept");
     Handle h;
@@ -334,6 +341,16 @@ static int supervisor_holds(Mount *m, int want)
     return now;
 }
 
+/* Once the kernel forgot what the test had open, the supervisor holds
+ * nothing; then the mount goes. */
+static void stop_holding_none(Mount *m)
+{
+    drop_kernel_caches(m, 2);
+    assert_int_equal(supervisor_holds(m, 0), 0);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 /* A file unlinked through the mount while open (or an O_TMPFILE file),
  * still in use when the daemon is killed or taken over, twice.  The
  * supervisor held a descriptor of it for the next daemon, or passthrough
@@ -344,9 +361,7 @@ static int supervisor_holds(Mount *m, int want)
  * forgotten, the supervisor lets go of it. */
 static void nameless_open_across(DaemonEvent ev, bool tmpfile)
 {
-    Mount *m = mount_new();
-    const char *args[] = {"-o", "supervise", NULL};
-    assert_int_equal(mount_start(m, args), 0);
+    Mount *m = supervised_mount();
     /* the kernel holds a file passthrough serves: only an O_TMPFILE file
      * (bound after its create) is held then */
     int held = tmpfile || !mount_log_has(m, "FUSE passthrough on");
@@ -401,10 +416,7 @@ static void nameless_open_across(DaemonEvent ev, bool tmpfile)
     close(fd);
     g_autofree char *got = get_file(other);
     assert_string_equal(got, "named");
-    drop_kernel_caches(m, 2);
-    assert_int_equal(supervisor_holds(m, 0), 0);
-    assert_int_equal(mount_stop(m), 0);
-    mount_free(m);
+    stop_holding_none(m);
 }
 
 /* A directory removed through the mount while a process has it open,
@@ -414,9 +426,7 @@ static void nameless_open_across(DaemonEvent ev, bool tmpfile)
  * the next daemon to find), and lets go once it is closed and forgotten. */
 static void removed_dir_across(DaemonEvent ev)
 {
-    Mount *m = mount_new();
-    const char *args[] = {"-o", "supervise", NULL};
-    assert_int_equal(mount_start(m, args), 0);
+    Mount *m = supervised_mount();
     g_autofree char *d = mp(m, "gone");
     assert_int_equal(mkdir(d, 0755), 0);
     int fd = open(d, O_RDONLY | O_DIRECTORY);
@@ -450,10 +460,7 @@ static void removed_dir_across(DaemonEvent ev)
     close(fd);
     g_autofree char *bd = bp(m, "gone");
     assert_int_equal(access(bd, F_OK), -1);
-    drop_kernel_caches(m, 2);
-    assert_int_equal(supervisor_holds(m, 0), 0);
-    assert_int_equal(mount_stop(m), 0);
-    mount_free(m);
+    stop_holding_none(m);
 }
 
 static void test_removed_dir_after_daemon_death(void **state)
@@ -478,9 +485,7 @@ static void test_letgos_wait_their_turn(void **state)
 {
     (void)state;
     enum { HELD = 100, BURST = 200 };
-    Mount *m = mount_new();
-    const char *args[] = {"-o", "supervise", NULL};
-    assert_int_equal(mount_start(m, args), 0);
+    Mount *m = supervised_mount();
     int fds[HELD + BURST];
     char *paths[HELD + BURST];
     for (int i = 0; i < HELD + BURST; i++) {
@@ -522,9 +527,7 @@ static void test_many_unlinked_after_daemon_death(void **state)
 {
     (void)state;
     enum { N = 100 };
-    Mount *m = mount_new();
-    const char *args[] = {"-o", "supervise", NULL};
-    assert_int_equal(mount_start(m, args), 0);
+    Mount *m = supervised_mount();
     int fds[N];
     for (int i = 0; i < N; i++) {
         g_autofree char *name = g_strdup_printf("many%d", i);
@@ -546,10 +549,7 @@ static void test_many_unlinked_after_daemon_death(void **state)
         assert_string_equal(buf, name);
         close(fds[i]);
     }
-    drop_kernel_caches(m, 2);
-    assert_int_equal(supervisor_holds(m, 0), 0);
-    assert_int_equal(mount_stop(m), 0);
-    mount_free(m);
+    stop_holding_none(m);
 }
 
 static void test_unlinked_open_after_daemon_death(void **state)
