@@ -108,6 +108,20 @@ static bool hold_by_supervisor(void *ctx, uint32_t slot, uint64_t gen, int fd)
     return suplink_hold(ctx, slot, gen, fd);
 }
 
+static void add_held(void *array, uint32_t slot, uint64_t gen, int fd)
+{
+    SupHeld h = {slot, gen, fd};
+    g_array_append_val((GArray *)array, h);
+}
+
+GArray *attach_held_now(void *fs_)
+{
+    struct ckptfs *fs = fs_;
+    GArray *held = g_array_new(FALSE, FALSE, sizeof(SupHeld));
+    node_each_held(&fs->nodes, add_held, held);
+    return held;
+}
+
 void attach_revive(struct ckptfs *fs)
 {
     if (fs->link && fs->link->sock >= 0) { /* supervised (suplink_hold checks the rest) */

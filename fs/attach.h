@@ -40,6 +40,10 @@ char *attach_keep_fixed(struct ckptfs *fs);
 /* 0, or -errno (-EXDEV: the state is of another backing directory). */
 int attach_match(struct ckptfs *fs);
 void attach_revive(struct ckptfs *fs);
+/* What the supervisor holds for this daemon (SupHeld, the caller's), for
+ * a takeover that adopts the daemon after its supervisor died.  fs: the
+ * struct ckptfs (a SupLink callback). */
+GArray *attach_held_now(void *fs);
 /* Routes the session through the protocol module on fuse_fd, the live
  * connection: 0 or -errno. */
 int attach_connect(struct ckptfs *fs, int fuse_fd);

@@ -660,6 +660,7 @@ int main(int argc, char *argv[])
         goto out;
     }
     link.handover = on_handover;
+    link.held_now = attach_held_now;
     link.ctx = &fs;
     link.state = &fs.state;
     fs.main_thread = link.main_thread;

@@ -397,6 +397,12 @@ void node_hold_nameless(NodeTable *t, Node *n, int fd);
  * of generation `gen` (this call owns it): the node pins it (opens go
  * through it) and the holder holds it again, or it is closed. */
 void node_adopt_held(NodeTable *t, uint32_t slot, uint64_t gen, int fd);
+/* Each node the holder holds, with a duplicate of its descriptor, to
+ * each() (which owns fd), called without the table's lock: what a new
+ * holder is given when the one before died (a takeover adopting a daemon
+ * whose supervisor died). */
+void node_each_held(NodeTable *t, void (*each)(void *ctx, uint32_t slot, uint64_t gen, int fd),
+                    void *ctx);
 
 /* ---- virtual nodes (virtual.c) ---- */
 

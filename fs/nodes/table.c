@@ -128,10 +128,46 @@ bool node_hold_locked(NodeTable *t, Node *n, int fd)
 {
     if (!t->holder || n->held || !n->slot || t->held >= t->held_max)
         return false;
+    /* the node pins a duplicate too, so that a holder that dies (a killed
+     * supervisor) can be replaced by one given it again (node_each_held) */
+    int pin = n->pinned_fd < 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
     /* under the lock: its let-go (node_let_go_locked) cannot come first */
-    if ((n->held = t->holder(t->holder_ctx, n->slot, n->generation, fd)))
+    if ((n->held = t->holder(t->holder_ctx, n->slot, n->generation, fd))) {
         t->held++;
+        if (pin >= 0) {
+            /* node_fd reads it without the lock: an fd, or -1 and the handle */
+            __atomic_store_n(&n->pinned_fd, pin, __ATOMIC_RELEASE);
+            pin = -1;
+        }
+    }
+    if (pin >= 0)
+        close(pin);
     return true;
+}
+
+void node_each_held(NodeTable *t, void (*each)(void *ctx, uint32_t slot, uint64_t gen, int fd),
+                    void *ctx)
+{
+    typedef struct {
+        uint32_t slot;
+        uint64_t gen;
+        int fd;
+    } One;
+    g_autoptr(GArray) held = g_array_new(FALSE, FALSE, sizeof(One));
+    g_mutex_lock(&t->lock);
+    uint32_t high = atomic_load(&t->state->hdr->node_high);
+    for (uint32_t i = FUSE_ROOT_ID + 1; t->held && i < high && i < STATE_NODE_SLOTS; i++) {
+        const Node *n = t->by_slot[i];
+        One o = {i, n ? n->generation : 0, -1};
+        if (n && n->held && n->pinned_fd >= 0 &&
+            (o.fd = fcntl(n->pinned_fd, F_DUPFD_CLOEXEC, 0)) >= 0)
+            g_array_append_val(held, o);
+    }
+    g_mutex_unlock(&t->lock);
+    for (guint i = 0; i < held->len; i++) {
+        const One *o = &g_array_index(held, One, i);
+        each(ctx, o->slot, o->gen, o->fd);
+    }
 }
 
 void node_let_go_locked(NodeTable *t, Node *n)

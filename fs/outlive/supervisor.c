@@ -186,7 +186,8 @@ static bool peer_may_take_over(int c)
 
 /* A daemon without a supervisor (one that died, or -o nosupervise) answers
  * here: "status", and "adopt" from a takeover that becomes its supervisor.
- * An adopter is given the connection, the state and the command line; when
+ * An adopter is given the connection, the state and the command line,
+ * then the objects without a name the dead supervisor held ("hold"); when
  * its own daemon is ready to attach it says "handover", and this daemon
  * hands over as it would to its supervisor. */
 static void serve_unsupervised(SupLink *l, int c)
@@ -222,6 +223,16 @@ static void serve_unsupervised(SupLink *l, int c)
     int fds[2] = {l->conn_fd, l->state_fd};
     if (send_fds(c, b->data, b->len, fds, 2) < 0)
         return;
+    /* what the dead supervisor held: the adopter holds it, for the daemon
+     * it starts (at most SUPLINK_HELD_MAX: the socket has room) */
+    g_autoptr(GArray) held = l->held_now ? l->held_now(l->ctx) : NULL;
+    for (guint i = 0; held && i < held->len; i++) {
+        const SupHeld *h = &g_array_index(held, SupHeld, i);
+        char m[64];
+        held_word(m, sizeof m, "hold", h->slot, h->gen);
+        send_msg(c, m, strlen(m), h->fd);
+        close(h->fd);
+    }
     ssize_t r = recv_msg(c, buf, sizeof buf, NULL);
     if (r > 0 && strcmp(buf, "handover") == 0 && l->handover) {
         l->handover(l->ctx);

@@ -62,6 +62,9 @@ typedef struct {
     bool was_supervised;       /* keeps the in-flight journal a takeover needs */
     pthread_t main_thread;
     void (*handover)(void *ctx); /* called (in a thread) when told to hand over */
+    /* what the supervisor holds for this daemon (SupHeld; NULL: none),
+     * given to a takeover that adopts it after its supervisor died */
+    GArray *(*held_now)(void *ctx);
     void *ctx;
     bool held_coming; /* a replacement: the supervisor's held list comes first */
     GArray *held;     /* SupHeld: that list, once read */

@@ -421,6 +421,11 @@ static void test_orphaned_daemon_is_adopted_by_a_takeover(void **state)
     (void)state;
     Mount *m = supervised(NULL);
     mount_expect_log(m, "the supervisor is gone");
+    /* a file without a name, held by the supervisor that dies: the orphan
+     * hands it to its adopter, and it outlives the daemons after */
+    int nameless = open(m->work, O_TMPFILE | O_RDWR, 0600);
+    assert_true(nameless >= 0);
+    assert_int_equal(pwrite(nameless, "held", 4, 0), 4);
     pid_t orphan = mount_daemon_pid(m);
     kill(m->pid, SIGKILL);
     waitpid(m->pid, NULL, 0);
@@ -449,6 +454,12 @@ static void test_orphaned_daemon_is_adopted_by_a_takeover(void **state)
     }
     assert_true(next > 0 && next != daemon);
     assert_serves(m, "after-kill");
+    char buf[8] = {0};
+    if (pread(nameless, buf, sizeof buf - 1, 0) != 4)
+        fail_msg("a file without a name after the adoption and a kill: %s", g_strerror(errno));
+    assert_string_equal(buf, "held");
+    assert_int_equal(fsync(nameless), 0);
+    close(nameless);
     unmount_background(m->mnt);
     mount_free(m);
 }
