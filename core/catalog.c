@@ -117,14 +117,6 @@ static bool dir_stamp_equal(DirStamp a, DirStamp b)
 
 /* ---- snapshots ---- */
 
-static void kv_free(gpointer p)
-{
-    CkMarkerKv *kv = p;
-    g_free(kv->key);
-    g_free(kv->value);
-    g_free(kv);
-}
-
 static void checkpoint_free(gpointer p)
 {
     CkCheckpointInfo *cp = p;
@@ -140,14 +132,7 @@ static CkCheckpointInfo *checkpoint_copy(const CkCheckpointInfo *o)
     cp->n = o->n;
     cp->restore = ck_restore_copy(o->restore);
     cp->shared_with = g_ptr_array_copy(o->shared_with, NULL, NULL);
-    cp->unknown = g_ptr_array_new_full(o->unknown->len, kv_free);
-    for (guint i = 0; i < o->unknown->len; i++) {
-        const CkMarkerKv *kv = o->unknown->pdata[i];
-        CkMarkerKv *k = g_new(CkMarkerKv, 1);
-        k->key = g_strdup(kv->key);
-        k->value = g_strdup(kv->value);
-        g_ptr_array_add(cp->unknown, k);
-    }
+    cp->unknown = ck_marker_kv_copy(o->unknown);
     return cp;
 }
 

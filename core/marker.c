@@ -30,6 +30,19 @@ static void kv_free(gpointer p)
     g_free(kv);
 }
 
+GPtrArray *ck_marker_kv_copy(const GPtrArray *kvs)
+{
+    GPtrArray *out = g_ptr_array_new_full(kvs->len, kv_free);
+    for (guint i = 0; i < kvs->len; i++) {
+        const CkMarkerKv *kv = kvs->pdata[i];
+        CkMarkerKv *k = g_new(CkMarkerKv, 1);
+        k->key = g_strdup(kv->key);
+        k->value = g_strdup(kv->value);
+        g_ptr_array_add(out, k);
+    }
+    return out;
+}
+
 static CkMarker *marker_new(void)
 {
     CkMarker *m = g_new0(CkMarker, 1);

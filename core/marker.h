@@ -53,6 +53,9 @@ typedef struct {
     char *error;          /* reason when malformed, else NULL */
 } CkMarker;
 
+/* A copy of a marker's unknown keys (CkMarkerKv*, freed with the array). */
+GPtrArray *ck_marker_kv_copy(const GPtrArray *kvs);
+
 /* Parses buf[0..len).  expected_checkpoint: the N of the chk-<N> directory;
  * a checkpoint= that differs makes the marker malformed.  Always returns a
  * marker (free with ck_marker_free). */

@@ -493,10 +493,21 @@ static void describe_list(GString *out, const char *key, const GPtrArray *a)
     g_string_append_c(out, '\n');
 }
 
+bool ck_restore_root_relative(const CkRestore *r)
+{
+    return r->root_kind == CK_ROOT_LOCAL ||
+           (r->cls == CK_MARKER_CUT_SHORT && r->root_kind == CK_ROOT_NONE && r->root);
+}
+
+char *ck_restore_escape(const char *text)
+{
+    return g_strescape(text, "\"");
+}
+
 void ck_restore_describe(GString *out, const CkRestore *r, const char *dir,
                          const GPtrArray *shared_with, const GPtrArray *unknown)
 {
-    bool local = r->root_kind == CK_ROOT_LOCAL;
+    bool local = ck_restore_root_relative(r);
     g_string_append_printf(out, "checkpoint: %" G_GUINT64_FORMAT "\n", (guint64)r->checkpoint);
     g_string_append_printf(out, "class: %s\n", ck_marker_class_name(r->cls));
     if (r->root) {
@@ -533,11 +544,11 @@ void ck_restore_describe(GString *out, const CkRestore *r, const char *dir,
         describe_list(out, "shared_with", shared_with);
     for (guint k = 0; unknown && k < unknown->len; k++) {
         const CkMarkerKv *kv = unknown->pdata[k];
-        g_autofree char *v = g_strescape(kv->value, NULL);
+        g_autofree char *v = ck_restore_escape(kv->value);
         g_string_append_printf(out, "unknown: %s=%s\n", kv->key, v);
     }
     if (r->error) {
-        g_autofree char *e = g_strescape(r->error, NULL);
+        g_autofree char *e = ck_restore_escape(r->error);
         g_string_append_printf(out, "error: %s\n", e);
     } else {
         g_string_append(out, "error: -\n");

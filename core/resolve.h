@@ -71,6 +71,14 @@ CkRestore *ck_restore_copy(const CkRestore *r);
  * of either writes into the other's. */
 char *ck_restore_location(const CkRestore *r);
 
+/* Whether r's root (and reads) is a path relative to the checkpoint
+ * directory: a local root, or the own root a cut-short marker names that
+ * is not there.  Shown joined to the directory, as the other paths. */
+bool ck_restore_root_relative(const CkRestore *r);
+/* Text as a describe line shows it (g_free): C escapes for control
+ * characters, backslashes and bytes past ASCII, quotes as they are. */
+char *ck_restore_escape(const char *text);
+
 /* The "key: value" lines that describe one restore, in the words the views'
  * restore file and `ckptctl resolve` share (appended to out):
  *   checkpoint: 3

@@ -30,6 +30,8 @@ void ck_resolution_free(CkResolution *r)
     if (!r)
         return;
     ck_restore_free(r->restore);
+    if (r->unknown)
+        g_ptr_array_unref(r->unknown);
     if (r->candidates)
         g_ptr_array_unref(r->candidates);
     g_free(r->location);
@@ -70,7 +72,7 @@ static gint cmp_str(gconstpointer a, gconstpointer b)
  * one job; NULL when the job has no such marker.  -errno in *err when dir
  * cannot be read. */
 static CkRestore *job_restore(const char *dir, const char *job, bool latest, uint64_t n,
-                              const CkResolveOptions *opts, int *err)
+                              const CkResolveOptions *opts, GPtrArray **unknown, int *err)
 {
     CkCatalogOptions co = {.resolve = opts ? *opts : (CkResolveOptions){0}};
     g_autoptr(CkCatalog) cat = ck_catalog_open_job(dir, job, &co, NULL);
@@ -89,7 +91,10 @@ static CkRestore *job_restore(const char *dir, const char *job, bool latest, uin
     }
     if (latest && !j->has_latest) /* nothing restorable: the newest says why */
         pick = j->checkpoints->pdata[j->checkpoints->len - 1];
-    return pick ? ck_restore_copy(pick->restore) : NULL;
+    if (!pick)
+        return NULL;
+    *unknown = ck_marker_kv_copy(pick->unknown);
+    return ck_restore_copy(pick->restore);
 }
 
 /* Job ids under _jobs (sorted, interned) with a marker for n (any marker,
@@ -211,7 +216,7 @@ int ck_resolve(const char *location, bool latest, uint64_t checkpoint, const CkR
     }
     close(fd);
     if (job) {
-        CkRestore *r = job_restore(dir, job, latest, checkpoint, opts, &err);
+        CkRestore *r = job_restore(dir, job, latest, checkpoint, opts, &res->unknown, &err);
         if (err)
             return err;
         if (r) {

@@ -40,6 +40,7 @@ const char *ck_resolve_status_name(CkResolveStatus s);
 typedef struct {
     CkResolveStatus status;
     CkRestore *restore;    /* CK_RESOLVE_OK (may be not restorable) */
+    GPtrArray *unknown;    /* CK_RESOLVE_OK: its marker's unknown keys (CkMarkerKv*) */
     GPtrArray *candidates; /* CK_RESOLVE_REFUSED: "<dir>/_jobs/<J>" for each job */
     char *location;        /* as given */
     char *error;           /* the refusal (ck_refusal_text) */

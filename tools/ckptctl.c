@@ -746,7 +746,7 @@ static int cmd_resolve(int argc, char **argv)
         return ckptctl_fail("resolve", "%s: %s", loc, g_strerror(-e));
     }
     const CkRestore *r = res->restore;
-    bool local = r && r->root_kind == CK_ROOT_LOCAL;
+    bool local = r && ck_restore_root_relative(r);
     g_autofree char *root = NULL;
     if (r && r->root)
         root = local ? joined(res->dir, r->root) : g_strdup(r->root);
@@ -812,6 +812,17 @@ static int cmd_resolve(int argc, char **argv)
         }
         ckptctl_add_str_or_null(b, "error", error);
         ckptctl_add_str_or_null(b, "warning", res->warning);
+        /* the flag of a root that is another job's, and the marker's keys
+         * no restore reads ("key=value", in file order) */
+        ckptctl_add_str_or_null(b, "foreign_root", r ? r->foreign_job : NULL);
+        json_builder_set_member_name(b, "unknown");
+        json_builder_begin_array(b);
+        for (guint i = 0; res->unknown && i < res->unknown->len; i++) {
+            const CkMarkerKv *kv = res->unknown->pdata[i];
+            g_autofree char *text = g_strconcat(kv->key, "=", kv->value, NULL);
+            ck_json_add_string(b, text);
+        }
+        json_builder_end_array(b);
         json_builder_end_object(b);
         ckptctl_print_json(b);
     } else {
@@ -820,13 +831,13 @@ static int cmd_resolve(int argc, char **argv)
         g_string_append_printf(t, "status: %s\n", ck_resolve_status_name(res->status));
         if (r) {
             g_string_append_printf(t, "job: %s\n", r->job);
-            ck_restore_describe(t, r, res->dir, NULL, NULL);
+            ck_restore_describe(t, r, res->dir, NULL, res->unknown);
         } else {
             g_string_append_printf(t, "root: %s\n", root ? root : "-");
             add_list(t, "reads", reads);
             if (res->candidates)
                 add_list(t, "candidates", res->candidates);
-            g_autofree char *e = error ? g_strescape(error, NULL) : NULL;
+            g_autofree char *e = error ? ck_restore_escape(error) : NULL;
             g_string_append_printf(t, "error: %s\n", e ? e : "-");
             if (res->warning)
                 g_string_append_printf(t, "warning: %s\n", res->warning);

@@ -584,15 +584,27 @@ static void test_takeover_during_commits(void **state)
 
 /* ---- a walk of _views ---- */
 
+/* The id of job j of the views fixture: the last is as long as a job id
+ * may be (128 bytes), so that its views' paths are longer than a node's
+ * record keeps as text. */
+static char *views_job(int j)
+{
+    if (j < 7)
+        return g_strdup_printf("job%d", j);
+    g_autofree char *pad = g_strnfill(124, 'x');
+    return g_strdup_printf("job%d%s", j, pad);
+}
+
 /* A few jobs with completed checkpoints, their state in their own roots. */
 static void write_views_fixture(const char *root)
 {
     for (int j = 0; j < 8; j++) {
+        g_autofree char *job = views_job(j);
         for (int c = 1; c <= 3; c++) {
             for (int s = 0; s < 4; s++)
                 for (int f = 0; f < 6; f++) {
                     g_autofree char *rel =
-                        g_strdup_printf("_state/job%d/v%d/%d/part-%d.snap", j, c, s, f);
+                        g_strdup_printf("_state/%s/v%d/%d/part-%d.snap", job, c, s, f);
                     g_autofree char *p = g_build_filename(root, rel, NULL);
                     g_autofree char *d = g_path_get_dirname(p);
                     assert_int_equal(g_mkdir_with_parents(d, 0755), 0);
@@ -600,13 +612,12 @@ static void write_views_fixture(const char *root)
                         g_strdup_printf("job %d gen %d subtask %d part %d\n", j, c, s, f);
                     put_file(p, text);
                 }
-            g_autofree char *mrel = g_strdup_printf("_jobs/job%d/chk-%d/COMPLETED", j, c);
+            g_autofree char *mrel = g_strdup_printf("_jobs/%s/chk-%d/COMPLETED", job, c);
             g_autofree char *mk = g_build_filename(root, mrel, NULL);
             g_autofree char *md = g_path_get_dirname(mk);
             assert_int_equal(g_mkdir_with_parents(md, 0755), 0);
             g_autofree char *text = g_strdup_printf(
-                "checkpoint=%d\ngeneration=%d\nparticipants=0,1,2,3\nstate=_state/job%d\n", c, c,
-                j);
+                "checkpoint=%d\ngeneration=%d\nparticipants=0,1,2,3\nstate=_state/%s\n", c, c, job);
             put_file(mk, text);
         }
     }

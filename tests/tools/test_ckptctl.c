@@ -153,10 +153,10 @@ static char *fixture(Fx *fx, const char *name, ...)
 }
 
 static const char *const resolve_keys[] = {
-    "status",  "job",        "checkpoint",        "class",
-    "root",    "generation", "generation_source", "participants",
-    "marker",  "reads",      "candidates",        "error",
-    "warning", NULL};
+    "status",  "job",          "checkpoint",        "class",
+    "root",    "generation",   "generation_source", "participants",
+    "marker",  "reads",        "candidates",        "error",
+    "warning", "foreign_root", "unknown",           NULL};
 
 static void assert_all_resolve_keys(JsonObject *o)
 {
@@ -544,6 +544,49 @@ static void resolve_human_words(void **state)
     g_auto(Run) rj = run("resolve", dir, "-c", "1", "--json", NULL);
     assert_int_equal(rj.status, 1);
     assert_true(g_str_has_prefix(rj.err, "ckptctl resolve: checkpoint 1 was completed by"));
+}
+
+/* A root that is another job's is flagged, a marker's unknown keys are
+ * shown, in the text and the document alike; a refusal's text keeps its
+ * quotes; a cut-short marker's own root that is not there is shown below
+ * the directory, as every other path. */
+static void resolve_flags_and_unknown_keys(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = path_in(fx, "flags");
+    testfs_mkdir(dir, "_state/a/v1/0");
+    testfs_marker(dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\nowner=team \"x\"\n");
+    testfs_marker(dir, "b", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    testfs_marker(dir, "c", 1, "checkpoint=1\n");
+    g_autofree char *la = g_build_filename(dir, "_jobs", "a", NULL);
+    g_autofree char *lb = g_build_filename(dir, "_jobs", "b", NULL);
+    g_autofree char *lc = g_build_filename(dir, "_jobs", "c", NULL);
+    g_auto(Run) b = run("resolve", lb, NULL);
+    assert_non_null(strstr(b.out, "\nforeign_root: a\n"));
+    g_auto(Run) bj = run("resolve", lb, "--json", NULL);
+    g_autoptr(JsonObject) bo = parse_obj(bj.out);
+    assert_all_resolve_keys(bo);
+    assert_string_equal(json_object_get_string_member(bo, "foreign_root"), "a");
+    assert_int_equal(json_array_get_length(json_object_get_array_member(bo, "unknown")), 0);
+    g_auto(Run) a = run("resolve", la, NULL);
+    assert_non_null(strstr(a.out, "\nunknown: owner=team \"x\"\n"));
+    g_auto(Run) aj = run("resolve", la, "--json", NULL);
+    g_autoptr(JsonObject) ao = parse_obj(aj.out);
+    assert_true(json_object_get_null_member(ao, "foreign_root"));
+    JsonArray *unknown = json_object_get_array_member(ao, "unknown");
+    assert_int_equal(json_array_get_length(unknown), 1);
+    assert_string_equal(json_array_get_string_element(unknown, 0), "owner=team \"x\"");
+    g_auto(Run) ref = run("resolve", dir, NULL);
+    assert_int_equal(ref.status, 1);
+    assert_non_null(strstr(ref.out, "so \"latest\" is ambiguous"));
+    g_auto(Run) cj = run("resolve", lc, "--json", NULL);
+    g_autoptr(JsonObject) co = parse_obj(cj.out);
+    g_autofree char *own = g_build_filename(dir, "_state", "c", NULL);
+    assert_string_equal(json_object_get_string_member(co, "class"), "cut-short");
+    assert_string_equal(json_object_get_string_member(co, "root"), own);
+    g_auto(Run) c = run("resolve", lc, NULL);
+    g_autofree char *line = g_strdup_printf("\nroot: %s (none)\n", own);
+    assert_non_null(strstr(c.out, line));
 }
 
 static void resolve_refused_names_every_job(void **state)
@@ -1635,6 +1678,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(json_uint64_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_refused_names_every_job, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_human_words, setup, teardown),
+        cmocka_unit_test_setup_teardown(resolve_flags_and_unknown_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_marker_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(resolve_as_given_and_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(check_fixture, setup, teardown),

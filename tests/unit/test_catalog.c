@@ -475,12 +475,13 @@ static void restore_text_blocks(void **state)
     g_autoptr(CkJobInfo) j2 = ck_catalog_get_job(c, "j2");
     g_autofree char *t2 = ck_job_restore_text(j2);
     assert_non_null(strstr(t2, "generation: 1 (marker)\n"));
-    /* unknown keys are kept and shown (C-escaped) */
-    testfs_marker(fx->dir, "j3", 1, "generation=1\nparticipants=0\nowner=team \"a\"\nzz=\n");
+    /* unknown keys are kept and shown (control characters escaped, quotes
+     * as they are) */
+    testfs_marker(fx->dir, "j3", 1, "generation=1\nparticipants=0\nowner=team \"a\"\ttab\nzz=\n");
     ck_catalog_rescan(c, NULL);
     g_autoptr(CkJobInfo) j3 = ck_catalog_get_job(c, "j3");
     g_autofree char *t3 = ck_job_restore_text(j3);
-    assert_non_null(strstr(t3, "unknown: owner=team \\\"a\\\"\nunknown: zz=\nerror: -\n"));
+    assert_non_null(strstr(t3, "unknown: owner=team \"a\"\\ttab\nunknown: zz=\nerror: -\n"));
 }
 
 /* report_unreadable (ckptctl) opens each _state/<J> and hands its listing to
