@@ -324,6 +324,28 @@ static char *layer_rel_path(const CkLayer *ly, const char *rel)
     return sub ? layer_path(ly, sub) : NULL;
 }
 
+/* The backing path shown as rel's provenance (g_free): layer_rel_path, or,
+ * for a directory the layer's prefix passes through (state/v<G> above a
+ * legacy v<G>/<S>, or state/ itself), the backing directory as many levels
+ * up when its last components are the prefix's: "." for the checkpoint
+ * directory itself (where the older layout's <S>, shown at v<G>/<S>, are);
+ * NULL when they are not. */
+static char *layer_shown_path(const CkLayer *ly, const char *rel)
+{
+    char *path = layer_rel_path(ly, rel);
+    if (path)
+        return path;
+    const char *tail = prefix_below(rel, ly->prefix);
+    size_t bl = strlen(ly->backing), tl = tail ? strlen(tail) : 0;
+    if (!tail || bl < tl || strcmp(ly->backing + bl - tl, tail) != 0)
+        return NULL;
+    if (bl == tl)
+        return ly->local ? g_strdup(".") : NULL;
+    if (ly->backing[bl - tl - 1] != '/')
+        return NULL;
+    return bl - tl - 1 ? g_strndup(ly->backing, bl - tl - 1) : g_strdup("/");
+}
+
 static void listing_gather(struct ckptfs *fs, JobView *jv, const VNode *vn, ListingBuild *b)
 {
     const CkCheckpointInfo *cp;
@@ -1117,6 +1139,15 @@ int jv_provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p)
         } else if (j && j->has_own_root) {
             p->source = "own";
             p->backing = ck_job_state_dir(vn->job);
+        } else if (jv) {
+            /* no own root: the first legacy location it shows */
+            const CkCheckpointInfo *cp;
+            GPtrArray *layers = tree_layers(jv, vn, &cp);
+            for (guint i = 0; layers && i < layers->len && !p->backing; i++) {
+                const CkLayer *ly = layers->pdata[i];
+                if ((p->backing = layer_shown_path(ly, "")))
+                    p->source = ly->source;
+            }
         }
         return 0;
     }
@@ -1134,7 +1165,7 @@ int jv_provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p)
         return 0;
     const CkLayer *ly = layers->pdata[layer];
     p->source = ly->source;
-    p->backing = layer_rel_path(ly, rel);
+    p->backing = layer_shown_path(ly, rel);
     tree_generation(vn, ly, rel, p);
     return 0;
 }

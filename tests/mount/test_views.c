@@ -325,6 +325,13 @@ static void test_state_merge(void **state)
     assert_names(b, "v1");
     g_autofree char *b1 = V(m, "leg/state/v1");
     assert_names(b1, "0 1");
+    /* every entry says where it comes from: the legacy v1 itself, and the
+     * state of a job without its own root is the legacy area's */
+    assert_xattr(b1, "user.ckptfs.source", "legacy");
+    assert_xattr(b1, "user.ckptfs.backing", "v1");
+    assert_xattr(b1, "user.ckptfs.generation", "1");
+    assert_xattr(b, "user.ckptfs.source", "legacy");
+    assert_xattr(b, "user.ckptfs.backing", ".");
     g_autofree char *c = V(m, "leg2/state/v1");
     assert_names(c, "0"); /* leg2's marker reads v1/0 only: never leg's v1/1 */
     g_autofree char *c0 = V(m, "leg2/state/v1/0");
@@ -332,6 +339,8 @@ static void test_state_merge(void **state)
     /* the older layout: <dir>/5 shown at v7/5 */
     g_autofree char *d = V(m, "old/state/v7/5");
     assert_names(d, "old.snap");
+    g_autofree char *d7 = V(m, "old/state/v7");
+    assert_xattr(d7, "user.ckptfs.backing", "."); /* where its subtasks are */
     /* a foreign root is not the job's state; a remote one is not followed */
     g_autofree char *e = V(m, "foreign/state");
     assert_names(e, "");
