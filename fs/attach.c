@@ -103,9 +103,9 @@ int attach_match(struct ckptfs *fs)
     return 0;
 }
 
-static bool hold_by_supervisor(void *ctx, uint32_t slot, uint64_t gen, int fd)
+static bool hold_by_supervisor(void *ctx, uint32_t slot, uint64_t gen, int fd, bool spare)
 {
-    return suplink_hold(ctx, slot, gen, fd);
+    return suplink_hold(ctx, slot, gen, fd, spare);
 }
 
 static void add_held(void *array, uint32_t slot, uint64_t gen, int fd)

@@ -21,7 +21,8 @@
  *      give-back takes 2.
  *   2. NodeTable.lock (nodes/) and open_lock (the handle registry,
  *      ops/handles.c): never both at once, and nothing else is taken under
- *      either: FdCache.lock only after the table's is released, and a
+ *      either but SupLink.letgo_lock (a hold or let-go sent under the
+ *      table's): FdCache.lock only after the table's is released, and a
  *      handle is freed after open_lock is released.
  *   3. LoadCtl.lock (views/catalog_watch.c, the catalog load hand-off: the
  *      loader thread and the views' stop), over Views.lock and over the
@@ -31,7 +32,8 @@
  *      identity map at a time), over the identity's map lock inside core/.
  *   5. Leaf locks, under which nothing else is taken: FdCache.lock,
  *      DirPark.lock, Views.lock, each VNode.lock, Views.inval_lock,
- *      control_lock, LogLimit.lock, Kio.gate_lock, KioRing.lock, each
+ *      control_lock, LogLimit.lock, Kio.gate_lock, KioRing.lock,
+ *      SupLink.letgo_lock (outlive/supervisor.c), each
       Drop.lock (ops/direct.c; a drop's notification is written without
       it), and those
  *      inside core/: the catalog's rebuild lock over its table lock, the

@@ -194,13 +194,14 @@ typedef struct {
     int root_mount_id;        /* handles from other mounts are not usable with mount_fd */
     const char *views_name;   /* interned: what ck_ns_child calls the views */
     GDestroyNotify view_free; /* frees a NodeView's vdata; set once, before any */
-    /* who holds the files without a name for the next daemon (the
+    /* who holds the objects without a name for the next daemon (the
      * supervisor), NULL for none; set once, before any request: told of
      * one with a descriptor it takes over (fd), and when its node goes or
      * it has a name again (fd -1), with the table's lock held; never
-     * waits; whether it was told.  At most held_max at once (held, under
-     * the lock). */
-    bool (*holder)(void *ctx, uint32_t slot, uint64_t gen, int fd);
+     * waits; whether it was told.  spare: a directory, held only where
+     * that leaves the files room.  At most held_max at once (held, under
+     * the lock), directories half of that. */
+    bool (*holder)(void *ctx, uint32_t slot, uint64_t gen, int fd, bool spare);
     void *holder_ctx;
     guint held, held_max;
 } NodeTable;

@@ -107,6 +107,14 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed)
             const NodeOpen *o = g_atomic_pointer_get(&n->open);
             hold = t->holder && !n->held && !(o && o->backing_id);
         }
+        if (hold && n->pinned_fd >= 0) {
+            /* here, under the lock: nothing keeps a directory the kernel
+             * does not say is open from its FORGET once the lock goes */
+            int fd = fcntl(n->pinned_fd, F_DUPFD_CLOEXEC, 0);
+            if (fd >= 0 && !node_hold_locked(t, n, fd))
+                close(fd);
+            hold = false;
+        }
         let_go = removed && n->nopen == 0 && v->now;
     }
     g_mutex_unlock(&t->lock);
@@ -114,7 +122,8 @@ void node_note_unlinked(NodeTable *t, const NodeVictim *v, bool removed)
      * one made since at its address loses a cached descriptor, no more */
     if (let_go)
         fdcache_drop(&t->fdcache, n);
-    /* an open file: the kernel holds its node until this request's reply */
+    /* an open file (nopen): the kernel holds its node until this
+     * request's reply */
     NodeFd f;
     if (hold && node_fd(t, n, &f) == 0) {
         node_hold_nameless(t, n, fcntl(f.fd, F_DUPFD_CLOEXEC, 0));

@@ -126,13 +126,15 @@ static void rec_take_locked(NodeTable *t, Node *n)
 
 bool node_hold_locked(NodeTable *t, Node *n, int fd)
 {
-    if (!t->holder || n->held || !n->slot || t->held >= t->held_max)
+    /* a directory holds no data: files come first */
+    bool spare = S_ISDIR(n->type);
+    if (!t->holder || n->held || !n->slot || t->held >= (spare ? t->held_max / 2 : t->held_max))
         return false;
     /* the node pins a duplicate too, so that a holder that dies (a killed
      * supervisor) can be replaced by one given it again (node_each_held) */
     int pin = n->pinned_fd < 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
     /* under the lock: its let-go (node_let_go_locked) cannot come first */
-    if ((n->held = t->holder(t->holder_ctx, n->slot, n->generation, fd))) {
+    if ((n->held = t->holder(t->holder_ctx, n->slot, n->generation, fd, spare))) {
         t->held++;
         if (pin >= 0) {
             /* node_fd reads it without the lock: an fd, or -1 and the handle */
@@ -156,10 +158,12 @@ void node_each_held(NodeTable *t, void (*each)(void *ctx, uint32_t slot, uint64_
     g_autoptr(GArray) held = g_array_new(FALSE, FALSE, sizeof(One));
     g_mutex_lock(&t->lock);
     uint32_t high = atomic_load(&t->state->hdr->node_high);
-    for (uint32_t i = FUSE_ROOT_ID + 1; t->held && i < high && i < STATE_NODE_SLOTS; i++) {
+    for (uint32_t i = FUSE_ROOT_ID + 1; i < high && i < STATE_NODE_SLOTS; i++) {
         const Node *n = t->by_slot[i];
         One o = {i, n ? n->generation : 0, -1};
-        if (n && n->held && n->pinned_fd >= 0 &&
+        /* held, or pinned without a name while no holder took it (an
+         * O_TMPFILE file, a removed directory) */
+        if (n && (n->held || n->nameless_open) && n->pinned_fd >= 0 && held->len < t->held_max &&
             (o.fd = fcntl(n->pinned_fd, F_DUPFD_CLOEXEC, 0)) >= 0)
             g_array_append_val(held, o);
     }
@@ -176,7 +180,7 @@ void node_let_go_locked(NodeTable *t, Node *n)
         return;
     n->held = false;
     t->held--;
-    t->holder(t->holder_ctx, n->slot, n->generation, -1);
+    t->holder(t->holder_ctx, n->slot, n->generation, -1, false);
 }
 
 /* The slot goes back to the pool with its record intact: a file handle

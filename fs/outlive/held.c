@@ -14,7 +14,8 @@ struct HeldSet {
     /* the last close of a file without a name frees its blocks (seconds,
      * for a large fragmented file on ext4): done on a thread of its own,
      * so that the supervisor's loop, which replaces a dying daemon, never
-     * waits for it */
+     * waits for it.  Made at the first close, after the supervisor's forks
+     * (a pool made before a fork may wait on a thread the child lacks) */
     GThreadPool *closer;
 };
 
@@ -34,14 +35,25 @@ static void close_one(gpointer fd_plus_one, gpointer unused)
 static void held_free(gpointer p)
 {
     Held *h = p;
-    g_thread_pool_push(h->set->closer, GINT_TO_POINTER(h->fd + 1), NULL);
+    HeldSet *set = h->set;
+    if (!set->closer)
+        set->closer = g_thread_pool_new(close_one, NULL, 1, FALSE, NULL);
+    if (!set->closer || !g_thread_pool_push(set->closer, GINT_TO_POINTER(h->fd + 1), NULL))
+        close(h->fd);
     g_free(h);
+}
+
+/* Waits for the closes under way. */
+static void closes_done(HeldSet *h)
+{
+    if (h->closer)
+        g_thread_pool_free(h->closer, FALSE, TRUE);
+    h->closer = NULL;
 }
 
 HeldSet *held_set_new(void)
 {
     HeldSet *h = g_new0(HeldSet, 1);
-    h->closer = g_thread_pool_new(close_one, NULL, 1, FALSE, NULL);
     h->by_slot = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, held_free);
     struct rlimit rl;
     h->max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / 2 < HELD_MAX
@@ -53,7 +65,7 @@ HeldSet *held_set_new(void)
 void held_set_free(HeldSet *h)
 {
     g_hash_table_destroy(h->by_slot);
-    g_thread_pool_free(h->closer, FALSE, TRUE); /* after the closes queued */
+    closes_done(h);
     g_free(h);
 }
 
@@ -148,6 +160,8 @@ void held_set_settle(HeldSet *h)
 
 void held_set_inherit(HeldSet *h, bool inherit)
 {
+    /* the exec would close the queued ones itself, in its own time */
+    closes_done(h);
     GString *env = g_string_new(NULL);
     GHashTableIter it;
     gpointer key, val;

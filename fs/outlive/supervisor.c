@@ -5,6 +5,7 @@
 #include <glib-unix.h>
 #include <glib.h>
 #include <libmount.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -12,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -305,13 +308,23 @@ static gpointer link_thread(gpointer p)
     SupLink *l = p;
     char buf[64];
     for (;;) {
-        /* wakes once a second for the let-gos that had no room */
-        struct pollfd pfd = {.fd = l->sock, .events = POLLIN};
-        int ready = poll(&pfd, 1, 1000);
+        /* the let-gos that had no room go as soon as the socket has some
+         * (told by letgo_wake when the first one waits) */
+        g_mutex_lock(&l->letgo_lock);
+        bool waiting = l->letgos && l->letgos->len;
+        g_mutex_unlock(&l->letgo_lock);
+        struct pollfd pfd[2] = {{.fd = l->sock, .events = POLLIN | (waiting ? POLLOUT : 0)},
+                                {.fd = l->letgo_wake, .events = POLLIN}};
+        int ready = poll(pfd, l->letgo_wake >= 0 ? 2 : 1, -1);
+        if (ready < 0 && errno != EINTR)
+            g_usleep(G_USEC_PER_SEC / 10);
+        eventfd_t ignored;
+        if (l->letgo_wake >= 0 && (pfd[1].revents & POLLIN))
+            (void)!eventfd_read(l->letgo_wake, &ignored);
         g_mutex_lock(&l->letgo_lock);
         send_letgos_locked(l);
         g_mutex_unlock(&l->letgo_lock);
-        if (ready == 0 || (ready < 0 && errno == EINTR))
+        if (ready <= 0 || !(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
         ssize_t r = recv_msg(l->sock, buf, sizeof buf, NULL);
         if (r == -EINTR)
@@ -398,20 +411,34 @@ GArray *suplink_take_held(SupLink *l)
     return a;
 }
 
-bool suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd)
+/* Whether the socket has half its buffer free: a spare hold (a directory)
+ * leaves the rest to the files.  letgo_lock held. */
+static bool room_to_spare(SupLink *l)
+{
+    if (!l->sndbuf) {
+        int v = 0;
+        socklen_t len = sizeof v;
+        l->sndbuf = getsockopt(l->sock, SOL_SOCKET, SO_SNDBUF, &v, &len) == 0 && v > 0 ? v : -1;
+    }
+    int queued = 0;
+    return l->sndbuf > 0 && ioctl(l->sock, SIOCOUTQ, &queued) == 0 && queued < l->sndbuf / 2;
+}
+
+bool suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd, bool spare)
 {
     bool sent = false;
     if (l && l->sock >= 0 && l->mode != LINK_NONE) {
         char m[64];
         held_word(m, sizeof m, fd >= 0 ? "hold" : "let-go", slot, gen);
         /* never waits: a node table lock may be held.  A hold that finds no
-         * room is a file not held; a let-go waits its turn, since the
-         * supervisor would otherwise keep the file until the next daemon
-         * serves (a burst of removals sends a hold and a let-go each) */
+         * room is an object not held; a let-go waits its turn, since the
+         * supervisor would otherwise keep the object until the next daemon
+         * serves (a burst of removals sends a hold and a let-go each), and
+         * no hold goes past a waiting let-go, which may be of its slot */
         g_mutex_lock(&l->letgo_lock);
         send_letgos_locked(l);
-        bool behind = fd < 0 && l->letgos && l->letgos->len;
-        int err = behind
+        bool waiting = l->letgos && l->letgos->len;
+        int err = waiting || (fd >= 0 && spare && !room_to_spare(l))
                       ? -EAGAIN
                       : send_fds_flags(l->sock, m, strlen(m), &fd, fd >= 0 ? 1 : 0, MSG_DONTWAIT);
         if (err == -EAGAIN && fd < 0) {
@@ -419,6 +446,8 @@ bool suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd)
                 l->letgos = g_array_new(FALSE, FALSE, sizeof(SupHeld));
             SupHeld h = {slot, gen, -1};
             g_array_append_val(l->letgos, h);
+            if (!waiting && l->letgo_wake >= 0)
+                (void)!eventfd_write(l->letgo_wake, 1); /* the link's thread sends it */
             err = 0;
         }
         g_mutex_unlock(&l->letgo_lock);
@@ -447,6 +476,7 @@ void suplink_ready(SupLink *l, const char *mnt, const char *note)
     }
     g_autofree char *m = g_strconcat("ready", note ? " " : "", note ? note : "", NULL);
     send_text(l->sock, m);
+    l->letgo_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     g_thread_unref(g_thread_new("ckptfs-suplink", link_thread, l));
 }
 
@@ -1373,7 +1403,7 @@ int supervisor_start(char **argv, bool supervise, bool foreground, const char *s
 {
     memset(link, 0, sizeof *link);
     g_mutex_init(&link->letgo_lock);
-    link->sock = link->state_fd = link->fuse_fd = link->conn_fd = -1;
+    link->sock = link->state_fd = link->fuse_fd = link->conn_fd = link->letgo_wake = -1;
     link->argv = argv;
     link->main_thread = pthread_self();
     const char *denv = g_getenv(ENV_DAEMON);

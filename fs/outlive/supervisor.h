@@ -69,9 +69,11 @@ typedef struct {
     bool held_coming; /* a replacement: the supervisor's held list comes first */
     GArray *held;     /* SupHeld: that list, once read */
     /* let-gos the socket had no room for, sent before the next message and
-     * by the link's thread within a second (letgo_lock) */
+     * by the link's thread as soon as it has room (letgo_lock) */
     GMutex letgo_lock;
     GArray *letgos; /* SupHeld, fd -1 */
+    int letgo_wake; /* eventfd: tells the link's thread that one waits */
+    int sndbuf;     /* the socket's send buffer, 0 until asked (letgo_lock) */
 } SupLink;
 
 /* An object without a name the supervisor held for a new daemon. */
@@ -105,15 +107,16 @@ void suplink_error(SupLink *l, const char *msg);
 /* A standby daemon checked what it could: waits until the running daemon
  * handed over.  0: attach now; -1: the supervisor went away. */
 int suplink_standby(SupLink *l);
-/* A file without a name whose descriptor this daemon may alone hold
+/* An object without a name whose descriptor this daemon may alone hold
  * (node `slot` of generation `gen`): the supervisor holds fd (a duplicate,
  * closed here) for the next daemon.  fd -1: the node went, let it go.
  * Never waits; whether the message went (a let-go always goes: one the
- * socket has no room for now goes later, as soon as it has).  A daemon
- * holds at most SUPLINK_HELD_MAX at once, so that their let-gos fit the
- * socket. */
+ * socket has no room for now goes later, as soon as it has, and no hold
+ * goes before it).  spare: a hold that only goes while the socket has
+ * half its buffer free (a directory: files come first).  A daemon holds at
+ * most SUPLINK_HELD_MAX at once, so that their let-gos fit the socket. */
 #define SUPLINK_HELD_MAX HELD_MAX
-bool suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd);
+bool suplink_hold(SupLink *l, uint32_t slot, uint64_t gen, int fd, bool spare);
 /* A daemon that attaches: what the supervisor handed over to it (SupHeld;
  * the caller owns the array and its descriptors), NULL for nothing.  The
  * supervisor holds none of them any more: hold again what is kept. */
