@@ -30,6 +30,13 @@ bool nhandle_is(const NodeHandle *h, int type, const void *bytes, size_t len);
 bool nhandle_equal(const NodeHandle *a, const NodeHandle *b);
 struct file_handle *nhandle_fh(const NodeHandle *h, HandleBuf *buf);
 
+/* A views key as a slot's KeyRec keeps it (table.c): whole, or, when too
+ * long, with its job named by its number in the state's job table after
+ * this byte.  vkey_from_rec gives it whole again (g_free), NULL when the
+ * number names no job. */
+#define VKEY_JOB_NUMBER '\001'
+char *vkey_from_rec(const State *s, const char *text);
+
 /* A node not in the table yet (no slot, no generation). */
 Node *node_new(NodeKind kind, mode_t type);
 /* The same with the views' part of a VIRTUAL or ALIAS node, keyed by

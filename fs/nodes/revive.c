@@ -17,7 +17,10 @@ Node *node_from_rec(const State *s, uint32_t slot, const NodeRec *r)
     /* another daemon's key: whole, or the node is lost */
     if (k && !memchr(k->text, '\0', STATE_KEY_TEXT))
         k = NULL;
-    Node *n = k ? node_new_view((NodeKind)r->kind, (mode_t)r->type, k->text)
+    g_autofree char *vkey = k ? vkey_from_rec(s, k->text) : NULL;
+    if (!vkey)
+        k = NULL;
+    Node *n = k ? node_new_view((NodeKind)r->kind, (mode_t)r->type, vkey)
                 : node_new((NodeKind)r->kind, (mode_t)r->type);
     if (k)
         n->view->vino = (ino_t)k->vino;

@@ -29,18 +29,55 @@ static gboolean key_equal(gconstpointer a, gconstpointer b)
 
 /* ---- the node's slot in the state memfd ---- */
 
-/* A views node's key and number, in the slot's KeyRec. */
+static uint32_t job_number_locked(NodeTable *t, const char *job);
+
+/* Where a views key names its job: after an alias's "#dev:ino#". */
+static const char *vkey_job(const char *vkey)
+{
+    const char *end = vkey[0] == '#' ? strchr(vkey + 1, '#') : NULL;
+    return end ? end + 1 : vkey;
+}
+
+/* A views node's key and number, in the slot's KeyRec.  A key too long
+ * for it (a job id is up to 128 bytes) names its job by its number in the
+ * job table instead, after VKEY_JOB_NUMBER: no key of the views begins
+ * its job so, and a daemon that does not know the form finds no such
+ * node, as it would find none for a key it could not keep. */
 static void rec_put_key(NodeTable *t, NodeRec *r, uint32_t slot, const NodeView *v)
 {
     size_t len = v ? strlen(v->vkey) : 0;
+    g_autofree char *short_key = NULL;
+    if (v && len >= STATE_KEY_TEXT) {
+        const char *job = vkey_job(v->vkey);
+        const char *slash = strchr(job, '/');
+        g_autofree char *id = slash ? g_strndup(job, (gsize)(slash - job)) : g_strdup(job);
+        uint32_t number = job_number_locked(t, ck_intern(id));
+        if (number)
+            short_key = g_strdup_printf("%.*s%c%u%s", (int)(job - v->vkey), v->vkey,
+                                        VKEY_JOB_NUMBER, number, slash ? slash : "");
+        len = short_key ? strlen(short_key) : len;
+    }
     if (!v || len >= STATE_KEY_TEXT) {
         r->text_len = STATE_TEXT_LOST; /* the node cannot be found again */
         return;
     }
     KeyRec *k = &t->state->keys[slot];
     k->vino = (uint64_t)v->vino;
-    memcpy(k->text, v->vkey, len + 1);
+    memcpy(k->text, short_key ? short_key : v->vkey, len + 1);
     r->text_len = (uint16_t)len;
+}
+
+char *vkey_from_rec(const State *s, const char *text)
+{
+    const char *job = vkey_job(text);
+    if (job[0] != VKEY_JOB_NUMBER)
+        return g_strdup(text);
+    char *end = NULL;
+    guint64 number = g_ascii_strtoull(job + 1, &end, 10);
+    const char *id = end != job + 1 && number <= G_MAXUINT32 && (*end == '/' || !*end)
+                         ? state_job(s, (uint32_t)number)
+                         : NULL;
+    return id ? g_strdup_printf("%.*s%s%s", (int)(job - text), text, id, end) : NULL;
 }
 
 /* job's number in the state's job table, written there when new; 0 when
