@@ -195,15 +195,16 @@ void node_each_held(NodeTable *t, void (*each)(void *ctx, uint32_t slot, uint64_
     g_autoptr(GArray) held = g_array_new(FALSE, FALSE, sizeof(One));
     g_mutex_lock(&t->lock);
     uint32_t high = atomic_load(&t->state->hdr->node_high);
-    for (uint32_t i = FUSE_ROOT_ID + 1; i < high && i < STATE_NODE_SLOTS; i++) {
-        const Node *n = t->by_slot[i];
-        One o = {i, n ? n->generation : 0, -1};
-        /* held, or pinned without a name while no holder took it (an
-         * O_TMPFILE file, a removed directory) */
-        if (n && (n->held || n->nameless_open) && n->pinned_fd >= 0 && held->len < t->held_max &&
-            (o.fd = fcntl(n->pinned_fd, F_DUPFD_CLOEXEC, 0)) >= 0)
-            g_array_append_val(held, o);
-    }
+    /* those held first, then those pinned without a name while no holder
+     * took them (a removed directory, a file made while there was none) */
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = FUSE_ROOT_ID + 1; i < high && i < STATE_NODE_SLOTS; i++) {
+            const Node *n = t->by_slot[i];
+            One o = {i, n ? n->generation : 0, -1};
+            if (n && (pass ? !n->held && n->nameless_open : n->held) && n->pinned_fd >= 0 &&
+                held->len < t->held_max && (o.fd = fcntl(n->pinned_fd, F_DUPFD_CLOEXEC, 0)) >= 0)
+                g_array_append_val(held, o);
+        }
     g_mutex_unlock(&t->lock);
     for (guint i = 0; i < held->len; i++) {
         const One *o = &g_array_index(held, One, i);

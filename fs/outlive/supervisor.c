@@ -315,7 +315,8 @@ static gpointer link_thread(gpointer p)
         g_mutex_unlock(&l->letgo_lock);
         struct pollfd pfd[2] = {{.fd = l->sock, .events = POLLIN | (waiting ? POLLOUT : 0)},
                                 {.fd = l->letgo_wake, .events = POLLIN}};
-        int ready = poll(pfd, l->letgo_wake >= 0 ? 2 : 1, -1);
+        /* without the eventfd (none could be made), once a second */
+        int ready = poll(pfd, l->letgo_wake >= 0 ? 2 : 1, l->letgo_wake >= 0 ? -1 : 1000);
         if (ready < 0 && errno != EINTR)
             g_usleep(G_USEC_PER_SEC / 10);
         eventfd_t ignored;

@@ -523,6 +523,38 @@ static void test_retired_shared_key_keeps_the_hint(void **state)
     g_mutex_unlock(&t->lock);
 }
 
+/* A views key kept with its job by number comes back whole; a number
+ * that names no job, or no number at all, gives none. */
+static void test_vkey_by_job_number(void **state)
+{
+    (void)state;
+    State s;
+    assert_int_equal(state_open(&s, -1), 0);
+    g_autofree char *id = g_strnfill(128, 'j');
+    uint32_t n = state_job_add(&s, id);
+    assert_true(n > 0);
+    g_autofree char *k1 = g_strdup_printf("\001%u/checkpoints/3/0", n);
+    g_autofree char *w1 = g_strdup_printf("%s/checkpoints/3/0", id);
+    g_autofree char *g1 = vkey_from_rec(&s, k1);
+    assert_string_equal(g1, w1);
+    g_autofree char *k2 = g_strdup_printf("#12:34#\001%u/state/v1/0/f", n);
+    g_autofree char *w2 = g_strdup_printf("#12:34#%s/state/v1/0/f", id);
+    g_autofree char *g2 = vkey_from_rec(&s, k2);
+    assert_string_equal(g2, w2);
+    g_autofree char *k3 = g_strdup_printf("\001%u", n);
+    g_autofree char *g3 = vkey_from_rec(&s, k3);
+    assert_string_equal(g3, id);
+    g_autofree char *plain = vkey_from_rec(&s, "job/state");
+    assert_string_equal(plain, "job/state");
+    const char *bad[] = {"\001", "\0010/x", "\0019999999/x", "\0011x", "#1:2#\001/x", NULL};
+    for (int i = 0; bad[i]; i++) {
+        g_autofree char *got = vkey_from_rec(&s, bad[i]);
+        if (got)
+            fail_msg("key %d expanded to \"%s\"", i, got);
+    }
+    state_close(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -531,6 +563,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lookups_race_forgets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_descriptor_cache_is_bounded, setup, teardown),
         cmocka_unit_test(test_slot_pool_keeps_freed_records),
+        cmocka_unit_test(test_vkey_by_job_number),
         cmocka_unit_test_setup_teardown(test_records_outlive_the_mount, setup, teardown),
         cmocka_unit_test_setup_teardown(test_records_name_each_job_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forgotten_records_given_back, setup, teardown),
