@@ -46,10 +46,14 @@ static void at_exit_cleanup(void)
         mount_stop(m);
         g_ptr_array_remove(live_mounts, m);
     }
-    /* a test that failed after killing its daemon left the dead mount */
+    /* a test that failed after killing its daemon left the dead mount, and
+     * one that failed after a takeover adopted its daemon left a live one
+     * served by a process that is not this one's child: detached, its
+     * daemon's connection ends and the process with it */
     for (guint i = 0; made_mounts && i < made_mounts->len; i++) {
         Mount *m = made_mounts->pdata[i];
-        if (mountrun_state(m->mnt) == MOUNTRUN_DEAD)
+        MountState st = mountrun_state(m->mnt);
+        if (st == MOUNTRUN_DEAD || st == MOUNTRUN_LIVE)
             mountrun_fusermount(m->mnt, true, NULL);
     }
 }
