@@ -45,6 +45,7 @@
 #include <glib.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "outlive/state.h"
@@ -106,7 +107,8 @@ typedef struct {
     ino_t vino;  /* reported st_ino of a VIRTUAL node */
     void *vdata; /* the views' own (atomic pointer: views.c revives it);
                   * NodeTable.view_free frees it */
-    char vkey[]; /* the views' key: its path in the views */
+    char vkey[]; /* the views' key: its path in the views, after
+                  * "#<dev>:<ino>#" for an ALIAS (node_alias_vkey) */
 } NodeView;
 
 /* Fields ordered so that little padding is left (120 bytes, a 128-byte
@@ -150,6 +152,20 @@ _Static_assert((S_IFMT & ~0xffff) == 0, "S_IFMT fits Node.type");
 static inline const char *node_vkey(const Node *n)
 {
     return n->view ? n->view->vkey : NULL;
+}
+
+/* An ALIAS's key: its views path behind the backing object's identity, so
+ * that another object at the same path is another node.  g_free. */
+static inline char *node_alias_vkey(dev_t dev, ino_t ino, const char *path)
+{
+    return g_strdup_printf("#%ju:%ju#%s", (uintmax_t)dev, (uintmax_t)ino, path);
+}
+
+/* The views path a key names: an ALIAS's key without its identity. */
+static inline const char *node_vkey_path(const char *vkey)
+{
+    const char *end = vkey[0] == '#' ? strchr(vkey + 1, '#') : NULL;
+    return end ? end + 1 : vkey;
 }
 
 /* The bounded cache of O_PATH descriptors of nodes (fdcache.c). */

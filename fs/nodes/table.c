@@ -31,13 +31,6 @@ static gboolean key_equal(gconstpointer a, gconstpointer b)
 
 static uint32_t job_number_locked(NodeTable *t, const char *job);
 
-/* Where a views key names its job: after an alias's "#dev:ino#". */
-static const char *vkey_job(const char *vkey)
-{
-    const char *end = vkey[0] == '#' ? strchr(vkey + 1, '#') : NULL;
-    return end ? end + 1 : vkey;
-}
-
 /* A views node's key and number, in the slot's KeyRec.  A key too long
  * for it (a job id is up to 128 bytes) names its job by its number in the
  * job table instead, after VKEY_JOB_NUMBER: no key of the views begins
@@ -48,7 +41,7 @@ static void rec_put_key(NodeTable *t, NodeRec *r, uint32_t slot, const NodeView 
     size_t len = v ? strlen(v->vkey) : 0;
     g_autofree char *short_key = NULL;
     if (v && len >= STATE_KEY_TEXT) {
-        const char *job = vkey_job(v->vkey);
+        const char *job = node_vkey_path(v->vkey);
         const char *slash = strchr(job, '/');
         g_autofree char *id = slash ? g_strndup(job, (gsize)(slash - job)) : g_strdup(job);
         uint32_t number = job_number_locked(t, ck_intern(id));
@@ -69,7 +62,7 @@ static void rec_put_key(NodeTable *t, NodeRec *r, uint32_t slot, const NodeView 
 
 char *vkey_from_rec(const State *s, const char *text)
 {
-    const char *job = vkey_job(text);
+    const char *job = node_vkey_path(text);
     if (job[0] != VKEY_JOB_NUMBER)
         return g_strdup(text);
     char *end = NULL;

@@ -533,11 +533,7 @@ static char *tree_vkey(const VNode *vn, const char *rel);
  * tree_vkey from the same fields: not expected). */
 static const char *vkey_rel(const VNode *vn, const char *vkey)
 {
-    if (vkey[0] == '#') {
-        const char *end = strchr(vkey + 1, '#');
-        if (end)
-            vkey = end + 1;
-    }
+    vkey = node_vkey_path(vkey);
     g_autofree char *root = tree_vkey(vn, "");
     size_t l = strlen(root);
     if (strncmp(vkey, root, l) != 0 || (vkey[l] != '\0' && vkey[l] != '/'))
@@ -752,8 +748,7 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
             close(fd);
         return -ENOENT;
     }
-    g_autofree char *vkey =
-        g_strdup_printf("#%ju:%ju#%s", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino, tk);
+    g_autofree char *vkey = node_alias_vkey(st.st_dev, st.st_ino, tk);
     m.kind = VN_ALIAS;
     m.st = &st;
     m.fd = fd;

@@ -72,13 +72,7 @@ static int top_lookup(struct ckptfs *fs, VnKind k, const char *vkey, struct fuse
  * without a VNode (ESTALE) and the kernel looks again. */
 static void revive_path(struct ckptfs *fs, const char *vkey)
 {
-    const char *path = vkey;
-    if (path[0] == '#') {
-        const char *end = strchr(path + 1, '#');
-        if (!end)
-            return;
-        path = end + 1;
-    }
+    const char *path = node_vkey_path(vkey);
     struct fuse_entry_param e;
     if (top_lookup(fs, VN_ROOT, "", &e) != 0)
         return;
