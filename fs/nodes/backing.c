@@ -59,7 +59,8 @@ int node_open(NodeTable *t, Node *n, int flags)
     /* through the private copy of the backing mount the copy's atime rule
      * holds; elsewhere (no copy, a node with a descriptor of its own) the
      * daemon's own reads keep a noatime mount's rule with O_NOATIME */
-    bool via_copy = nhandle_present(&n->handle) && t->data_mount_fd != t->mount_fd;
+    bool via_copy = __atomic_load_n(&n->pinned_fd, __ATOMIC_ACQUIRE) < 0 &&
+                    nhandle_present(&n->handle) && t->data_mount_fd != t->mount_fd;
     if (!via_copy && __atomic_load_n(&t->noatime, __ATOMIC_RELAXED)) {
         int fd = node_open_as(t, n, flags | O_NOATIME);
         if (fd != -EPERM)

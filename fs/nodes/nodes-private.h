@@ -100,6 +100,9 @@ void node_sync_locked(NodeTable *t, Node *n);
 bool node_hold_locked(NodeTable *t, Node *n, int fd);
 /* The holder lets go of n's descriptor, if it holds one. */
 void node_let_go_locked(NodeTable *t, Node *n);
+/* n's pin no longer counts as one the holder refused (held now, linked
+ * again, or gone); the pin itself stays with the node. */
+void node_unpin_count_locked(NodeTable *t, Node *n);
 /* Which pages of the state's node records (below node_high) hold data:
  * state_region_pages (g_free). */
 guint8 *node_rec_pages(NodeTable *t);

@@ -143,6 +143,9 @@ typedef struct Node {
     bool unlinking;
     bool no_export; /* NodeTable.lock: its record must not bring it back (export.c) */
     bool held;      /* NodeTable.lock: the holder has a descriptor of it (node_hold_locked) */
+    /* NodeTable.lock: pinned_fd was pinned for a holder that refused it
+     * (one that died), to be given to the holder that adopts the daemon */
+    bool pinned_unheld;
 } Node;
 _Static_assert(offsetof(Node, key) == 0, "a NodeKey finds its node in the backing table");
 _Static_assert(sizeof(Node) == 120, "a million nodes are held: keep Node at 120 bytes");
@@ -220,6 +223,7 @@ typedef struct {
     bool (*holder)(void *ctx, uint32_t slot, uint64_t gen, int fd, bool spare);
     void *holder_ctx;
     guint held, held_max;
+    guint unheld_pins; /* NodeTable.lock: nodes pinned_unheld, at most held_max */
 } NodeTable;
 
 /* A descriptor borrowed from the cache; release with node_fd_put. */

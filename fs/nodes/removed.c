@@ -147,7 +147,9 @@ void node_set_nameless_open(NodeTable *t, Node *n, bool nameless)
     g_mutex_lock(&t->lock);
     n->nameless_open = nameless;
     node_sync_locked(t, n);
-    if (!nameless)
-        node_let_go_locked(t, n); /* linked: it has a name to be found by */
+    if (!nameless) { /* linked: it has a name to be found by */
+        node_let_go_locked(t, n);
+        node_unpin_count_locked(t, n);
+    }
     g_mutex_unlock(&t->lock);
 }

@@ -154,6 +154,14 @@ static void rec_take_locked(NodeTable *t, Node *n)
     rec_fill_locked(t, n, slot);
 }
 
+void node_unpin_count_locked(NodeTable *t, Node *n)
+{
+    if (n->pinned_unheld) {
+        n->pinned_unheld = false;
+        t->unheld_pins--;
+    }
+}
+
 bool node_hold_locked(NodeTable *t, Node *n, int fd)
 {
     /* a directory holds no data: files come first */
@@ -166,11 +174,19 @@ bool node_hold_locked(NodeTable *t, Node *n, int fd)
     /* under the lock: its let-go (node_let_go_locked) cannot come first */
     if ((n->held = t->holder(t->holder_ctx, n->slot, n->generation, fd, spare))) {
         t->held++;
-        if (pin >= 0) {
-            /* node_fd reads it without the lock: an fd, or -1 and the handle */
-            __atomic_store_n(&n->pinned_fd, pin, __ATOMIC_RELEASE);
-            pin = -1;
-        }
+        node_unpin_count_locked(t, n); /* pinned before: counted as held now */
+    }
+    /* a file the holder could not take (it died, or had no room) is pinned
+     * all the same, within the same bound: the holder that adopts this
+     * daemon gets it then */
+    else if (!spare && pin >= 0 && t->unheld_pins < t->held_max) {
+        n->pinned_unheld = true;
+        t->unheld_pins++;
+    }
+    if (pin >= 0 && (n->held || n->pinned_unheld)) {
+        /* node_fd reads it without the lock: an fd, or -1 and the handle */
+        __atomic_store_n(&n->pinned_fd, pin, __ATOMIC_RELEASE);
+        pin = -1;
     }
     if (pin >= 0)
         close(pin);
@@ -224,6 +240,7 @@ static void rec_give_locked(NodeTable *t, Node *n)
     if (n->no_export)
         r->handle_len = 0;
     node_let_go_locked(t, n);
+    node_unpin_count_locked(t, n); /* its pin goes with the node */
     atomic_store_explicit(&r->state, SLOT_FREE, memory_order_release);
     t->by_slot[n->slot] = NULL;
     slot_pool_give(&t->pool, n->slot);

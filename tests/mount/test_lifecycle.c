@@ -431,6 +431,16 @@ static void test_orphaned_daemon_is_adopted_by_a_takeover(void **state)
     waitpid(m->pid, NULL, 0);
     m->pid = 0; /* the harness's supervisor is gone; the mount is the orphan's */
     assert_serves(m, "orphan-serves");
+    /* and two that lose their names while no supervisor runs: a file
+     * unlinked while open, and one made without a name */
+    g_autofree char *gone_path = g_build_filename(m->work, "unlinked-orphaned", NULL);
+    int gone = open(gone_path, O_CREAT | O_EXCL | O_RDWR, 0600);
+    assert_true(gone >= 0);
+    assert_int_equal(pwrite(gone, "gone", 4, 0), 4);
+    assert_int_equal(unlink(gone_path), 0);
+    int late = open(m->work, O_TMPFILE | O_RDWR, 0600);
+    assert_true(late >= 0);
+    assert_int_equal(pwrite(late, "late", 4, 0), 4);
     g_autofree char *err = NULL;
     int rc = takeover(m, NULL, &err);
     if (rc != 0)
@@ -460,6 +470,20 @@ static void test_orphaned_daemon_is_adopted_by_a_takeover(void **state)
     assert_string_equal(buf, "held");
     assert_int_equal(fsync(nameless), 0);
     close(nameless);
+    const int fds[] = {gone, late};
+    const char *want[] = {"gone", "late"};
+    for (int i = 0; i < 2; i++) {
+        memset(buf, 0, sizeof buf);
+        if (pread(fds[i], buf, sizeof buf - 1, 0) != 4)
+            fail_msg("%s: a file that lost its name while no supervisor ran, after the "
+                     "adoption and a kill: %s",
+                     want[i], g_strerror(errno));
+        assert_string_equal(buf, want[i]);
+        struct stat st;
+        assert_int_equal(fstat(fds[i], &st), 0);
+        assert_int_equal(st.st_nlink, 0);
+        close(fds[i]);
+    }
     unmount_background(m->mnt);
     mount_free(m);
 }
