@@ -31,11 +31,32 @@ static gboolean key_equal(gconstpointer a, gconstpointer b)
 
 static uint32_t job_number_locked(NodeTable *t, const char *job);
 
+/* vkey as its parent's slot and generation and its own name, for a key
+ * too long for its record even with its job as a number (a state tree
+ * nested deep): the kernel holds a node's parent as long as the node, so
+ * the parent's record is there for the daemon that takes over to read.
+ * NULL when the parent has no record to be found by.  The table's lock
+ * held. */
+static char *vkey_by_parent_locked(NodeTable *t, const char *vkey)
+{
+    const char *path = node_vkey_path(vkey);
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return NULL;
+    g_autofree char *dir = g_strndup(path, (gsize)(slash - path));
+    const Node *p = g_hash_table_lookup(t->virtuals, dir);
+    if (!p || !p->slot || t->state->nodes[p->slot].text_len == STATE_TEXT_LOST)
+        return NULL;
+    return g_strdup_printf("%.*s%c%u:%" G_GUINT64_FORMAT "%s", (int)(path - vkey), vkey,
+                           VKEY_PARENT, p->slot, p->generation, slash);
+}
+
 /* A views node's key and number, in the slot's KeyRec.  A key too long
  * for it (a job id is up to 128 bytes) names its job by its number in the
- * job table instead, after VKEY_JOB_NUMBER: no key of the views begins
- * its job so, and a daemon that does not know the form finds no such
- * node, as it would find none for a key it could not keep. */
+ * job table instead, after VKEY_JOB_NUMBER, or else its parent's record
+ * (vkey_by_parent_locked): no key of the views begins its path with either
+ * byte, and a daemon that does not know the form finds no such node, as
+ * it would find none for a key it could not keep. */
 static void rec_put_key(NodeTable *t, NodeRec *r, uint32_t slot, const NodeView *v)
 {
     size_t len = v ? strlen(v->vkey) : 0;
@@ -48,6 +69,10 @@ static void rec_put_key(NodeTable *t, NodeRec *r, uint32_t slot, const NodeView 
         if (number)
             short_key = g_strdup_printf("%.*s%c%u%s", (int)(job - v->vkey), v->vkey,
                                         VKEY_JOB_NUMBER, number, slash ? slash : "");
+        if (!short_key || strlen(short_key) >= STATE_KEY_TEXT) {
+            g_free(short_key);
+            short_key = vkey_by_parent_locked(t, v->vkey);
+        }
         len = short_key ? strlen(short_key) : len;
     }
     if (!v || len >= STATE_KEY_TEXT) {
@@ -60,9 +85,33 @@ static void rec_put_key(NodeTable *t, NodeRec *r, uint32_t slot, const NodeView 
     r->text_len = (uint16_t)len;
 }
 
-char *vkey_from_rec(const State *s, const char *text)
+/* The parents a key may be named through, at most: deeper than any state
+ * tree a path of the kernel's can name within PATH_MAX. */
+#define VKEY_PARENTS_MAX 2048
+
+static char *vkey_expand(const State *s, const char *text, int depth)
 {
     const char *job = node_vkey_path(text);
+    if (job[0] == VKEY_PARENT) {
+        char *end = NULL;
+        guint64 slot = g_ascii_strtoull(job + 1, &end, 10), gen = 0;
+        if (end == job + 1 || *end != ':' || slot <= FUSE_ROOT_ID || slot >= STATE_NODE_SLOTS ||
+            depth >= VKEY_PARENTS_MAX)
+            return NULL;
+        const char *num = end + 1;
+        gen = g_ascii_strtoull(num, &end, 10);
+        const NodeRec *r = &s->nodes[slot];
+        const KeyRec *k = &s->keys[slot];
+        if (end == num || *end != '/' ||
+            atomic_load_explicit(&r->state, memory_order_acquire) != SLOT_USED ||
+            r->kind == STATE_REC_BACKING || r->generation != gen ||
+            r->text_len == STATE_TEXT_LOST || !memchr(k->text, '\0', STATE_KEY_TEXT))
+            return NULL;
+        g_autofree char *parent = vkey_expand(s, k->text, depth + 1);
+        return parent ? g_strdup_printf("%.*s%s%s", (int)(job - text), text, node_vkey_path(parent),
+                                        end)
+                      : NULL;
+    }
     if (job[0] != VKEY_JOB_NUMBER)
         return g_strdup(text);
     char *end = NULL;
@@ -71,6 +120,11 @@ char *vkey_from_rec(const State *s, const char *text)
                          ? state_job(s, (uint32_t)number)
                          : NULL;
     return id ? g_strdup_printf("%.*s%s%s", (int)(job - text), text, id, end) : NULL;
+}
+
+char *vkey_from_rec(const State *s, const char *text)
+{
+    return vkey_expand(s, text, 0);
 }
 
 /* job's number in the state's job table, written there when new; 0 when

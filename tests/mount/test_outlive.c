@@ -595,6 +595,15 @@ static char *views_job(int j)
     return g_strdup_printf("job%d%s", j, pad);
 }
 
+/* The deep file of job0's first checkpoint, under root: the backing
+ * directory ("_state/job0/v1"), or its checkpoint's view. */
+static char *views_deep(const char *root, bool backing)
+{
+    g_autofree char *pad = g_strnfill(40, 'd');
+    return g_strdup_printf("%s/%s0/%s1/%s2/%s3/leaf.snap", root,
+                           backing ? "_state/job0/v1/" : "job0/checkpoints/1/", pad, pad, pad);
+}
+
 /* A few jobs with completed checkpoints, their state in their own roots. */
 static void write_views_fixture(const char *root)
 {
@@ -612,6 +621,14 @@ static void write_views_fixture(const char *root)
                         g_strdup_printf("job %d gen %d subtask %d part %d\n", j, c, s, f);
                     put_file(p, text);
                 }
+            if (j == 0 && c == 1) {
+                /* a state tree nested deep: paths too long for a node's
+                 * record even with the job as a number */
+                g_autofree char *deep = views_deep(root, true);
+                g_autofree char *d = g_path_get_dirname(deep);
+                assert_int_equal(g_mkdir_with_parents(d, 0755), 0);
+                put_file(deep, "deep state\n");
+            }
             g_autofree char *mrel = g_strdup_printf("_jobs/%s/chk-%d/COMPLETED", job, c);
             g_autofree char *mk = g_build_filename(root, mrel, NULL);
             g_autofree char *md = g_path_get_dirname(mk);
@@ -799,6 +816,12 @@ static void views_walk_under(Mount *m, DaemonEvent kind, int rounds)
     assert_int_equal(WEXITSTATUS(st), 0);
     g_autofree char *find_want = find_listing(out);
 
+    /* a views file open across every replacement, deep enough that its
+     * node's record names it through its parent's */
+    g_autofree char *deep = views_deep(views, false);
+    int deep_fd = open(deep, O_RDONLY);
+    assert_true(deep_fd >= 0);
+
     int mid_walk = 0, mid_find = 0;
     g_autoptr(GString) evmsg = g_string_new("");
     for (int r = 0; r < rounds; r++) {
@@ -854,6 +877,13 @@ static void views_walk_under(Mount *m, DaemonEvent kind, int rounds)
             assert_string_equal(got, find_want);
         }
     }
+    char buf[32] = {0};
+    struct stat dst;
+    if (fstat(deep_fd, &dst) < 0 || pread(deep_fd, buf, sizeof buf - 1, 0) != 11)
+        fail_msg("a deep views file open across the replacements: %s", g_strerror(errno));
+    assert_string_equal(buf, "deep state\n");
+    assert_int_equal(dst.st_size, 11);
+    close(deep_fd);
     print_message("views: %d entries; %d %s, %d in the middle of a walk, %d of a find\n", total,
                   rounds, kind == DAEMON_KILL ? "kills" : "takeovers", mid_walk, mid_find);
     assert_int_equal(mount_metric(m, "ckptfs_daemon_attaches_total"), rounds);

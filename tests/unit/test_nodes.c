@@ -555,6 +555,43 @@ static void test_vkey_by_job_number(void **state)
     state_close(&s);
 }
 
+/* Writes a views node's record into slot of s, as a daemon would. */
+static void put_view_rec(State *s, uint32_t slot, uint64_t gen, const char *text)
+{
+    NodeRec *r = &s->nodes[slot];
+    r->kind = NODE_VIRTUAL;
+    r->generation = gen;
+    r->text_len = (uint16_t)strlen(text);
+    g_strlcpy(s->keys[slot].text, text, STATE_KEY_TEXT);
+    atomic_store(&r->state, SLOT_USED);
+}
+
+static void test_vkey_by_parent(void **state)
+{
+    (void)state;
+    State s;
+    assert_int_equal(state_open(&s, -1), 0);
+    put_view_rec(&s, 5, 77, "job/checkpoints/3/0/d1");
+    put_view_rec(&s, 6, 88, "\0025:77/d2"); /* itself named through its parent */
+    g_autofree char *g1 = vkey_from_rec(&s, "#1:2#\0026:88/leaf");
+    assert_string_equal(g1, "#1:2#job/checkpoints/3/0/d1/d2/leaf");
+    g_autofree char *g2 = vkey_from_rec(&s, "\0025:77/d2");
+    assert_string_equal(g2, "job/checkpoints/3/0/d1/d2");
+    put_view_rec(&s, 7, 9, "\0027:9/x"); /* its own parent: never ends */
+    put_view_rec(&s, 8, 10, "job/state");
+    s.nodes[8].kind = NODE_BACKING;
+    const char *bad[] = {"\0025:78/x", /* another generation */
+                         "\0029:0/x",  /* a free slot */
+                         "\0027:9/y",  "\0028:10/x", "\0021:1/x", "\0025/x",
+                         "\0025:77",   "\0025:77x",  "\002",      NULL};
+    for (int i = 0; bad[i]; i++) {
+        g_autofree char *got = vkey_from_rec(&s, bad[i]);
+        if (got)
+            fail_msg("key %d expanded to \"%s\"", i, got);
+    }
+    state_close(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -564,6 +601,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_descriptor_cache_is_bounded, setup, teardown),
         cmocka_unit_test(test_slot_pool_keeps_freed_records),
         cmocka_unit_test(test_vkey_by_job_number),
+        cmocka_unit_test(test_vkey_by_parent),
         cmocka_unit_test_setup_teardown(test_records_outlive_the_mount, setup, teardown),
         cmocka_unit_test_setup_teardown(test_records_name_each_job_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forgotten_records_given_back, setup, teardown),
