@@ -34,9 +34,10 @@ static uint32_t job_number_locked(NodeTable *t, const char *job);
 /* vkey as its parent's slot and generation and its own name, for a key
  * too long for its record even with its job as a number (a state tree
  * nested deep): the kernel holds a node's parent as long as the node, so
- * the parent's record is there for the daemon that takes over to read.
- * NULL when the parent has no record to be found by.  The table's lock
- * held. */
+ * the parent's record is there for the daemon that takes over to read
+ * (were the parent's FORGET served first, its generation tells, and the
+ * node is lost).  NULL when the parent has no record to be found by.  The
+ * table's lock held. */
 static char *vkey_by_parent_locked(NodeTable *t, const char *vkey)
 {
     const char *path = node_vkey_path(vkey);
@@ -85,8 +86,9 @@ static void rec_put_key(NodeTable *t, NodeRec *r, uint32_t slot, const NodeView 
     r->text_len = (uint16_t)len;
 }
 
-/* The parents a key may be named through, at most: deeper than any state
- * tree a path of the kernel's can name within PATH_MAX. */
+/* The parents a key may be named through, at most: a bound of ours,
+ * deeper than any state tree a restore names (a path of PATH_MAX bytes
+ * has at most 2048 components). */
 #define VKEY_PARENTS_MAX 2048
 
 static char *vkey_expand(const State *s, const char *text, int depth)
@@ -100,6 +102,11 @@ static char *vkey_expand(const State *s, const char *text, int depth)
             return NULL;
         const char *num = end + 1;
         gen = g_ascii_strtoull(num, &end, 10);
+        /* a record never written, or given back, is not read: a hole of
+         * the memfd read through the mapping would be made again */
+        if (slot >= atomic_load(&s->hdr->node_high) ||
+            !state_region_has_data(s, s->nodes, (size_t)slot * sizeof(NodeRec)))
+            return NULL;
         const NodeRec *r = &s->nodes[slot];
         const KeyRec *k = &s->keys[slot];
         if (end == num || *end != '/' ||

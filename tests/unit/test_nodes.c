@@ -564,6 +564,8 @@ static void put_view_rec(State *s, uint32_t slot, uint64_t gen, const char *text
     r->text_len = (uint16_t)strlen(text);
     g_strlcpy(s->keys[slot].text, text, STATE_KEY_TEXT);
     atomic_store(&r->state, SLOT_USED);
+    if (atomic_load(&s->hdr->node_high) <= slot)
+        atomic_store(&s->hdr->node_high, slot + 1);
 }
 
 static void test_vkey_by_parent(void **state)
@@ -582,8 +584,9 @@ static void test_vkey_by_parent(void **state)
     s.nodes[8].kind = NODE_BACKING;
     const char *bad[] = {"\0025:78/x", /* another generation */
                          "\0029:0/x",  /* a free slot */
-                         "\0027:9/y",  "\0028:10/x", "\0021:1/x", "\0025/x",
-                         "\0025:77",   "\0025:77x",  "\002",      NULL};
+                         "\0027:9/y",  "\0028:10/x", "\0021:1/x",  "\0025/x", "\0025:77",
+                         "\0025:77x",  "\002",       "\00299:1/x", /* past the slots ever taken */
+                         NULL};
     for (int i = 0; bad[i]; i++) {
         g_autofree char *got = vkey_from_rec(&s, bad[i]);
         if (got)
