@@ -41,6 +41,7 @@ static CkPlace place_of(struct ckptfs *fs, const char *job, CkPlace place, const
 }
 
 static char stop_item;
+static char lag_item;  /* wakes the notifier: a lagged directory was queued */
 static char root_item; /* the views dir's listing changed as a whole */
 
 typedef enum {
@@ -690,14 +691,66 @@ static void invalidate_job(struct ckptfs *fs, struct fuse_session *se, const cha
     }
 }
 
+typedef struct {
+    gint64 due_us;
+    fuse_ino_t ino;
+} LaggedDir;
+
+void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir)
+{
+    Views *v = views_of(fs);
+    if (!v->inval || g_atomic_int_get(&v->stopping))
+        return;
+    g_mutex_lock(&v->inval_lock);
+    bool first = g_queue_is_empty(&v->lagged);
+    if (g_hash_table_add(v->lagged_set, GSIZE_TO_POINTER(dir))) {
+        LaggedDir *l = g_new(LaggedDir, 1);
+        /* the same delay for all, so the queue stays in due order */
+        l->due_us = g_get_monotonic_time() + (gint64)(v->timeout * 1e6 / 2);
+        l->ino = dir;
+        g_queue_push_tail(&v->lagged, l);
+    } else {
+        first = false;
+    }
+    g_mutex_unlock(&v->inval_lock);
+    if (first)
+        g_async_queue_push(v->inval, &lag_item); /* its wait was unbounded */
+}
+
+/* Drops the cached listings that are due; returns how long until the next
+ * one is, -1 for none. */
+static gint64 send_lagged(Views *v, struct fuse_session *se)
+{
+    for (;;) {
+        g_mutex_lock(&v->inval_lock);
+        LaggedDir *l = g_queue_peek_head(&v->lagged);
+        gint64 wait = l ? l->due_us - g_get_monotonic_time() : -1;
+        if (l && wait <= 0) {
+            g_queue_pop_head(&v->lagged);
+            g_hash_table_remove(v->lagged_set, GSIZE_TO_POINTER(l->ino));
+        }
+        g_mutex_unlock(&v->inval_lock);
+        if (!l || wait > 0)
+            return wait;
+        /* ENOENT when the kernel forgot it meanwhile: nothing to drop */
+        if (se)
+            fuse_lowlevel_notify_inval_inode(se, l->ino, 0, 0);
+        g_free(l);
+    }
+}
+
 static gpointer notifier_main(gpointer p)
 {
     struct ckptfs *fs = p;
     Views *v = views_of(fs);
     for (;;) {
-        gpointer item = g_async_queue_pop(v->inval);
+        gint64 wait = send_lagged(v, __atomic_load_n(&fs->se, __ATOMIC_ACQUIRE));
+        gpointer item =
+            wait < 0 ? g_async_queue_pop(v->inval) : g_async_queue_timeout_pop(v->inval, wait);
         if (item == &stop_item)
             break;
+        if (!item || item == &lag_item)
+            continue;
         /* collapse what queued up meanwhile */
         g_autoptr(GHashTable) batch = g_hash_table_new(g_direct_hash, g_direct_equal);
         g_hash_table_add(batch, item);
@@ -707,9 +760,10 @@ static gpointer notifier_main(gpointer p)
         while ((more = g_async_queue_try_pop(v->inval)) != NULL) {
             if (more == &stop_item)
                 stop = true;
-            else
+            else if (more != &lag_item)
                 g_hash_table_add(batch, more);
-            popped++;
+            if (more != &lag_item)
+                popped++;
         }
         struct fuse_session *se = __atomic_load_n(&fs->se, __ATOMIC_ACQUIRE);
         if (se) {
@@ -737,6 +791,8 @@ int catalog_watch_start(struct ckptfs *fs)
         return -errno;
     g_mutex_init(&v->inval_lock);
     g_cond_init(&v->inval_cond);
+    g_queue_init(&v->lagged);
+    v->lagged_set = g_hash_table_new(g_direct_hash, g_direct_equal);
     v->inval = g_async_queue_new();
     v->notifier = g_thread_new("ckptfs-notify", notifier_main, fs);
     v->loadctl = loadctl_new(fs);
@@ -789,6 +845,10 @@ void catalog_watch_stop(struct ckptfs *fs)
         g_async_queue_unref(v->inval);
         v->inval = NULL;
     }
+    g_queue_clear_full(&v->lagged, g_free);
+    if (v->lagged_set)
+        g_hash_table_unref(v->lagged_set);
+    v->lagged_set = NULL;
     if (v->wake_fd >= 0)
         close(v->wake_fd);
     v->wake_fd = -1;

@@ -120,6 +120,12 @@ void catalog_watch_stop(struct ckptfs *fs);
  * it now (or, while the catalog loads, have the loader re-read it) and
  * queue the kernel invalidations of its views. */
 void catalog_watch_refresh(struct ckptfs *fs, const char *job, bool wait);
+/* The kernel just read tree directory dir's listing, and with it its
+ * entries, valid for a views timeout: half of it later its cached listing
+ * is dropped, so that a walk after that reads the listing again with
+ * READDIRPLUS, which gives the kernel every entry anew in one request,
+ * rather than its cached listing and a LOOKUP per expired entry. */
+void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir);
 /* rescan= in seconds, and its live change (the watcher's next wait uses it). */
 double catalog_watch_rescan(struct ckptfs *fs);
 void catalog_watch_set_rescan(struct ckptfs *fs, double seconds);

@@ -357,6 +357,8 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
     ViewsDir *d = dh;
     size_t used = 0;
     gint64 half_timeout = (gint64)(views_of(fs)->timeout * 1e6 / 2);
+    if (off == 0 && d->jv) /* a tree's listing, read from its start */
+        catalog_watch_lag_listing(fs, node_ino(&fs->nodes, n));
     for (guint i = (guint)off; i < d->ents->len; i++) {
         const VEnt *ve = &g_array_index(d->ents, VEnt, i);
         bool dots = i < 2;

@@ -74,6 +74,11 @@ typedef struct {
     GMutex inval_lock;
     GCond inval_cond;
     guint64 inval_queued, inval_sent;
+    /* tree directories whose cached listing the notifier drops when due
+     * (catalog_watch_lag_listing; inval_lock): LaggedDir* in due order,
+     * and the set of their inode numbers */
+    GQueue lagged;
+    GHashTable *lagged_set;
     int wake_fd;      /* eventfd: wakes the watcher (stop, a new rescan period) */
     gint64 rescan_us; /* atomic: rescan= (changed live through .control) */
     gint stopping;    /* atomic */

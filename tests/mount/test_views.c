@@ -3,7 +3,9 @@
  * the backing dir; provenance xattrs, ERROR files, EROFS, reads, inode
  * numbers, find/du/tar/rsync over the views, and `latest` moving after a
  * marker written through the mount and behind its back. */
+#include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <glib.h>
 #include <json-glib/json-glib.h>
@@ -1061,6 +1063,53 @@ static void test_control(void **state)
  * misses (ENOENT of lookup, ENODATA of getxattr) apart from errors; bytes
  * through the mount and from the views; crossings named collisions, with
  * both verdicts whatever the mode. */
+/* stat of every entry of dir, through readdir, as find(1) does */
+static int stat_walk(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        struct stat st;
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            assert_int_equal(fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW), 0);
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* A tree walked again once its entries expired (rescan= seconds) costs a
+ * listing read with READDIRPLUS, not a LOOKUP per entry. */
+static void test_rewalk_after_expiry(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    for (int i = 0; i < 300; i++) {
+        g_autofree char *rel = g_strdup_printf("_state/walk/v1/0/d/f%03d", i);
+        bput(m->backing, rel, "x");
+    }
+    marker(m->backing, "walk", 1, "generation=1\nparticipants=0\nstate=_state/walk\n");
+    const char *args[] = {"-o", "rescan=1", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *dir = V(m, "walk/checkpoints/1/0/d");
+    assert_int_equal(stat_walk(dir), 300);
+    const char *lookups = "ckptfs_ops_total{op=\"lookup\"}";
+    for (int round = 0; round < 2; round++) {
+        g_usleep(1500 * 1000); /* past the entries' timeout */
+        int64_t before = mount_metric(m, lookups);
+        assert_int_equal(stat_walk(dir), 300);
+        int64_t looked = mount_metric(m, lookups) - before;
+        if (looked > 30)
+            fail_msg("walk %d after the timeout: %" PRId64 " lookups for 300 entries", round + 2,
+                     looked);
+    }
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 static void test_metrics_alertable(void **state)
 {
     (void)state;
@@ -1170,6 +1219,7 @@ int main(void)
         cmocka_unit_test(test_config_legacy_backend),
         cmocka_unit_test(test_metrics_on_fresh_mount),
         cmocka_unit_test(test_metrics_alertable),
+        cmocka_unit_test(test_rewalk_after_expiry),
         cmocka_unit_test(test_control),
     };
     int rc = cmocka_run_group_tests_name("views", fixture, fx_setup, fx_teardown);
