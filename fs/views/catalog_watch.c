@@ -94,11 +94,13 @@ void catalog_watch_set_rescan(struct ckptfs *fs, double seconds)
 static guint64 queue_inval(struct ckptfs *fs, const char *job)
 {
     Views *v = views_of(fs);
-    if (!v->inval || g_atomic_int_get(&v->stopping))
-        return 0;
+    guint64 ticket = 0;
+    /* under the lock: a request may come while the views stop */
     g_mutex_lock(&v->inval_lock);
-    guint64 ticket = ++v->inval_queued;
-    g_async_queue_push(v->inval, (gpointer)job); /* in ticket order: under the lock */
+    if (v->inval && !g_atomic_int_get(&v->stopping)) {
+        ticket = ++v->inval_queued;
+        g_async_queue_push(v->inval, (gpointer)job); /* in ticket order: under the lock */
+    }
     g_mutex_unlock(&v->inval_lock);
     return ticket;
 }
@@ -699,44 +701,49 @@ typedef struct {
 void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir)
 {
     Views *v = views_of(fs);
-    if (!v->inval || g_atomic_int_get(&v->stopping))
-        return;
+    /* under the lock: a request may come while the views stop */
     g_mutex_lock(&v->inval_lock);
-    bool first = g_queue_is_empty(&v->lagged);
-    if (g_hash_table_add(v->lagged_set, GSIZE_TO_POINTER(dir))) {
+    if (v->inval && v->lagged_set && !g_atomic_int_get(&v->stopping) &&
+        g_hash_table_add(v->lagged_set, GSIZE_TO_POINTER(dir))) {
+        bool first = g_queue_is_empty(&v->lagged);
         LaggedDir *l = g_new(LaggedDir, 1);
         /* the same delay for all, so the queue stays in due order */
         l->due_us = g_get_monotonic_time() + (gint64)(v->timeout * 1e6 / 2);
         l->ino = dir;
         g_queue_push_tail(&v->lagged, l);
-    } else {
-        first = false;
+        if (first)
+            g_async_queue_push(v->inval, &lag_item); /* its wait was unbounded */
     }
     g_mutex_unlock(&v->inval_lock);
-    if (first)
-        g_async_queue_push(v->inval, &lag_item); /* its wait was unbounded */
 }
 
-/* Drops the cached listings that are due; returns how long until the next
- * one is, -1 for none. */
+/* At most this many listings dropped before the jobs' invalidations get
+ * their turn (a writer waits for its own). */
+#define LAGGED_BATCH 256
+
+/* Drops the cached listings that are due, or nearly (a twentieth of a
+ * timeout: fewer wake-ups); returns how long until the next one is, -1 for
+ * none, 0 when more are due. */
 static gint64 send_lagged(Views *v, struct fuse_session *se)
 {
-    for (;;) {
+    gint64 slack = (gint64)(v->timeout * 1e6 / 20);
+    for (int sent = 0; sent < LAGGED_BATCH; sent++) {
         g_mutex_lock(&v->inval_lock);
         LaggedDir *l = g_queue_peek_head(&v->lagged);
         gint64 wait = l ? l->due_us - g_get_monotonic_time() : -1;
-        if (l && wait <= 0) {
+        if (l && wait <= slack) {
             g_queue_pop_head(&v->lagged);
             g_hash_table_remove(v->lagged_set, GSIZE_TO_POINTER(l->ino));
         }
         g_mutex_unlock(&v->inval_lock);
-        if (!l || wait > 0)
+        if (!l || wait > slack)
             return wait;
         /* ENOENT when the kernel forgot it meanwhile: nothing to drop */
         if (se)
             fuse_lowlevel_notify_inval_inode(se, l->ino, 0, 0);
         g_free(l);
     }
+    return 0;
 }
 
 static gpointer notifier_main(gpointer p)
@@ -839,16 +846,21 @@ void catalog_watch_stop(struct ckptfs *fs)
         g_thread_join(v->notifier);
         v->notifier = NULL;
     }
-    if (v->inval) {
-        while (g_async_queue_try_pop(v->inval))
+    /* taken under the lock, freed after it: requests may still come */
+    g_mutex_lock(&v->inval_lock);
+    GAsyncQueue *q = g_steal_pointer(&v->inval);
+    GHashTable *set = g_steal_pointer(&v->lagged_set);
+    GQueue lagged = v->lagged;
+    g_queue_init(&v->lagged);
+    g_mutex_unlock(&v->inval_lock);
+    if (q) {
+        while (g_async_queue_try_pop(q))
             ;
-        g_async_queue_unref(v->inval);
-        v->inval = NULL;
+        g_async_queue_unref(q);
     }
-    g_queue_clear_full(&v->lagged, g_free);
-    if (v->lagged_set)
-        g_hash_table_unref(v->lagged_set);
-    v->lagged_set = NULL;
+    g_queue_clear_full(&lagged, g_free);
+    if (set)
+        g_hash_table_unref(set);
     if (v->wake_fd >= 0)
         close(v->wake_fd);
     v->wake_fd = -1;

@@ -206,6 +206,10 @@ static int lookup_inner(struct ckptfs *fs, Node *parent, const char *name,
         return top_lookup(fs, VN_METRICS, ".metrics", e);
     if (pv->kind == VN_ROOT && strcmp(name, ".control") == 0)
         return top_lookup(fs, VN_CONTROL, ".control", e);
+    /* an entry looked up again: the kernel's listing may be older than
+     * its entries (a previous daemon gave it); drop it in time too */
+    if (pv->kind == VN_TREE)
+        catalog_watch_lag_listing(fs, node_ino(&fs->nodes, parent));
     return jv_lookup(fs, parent, pv, name, e);
 }
 
