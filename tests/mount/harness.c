@@ -2,6 +2,7 @@
 
 #include "mountrun.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -498,6 +499,31 @@ void put_file(const char *path, const char *data)
     g_autoptr(GError) err = NULL;
     g_file_set_contents_full(path, data, -1, G_FILE_SET_CONTENTS_NONE, 0644, &err);
     g_assert_no_error(err);
+}
+
+int dir_entries(const char *dir, bool stat_each)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (stat_each)
+            assert_int_equal(fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW), 0);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+int mount_daemon_fds(Mount *m)
+{
+    int pipes = 0, n = mountrun_count_fds(m->pid, &pipes);
+    return n < 0 ? n : n + pipes;
 }
 
 char *get_file(const char *path)

@@ -94,6 +94,12 @@ void kernel_drop_caches(void);
  * asynchronously); the nodes left (-1: no reading). */
 int64_t mount_forget_down_to(Mount *m, int64_t at_most, int tries);
 
+/* The entries of dir other than "." and ".." (-1: it cannot be opened);
+ * with stat_each, each is lstat'ed too (a failure aborts the test). */
+int dir_entries(const char *dir, bool stat_each);
+/* Open descriptors of m's daemon (m->pid), pipes counted; -1: gone. */
+int mount_daemon_fds(Mount *m);
+
 /* Runs argv, returns the wait status (-1 when it could not start). */
 int run_cmd(const char *const *argv, char **out);
 

@@ -198,18 +198,6 @@ static void test_shared_opens(void **state)
     assert_int_equal(mount_metric(m, "ckptfs_passthrough_backing_ids"), 0);
 }
 
-static int count_fds(pid_t pid)
-{
-    g_autofree char *dir = g_strdup_printf("/proc/%d/fd", (int)pid);
-    GDir *d = g_dir_open(dir, 0, NULL);
-    assert_non_null(d);
-    int n = 0;
-    while (g_dir_read_name(d))
-        n++;
-    g_dir_close(d);
-    return n;
-}
-
 /* 100,000 opens and closes: descriptors and backing ids come back. */
 static void test_ids_released(void **state)
 {
@@ -218,7 +206,7 @@ static void test_ids_released(void **state)
     g_autofree char *b = mp(m, "b");
     put_file(a, "a");
     put_file(b, "b");
-    int before = count_fds(m->pid);
+    int before = mount_daemon_fds(m);
     for (int i = 0; i < 100000; i++) {
         int fd = open(i % 3 ? a : b, i % 2 ? O_RDWR : O_RDONLY);
         assert_true(fd >= 0);
@@ -229,7 +217,7 @@ static void test_ids_released(void **state)
     int left = -1, fds = -1;
     for (int i = 0; i < 300; i++) {
         left = (int)mount_metric(m, "ckptfs_passthrough_backing_ids");
-        fds = count_fds(m->pid);
+        fds = mount_daemon_fds(m);
         if (left == 0 && fds <= before)
             break;
         g_usleep(10000);

@@ -1058,29 +1058,6 @@ static void test_control(void **state)
     mount_free(m);
 }
 
-/* Metrics an operator can alert on.  Every series carries the mount label
- * (two mounts in one textfile collector never clash); build info; expected
- * misses (ENOENT of lookup, ENODATA of getxattr) apart from errors; bytes
- * through the mount and from the views; crossings named collisions, with
- * both verdicts whatever the mode. */
-/* stat of every entry of dir, through readdir, as find(1) does */
-static int stat_walk(const char *dir)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        struct stat st;
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-            assert_int_equal(fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW), 0);
-            n++;
-        }
-    }
-    closedir(d);
-    return n;
-}
-
 /* A tree walked again once its entries expired (rescan= seconds) costs a
  * listing read with READDIRPLUS, not a LOOKUP per entry. */
 static void test_rewalk_after_expiry(void **state)
@@ -1095,12 +1072,12 @@ static void test_rewalk_after_expiry(void **state)
     const char *args[] = {"-o", "rescan=1", NULL};
     assert_int_equal(mount_start(m, args), 0);
     g_autofree char *dir = V(m, "walk/checkpoints/1/0/d");
-    assert_int_equal(stat_walk(dir), 300);
+    assert_int_equal(dir_entries(dir, true), 300);
     const char *lookups = "ckptfs_ops_total{op=\"lookup\"}";
     for (int round = 0; round < 2; round++) {
         g_usleep(1500 * 1000); /* past the entries' timeout */
         int64_t before = mount_metric(m, lookups);
-        assert_int_equal(stat_walk(dir), 300);
+        assert_int_equal(dir_entries(dir, true), 300);
         int64_t looked = mount_metric(m, lookups) - before;
         if (looked > 30)
             fail_msg("walk %d after the timeout: %" PRId64 " lookups for 300 entries", round + 2,
@@ -1110,6 +1087,11 @@ static void test_rewalk_after_expiry(void **state)
     mount_free(m);
 }
 
+/* Metrics an operator can alert on.  Every series carries the mount label
+ * (two mounts in one textfile collector never clash); build info; expected
+ * misses (ENOENT of lookup, ENODATA of getxattr) apart from errors; bytes
+ * through the mount and from the views; crossings named collisions, with
+ * both verdicts whatever the mode. */
 static void test_metrics_alertable(void **state)
 {
     (void)state;
