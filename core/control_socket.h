@@ -9,6 +9,9 @@
 
 /* Fills *a; returns the address length to bind or connect with. */
 socklen_t ck_control_socket(const char *mountpoint, const char *who, struct sockaddr_un *a);
+/* A connection to mountpoint's (a real path) socket named who, or -1 with
+ * errno: nobody listens there. */
+int ck_control_connect(const char *mountpoint, const char *who);
 /* The real path of a mount point without looking into the mount: its
  * parent resolved, its own name as given (g_free); NULL with errno. */
 char *ck_mountpoint_path(const char *mountpoint);

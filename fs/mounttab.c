@@ -63,6 +63,14 @@ char *mounttab_live_ckptfs(const char *mnt, const char *fstype)
     return source;
 }
 
+bool mounttab_is_ckptfs(const char *mnt, const char *fstype)
+{
+    struct libmnt_table *tb = NULL;
+    bool is = ckptfs_at(mnt, fstype, &tb) != NULL;
+    mnt_unref_table(tb);
+    return is;
+}
+
 bool mounttab_dead_ckptfs(const char *mnt, const char *fstype)
 {
     struct libmnt_table *tb = NULL;

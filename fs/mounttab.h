@@ -16,6 +16,9 @@
  * NULL: nothing, another file system, or a dead daemon's mount. */
 char *mounttab_live_ckptfs(const char *mnt, const char *fstype);
 
+/* Whether the top mount at mnt (a real path) is a ckptfs, live or not. */
+bool mounttab_is_ckptfs(const char *mnt, const char *fstype);
+
 /* Whether the top mount at mnt (a real path) is a ckptfs whose daemon is
  * gone: another file system's dead mount is not ours to clear. */
 bool mounttab_dead_ckptfs(const char *mnt, const char *fstype);

@@ -25,18 +25,6 @@ static bool ckptfs_mounted_at(const char *mnt)
     return yes;
 }
 
-static int connect_to(const char *mnt, const char *who)
-{
-    struct sockaddr_un a;
-    socklen_t len = ck_control_socket(mnt, who, &a);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, len) == 0)
-        return fd;
-    if (fd >= 0)
-        close(fd);
-    return -1;
-}
-
 /* The answer (g_free), or NULL when none came in time. */
 static char *ask(int fd)
 {
@@ -165,9 +153,9 @@ int ckptctl_status(int argc, char **argv)
     g_autofree char *mnt = ck_mountpoint_path(argv[1]);
     if (!mnt)
         return ckptctl_fail("status", "%s: %s", argv[1], g_strerror(errno));
-    int fd = connect_to(mnt, "supervisor");
+    int fd = ck_control_connect(mnt, "supervisor");
     if (fd < 0)
-        fd = connect_to(mnt, "daemon");
+        fd = ck_control_connect(mnt, "daemon");
     bool mounted = ckptfs_mounted_at(mnt);
     if (fd < 0 && !mounted)
         return ckptctl_fail("status", "%s: not a ckptfs mount", mnt);

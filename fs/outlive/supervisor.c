@@ -26,6 +26,7 @@
 #include "held.h"
 #include "kernel/kio.h"
 #include "log.h"
+#include "mounttab.h"
 #include "options.h"
 #include "proctitle.h"
 #include "state.h"
@@ -1336,6 +1337,39 @@ static void sup_init(Sup *s)
     daemon_init(&s->next, s);
 }
 
+/* Goes into the background as a daemon does: the calling process waits
+ * for the supervisor's first word on a pipe (ready_pipe) and exits with
+ * it, saying `note` (if any) when that is success; this returns in the
+ * supervisor, in a session of its own, in /.  False when it cannot. */
+static bool sup_background(Sup *s, const char *note)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return false;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return false;
+    }
+    if (pid > 0) {
+        close(p[1]);
+        unsigned char b = 1;
+        if (read(p[0], &b, 1) != 1 || b != 0)
+            waitpid(pid, NULL, 0); /* a supervisor that failed exits: reap it */
+        else if (note)
+            g_message("%s", note);
+        _exit(b);
+    }
+    close(p[0]);
+    setsid();
+    if (chdir("/") < 0) {
+    }
+    s->ready_pipe = p[1];
+    s->daemonized = true;
+    return true;
+}
+
 /* Logs as the command line argv asks (its log= and log_level=, config=
  * included): a supervisor that a takeover re-executed, or one that adopted
  * a daemon, keeps logging where the daemons it runs do.  Before any thread.
@@ -1441,31 +1475,9 @@ int supervisor_start(char **argv, bool supervise, bool foreground, const char *s
         fprintf(stderr, "ckptfs: supervisor: state memfd: %s\n", g_strerror(-s.state_fd));
         return 1;
     }
-    if (!foreground) {
-        /* the caller (mount(8), a shell) gets its answer once the mount is
-         * up; the supervisor goes on in a session of its own */
-        int p[2];
-        if (pipe2(p, O_CLOEXEC) < 0)
-            return 1;
-        pid_t pid = fork();
-        if (pid < 0)
-            return 1;
-        if (pid > 0) {
-            close(p[1]);
-            unsigned char b = 1;
-            if (read(p[0], &b, 1) != 1 || b != 0)
-                waitpid(pid, NULL, 0); /* a supervisor that failed exits: reap it */
-            else if (started_note)
-                g_message("%s", started_note);
-            _exit(b);
-        }
-        close(p[0]);
-        setsid();
-        if (chdir("/") < 0) {
-        }
-        s.ready_pipe = p[1];
-        s.daemonized = true;
-    }
+    /* the caller (mount(8), a shell) gets its answer once the mount is up */
+    if (!foreground && !sup_background(&s, started_note))
+        return 1;
     exit(run(&s));
 }
 
@@ -1479,23 +1491,7 @@ static char *real_mountpoint(const char *mnt)
 /* Whether a ckptfs is mounted at mnt in this mount namespace. */
 static bool ckptfs_mounted_at(const char *mnt)
 {
-    struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
-    struct libmnt_fs *fs = tb ? mnt_table_find_target(tb, mnt, MNT_ITER_BACKWARD) : NULL;
-    bool yes = fs && g_strcmp0(mnt_fs_get_fstype(fs), "fuse.ckptfs") == 0;
-    mnt_unref_table(tb);
-    return yes;
-}
-
-static int connect_to(const char *mnt, const char *who)
-{
-    struct sockaddr_un a;
-    socklen_t len = sock_addr(mnt, who, &a);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, len) == 0)
-        return fd;
-    if (fd >= 0)
-        close(fd);
-    return -1;
+    return mounttab_is_ckptfs(mnt, "fuse.ckptfs");
 }
 
 /* An adopted daemon is not this process's child: its end is seen on a
@@ -1574,26 +1570,9 @@ static int adopt(const char *mnt, int c, const char *opts, TakeoverCheck check)
         return 1;
     }
     g_strlcpy(s.mnt, mnt, sizeof s.mnt);
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
+    if (!sup_background(&s, NULL))
         return 1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return 1;
-    if (pid > 0) {
-        close(p[1]);
-        unsigned char b = 1;
-        if (read(p[0], &b, 1) != 1 || b != 0)
-            waitpid(pid, NULL, 0);
-        _exit(b);
-    }
-    close(p[0]);
-    setsid();
     log_like(s.adopt_argv, mnt);
-    if (chdir("/") < 0) {
-    }
-    s.ready_pipe = p[1];
-    s.daemonized = true;
     s.cur.sock_src = g_unix_fd_add(c, G_IO_IN | G_IO_HUP, on_daemon_msg, &s.cur);
     s.cur.pidfd_src = g_unix_fd_add(s.cur.pidfd, G_IO_IN, on_adopted_exit, &s);
     exit(run(&s));
@@ -1613,8 +1592,8 @@ int supervisor_takeover(const char *mountpoint, const char *opts, TakeoverCheck 
     g_autofree char *buf = g_malloc(MSG_MAX);
     ssize_t r = -EIO;
     for (int i = 0; i < 250; i++) {
-        if ((fd = connect_to(real, "supervisor")) < 0) {
-            if ((fd = connect_to(real, "daemon")) >= 0)
+        if ((fd = ck_control_connect(real, "supervisor")) < 0) {
+            if ((fd = ck_control_connect(real, "daemon")) >= 0)
                 return adopt(real, fd, opts, check);
             if (!ckptfs_mounted_at(real))
                 break;
