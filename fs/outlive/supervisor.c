@@ -1340,7 +1340,7 @@ static void sup_init(Sup *s)
 /* Goes into the background as a daemon does: the calling process waits
  * for the supervisor's first word on a pipe (ready_pipe) and exits with
  * it, saying `note` (if any) when that is success; this returns in the
- * supervisor, in a session of its own, in /.  False when it cannot. */
+ * supervisor, in a session of its own.  False when it cannot. */
 static bool sup_background(Sup *s, const char *note)
 {
     int p[2];
@@ -1363,11 +1363,16 @@ static bool sup_background(Sup *s, const char *note)
     }
     close(p[0]);
     setsid();
-    if (chdir("/") < 0) {
-    }
     s->ready_pipe = p[1];
     s->daemonized = true;
     return true;
+}
+
+/* A daemon keeps no directory busy (one an operator may unmount). */
+static void leave_cwd(void)
+{
+    if (chdir("/") < 0) {
+    }
 }
 
 /* Logs as the command line argv asks (its log= and log_level=, config=
@@ -1476,8 +1481,11 @@ int supervisor_start(char **argv, bool supervise, bool foreground, const char *s
         return 1;
     }
     /* the caller (mount(8), a shell) gets its answer once the mount is up */
-    if (!foreground && !sup_background(&s, started_note))
-        return 1;
+    if (!foreground) {
+        if (!sup_background(&s, started_note))
+            return 1;
+        leave_cwd();
+    }
     exit(run(&s));
 }
 
@@ -1573,6 +1581,7 @@ static int adopt(const char *mnt, int c, const char *opts, TakeoverCheck check)
     if (!sup_background(&s, NULL))
         return 1;
     log_like(s.adopt_argv, mnt);
+    leave_cwd();
     s.cur.sock_src = g_unix_fd_add(c, G_IO_IN | G_IO_HUP, on_daemon_msg, &s.cur);
     s.cur.pidfd_src = g_unix_fd_add(s.cur.pidfd, G_IO_IN, on_adopted_exit, &s);
     exit(run(&s));
