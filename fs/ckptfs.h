@@ -125,6 +125,9 @@ struct ckptfs {
      * made under the caller's umask, so that the backing file system
      * applies a default ACL instead, as it would natively: ops/creds.c) */
     bool dont_mask;
+    /* set at INIT: the kernel caches POSIX ACLs and enforces them
+     * (FUSE_POSIX_ACL); without, it asks the daemon for them every time */
+    bool kernel_acls;
     /* the mount's atime rule (backing_mount.h; the reload thread's once
      * started), given to the private copy of the backing mount when the
      * daemon could make one (data_root_fd), else to nodes/ as O_NOATIME */

@@ -71,6 +71,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * file system enforces the ACLs. */
     if (fs->opt.default_permissions && (conn->capable & FUSE_CAP_POSIX_ACL))
         conn->want |= FUSE_CAP_POSIX_ACL;
+    fs->kernel_acls = conn->want & FUSE_CAP_POSIX_ACL;
     /* File handles (name_to_handle_at, NFS): the kernel may ask for a node
      * by an id it has forgotten (nodes/export.c) */
     if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)

@@ -475,6 +475,13 @@ int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
      * views dir itself answers as the backing tree around it does. */
     if (vn && vn->kind != VN_ROOT && views_of(fs)->no_labels && g_str_has_prefix(name, "security."))
         return -EOPNOTSUPP;
+    /* Nor ACLs, the same way, where the kernel asks for both of them of
+     * every entry `ls -l` lists (it keeps no ACL unless it enforces them);
+     * where it enforces them it takes "not supported" for a refusal of
+     * every access, and keeps the "none" it is given. */
+    if (vn && vn->kind != VN_ROOT && !fs->kernel_acls &&
+        g_str_has_prefix(name, "system.posix_acl_"))
+        return -EOPNOTSUPP;
     if (vn && vn->kind == VN_CONTROL)
         return control_getxattr(fs, name, value);
     /* the kernel asks for ACLs and security labels of every entry: those
