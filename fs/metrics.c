@@ -205,12 +205,14 @@ GString *fs_metrics_render(FsMetrics *m, const FsMetricsMount *mnt)
 
     header(s, "ckptfs_misses_total", "counter",
            "Expected negative answers, not failures: lookups of names that do not exist, "
-           "getxattr of attributes a file has not, the OPENDIR answered ENOSYS so that the "
-           "kernel opens directories alone.");
+           "getxattr of attributes a file has not or that are not supported there, the "
+           "OPENDIR answered ENOSYS so that the kernel opens directories alone.");
     sample(s, "ckptfs_misses_total", mp, "op=\"lookup\",errno=\"ENOENT\"",
            get(&m->misses[FS_MISS_LOOKUP_ENOENT]));
     sample(s, "ckptfs_misses_total", mp, "op=\"getxattr\",errno=\"ENODATA\"",
            get(&m->misses[FS_MISS_GETXATTR_ENODATA]));
+    sample(s, "ckptfs_misses_total", mp, "op=\"getxattr\",errno=\"EOPNOTSUPP\"",
+           get(&m->misses[FS_MISS_GETXATTR_EOPNOTSUPP]));
     sample(s, "ckptfs_misses_total", mp, "op=\"opendir\",errno=\"ENOSYS\"",
            get(&m->misses[FS_MISS_OPENDIR_ENOSYS]));
 

@@ -56,7 +56,9 @@ typedef enum {
 
 /* Answers that are not failures: a lookup of a name that does not exist (a
  * create's first step, a PATH search), a getxattr of an attribute the file
- * has not (every ls -l asks for ACLs and capabilities), and the daemon's own
+ * has not (every ls -l asks for ACLs and capabilities) or of a kind the
+ * file system does not support there (the views' labels and ACLs, which
+ * backups ask for of every file), and the daemon's own
  * ENOSYS to the first OPENDIR (dirs.c: from then on the kernel opens
  * directories alone).  Counted apart so that they do not drown EACCES and
  * EIO in ckptfs_errors_total, and an alert on errors does not fire on every
@@ -65,6 +67,7 @@ typedef enum {
     FS_MISS_LOOKUP_ENOENT,
     FS_MISS_GETXATTR_ENODATA,
     FS_MISS_OPENDIR_ENOSYS,
+    FS_MISS_GETXATTR_EOPNOTSUPP,
     FS_MISS_COUNT
 } FsMiss;
 
@@ -113,7 +116,7 @@ typedef struct {
     atomic_uint_fast64_t idmap_lines[2];   /* gauges: [0] cgroup lines, [1] uid lines in force */
 } FsMetrics;
 /* The layout is part of the state memfd's: a change needs STATE_VERSION + 1. */
-#define FS_METRICS_SIZE 2544
+#define FS_METRICS_SIZE 2552
 
 /* A sample costs two getrusage calls (about 2 us each on a VM): one request
  * in 16 keeps that under 0.3 us a request on average. */
@@ -146,6 +149,8 @@ static inline void fs_metric_err(FsMetrics *m, int err)
         atomic_fetch_add_explicit(&m->misses[FS_MISS_LOOKUP_ENOENT], 1, memory_order_relaxed);
     else if (err == ENODATA && fs_metric_cur_op == FS_OP_GETXATTR)
         atomic_fetch_add_explicit(&m->misses[FS_MISS_GETXATTR_ENODATA], 1, memory_order_relaxed);
+    else if (err == EOPNOTSUPP && fs_metric_cur_op == FS_OP_GETXATTR)
+        atomic_fetch_add_explicit(&m->misses[FS_MISS_GETXATTR_EOPNOTSUPP], 1, memory_order_relaxed);
     else if (err == ENOSYS && fs_metric_cur_op == FS_OP_OPENDIR)
         atomic_fetch_add_explicit(&m->misses[FS_MISS_OPENDIR_ENOSYS], 1, memory_order_relaxed);
     else

@@ -10,7 +10,7 @@
 #include "metrics.h"
 
 #define STATE_MAGIC   0x746174737470636bull /* "ckptstat" */
-#define STATE_VERSION 9
+#define STATE_VERSION 10
 #define STATE_PAGE    STATE_PAGE_SIZE
 #define STATE_HEADER  (2 * STATE_PAGE) /* the header's pages, before the journal */
 

@@ -475,10 +475,11 @@ int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
      * views dir itself answers as the backing tree around it does. */
     if (vn && vn->kind != VN_ROOT && views_of(fs)->no_labels && g_str_has_prefix(name, "security."))
         return -EOPNOTSUPP;
-    /* Nor ACLs, the same way, where the kernel asks for both of them of
-     * every entry `ls -l` lists (it keeps no ACL unless it enforces them);
-     * where it enforces them it takes "not supported" for a refusal of
-     * every access, and keeps the "none" it is given. */
+    /* Nor ACLs, the same way, where the kernel keeps none (it keeps them
+     * only where it enforces them) and passes on each time `ls -l` asks
+     * for an entry's (both, for a directory); where it enforces them it
+     * takes "not supported" for a refusal of every access, and keeps the
+     * "none" it is given. */
     if (vn && vn->kind != VN_ROOT && !fs->kernel_acls &&
         g_str_has_prefix(name, "system.posix_acl_"))
         return -EOPNOTSUPP;
