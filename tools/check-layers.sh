@@ -12,14 +12,14 @@ cd "${1:-$(dirname "$0")/..}"
 # the layer of a file of fs/
 layer_of() {
     case "$1" in
-    fs/main.c | fs/attach.[ch] | fs/mounttab.[ch] | fs/backing_mount.[ch]) echo top ;;
+    fs/main.c | fs/attach.[ch] | fs/backing_mount.[ch]) echo top ;;
     fs/ops/*) echo ops ;;
     fs/views/*) echo views ;;
     fs/ckptfs.h) echo daemon ;;
     fs/nodes/*) echo nodes ;;
     fs/outlive/*) echo outlive ;;
     fs/kernel/*) echo kernel ;;
-    fs/log.[ch] | fs/metrics.[ch] | fs/options.[ch] | fs/proctitle.[ch]) echo base ;;
+    fs/log.[ch] | fs/metrics.[ch] | fs/options.[ch] | fs/proctitle.[ch] | fs/mounttab.[ch]) echo base ;;
     *) echo "?" ;;
     esac
 }
