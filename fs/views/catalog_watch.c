@@ -765,12 +765,13 @@ static gpointer notifier_main(gpointer p)
         bool stop = false;
         gpointer more;
         while ((more = g_async_queue_try_pop(v->inval)) != NULL) {
+            if (more == &lag_item)
+                continue; /* send_lagged's turn comes next round */
             if (more == &stop_item)
                 stop = true;
-            else if (more != &lag_item)
+            else
                 g_hash_table_add(batch, more);
-            if (more != &lag_item)
-                popped++;
+            popped++;
         }
         struct fuse_session *se = __atomic_load_n(&fs->se, __ATOMIC_ACQUIRE);
         if (se) {

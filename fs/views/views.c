@@ -472,16 +472,15 @@ int views_getxattr(struct ckptfs *fs, Node *n, const char *name, GBytes **value)
     /* Entries below the views carry no security labels and can be given
      * none (read-only, as /proc's): "not supported", which `ls -l` takes
      * once per file system rather than asking again for every entry.  The
-     * views dir itself answers as the backing tree around it does. */
-    if (vn && vn->kind != VN_ROOT && views_of(fs)->no_labels && g_str_has_prefix(name, "security."))
-        return -EOPNOTSUPP;
-    /* Nor ACLs, the same way, where the kernel keeps none (it keeps them
+     * views dir itself answers as the backing tree around it does.  Nor
+     * ACLs, the same way, where the kernel keeps none (it keeps them
      * only where it enforces them) and passes on each time `ls -l` asks
      * for an entry's (both, for a directory); where it enforces them it
      * takes "not supported" for a refusal of every access, and keeps the
      * "none" it is given. */
-    if (vn && vn->kind != VN_ROOT && !fs->kernel_acls &&
-        g_str_has_prefix(name, "system.posix_acl_"))
+    bool below = vn && vn->kind != VN_ROOT;
+    if (below && ((views_of(fs)->no_labels && g_str_has_prefix(name, "security.")) ||
+                  (!fs->kernel_acls && g_str_has_prefix(name, "system.posix_acl_"))))
         return -EOPNOTSUPP;
     if (vn && vn->kind == VN_CONTROL)
         return control_getxattr(fs, name, value);

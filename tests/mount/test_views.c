@@ -1114,9 +1114,8 @@ static void test_rewalk_after_expiry(void **state)
 /* Metrics an operator can alert on.  Every series carries the mount label
  * (two mounts in one textfile collector never clash); build info; expected
  * misses (ENOENT of lookup, ENODATA and EOPNOTSUPP of getxattr) apart from
- * errors; bytes
- * through the mount and from the views; crossings named collisions, with
- * both verdicts whatever the mode. */
+ * errors; bytes through the mount and from the views; crossings named
+ * collisions, with both verdicts whatever the mode. */
 static void test_metrics_alertable(void **state)
 {
     (void)state;
