@@ -642,13 +642,18 @@ int main(int argc, char *argv[])
             ? "ckptfs: this host has neither a journal nor syslog: in the background the "
               "daemon's log goes nowhere; -o log=FILE keeps it"
             : NULL;
-    /* -o supervise: on by default under systemd and in the background */
-    bool supervise =
-        fs.opt.supervise >= 0 ? fs.opt.supervise : (!c.foreground || g_getenv("INVOCATION_ID"));
-    if (supervise && has_mount_option(&args, "auto_unmount")) {
+    /* -o supervise: on by default under systemd and in the background.
+     * auto_unmount asks for the mount to go with its daemon, the death
+     * supervise is there to outlive: given alone it turns the default off;
+     * given with -o supervise, the two are refused. */
+    bool auto_unmount = has_mount_option(&args, "auto_unmount");
+    bool supervise = fs.opt.supervise >= 0
+                         ? fs.opt.supervise
+                         : !auto_unmount && (!c.foreground || g_getenv("INVOCATION_ID"));
+    if (supervise && auto_unmount) {
         rc = setup_error(&fs, 2,
                          "-o auto_unmount unmounts when the first daemon dies, which -o supervise "
-                         "is there to outlive; give one of them (or -o nosupervise)");
+                         "is there to outlive; give one of them");
         goto out;
     }
     rc = supervisor_start(cmd, supervise, c.foreground, lost_log, &link);

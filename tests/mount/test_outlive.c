@@ -1262,7 +1262,6 @@ static void test_takeover_without_supervisor(void **state)
     mount_free(m);
 }
 
-/* SIGTERM to the supervisor: it unmounts, its daemon exits, it exits 0. */
 /* auto_unmount would unmount at the first daemon's death: refused with
  * supervise, in one line, with nothing mounted. */
 static void test_supervise_refuses_auto_unmount(void **state)
@@ -1286,6 +1285,46 @@ static void test_supervise_refuses_auto_unmount(void **state)
     mount_free(m);
 }
 
+/* auto_unmount alone, where a mount is supervised by default (under
+ * systemd, INVOCATION_ID set): the mount is up, not supervised, and goes
+ * when its daemon is killed, as auto_unmount promises. */
+static void test_auto_unmount_alone(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_setenv("INVOCATION_ID", "ckptfs-test", TRUE);
+    const char *args[] = {"-o", "auto_unmount", NULL};
+    int rc = mount_start(m, args);
+    g_unsetenv("INVOCATION_ID");
+    assert_int_equal(rc, 0);
+    assert_true(mount_log_has(m, "not supervised"));
+    g_autofree char *f = mp(m, "before-kill");
+    put_file(f, "x");
+    assert_int_equal(kill(m->pid, SIGKILL), 0);
+    int status;
+    assert_int_equal(waitpid(m->pid, &status, 0), m->pid);
+    m->pid = 0;
+    m->exit_status = 0;
+    struct statfs sfs, parent;
+    g_autofree char *up = g_path_get_dirname(m->mnt);
+    assert_int_equal(statfs(up, &parent), 0);
+    /* fusermount3's helper unmounts once the daemon's descriptor closes;
+     * 30 s at most: a hang, not a time limit */
+    bool gone = false;
+    for (int i = 0; i < 3000 && !gone; i++) {
+        /* ENOTCONN until then: the dead daemon's mount */
+        gone = statfs(m->mnt, &sfs) == 0 && sfs.f_type == parent.f_type;
+        if (!gone)
+            g_usleep(10000);
+    }
+    assert_true(gone); /* not a FUSE mount any more */
+    g_autofree char *b = bp(m, "before-kill");
+    g_autofree char *got = get_file(b);
+    assert_string_equal(got, "x");
+    mount_free(m);
+}
+
+/* SIGTERM to the supervisor: it unmounts, its daemon exits, it exits 0. */
 static void test_sigterm_supervisor(void **state)
 {
     Mount *m = *state;
@@ -1337,6 +1376,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_takeover_during_rocksdb, sup_setup, mount_teardown),
         cmocka_unit_test(test_takeover_without_supervisor),
         cmocka_unit_test(test_supervise_refuses_auto_unmount),
+        cmocka_unit_test(test_auto_unmount_alone),
         cmocka_unit_test_setup_teardown(test_sigterm_supervisor, sup_setup, mount_teardown),
     };
     /* CKPTFS_OUTLIVE_ONLY=test_kill_during_commits (a cmocka pattern) runs
