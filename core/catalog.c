@@ -31,7 +31,8 @@ typedef struct {
     DirStamp own_root; /* _state/<J> */
     bool uses_top;     /* some restore depends on the top-level layout (legacy) */
     /* For compute_shared, and for rebuild's choice to skip it: a
-     * private job (every restorable read local and inside _state/<J>) reads
+     * private job (every restorable read local and inside _state/<J>, the
+     * location of a restore that reads no subtask too) reads
      * nothing another job can read unless another job reads inside its root,
      * and a job with no shared_with has no answer to take back. */
     bool private_reads;
@@ -185,6 +186,12 @@ static void job_finish(JobPriv *jp)
             for (guint k = 0; k < r->reads->len && jp->private_reads; k++)
                 jp->private_reads = r->root_kind == CK_ROOT_LOCAL &&
                                     under_own_root(jp->pub.job, r->reads->pdata[k]);
+            if (r->reads->len == 0 && jp->private_reads) {
+                /* restores no subtask, yet names a location others may share */
+                g_autofree char *loc = ck_restore_location(r);
+                jp->private_reads =
+                    !loc || (r->root_kind == CK_ROOT_LOCAL && under_own_root(jp->pub.job, loc));
+            }
         }
         if (r->cls == CK_MARKER_LEGACY)
             jp->uses_top = true;

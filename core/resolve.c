@@ -674,7 +674,7 @@ static void add_reads_gen(CkRestore *r, const CkMarker *m, bool uri)
 
 char *ck_restore_location(const CkRestore *r)
 {
-    if (!r->restorable || !r->root || r->reads->len == 0)
+    if (!r->restorable || !r->root)
         return NULL;
     if (r->older_layout)
         return g_strdup(r->root);

@@ -65,10 +65,10 @@ CkRestore *ck_restore_copy(const CkRestore *r);
 /* The state location a restore reads in (g_free): its root's generation
  * directory <root>/v<G> (for a URI the segment goes before any ?query, as
  * for the reads), the root itself for the older layout <root>/<S>; NULL
- * when it is not restorable or reads nothing.  Each read is <location>/<S>,
- * so two restores that share a read share the location; two that share the
- * location share state even when their subtasks differ: a rescaled subtask
- * of either writes into the other's. */
+ * when it is not restorable.  Each read is <location>/<S>, so two restores
+ * that share a read share the location; two that share the location share
+ * state even when their subtasks differ, or one restores none: a rescaled
+ * subtask of either writes into the other's. */
 char *ck_restore_location(const CkRestore *r);
 
 /* Whether r's root (and reads) is a path relative to the checkpoint

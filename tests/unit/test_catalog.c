@@ -250,10 +250,10 @@ static void shared_with_per_checkpoint(void **state)
 }
 
 /* Two jobs whose markers name the same root and generation share its
- * state even when their participants are disjoint: a rescaled subtask of
- * either writes into the other's.  Hazards and shared_with (the views'
- * restore file) say so alike; another generation of the same root is not
- * shared. */
+ * state even when their participants are disjoint (or one names none): a
+ * rescaled subtask of either writes into the other's.  Hazards and
+ * shared_with (the views' restore file) say so alike; another generation
+ * of the same root is not shared. */
 static void shared_location_with_disjoint_participants(void **state)
 {
     Fx *fx = *state;
@@ -271,6 +271,9 @@ static void shared_location_with_disjoint_participants(void **state)
     testfs_mkdir(fx->dir, "8");
     testfs_marker(fx->dir, "f", 1, "generation=2\nparticipants=7\n");
     testfs_marker(fx->dir, "g", 1, "generation=2\nparticipants=8\n");
+    /* h restores no subtask of generation 9, i one of it */
+    testfs_marker(fx->dir, "h", 1, "generation=9\nparticipants=\nstate=s3://bk/z\n");
+    testfs_marker(fx->dir, "i", 1, "generation=9\nparticipants=3\nstate=s3://bk/z\n");
     g_autoptr(CkCatalog) c = open_cat(fx);
     g_autoptr(GPtrArray) hz = ck_catalog_hazards(c);
     for (guint i = 0; i < hz->len; i++) {
@@ -292,7 +295,12 @@ static void shared_location_with_disjoint_participants(void **state)
     const CkHazard *o = find_hazard(hz, "shared-location", ".");
     assert_non_null(o);
     assert_int_equal(o->jobs->len, 2);
-    assert_int_equal(count_kind(hz, "shared-location"), 3);
+    const CkHazard *z = find_hazard(hz, "shared-location", "s3://bk/z/v9");
+    assert_non_null(z);
+    assert_int_equal(z->jobs->len, 2);
+    assert_string_equal(z->jobs->pdata[0], "h");
+    assert_string_equal(z->jobs->pdata[1], "i");
+    assert_int_equal(count_kind(hz, "shared-location"), 4);
     g_autoptr(CkJobInfo) a = ck_catalog_get_job(c, "a");
     assert_int_equal(cp_of(a, 1)->shared_with->len, 1);
     assert_ptr_equal(cp_of(a, 1)->shared_with->pdata[0], ck_intern("b"));
@@ -302,6 +310,9 @@ static void shared_location_with_disjoint_participants(void **state)
     assert_int_equal(cp_of(e, 1)->shared_with->len, 0); /* generation 5: its own */
     g_autoptr(CkJobInfo) g = ck_catalog_get_job(c, "g");
     assert_ptr_equal(cp_of(g, 1)->shared_with->pdata[0], ck_intern("f"));
+    g_autoptr(CkJobInfo) h = ck_catalog_get_job(c, "h");
+    assert_int_equal(cp_of(h, 1)->shared_with->len, 1);
+    assert_ptr_equal(cp_of(h, 1)->shared_with->pdata[0], ck_intern("i"));
 }
 
 static const CkUnused *find_unused(GPtrArray *un, const char *path)
