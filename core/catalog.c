@@ -150,7 +150,7 @@ static JobPriv *job_priv_new(const char *job)
     jp->pub.job = job;
     jp->pub.checkpoints = g_ptr_array_new_with_free_func(checkpoint_free);
     jp->stamps = g_array_new(FALSE, FALSE, sizeof(CkMarkerStamp));
-    jp->pub.layout = "none";
+    jp->pub.layout = "legacy";
     return jp;
 }
 
@@ -202,7 +202,13 @@ static void job_finish(JobPriv *jp)
         else
             ns = true;
     }
-    jp->pub.layout = ns && legacy ? "mixed" : ns ? "namespaced" : legacy ? "legacy" : "none";
+    /* no readable marker says: what the directory shows, state of its own
+     * (_state/<J>) or none, so only the shared layout could hold any */
+    if (!ns && !legacy) {
+        ns = jp->pub.has_own_root;
+        legacy = !ns;
+    }
+    jp->pub.layout = ns && legacy ? "mixed" : ns ? "namespaced" : "legacy";
 }
 
 static DirStamp own_root_stamp(CkCatalog *c, const char *job)

@@ -140,7 +140,7 @@ static void jobs_and_snapshots(void **state)
     g_autoptr(CkJobInfo) orphan = ck_catalog_get_job(c, "orphan");
     assert_int_equal(orphan->checkpoints->len, 0);
     assert_false(orphan->has_latest);
-    assert_string_equal(orphan->layout, "none");
+    assert_string_equal(orphan->layout, "namespaced"); /* _state/orphan, no marker */
     assert_null(ck_catalog_get_job(c, "nope"));
     assert_null(ck_catalog_get_job(c, ".hidden"));
 
@@ -229,6 +229,23 @@ static void clean_directory_has_no_hazards(void **state)
     assert_int_equal(hz->len, 0);
     g_autoptr(CkJobInfo) a = ck_catalog_get_job(c, "a");
     assert_int_equal(cp_of(a, 1)->shared_with->len, 0);
+}
+
+/* A job no readable marker describes has the layout its directory shows:
+ * namespaced with a _state/<J> of its own, legacy without one. */
+static void layout_without_a_readable_marker(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "_state/own/v1/0");
+    testfs_marker(fx->dir, "own", 1, "not a marker\n");
+    testfs_marker(fx->dir, "bare", 1, "not a marker\n");
+    g_autoptr(CkCatalog) c = open_cat(fx);
+    g_autoptr(CkJobInfo) own = ck_catalog_get_job(c, "own");
+    g_autoptr(CkJobInfo) bare = ck_catalog_get_job(c, "bare");
+    assert_int_equal(own->checkpoints->len, 1);
+    assert_int_equal(cp_of(own, 1)->restore->cls, CK_MARKER_MALFORMED);
+    assert_string_equal(own->layout, "namespaced");
+    assert_string_equal(bare->layout, "legacy");
 }
 
 static void shared_with_per_checkpoint(void **state)
@@ -904,6 +921,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(mixed_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(hazards_of_each_kind, setup, teardown),
         cmocka_unit_test_setup_teardown(clean_directory_has_no_hazards, setup, teardown),
+        cmocka_unit_test_setup_teardown(layout_without_a_readable_marker, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_with_per_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_location_with_disjoint_participants, setup,
                                         teardown),
