@@ -139,6 +139,7 @@ struct ckptfs {
     bool keep;         /* node records outlive an unmount (outlive/keep.h): a root daemon */
     int keep_lock;     /* held from the start to the last records */
     bool supervised;   /* a supervisor keeps the connection (outlive/supervisor.h) */
+    bool auto_unmount; /* -o auto_unmount: fusermount3 unmounts when the daemon dies */
     SupLink *link;     /* to the supervisor (its sock is -1 when there is none) */
     gint64 started_us; /* when this daemon started (process_start_time_seconds) */
 

@@ -116,6 +116,7 @@ static void passthrough_setup(struct ckptfs *fs)
     kio_init(&fs->kio, why == NULL, why, depth);
     const char *ring_why = fs->opt.io_uring_off ? "-o io_uring=off"
                            : fs->supervised     ? kio_uring_supervised_why()
+                           : fs->auto_unmount   ? kio_uring_auto_unmount_why()
                            : !kio_uring_enabled()
                                ? "the fuse module's enable_uring is off (echo Y > "
                                  "/sys/module/fuse/parameters/enable_uring)"
@@ -646,7 +647,7 @@ int main(int argc, char *argv[])
      * auto_unmount asks for the mount to go with its daemon, the death
      * supervise is there to outlive: given alone it turns the default off;
      * given with -o supervise, the two are refused. */
-    bool auto_unmount = has_mount_option(&args, "auto_unmount");
+    bool auto_unmount = fs.auto_unmount = has_mount_option(&args, "auto_unmount");
     bool supervise = fs.opt.supervise >= 0
                          ? fs.opt.supervise
                          : !auto_unmount && (!c.foreground || g_getenv("INVOCATION_ID"));

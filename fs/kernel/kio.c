@@ -485,6 +485,8 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
         k->hooks->replied(k->hooks_ctx); /* the kernel has it: it will not come again */
     if (init_reply && r >= 0 && k->ring_negotiated)
         start_ring(k, fd);
+    else if (init_reply && r >= 0 && k->ring_why)
+        g_message("ckptfs: requests come over /dev/fuse: %s", k->ring_why);
     return r;
 }
 

@@ -101,6 +101,13 @@ const char *kio_uring_supervised_why(void)
            "entries";
 }
 
+const char *kio_uring_auto_unmount_why(void)
+{
+    return "-o auto_unmount stays on /dev/fuse: fusermount3 unmounts a dead daemon's mount "
+           "only when a request to it fails with ENOTCONN, and one made while a ring closes "
+           "fails with ECONNABORTED";
+}
+
 bool kio_uring_enabled(void)
 {
     char c = 'N';

@@ -13,7 +13,8 @@
  * The kernel makes one queue per possible CPU and sends a request to the
  * queue of the CPU it was made on; every queue gets `depth` entries, each
  * with a thread of its own, so that a blocking FSYNC holds one entry only.
- * Not for a supervised mount: see kio_uring_supervised_why. */
+ * Not for a supervised mount, nor one with auto_unmount: see
+ * kio_uring_supervised_why and kio_uring_auto_unmount_why. */
 #pragma once
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -30,6 +31,11 @@ typedef struct KioRing KioRing;
  * queue whose entries all died serves nothing more until a request of its
  * own completes. */
 const char *kio_uring_supervised_why(void);
+/* Why a mount with -o auto_unmount stays on /dev/fuse: the ring's requests
+ * end with ECONNABORTED while its entries are torn down after the daemon's
+ * death, and libfuse 3.14's fusermount3 leaves a mount whose requests fail
+ * with anything but ENOTCONN in place. */
+const char *kio_uring_auto_unmount_why(void);
 /* Whether the fuse module lets a connection use io_uring (enable_uring). */
 bool kio_uring_enabled(void);
 

@@ -104,24 +104,27 @@ void mount_dump_log(Mount *m)
 
 /* Whether the -o values in argv (and the variant's) ask for the
  * supervisor: the last of "supervise" and "nosupervise" wins. */
-static void note_supervise(bool *on, const char *opts)
+static void note_supervise(Mount *m, const char *opts)
 {
     g_auto(GStrv) v = g_strsplit(opts, ",", -1);
     for (char **o = v; *o; o++) {
         if (!strcmp(*o, "supervise"))
-            *on = true;
+            m->supervised = true;
         else if (!strcmp(*o, "nosupervise"))
-            *on = false;
+            m->supervised = false;
+        else if (!strcmp(*o, "auto_unmount"))
+            m->auto_unmount = true;
     }
 }
 
 /* The ring variants (CKPTFS_TEST_RING): a mount without a supervisor must
  * be served over io_uring where the fuse module offers it, never over
- * /dev/fuse in silence.  A kernel without it is said once. */
+ * /dev/fuse in silence (auto_unmount stays on /dev/fuse, and says so).  A
+ * kernel without it is said once. */
 static int check_transport(Mount *m)
 {
     const char *ring = g_getenv("CKPTFS_TEST_RING");
-    if (!ring || !*ring || m->supervised)
+    if (!ring || !*ring || m->supervised || m->auto_unmount)
         return 0;
     g_autofree char *param = NULL;
     if (!g_file_get_contents("/sys/module/fuse/parameters/enable_uring", &param, NULL, NULL) ||
@@ -176,13 +179,13 @@ int mount_start(Mount *m, const char *const *args)
     g_ptr_array_add(argv, m->backing);
     g_ptr_array_add(argv, m->mnt);
     g_ptr_array_add(argv, NULL);
-    m->supervised = false;
+    m->supervised = m->auto_unmount = false;
     for (guint i = 1; i + 1 < argv->len; i++) {
         const char *a = argv->pdata[i];
         if (!strcmp(a, "-o") && argv->pdata[i + 1])
-            note_supervise(&m->supervised, argv->pdata[i + 1]);
+            note_supervise(m, argv->pdata[i + 1]);
         else if (!strncmp(a, "-o", 2) && a[2])
-            note_supervise(&m->supervised, a + 2);
+            note_supervise(m, a + 2);
     }
 
     int logfd = open(m->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

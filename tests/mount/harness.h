@@ -31,6 +31,7 @@ typedef struct {
     char *log;               /* daemon's stderr */
     pid_t pid;               /* daemon (its supervisor with -o supervise), 0 when not running */
     bool supervised;         /* started with -o supervise: m->pid is the supervisor */
+    bool auto_unmount;       /* started with -o auto_unmount (served over /dev/fuse) */
     int exit_status;         /* of the last stop (waitpid status) */
     long nofile;             /* RLIMIT_NOFILE for the daemon, 0: inherited */
     GPtrArray *expected_log; /* mount_expect_log: texts a warning may contain */
@@ -42,7 +43,7 @@ Mount *mount_new(void);
  * plus "-o $CKPTFS_TEST_OPTS" when that is set (the suite's variant);
  * returns 0 once mounted, -1 (and prints the daemon log) otherwise.  An
  * "-o ...supervise..." among the arguments (the last of supervise and
- * nosupervise wins) sets m->supervised. */
+ * nosupervise wins) sets m->supervised, an auto_unmount m->auto_unmount. */
 int mount_start(Mount *m, const char *const *args);
 /* The process that serves the mount: the supervisor's only child that is
  * not a zombie (waiting up to 2 s for there to be exactly one while the
