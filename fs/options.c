@@ -192,6 +192,7 @@ static const struct {
     {"io_uring_depth", offsetof(FsOptions, io_uring_depth)},
     {"log", offsetof(FsOptions, log)},
     {"log_level", offsetof(FsOptions, log_level)},
+    {"supervise", offsetof(FsOptions, supervise_cfg)},
 };
 
 static char **config_field(FsOptions *opt, size_t i)
@@ -441,6 +442,19 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
             return 2;
         }
     }
+    if (opt->supervise_cfg && opt->supervise < 0) {
+        /* the key file's own spelling of a boolean */
+        if (strcmp(opt->supervise_cfg, "true") == 0 || strcmp(opt->supervise_cfg, "1") == 0) {
+            opt->supervise = 1;
+        } else if (strcmp(opt->supervise_cfg, "false") == 0 ||
+                   strcmp(opt->supervise_cfg, "0") == 0) {
+            opt->supervise = 0;
+        } else {
+            fprintf(stderr, "ckptfs: config=%s: supervise=%s: not true or false\n", opt->config,
+                    opt->supervise_cfg);
+            return 2;
+        }
+    }
     g_autofree char *bad_live = NULL;
     if (derive_live(opt, &opt->live, &bad_live)) {
         fprintf(stderr, "ckptfs: %s\n", bad_live);
@@ -611,6 +625,7 @@ void fs_options_clear(FsOptions *opt)
     free(opt->io_uring_depth);
     free(opt->log);
     free(opt->log_level);
+    free(opt->supervise_cfg);
     g_free(opt->backing_arg);
     g_free(opt->mountpoint_arg);
     g_free(opt->fstype);

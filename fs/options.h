@@ -55,6 +55,9 @@ typedef struct {
     char *io_uring_depth; /* entries (threads) per queue */
     char *log;            /* "journal" | "syslog" | "stderr" | FILE (log.h) */
     char *log_level;      /* "error" | "warning" | "info" | "debug" */
+    char *supervise_cfg;  /* config=FILE's supervise= ("true" | "false"): the default
+                           * when the command line names neither supervise nor
+                           * nosupervise */
     int no_policy;        /* benchmarking: skip every check */
     int no_default_permissions;
     int writeback;  /* -o writeback: the kernel writeback cache */

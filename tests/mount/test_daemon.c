@@ -396,6 +396,24 @@ static void test_config_file_and_command_line(void **state)
     assert_int_equal(open(y, O_WRONLY | O_CREAT, 0644), -1);
     assert_int_equal(errno, EACCES);
     assert_int_equal(mount_stop(m), 0);
+
+    /* supervise=false in the file, where supervision is the default (under
+     * systemd): not supervised; a value that is not a boolean is refused */
+    g_autofree char *scfg = g_build_filename(m->base, "nosup.conf", NULL);
+    put_file(scfg, "[ckptfs]\nsupervise=false\n");
+    g_autofree char *sopt = g_strdup_printf("config=%s", scfg);
+    const char *sargs[] = {"-o", sopt, NULL};
+    g_setenv("INVOCATION_ID", "ckptfs-test", TRUE);
+    int rc = mount_start(m, sargs);
+    g_unsetenv("INVOCATION_ID");
+    assert_int_equal(rc, 0);
+    assert_true(mount_log_has(m, "not supervised"));
+    assert_int_equal(mount_stop(m), 0);
+    g_autofree char *bcfg = g_build_filename(m->base, "badsup.conf", NULL);
+    put_file(bcfg, "[ckptfs]\nsupervise=maybe\n");
+    g_autofree char *bopt = g_strdup_printf("config=%s", bcfg);
+    const char *bad[] = {"-f", "-o", bopt, m->backing, m->mnt, NULL};
+    expect_refusal(m, bad, 2, "supervise=maybe");
     mount_free(m);
 }
 
