@@ -560,6 +560,10 @@ static int check_command_line(char **argv)
         rc = 2;
     if (!rc && (!fs.opt.backing_arg || !c.mountpoint))
         rc = setup_error(NULL, 2, "the command line names no backing directory or mount point");
+    if (!rc && has_mount_option(&args, "auto_unmount"))
+        rc = setup_error(NULL, 2,
+                         "-o auto_unmount unmounts when the daemon dies, which the supervisor "
+                         "taking this mount over is there to outlive");
     if (!rc) {
         fs.mountpoint = g_canonicalize_filename(c.mountpoint, NULL);
         g_autofree char *log_path = NULL;
@@ -643,17 +647,21 @@ int main(int argc, char *argv[])
             ? "ckptfs: this host has neither a journal nor syslog: in the background the "
               "daemon's log goes nowhere; -o log=FILE keeps it"
             : NULL;
-    /* -o supervise: on by default under systemd and in the background.
-     * auto_unmount asks for the mount to go with its daemon, the death
-     * supervise is there to outlive: given alone it turns the default off;
-     * given with -o supervise, the two are refused. */
+    /* -o supervise: on by default under systemd and in the background, or
+     * as config=FILE's supervise= says; always for a daemon a supervisor
+     * started (a takeover's options come that way).  auto_unmount asks for
+     * the mount to go with its daemon, the death supervision is there to
+     * outlive: on the command line it overrides a default; with -o
+     * supervise, or under a supervisor, the two are refused. */
     bool auto_unmount = fs.auto_unmount = has_mount_option(&args, "auto_unmount");
-    bool supervise = fs.opt.supervise >= 0
-                         ? fs.opt.supervise
-                         : !auto_unmount && (!c.foreground || g_getenv("INVOCATION_ID"));
+    bool by_default = fs.opt.supervise_file >= 0 ? fs.opt.supervise_file
+                                                 : (!c.foreground || g_getenv("INVOCATION_ID"));
+    bool supervise = supervisor_started_me() ? true
+                     : fs.opt.supervise >= 0 ? fs.opt.supervise
+                                             : !auto_unmount && by_default;
     if (supervise && auto_unmount) {
         rc = setup_error(&fs, 2,
-                         "-o auto_unmount unmounts when the first daemon dies, which -o supervise "
+                         "-o auto_unmount unmounts when the first daemon dies, which supervision "
                          "is there to outlive; give one of them");
         goto out;
     }

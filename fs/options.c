@@ -157,7 +157,8 @@ void fs_options_help(void)
            "    -o writeback              use the kernel's writeback cache (no passthrough)\n"
            "    -o supervise|nosupervise  keep the /dev/fuse descriptor in a supervisor that\n"
            "                              replaces a dead daemon (default: on under systemd\n"
-           "                              and when not in the foreground)\n"
+           "                              and when not in the foreground, unless config=FILE\n"
+           "                              says supervise=false or -o auto_unmount is given)\n"
            "    -o max_read=N             largest read request (524288)\n"
            "    -o fsname=NAME            source shown by mount and df (the backing dir)\n"
            "    -o default_permissions    the kernel checks permissions (on with allow_other)\n"
@@ -426,12 +427,16 @@ bool fs_options_reread_live(const FsOptions *opt, FsLive *out, char **level, cha
 int fs_options_parse(struct fuse_args *args, FsOptions *opt)
 {
     opt->job_legacy_backends = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
-    opt->supervise = -1;
+    opt->supervise = opt->supervise_file = -1;
     if (fuse_opt_parse(args, opt, fs_opt_spec, opt_proc) != 0) {
         if (!opt->parse_error)
             fprintf(stderr, "ckptfs: invalid options\n");
         return 2;
     }
+    /* the command line's choice stands for the key, so that the file's is
+     * neither read nor, at SIGHUP, taken for a change */
+    if (opt->supervise >= 0)
+        opt->supervise_cfg = strdup(opt->supervise ? "true" : "false");
     for (size_t i = 0; i < G_N_ELEMENTS(config_keys); i++)
         if (config_value(opt, i))
             opt->from_command_line |= 1u << i;
@@ -445,10 +450,10 @@ int fs_options_parse(struct fuse_args *args, FsOptions *opt)
     if (opt->supervise_cfg && opt->supervise < 0) {
         /* the key file's own spelling of a boolean */
         if (strcmp(opt->supervise_cfg, "true") == 0 || strcmp(opt->supervise_cfg, "1") == 0) {
-            opt->supervise = 1;
+            opt->supervise_file = 1;
         } else if (strcmp(opt->supervise_cfg, "false") == 0 ||
                    strcmp(opt->supervise_cfg, "0") == 0) {
-            opt->supervise = 0;
+            opt->supervise_file = 0;
         } else {
             fprintf(stderr, "ckptfs: config=%s: supervise=%s: not true or false\n", opt->config,
                     opt->supervise_cfg);

@@ -55,14 +55,15 @@ typedef struct {
     char *io_uring_depth; /* entries (threads) per queue */
     char *log;            /* "journal" | "syslog" | "stderr" | FILE (log.h) */
     char *log_level;      /* "error" | "warning" | "info" | "debug" */
-    char *supervise_cfg;  /* config=FILE's supervise= ("true" | "false"): the default
-                           * when the command line names neither supervise nor
-                           * nosupervise */
+    char *supervise_cfg;  /* supervise= of config=FILE ("true" | "false"; the command
+                           * line's supervise or nosupervise when it names one) */
     int no_policy;        /* benchmarking: skip every check */
     int no_default_permissions;
-    int writeback;  /* -o writeback: the kernel writeback cache */
-    int no_handles; /* testing: behave as on a file system without handles */
-    int supervise;  /* -o supervise 1, -o nosupervise 0, unset -1 (fs_options_parse) */
+    int writeback;      /* -o writeback: the kernel writeback cache */
+    int no_handles;     /* testing: behave as on a file system without handles */
+    int supervise;      /* -o supervise 1, -o nosupervise 0, unset -1 (fs_options_parse) */
+    int supervise_file; /* config=FILE's supervise=: 1, 0, unset -1 (a default that
+                         * -o auto_unmount overrides, as the command line does) */
 
     /* derived */
     FsLive live;             /* as the options say at mount (a live mount's own: control.c) */

@@ -217,8 +217,9 @@ static void serve_unsupervised(SupLink *l, int c)
         return;
     }
     if (!l->was_supervised) {
-        send_text(c, "error: mounted with -o nosupervise: the daemon keeps no journal of the "
-                     "requests it serves, which a takeover needs; mount again with supervise");
+        send_text(c, "error: mounted without supervision (-o nosupervise or auto_unmount): the "
+                     "daemon keeps no journal of the requests it serves, which a takeover needs; "
+                     "mount again with supervise");
         return;
     }
     g_autoptr(GByteArray) b = g_byte_array_new();

@@ -403,10 +403,20 @@ static void test_config_file_and_command_line(void **state)
     put_file(scfg, "[ckptfs]\nsupervise=false\n");
     g_autofree char *sopt = g_strdup_printf("config=%s", scfg);
     const char *sargs[] = {"-o", sopt, NULL};
+    assert_int_equal(truncate(m->log, 0), 0); /* this mount's start line only */
     g_setenv("INVOCATION_ID", "ckptfs-test", TRUE);
     int rc = mount_start(m, sargs);
     g_unsetenv("INVOCATION_ID");
     assert_int_equal(rc, 0);
+    assert_true(mount_log_has(m, "not supervised"));
+    assert_int_equal(mount_stop(m), 0);
+    /* the file's supervise=true is a default: auto_unmount overrides it */
+    g_autofree char *ycfg = g_build_filename(m->base, "sup.conf", NULL);
+    put_file(ycfg, "[ckptfs]\nsupervise=true\n");
+    g_autofree char *yopt = g_strdup_printf("config=%s,auto_unmount", ycfg);
+    const char *yargs[] = {"-o", yopt, NULL};
+    assert_int_equal(truncate(m->log, 0), 0);
+    assert_int_equal(mount_start(m, yargs), 0);
     assert_true(mount_log_has(m, "not supervised"));
     assert_int_equal(mount_stop(m), 0);
     g_autofree char *bcfg = g_build_filename(m->base, "badsup.conf", NULL);

@@ -635,6 +635,14 @@ static void test_takeover_command_line(void **state)
     err = NULL;
     assert_int_equal(run_ckptfs_in(NULL, eqform, &err), 0);
     assert_serves(m, "eq-form");
+    /* auto_unmount would end the mount with its daemon, which supervision
+     * is there to outlive: refused, and the running daemon goes on */
+    const char *au[] = {"--takeover", m->mnt, "-o", "auto_unmount", NULL};
+    g_free(err);
+    err = NULL;
+    assert_int_not_equal(run_ckptfs_in(NULL, au, &err), 0);
+    assert_non_null(strstr(err, "auto_unmount"));
+    assert_serves(m, "after a refused auto_unmount");
     g_autofree char *plain = g_build_filename(m->base, "plain", NULL);
     assert_int_equal(g_mkdir(plain, 0755), 0);
     const char *none[] = {"--takeover", plain, NULL};
