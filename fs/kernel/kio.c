@@ -405,6 +405,14 @@ static void ring_prepare(void *buf, size_t len)
     tmpfile_as_create(buf, (ssize_t)len);
 }
 
+/* A daemon that was not to use the ring says why, once its INIT reply is
+ * out (or the first daemon's was replayed). */
+static void say_not_ring(const Kio *k)
+{
+    if (k->ring_why)
+        g_message("ckptfs: requests come over /dev/fuse: %s", k->ring_why);
+}
+
 /* The INIT reply is out: the ring's entries go in now (the kernel takes
  * them only on an initialised connection). */
 static void start_ring(Kio *k, int fd)
@@ -472,6 +480,7 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
                 for (int i = 0; i < count; i++)
                     total += (ssize_t)iov[i].iov_len;
                 resend_and_open(k, fd);
+                say_not_ring(k);
                 return total;
             }
         }
@@ -485,8 +494,8 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
         k->hooks->replied(k->hooks_ctx); /* the kernel has it: it will not come again */
     if (init_reply && r >= 0 && k->ring_negotiated)
         start_ring(k, fd);
-    else if (init_reply && r >= 0 && k->ring_why)
-        g_message("ckptfs: requests come over /dev/fuse: %s", k->ring_why);
+    else if (init_reply && r >= 0)
+        say_not_ring(k);
     return r;
 }
 
