@@ -150,7 +150,7 @@ static JobPriv *job_priv_new(const char *job)
     jp->pub.job = job;
     jp->pub.checkpoints = g_ptr_array_new_with_free_func(checkpoint_free);
     jp->stamps = g_array_new(FALSE, FALSE, sizeof(CkMarkerStamp));
-    jp->pub.layout = "legacy";
+    jp->pub.layout = "namespaced";
     return jp;
 }
 
@@ -202,13 +202,9 @@ static void job_finish(JobPriv *jp)
         else
             ns = true;
     }
-    /* no readable marker says: what the directory shows, state of its own
-     * (_state/<J>) or none, so only the shared layout could hold any */
-    if (!ns && !legacy) {
-        ns = jp->pub.has_own_root;
-        legacy = !ns;
-    }
-    jp->pub.layout = ns && legacy ? "mixed" : ns ? "namespaced" : "legacy";
+    /* no readable marker says: the job's markers are where a namespaced
+     * job keeps them, and nothing puts its state in the shared layout */
+    jp->pub.layout = ns && legacy ? "mixed" : legacy ? "legacy" : "namespaced";
 }
 
 static DirStamp own_root_stamp(CkCatalog *c, const char *job)

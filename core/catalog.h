@@ -41,8 +41,8 @@ typedef struct {
     uint64_t latest;      /* highest restorable n */
     bool has_markers_dir; /* _jobs/<J> exists */
     bool has_own_root;    /* _state/<J> exists */
-    const char *layout;   /* "namespaced", "legacy", "mixed"; with no readable marker,
-                           * "namespaced" when it has _state/<J>, else "legacy" */
+    const char *layout;   /* "namespaced", "legacy", "mixed"; "namespaced" when no
+                           * readable marker says */
     guint64 bytes;        /* bytes of state its restorable markers read (computed lazily by
                              ck_catalog_job_bytes, 0 here) */
     guint64 version;      /* bumps each time this job's snapshot is replaced */

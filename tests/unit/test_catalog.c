@@ -231,8 +231,9 @@ static void clean_directory_has_no_hazards(void **state)
     assert_int_equal(cp_of(a, 1)->shared_with->len, 0);
 }
 
-/* A job no readable marker describes has the layout its directory shows:
- * namespaced with a _state/<J> of its own, legacy without one. */
+/* A job no readable marker describes is namespaced, with a _state/<J> of
+ * its own or without (its markers are where a namespaced job keeps them);
+ * the orphan root of jobs_and_snapshots is too. */
 static void layout_without_a_readable_marker(void **state)
 {
     Fx *fx = *state;
@@ -245,7 +246,7 @@ static void layout_without_a_readable_marker(void **state)
     assert_int_equal(own->checkpoints->len, 1);
     assert_int_equal(cp_of(own, 1)->restore->cls, CK_MARKER_MALFORMED);
     assert_string_equal(own->layout, "namespaced");
-    assert_string_equal(bare->layout, "legacy");
+    assert_string_equal(bare->layout, "namespaced");
 }
 
 static void shared_with_per_checkpoint(void **state)
