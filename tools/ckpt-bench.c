@@ -2194,16 +2194,18 @@ static int browse_once(Bench *b, const char *dir, guint64 markers, BrowseLines *
     const char *fm[] = {"find", views, "-printf", "%s\n", NULL};
     double tv = time_cmd(fm);
     guint64 nb = 2, nv = 1; /* find prints its starting points */
-    if (walk(AT_FDCWD, jobs_dir, FALSE, &nb) == 0 && walk(AT_FDCWD, state_dir, FALSE, &nb) == 0 &&
-        walk(AT_FDCWD, views, FALSE, &nv) == 0) {
+    if (!isnan(tm) && !isnan(tv) && walk(AT_FDCWD, jobs_dir, FALSE, &nb) == 0 &&
+        walk(AT_FDCWD, state_dir, FALSE, &nb) == 0 && walk(AT_FDCWD, views, FALSE, &nv) == 0) {
         double us_b = tm / (double)nb * 1e6, us_v = tv / (double)nv * 1e6;
         g_array_append_val(L->find->native, us_b);
         g_array_append_val(L->find->mount, us_v);
         L->find_entries[0] = nb;
         L->find_entries[1] = nv;
     }
-    g_array_append_val(L->find_backing->native, t);
-    g_array_append_val(L->find_backing->mount, tm);
+    if (!isnan(t) && !isnan(tm)) {
+        g_array_append_val(L->find_backing->native, t);
+        g_array_append_val(L->find_backing->mount, tm);
+    }
 
     /* the same idle time after the walks: the kernel forgetting what they
      * looked up is the daemon's work too (information) */
