@@ -587,6 +587,21 @@ static void test_command_status_passes_through(void **state)
     assert_nothing_left(t);
 }
 
+/* Under systemd (a CI job of a runner service, systemd-run), where a mount
+ * is supervised by default: the run's own auto_unmount wins, and the
+ * mount is set up. */
+static void test_under_systemd(void **state)
+{
+    T *t = *state;
+    g_setenv("INVOCATION_ID", "ckptctl-run-test", TRUE);
+    int rc = ckptctl_run(
+        t, NULL, "--", "sh", "-c",
+        "mkdir -p \"$CKPTFS_MOUNT/_state/t\" && echo x > \"$CKPTFS_MOUNT/_state/t/f\"", NULL);
+    g_unsetenv("INVOCATION_ID");
+    assert_int_equal(rc, 0);
+    assert_nothing_left(t);
+}
+
 static void test_killed_command_still_unmounts(void **state)
 {
     T *t = *state;
@@ -945,6 +960,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_given_dir_and_environment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command_status_passes_through, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_under_systemd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killed_command_still_unmounts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_runs_do_not_see_each_other, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mount_failure_exits_2, setup, teardown),
