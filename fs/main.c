@@ -545,6 +545,29 @@ static int takeover_args(char **argv, const char **mnt, const char **opts)
     return 1;
 }
 
+/* -o supervise: on by default under systemd and in the background, or as
+ * config=FILE's supervise= says; always for a daemon a supervisor started
+ * (a takeover's options come that way).  auto_unmount asks for the mount
+ * to go with its daemon, the death supervision is there to outlive: on
+ * the command line it overrides a default; with -o supervise, or under a
+ * supervisor, the two are refused (the text why, else NULL). */
+static const char *decide_supervise(const FsOptions *opt, const struct fuse_args *args,
+                                    bool foreground, bool by_supervisor, bool *supervise)
+{
+    bool auto_unmount = has_mount_option(args, "auto_unmount");
+    bool by_default =
+        opt->supervise_file >= 0 ? opt->supervise_file : (!foreground || g_getenv("INVOCATION_ID"));
+    *supervise = by_supervisor         ? true
+                 : opt->supervise >= 0 ? opt->supervise
+                                       : !auto_unmount && by_default;
+    if (!*supervise || !auto_unmount)
+        return NULL;
+    return by_supervisor ? "-o auto_unmount unmounts when the daemon dies, which the supervisor "
+                           "taking this mount over is there to outlive"
+                         : "-o auto_unmount unmounts when the first daemon dies, which "
+                           "supervision is there to outlive; give one of them";
+}
+
 /* A takeover's command line, checked by the binary that will run it, in
  * the process that asked: options, config file, and the files and
  * directories they name. */
@@ -560,10 +583,10 @@ static int check_command_line(char **argv)
         rc = 2;
     if (!rc && (!fs.opt.backing_arg || !c.mountpoint))
         rc = setup_error(NULL, 2, "the command line names no backing directory or mount point");
-    if (!rc && has_mount_option(&args, "auto_unmount"))
-        rc = setup_error(NULL, 2,
-                         "-o auto_unmount unmounts when the daemon dies, which the supervisor "
-                         "taking this mount over is there to outlive");
+    bool supervise; /* a takeover's daemon is a supervisor's */
+    const char *refused = rc ? NULL : decide_supervise(&fs.opt, &args, true, true, &supervise);
+    if (refused)
+        rc = setup_error(NULL, 2, "%s", refused);
     if (!rc) {
         fs.mountpoint = g_canonicalize_filename(c.mountpoint, NULL);
         g_autofree char *log_path = NULL;
@@ -647,22 +670,12 @@ int main(int argc, char *argv[])
             ? "ckptfs: this host has neither a journal nor syslog: in the background the "
               "daemon's log goes nowhere; -o log=FILE keeps it"
             : NULL;
-    /* -o supervise: on by default under systemd and in the background, or
-     * as config=FILE's supervise= says; always for a daemon a supervisor
-     * started (a takeover's options come that way).  auto_unmount asks for
-     * the mount to go with its daemon, the death supervision is there to
-     * outlive: on the command line it overrides a default; with -o
-     * supervise, or under a supervisor, the two are refused. */
-    bool auto_unmount = fs.auto_unmount = has_mount_option(&args, "auto_unmount");
-    bool by_default = fs.opt.supervise_file >= 0 ? fs.opt.supervise_file
-                                                 : (!c.foreground || g_getenv("INVOCATION_ID"));
-    bool supervise = supervisor_started_me() ? true
-                     : fs.opt.supervise >= 0 ? fs.opt.supervise
-                                             : !auto_unmount && by_default;
-    if (supervise && auto_unmount) {
-        rc = setup_error(&fs, 2,
-                         "-o auto_unmount unmounts when the first daemon dies, which supervision "
-                         "is there to outlive; give one of them");
+    fs.auto_unmount = has_mount_option(&args, "auto_unmount");
+    bool supervise;
+    const char *refused =
+        decide_supervise(&fs.opt, &args, c.foreground, supervisor_started_me(), &supervise);
+    if (refused) {
+        rc = setup_error(&fs, 2, "%s", refused);
         goto out;
     }
     rc = supervisor_start(cmd, supervise, c.foreground, lost_log, &link);
