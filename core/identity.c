@@ -636,10 +636,10 @@ static int read_stamp(const CkIdentity *id, pid_t tid, Stamp *st)
     return parse_stat(buf, (size_t)n, st) ? 0 : -EINVAL;
 }
 
-static int read_tgid(const CkIdentity *id, pid_t tid, pid_t *tgid)
+static int read_tgid_at(const char *proc_root, pid_t tid, pid_t *tgid)
 {
     char buf[STAT_MAX];
-    gssize n = read_proc(id, tid, "status", buf, sizeof buf - 1);
+    gssize n = read_proc_at(proc_root, tid, "status", buf, sizeof buf - 1);
     if (n < 0)
         return (int)n;
     buf[n] = '\0';
@@ -659,6 +659,19 @@ static int read_tgid(const CkIdentity *id, pid_t tid, pid_t *tgid)
         return -EINVAL;
     *tgid = (pid_t)v;
     return 0;
+}
+
+static int read_tgid(const CkIdentity *id, pid_t tid, pid_t *tgid)
+{
+    return read_tgid_at(id->proc_root, tid, tgid);
+}
+
+pid_t ck_proc_tgid(const char *proc_root, pid_t tid)
+{
+    pid_t tgid;
+    if (tid <= 0 || read_tgid_at(proc_root ? proc_root : "/proc", tid, &tgid) < 0)
+        return tid;
+    return tgid;
 }
 
 /* The job VAR names in tgid's environment: 0 with *job set (NULL when VAR is

@@ -165,6 +165,12 @@ CkCaller ck_identity_caller(CkIdentity *id, pid_t tid, uid_t uid);
  * (a newline or a non-UTF-8 byte stays visible and unambiguous).  g_free. */
 char *ck_identity_escape(const char *raw, size_t len);
 
+/* The process (thread group) thread `tid` belongs to, read from
+ * <proc_root>/<tid>/status; tid itself when that cannot be read (it
+ * exited).  The kernel names the thread that asked; a record names the
+ * process, as ps and kill do. */
+pid_t ck_proc_tgid(const char *proc_root, pid_t tid);
+
 /* The value of VAR in the environment of thread `tid` (read from
  * <proc_root>/<tid>/environ as identity=env:VAR reads it, first VAR= wins,
  * at most CK_ENV_VALUE_MAX bytes of it), or NULL when VAR is absent or the

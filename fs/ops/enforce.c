@@ -112,7 +112,8 @@ static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const c
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     g_autofree char *path = entry_path(fs, dir, name);
     g_autofree char *path2 = dir2 ? entry_path(fs, dir2, name2) : NULL;
-    g_autofree char *comm = caller_comm(ctx->pid);
+    pid_t pid = ck_proc_tgid("/proc", ctx->pid); /* the kernel gives the thread's id */
+    g_autofree char *comm = caller_comm(pid);
     const char *tag_env = control_tag_env(fs); /* tag_env= may change on a live mount */
     g_autofree char *tag = tag_env ? ck_proc_env_value("/proc", ctx->pid, tag_env) : NULL;
     CkCollision c = {
@@ -126,7 +127,7 @@ static int apply(struct ckptfs *fs, fuse_req_t req, const CkDecision *d, const c
         .identity = ck_identity_mode_name(caller->mode),
         .identity_value = caller->value,
         .owner_job = d->owner_job,
-        .pid = ctx->pid,
+        .pid = pid,
         .uid = ctx->uid,
         .comm = comm,
         .has_tag = tag_env != NULL,

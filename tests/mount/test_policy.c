@@ -294,6 +294,40 @@ static void test_identity_from_environment(void **state)
     mount_free(m);
 }
 
+static gpointer write_foreign(gpointer path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    int err = fd < 0 ? errno : 0;
+    if (fd >= 0)
+        close(fd);
+    return GINT_TO_POINTER(err);
+}
+
+/* A record names the process that wrote, as ps and kill know it, not the
+ * thread of it the kernel names: a writer's second thread (named
+ * "ckwriter") gets this process's pid and name. */
+static void test_record_names_the_process(void **state)
+{
+    Mount *m = *state;
+    g_autofree char *target = M(m, "_state/b/by-a-thread");
+    GThread *t = g_thread_new("ckwriter", write_foreign, target);
+    assert_int_equal(GPOINTER_TO_INT(g_thread_join(t)), EACCES);
+    g_autofree char *b_target = B(m, "_state/b/by-a-thread");
+    assert_int_equal(access(b_target, F_OK), -1);
+    g_autofree char *comm = get_file("/proc/self/comm");
+    g_strchomp(comm);
+    g_autofree char *pid = g_strdup_printf("\"pid\":%d,", (int)getpid());
+    g_autofree char *name = g_strdup_printf("\"comm\":\"%s\"", comm);
+    g_autofree char *log = collisions(m);
+    const char *rec = strstr(log, "\"path\":\"_state/b/by-a-thread\"");
+    assert_non_null(rec);
+    const char *end = strchr(rec, '\n');
+    g_autofree char *line = g_strndup(rec, end ? (gsize)(end - rec) : strlen(rec));
+    assert_non_null(strstr(line, pid));
+    assert_non_null(strstr(line, name));
+    assert_null(strstr(line, "ckwriter"));
+}
+
 /* collision_log=FILE gets the same records, and survives the mount. */
 static void test_collision_log_file(void **state)
 {
@@ -360,6 +394,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_foreign_writes_refused, setup_job_a, teardown),
+        cmocka_unit_test_setup_teardown(test_record_names_the_process, setup_job_a, teardown),
         cmocka_unit_test_setup_teardown(test_structure_and_legacy, setup_anonymous, teardown),
         cmocka_unit_test_setup_teardown(test_cross_namespace_symlink, setup_job_a, teardown),
         cmocka_unit_test_setup_teardown(test_audit_allows_and_records, setup_audit, teardown),
