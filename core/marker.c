@@ -224,6 +224,7 @@ CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpo
             if (vlen == 0)
                 return malformed(m, lineno, "empty state");
             m->state = g_strndup(val, vlen);
+            m->state_line = lineno;
         } else {
             CkMarkerKv *kv = g_new(CkMarkerKv, 1);
             kv->key = g_strndup(key, klen);

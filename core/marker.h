@@ -48,6 +48,7 @@ typedef struct {
     uint64_t generation;
     GArray *participants; /* guint32, in file order; empty array if none */
     char *state;          /* raw value of state=, NULL if absent */
+    unsigned state_line;  /* 1-based line of state=, for what the resolver finds wrong in it */
     GPtrArray *unknown;   /* CkMarkerKv*, unknown keys in file order */
     unsigned error_line;  /* 1-based; 0 when not malformed (or whole-file error) */
     char *error;          /* reason when malformed, else NULL */

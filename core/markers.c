@@ -194,7 +194,7 @@ CkRestore *ck_job_marker_restore(int dfd, int jfd, const char *job, CkMarkerStam
     }
     CkRestore *r = ck_restore_of_marker_cached(dfd, job, st->n, m, opts, cache);
     if (unknown) { /* not the half-parsed keys of a malformed marker */
-        if (m->cls == CK_MARKER_MALFORMED)
+        if (r->cls == CK_MARKER_MALFORMED)
             g_ptr_array_set_size(m->unknown, 0);
         *unknown = g_steal_pointer(&m->unknown);
         m->unknown = g_ptr_array_new();

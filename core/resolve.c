@@ -788,8 +788,17 @@ static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
     bool escapes;
     if (!classify_root(r, m->state, opts, "state", &escapes)) {
         if (escapes) {
-            r->cls = CK_MARKER_MALFORMED; /* a relative root that escapes is malformed */
+            /* a relative root that escapes is malformed, reported as a
+             * parse error is: by its line, and with no field shown */
+            r->cls = CK_MARKER_MALFORMED;
             r->root_kind = CK_ROOT_NONE;
+            g_clear_pointer(&r->root, g_free);
+            g_clear_pointer(&r->state, g_free);
+            r->has_generation = r->generation_guessed = false;
+            g_array_set_size(r->participants, 0);
+            set_unrestorable(r, g_strdup_printf("malformed marker: line %u: state=%s escapes the "
+                                                "checkpoint directory",
+                                                m->state_line, m->state));
         }
         return;
     }
@@ -902,7 +911,6 @@ static void restore_legacy(CkRestore *r, int dfd, const CkMarker *m, const CkRes
         return;
     }
     r->older_layout = true;
-    r->generation_guessed = false;
     if (!m->has_generation)
         r->has_generation = false;
     for (guint i = 0; i < m->participants->len; i++) {
@@ -975,6 +983,9 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
         r->has_generation = true;
         r->generation = m->generation;
     }
+    /* a marker without generation= is flagged guessed, also when there was
+     * nothing to take the generation from */
+    r->generation_guessed = m->cls != CK_MARKER_MALFORMED && !m->has_generation;
     switch (m->cls) {
     case CK_MARKER_MALFORMED:
         r->root = NULL;

@@ -122,8 +122,35 @@ static void namespaced_escaping_root_is_malformed(void **state)
         assert_int_equal(r->root_kind, CK_ROOT_NONE);
         assert_non_null(r->error);
         assert_non_null(strstr(r->error, "escapes"));
+        /* reported as a parse error is: its line, no field shown */
+        assert_non_null(strstr(r->error, "malformed marker: line 3: state="));
+        assert_null(r->root);
+        assert_false(r->has_generation);
+        assert_false(r->generation_guessed);
+        assert_int_equal(r->participants->len, 0);
         assert_int_equal(r->reads->len, 0);
     }
+}
+
+/* generation_source is "guessed" for every marker without generation=,
+ * also when there was nothing to guess from (the older layout <S>, a
+ * remote root), and never for a malformed one. */
+static void no_generation_is_flagged_guessed(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "0");
+    g_autoptr(CkRestore) older = restore_of(fx, "j1", 1, "participants=0\n");
+    assert_true(older->restorable);
+    assert_true(older->older_layout);
+    assert_false(older->has_generation);
+    assert_true(older->generation_guessed);
+    g_autoptr(CkRestore) remote = restore_of(fx, "j1", 2, "participants=0\nstate=s3://bk/x\n");
+    assert_false(remote->restorable);
+    assert_true(remote->generation_guessed);
+    g_autoptr(CkRestore) given = restore_of(fx, "j1", 3, "generation=4\nparticipants=0\n");
+    assert_false(given->generation_guessed);
+    g_autoptr(CkRestore) bad = restore_of(fx, "j1", 4, "participants=x\n");
+    assert_false(bad->generation_guessed);
 }
 
 static void namespaced_foreign_root(void **state)
@@ -878,6 +905,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(namespaced_relative_root, setup, teardown),
         cmocka_unit_test_setup_teardown(namespaced_root_normalised, setup, teardown),
         cmocka_unit_test_setup_teardown(namespaced_escaping_root_is_malformed, setup, teardown),
+        cmocka_unit_test_setup_teardown(no_generation_is_flagged_guessed, setup, teardown),
         cmocka_unit_test_setup_teardown(namespaced_foreign_root, setup, teardown),
         cmocka_unit_test_setup_teardown(namespaced_missing_root_not_restorable, setup, teardown),
         cmocka_unit_test_setup_teardown(namespaced_generation_guessed, setup, teardown),
