@@ -628,7 +628,7 @@ static int cmd_jobs(int argc, char **argv)
     g_autoptr(CkptctlCatalog) cat =
         open_catalog("jobs",
                      "Each job of DIR: its checkpoints, the latest restorable one, its layout "
-                     "(namespaced, legacy, mixed, none) and the bytes of state its restorable "
+                     "(namespaced, legacy or mixed) and the bytes of state its restorable "
                      "checkpoints read (regular files, st_size, each counted once).",
                      NULL, &c, &argc, &argv, &rc);
     if (!cat) {
