@@ -60,7 +60,10 @@ typedef struct {
  * bytes more a directory, a GLib rc box's header and pointers to the
  * parts 48 more. */
 struct Listing {
-    guint64 serial; /* unique per listing built */
+    /* a fingerprint of the entries: built again with the same entries, a
+     * listing has the same one, so the directory's mtime stays and the
+     * kernel keeps its copy (a listing is dropped when its handle goes) */
+    guint64 serial;
     guint64 version;
     gint64 checked_us; /* atomic */
     /* name -> index + 1, once there are more than LISTING_SCANNED entries
@@ -408,14 +411,42 @@ static void listing_gather(struct ckptfs *fs, JobView *jv, const VNode *vn, List
     }
 }
 
+/* What the kernel is shown of each entry, in order. */
+static guint64 build_fingerprint(const ListingBuild *b)
+{
+    guint64 h = VIEWS_HASH_START;
+    for (guint i = 0; i < b->ents->len; i++) {
+        const LEnt *e = &g_array_index(b->ents, LEnt, i);
+        const char *name = build_name(b, i);
+        guint64 ino = (guint64)e->ino;
+        guint8 what[4] = {e->type, (guint8)(e->layer & 0xff), (guint8)((e->layer >> 8) & 0xff),
+                          (guint8)(e->layer_root | e->synth << 1)};
+        h = views_hash(h, name, strlen(name) + 1);
+        h = views_hash(h, &ino, sizeof ino);
+        h = views_hash(h, what, sizeof what);
+    }
+    return h;
+}
+
 static Listing *listing_build(struct ckptfs *fs, JobView *jv, const VNode *vn)
 {
     ListingBuild b = {g_array_new(FALSE, FALSE, sizeof(LEnt)),
                       g_array_new(FALSE, FALSE, sizeof(LStamp)), g_string_new(NULL), NULL};
-    guint64 serial = __atomic_add_fetch(&views_of(fs)->next_serial, 1, __ATOMIC_RELAXED);
     gint64 now = g_get_monotonic_time();
     listing_gather(fs, jv, vn, &b);
-    return listing_make(&b, serial, jv->j->version, now);
+    return listing_make(&b, build_fingerprint(&b), jv->j->version, now);
+}
+
+void jv_listing_done(VNode *vn, Listing *l)
+{
+    g_mutex_lock(&vn->lock);
+    /* the node's reference, unless another listing took its place */
+    Listing *kept = vn->listing == l ? l : NULL;
+    if (kept)
+        vn->listing = NULL;
+    g_mutex_unlock(&vn->lock);
+    listing_unref(kept);
+    listing_unref(l); /* the handle's */
 }
 
 /* True when every backing directory the listing read is unchanged. */
@@ -904,7 +935,6 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
          * behind the mount shows within it */
         views_dir_attr(fs, n->view->vino, st);
         guint64 serial = tree_serial(fs, vn);
-        st->st_mtim.tv_sec += (time_t)(serial / G_GUINT64_CONSTANT(1000000000));
         st->st_mtim.tv_nsec += (long)(serial % G_GUINT64_CONSTANT(1000000000));
         if (st->st_mtim.tv_nsec >= 1000000000L) {
             st->st_mtim.tv_sec++;

@@ -50,7 +50,8 @@ typedef struct {
     guint64 n;             /* trees of checkpoints/<n>, ERROR */
     guint64 version;       /* the job snapshot `layer` is of (lock) */
     GMutex lock;           /* listing, opened_serial, layer and version */
-    Listing *listing;      /* VN_TREE: the merged entries (cached, revalidated) */
+    Listing *listing;      /* VN_TREE: the merged entries (cached, revalidated, dropped
+                            * when a directory handle that read it goes) */
     guint64 opened_serial; /* the listing the last opendir gave the kernel */
     VnKind kind;
     gint16 layer; /* below a tree's root: the entry's layer in `version`; -1 none */
@@ -112,6 +113,10 @@ int jv_provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p);
 /* readdirplus: entry i of a tree handle's listing, looked up (nlookup+1). */
 int jv_readdir_entry(struct ckptfs *fs, ViewsDir *d, guint i, struct fuse_entry_param *e);
 void listing_unref(Listing *l);
+/* A directory handle of vn is released with its listing l (a reference):
+ * the node keeps no listing the kernel has read, so a walk leaves none
+ * behind (built again, the same entries give the same listing serial). */
+void jv_listing_done(VNode *vn, Listing *l);
 
 /* catalog_watch.c */
 int catalog_watch_start(struct ckptfs *fs);

@@ -261,7 +261,9 @@ static void viewsdir_free(ViewsDir *d)
         if (!g_array_index(d->ents, VEnt, i).borrowed)
             g_free(g_array_index(d->ents, VEnt, i).name);
     g_array_unref(d->ents);
-    if (d->listing)
+    if (d->listing && d->vn)
+        jv_listing_done(d->vn, d->listing);
+    else if (d->listing)
         listing_unref(d->listing);
     if (d->jv)
         jobview_unref(d->jv);

@@ -23,10 +23,15 @@ ino_t views_vino(struct ckptfs *fs, const char *vkey)
      * table that grows with every path ever listed.  Two keys share a number
      * with odds of about n^2 / 2^63 (1e-7 at a million paths). */
     (void)fs;
-    guint64 h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *)vkey; *p; p++)
-        h = (h ^ *p) * 0x100000001b3ull;
+    guint64 h = views_hash(VIEWS_HASH_START, vkey, strlen(vkey));
     return (ino_t)(VINO_FIRST | (h >> 2));
+}
+
+guint64 views_hash(guint64 h, const void *p, size_t n)
+{
+    for (const unsigned char *c = p, *end = c + n; c < end; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    return h;
 }
 
 void views_dir_attr(struct ckptfs *fs, ino_t ino, struct stat *st)

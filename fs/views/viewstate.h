@@ -57,8 +57,6 @@ typedef struct {
     GHashTable *pending;    /* (lock) jobs written through the mount while loading (set) */
     GHashTable *jobviews;   /* (lock) interned job -> JobView* (rc box) */
 
-    guint64 next_serial; /* atomic: Listing serials (jobviews.c) */
-
     /* the views dir's listing once the catalog is loaded (views.c; lock) */
     GPtrArray *root_names; /* sorted interned job ids */
     GArray *root_inos;     /* ino_t, parallel */
@@ -113,6 +111,10 @@ unsigned char views_dirent_type(DIR *d, const struct dirent *de);
 /* The inode number of the virtual node of vkey (a hash: stable across
  * forgets and daemons). */
 ino_t views_vino(struct ckptfs *fs, const char *vkey);
+/* 64-bit FNV-1a of n bytes at p, going on from h (VIEWS_HASH_START first):
+ * inode numbers of keys, and the fingerprint of a tree directory's listing. */
+#define VIEWS_HASH_START 0xcbf29ce484222325ull
+guint64 views_hash(guint64 h, const void *p, size_t n);
 void views_dir_attr(struct ckptfs *fs, ino_t ino, struct stat *st);
 
 /* The catalog, waiting for the loader when it is still running (NULL: it failed). */
