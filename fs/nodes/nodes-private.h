@@ -30,11 +30,11 @@ bool nhandle_is(const NodeHandle *h, int type, const void *bytes, size_t len);
 bool nhandle_equal(const NodeHandle *a, const NodeHandle *b);
 struct file_handle *nhandle_fh(const NodeHandle *h, HandleBuf *buf);
 
-/* A views key as a slot's KeyRec keeps it (table.c): whole, or, when too
- * long, with its job named by its number in the state's job table after
- * VKEY_JOB_NUMBER, or, longer still, as its parent's slot and generation
- * after VKEY_PARENT and its own name.  vkey_from_rec gives it whole again
- * (g_free), NULL when the number names no job or the slot not the parent. */
+/* A views key as a slot's KeyRec (or LongKeyRec) keeps it (table.c):
+ * whole, or, when too long, with its job named by its number in the
+ * state's job table after VKEY_JOB_NUMBER, or as its parent's slot and
+ * generation after VKEY_PARENT and its own name (numbers in hex).  vkey_from_rec gives it whole
+ * again (g_free), NULL when the number names no job or the slot not the parent. */
 #define VKEY_JOB_NUMBER '\001'
 #define VKEY_PARENT     '\002'
 char *vkey_from_rec(const State *s, const char *text);

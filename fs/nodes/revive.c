@@ -13,17 +13,16 @@
 Node *node_from_rec(const State *s, uint32_t slot, const NodeRec *r)
 {
     bool text = r->text_len != STATE_TEXT_LOST;
-    const KeyRec *k = r->kind != NODE_BACKING && text ? &s->keys[slot] : NULL;
+    size_t room = 0;
+    const char *key = r->kind != NODE_BACKING && text && r->text_len < STATE_LONG_KEY_TEXT
+                          ? state_key_text(s, slot, r->text_len, &room)
+                          : NULL;
     /* another daemon's key: whole, or the node is lost */
-    if (k && !memchr(k->text, '\0', STATE_KEY_TEXT))
-        k = NULL;
-    g_autofree char *vkey = k ? vkey_from_rec(s, k->text) : NULL;
-    if (!vkey)
-        k = NULL;
-    Node *n = k ? node_new_view((NodeKind)r->kind, (mode_t)r->type, vkey)
-                : node_new((NodeKind)r->kind, (mode_t)r->type);
-    if (k)
-        n->view->vino = (ino_t)k->vino;
+    g_autofree char *vkey = key && memchr(key, '\0', room) ? vkey_from_rec(s, key) : NULL;
+    Node *n = vkey ? node_new_view((NodeKind)r->kind, (mode_t)r->type, vkey)
+                   : node_new((NodeKind)r->kind, (mode_t)r->type);
+    if (vkey)
+        n->view->vino = (ino_t)s->keys[slot].vino;
     n->generation = r->generation;
     n->key = (NodeKey){(dev_t)r->dev, (ino_t)r->ino};
     n->ns = (CkNs){.kind = (CkNsKind)r->ns_kind, .place = (CkPlace)r->ns_place};

@@ -48,41 +48,52 @@ static char *vkey_by_parent_locked(NodeTable *t, const char *vkey)
     const Node *p = g_hash_table_lookup(t->virtuals, dir);
     if (!p || !p->slot || t->state->nodes[p->slot].text_len == STATE_TEXT_LOST)
         return NULL;
-    return g_strdup_printf("%.*s%c%u:%" G_GUINT64_FORMAT "%s", (int)(path - vkey), vkey,
+    return g_strdup_printf("%.*s%c%x:%" G_GINT64_MODIFIER "x%s", (int)(path - vkey), vkey,
                            VKEY_PARENT, p->slot, p->generation, slash);
 }
 
 /* A views node's key and number, in the slot's KeyRec.  A key too long
- * for it (a job id is up to 128 bytes) names its job by its number in the
- * job table instead, after VKEY_JOB_NUMBER, or else its parent's record
- * (vkey_by_parent_locked): no key of the views begins its path with either
- * byte, and a daemon that does not know the form finds no such node, as
- * it would find none for a key it could not keep. */
+ * for it names its job by its number in the job table instead, after
+ * VKEY_JOB_NUMBER, or else its parent's record (vkey_by_parent_locked):
+ * the first of the three that fits the KeyRec, or else the slot's
+ * LongKeyRec (a job id is up to 128 bytes).  No key of the views begins
+ * its path with either byte, and a daemon that does not know the form
+ * finds no such node, as it would find none for a key it could not keep. */
 static void rec_put_key(NodeTable *t, NodeRec *r, uint32_t slot, const NodeView *v)
 {
-    size_t len = v ? strlen(v->vkey) : 0;
-    g_autofree char *short_key = NULL;
-    if (v && len >= STATE_KEY_TEXT) {
+    if (!v) {
+        r->text_len = STATE_TEXT_LOST;
+        return;
+    }
+    const char *forms[3] = {v->vkey, NULL, NULL};
+    g_autofree char *by_job = NULL, *by_parent = NULL;
+    size_t len = strlen(v->vkey);
+    if (len >= STATE_KEY_TEXT) {
         const char *job = node_vkey_path(v->vkey);
         const char *slash = strchr(job, '/');
         g_autofree char *id = slash ? g_strndup(job, (gsize)(slash - job)) : g_strdup(job);
         uint32_t number = job_number_locked(t, ck_intern(id));
         if (number)
-            short_key = g_strdup_printf("%.*s%c%u%s", (int)(job - v->vkey), v->vkey,
-                                        VKEY_JOB_NUMBER, number, slash ? slash : "");
-        if (!short_key || strlen(short_key) >= STATE_KEY_TEXT) {
-            g_free(short_key);
-            short_key = vkey_by_parent_locked(t, v->vkey);
-        }
-        len = short_key ? strlen(short_key) : len;
+            forms[1] = by_job = g_strdup_printf("%.*s%c%x%s", (int)(job - v->vkey), v->vkey,
+                                                VKEY_JOB_NUMBER, number, slash ? slash : "");
+        if (!by_job || strlen(by_job) >= STATE_KEY_TEXT)
+            forms[2] = by_parent = vkey_by_parent_locked(t, v->vkey);
     }
-    if (!v || len >= STATE_KEY_TEXT) {
+    /* the first form that fits the short record, else the first that fits the long one */
+    static const size_t rooms[] = {STATE_KEY_TEXT, STATE_LONG_KEY_TEXT};
+    const char *text = NULL;
+    for (size_t k = 0; k < G_N_ELEMENTS(rooms) && !text; k++)
+        for (size_t i = 0; i < G_N_ELEMENTS(forms) && !text; i++)
+            if (forms[i] && strlen(forms[i]) < rooms[k])
+                text = forms[i];
+    if (!text) {
         r->text_len = STATE_TEXT_LOST; /* the node cannot be found again */
         return;
     }
-    KeyRec *k = &t->state->keys[slot];
-    k->vino = (uint64_t)v->vino;
-    memcpy(k->text, short_key ? short_key : v->vkey, len + 1);
+    len = strlen(text);
+    t->state->keys[slot].vino = (uint64_t)v->vino;
+    size_t room;
+    memcpy((char *)state_key_text(t->state, slot, len, &room), text, len + 1);
     r->text_len = (uint16_t)len;
 }
 
@@ -96,25 +107,28 @@ static char *vkey_expand(const State *s, const char *text, int depth)
     const char *job = node_vkey_path(text);
     if (job[0] == VKEY_PARENT) {
         char *end = NULL;
-        guint64 slot = g_ascii_strtoull(job + 1, &end, 10), gen = 0;
+        guint64 slot = g_ascii_strtoull(job + 1, &end, 16), gen = 0;
         if (end == job + 1 || *end != ':' || slot <= FUSE_ROOT_ID || slot >= STATE_NODE_SLOTS ||
             depth >= VKEY_PARENTS_MAX)
             return NULL;
         const char *num = end + 1;
-        gen = g_ascii_strtoull(num, &end, 10);
+        gen = g_ascii_strtoull(num, &end, 16);
         /* a record never written, or given back, is not read: a hole of
          * the memfd read through the mapping would be made again */
         if (slot >= atomic_load(&s->hdr->node_high) ||
             !state_region_has_data(s, s->nodes, (size_t)slot * sizeof(NodeRec)))
             return NULL;
         const NodeRec *r = &s->nodes[slot];
-        const KeyRec *k = &s->keys[slot];
         if (end == num || *end != '/' ||
             atomic_load_explicit(&r->state, memory_order_acquire) != SLOT_USED ||
             r->kind == STATE_REC_BACKING || r->generation != gen ||
-            r->text_len == STATE_TEXT_LOST || !memchr(k->text, '\0', STATE_KEY_TEXT))
+            r->text_len == STATE_TEXT_LOST || r->text_len >= STATE_LONG_KEY_TEXT)
             return NULL;
-        g_autofree char *parent = vkey_expand(s, k->text, depth + 1);
+        size_t room;
+        const char *ptext = state_key_text(s, (uint32_t)slot, r->text_len, &room);
+        if (!memchr(ptext, '\0', room))
+            return NULL;
+        g_autofree char *parent = vkey_expand(s, ptext, depth + 1);
         return parent ? g_strdup_printf("%.*s%s%s", (int)(job - text), text, node_vkey_path(parent),
                                         end)
                       : NULL;
@@ -122,7 +136,7 @@ static char *vkey_expand(const State *s, const char *text, int depth)
     if (job[0] != VKEY_JOB_NUMBER)
         return g_strdup(text);
     char *end = NULL;
-    guint64 number = g_ascii_strtoull(job + 1, &end, 10);
+    guint64 number = g_ascii_strtoull(job + 1, &end, 16);
     const char *id = end != job + 1 && number <= G_MAXUINT32 && (*end == '/' || !*end)
                          ? state_job(s, (uint32_t)number)
                          : NULL;
@@ -756,8 +770,11 @@ static void records_trim_locked(NodeTable *t)
     uint32_t high = atomic_load(&s->hdr->node_high);
     retired_trim_locked(t);
     g_autofree guint8 *keys = state_region_pages(s, s->keys, (size_t)high * sizeof(KeyRec));
+    g_autofree guint8 *long_keys =
+        state_region_pages(s, s->long_keys, (size_t)high * sizeof(LongKeyRec));
     g_autofree guint8 *recs = node_rec_pages(t);
     size_t given = state_trim_region(&t->pool, s->keys, sizeof(KeyRec), high, keys) +
+                   state_trim_region(&t->pool, s->long_keys, sizeof(LongKeyRec), high, long_keys) +
                    state_trim_region(&t->pool, s->nodes, sizeof(NodeRec), high, recs);
     g_debug("ckptfs: %zu pages of forgotten nodes' records given back", given);
 }

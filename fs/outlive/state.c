@@ -10,12 +10,13 @@
 #include "metrics.h"
 
 #define STATE_MAGIC   0x746174737470636bull /* "ckptstat" */
-#define STATE_VERSION 10
+#define STATE_VERSION 11
 #define STATE_PAGE    STATE_PAGE_SIZE
 #define STATE_HEADER  (2 * STATE_PAGE) /* the header's pages, before the journal */
 
 _Static_assert(sizeof(NodeRec) == 112, "NodeRec: a layout change needs STATE_VERSION + 1");
-_Static_assert(sizeof(KeyRec) == 144, "KeyRec: a layout change needs STATE_VERSION + 1");
+_Static_assert(sizeof(KeyRec) == 64, "KeyRec: a layout change needs STATE_VERSION + 1");
+_Static_assert(sizeof(LongKeyRec) == 136, "LongKeyRec: a layout change needs STATE_VERSION + 1");
 _Static_assert(sizeof(HandleRec) == 40, "HandleRec: a layout change needs STATE_VERSION + 1");
 _Static_assert(sizeof(StateHeader) <= STATE_HEADER, "StateHeader fits its pages");
 
@@ -45,9 +46,14 @@ static size_t keys_offset(void)
     return page_up(nodes_offset() + (size_t)STATE_NODE_SLOTS * sizeof(NodeRec));
 }
 
-static size_t jobs_offset(void)
+static size_t long_keys_offset(void)
 {
     return page_up(keys_offset() + (size_t)STATE_NODE_SLOTS * sizeof(KeyRec));
+}
+
+static size_t jobs_offset(void)
+{
+    return page_up(long_keys_offset() + (size_t)STATE_NODE_SLOTS * sizeof(LongKeyRec));
 }
 
 static size_t metrics_offset(void)
@@ -68,7 +74,7 @@ static size_t total_size(void)
 const char *state_layout(void)
 {
     /* what must match for one build to take over another's state */
-    return G_STRINGIFY(STATE_VERSION) "/" G_STRINGIFY(STATE_NODE_SLOTS) "/" G_STRINGIFY(STATE_HANDLE_SLOTS) "/112/144/" G_STRINGIFY(
+    return G_STRINGIFY(STATE_VERSION) "/" G_STRINGIFY(STATE_NODE_SLOTS) "/" G_STRINGIFY(STATE_HANDLE_SLOTS) "/112/64/136/" G_STRINGIFY(
         STATE_JOB_SLOTS) "/40/1024/" G_STRINGIFY(FS_METRICS_SIZE) "/" G_STRINGIFY(CK_COLLISION_LOG_KEEP);
 }
 
@@ -114,6 +120,7 @@ int state_open(State *s, int fd)
     s->handles = (HandleRec *)((char *)base + handles_offset());
     s->nodes = (NodeRec *)((char *)base + nodes_offset());
     s->keys = (KeyRec *)((char *)base + keys_offset());
+    s->long_keys = (LongKeyRec *)((char *)base + long_keys_offset());
     s->jobs = (char(*)[STATE_JOB_TEXT])((char *)base + jobs_offset());
     s->metrics = (char *)base + metrics_offset();
     s->collisions = (char *)base + collisions_offset();

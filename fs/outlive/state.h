@@ -11,7 +11,9 @@
  *    handle; the lookup count; the namespace, its job by its number in the
  *    job table; the passthrough binding (nodes/nodes.h writes them);
  *  - for a views node, its key and inode number, in a region of its own
- *    indexed by the same slot (a tree without views never touches it);
+ *    indexed by the same slot (a tree without views never touches it), and
+ *    a key too long for that record in a second such region (a walk of the
+ *    views touches its pages only for such keys);
  *  - the job table: each job id a slot's namespace named, once, in the
  *    order they came (a walk of one job's state names one job);
  *  - a slot per open file or directory handle (fh = slot): its node and
@@ -31,13 +33,14 @@
 
 #include "inflight.h"
 
-#define STATE_NODE_SLOTS   (1u << 24) /* nodes the kernel may hold at once */
-#define STATE_HANDLE_SLOTS (1u << 20) /* open files and directories at once */
-#define STATE_KEY_TEXT     136        /* a views key and its NUL */
-#define STATE_JOB_SLOTS    (1u << 20) /* job ids the nodes' namespaces name */
-#define STATE_JOB_TEXT     132        /* a job id (<= 128 bytes) and its NUL */
-#define STATE_HANDLE_BYTES 40         /* file handles up to this size survive */
-#define STATE_INIT_MAX     256        /* the kernel's INIT request: 104 bytes today */
+#define STATE_NODE_SLOTS    (1u << 24) /* nodes the kernel may hold at once */
+#define STATE_HANDLE_SLOTS  (1u << 20) /* open files and directories at once */
+#define STATE_KEY_TEXT      56         /* a views key and its NUL, in its KeyRec */
+#define STATE_LONG_KEY_TEXT 136        /* a longer one, in its LongKeyRec */
+#define STATE_JOB_SLOTS     (1u << 20) /* job ids the nodes' namespaces name */
+#define STATE_JOB_TEXT      132        /* a job id (<= 128 bytes) and its NUL */
+#define STATE_HANDLE_BYTES  40         /* file handles up to this size survive */
+#define STATE_INIT_MAX      256        /* the kernel's INIT request: 104 bytes today */
 
 enum { SLOT_FREE = 0, SLOT_USED = 1 };
 /* NodeRec.kind of a backing object (nodes/nodes.h's NODE_BACKING, which
@@ -71,11 +74,15 @@ typedef struct {
 } NodeRec;
 #define STATE_TEXT_LOST 0xffff
 
-/* A views node's key and reported inode number, beside its NodeRec. */
+/* A views node's reported inode number and key, beside its NodeRec; a
+ * key of STATE_KEY_TEXT bytes or more is in the slot's LongKeyRec. */
 typedef struct {
     uint64_t vino;
     char text[STATE_KEY_TEXT];
 } KeyRec;
+typedef struct {
+    char text[STATE_LONG_KEY_TEXT];
+} LongKeyRec;
 
 typedef struct {
     _Atomic uint32_t state;
@@ -143,6 +150,7 @@ typedef struct State {
     InflightRec *inflight;        /* [INFLIGHT_RECORDS] */
     NodeRec *nodes;               /* [STATE_NODE_SLOTS] */
     KeyRec *keys;                 /* [STATE_NODE_SLOTS]: views nodes' */
+    LongKeyRec *long_keys;        /* [STATE_NODE_SLOTS]: their keys too long for a KeyRec */
     char (*jobs)[STATE_JOB_TEXT]; /* [STATE_JOB_SLOTS]: state_job */
     HandleRec *handles;           /* [STATE_HANDLE_SLOTS] */
     void *metrics;                /* FsMetrics (metrics.h) */
@@ -161,6 +169,14 @@ int state_create_fd(void);
 /* This build's layout of the state, as text: a takeover needs the same. */
 const char *state_layout(void);
 void state_close(State *s);
+
+/* Where slot's views key is, by its length (NodeRec.text_len), and the
+ * room it had (a key read back must end within it). */
+static inline const char *state_key_text(const State *s, uint32_t slot, size_t len, size_t *room)
+{
+    *room = len < STATE_KEY_TEXT ? STATE_KEY_TEXT : STATE_LONG_KEY_TEXT;
+    return len < STATE_KEY_TEXT ? s->keys[slot].text : s->long_keys[slot].text;
+}
 
 /* The job table: state_job_add writes job as the next entry and returns
  * its number (> 0), 0 when the table is full; the caller knows it is not

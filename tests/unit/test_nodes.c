@@ -533,20 +533,20 @@ static void test_vkey_by_job_number(void **state)
     g_autofree char *id = g_strnfill(128, 'j');
     uint32_t n = state_job_add(&s, id);
     assert_true(n > 0);
-    g_autofree char *k1 = g_strdup_printf("\001%u/checkpoints/3/0", n);
+    g_autofree char *k1 = g_strdup_printf("\001%x/checkpoints/3/0", n);
     g_autofree char *w1 = g_strdup_printf("%s/checkpoints/3/0", id);
     g_autofree char *g1 = vkey_from_rec(&s, k1);
     assert_string_equal(g1, w1);
-    g_autofree char *k2 = g_strdup_printf("#12:34#\001%u/state/v1/0/f", n);
+    g_autofree char *k2 = g_strdup_printf("#12:34#\001%x/state/v1/0/f", n);
     g_autofree char *w2 = g_strdup_printf("#12:34#%s/state/v1/0/f", id);
     g_autofree char *g2 = vkey_from_rec(&s, k2);
     assert_string_equal(g2, w2);
-    g_autofree char *k3 = g_strdup_printf("\001%u", n);
+    g_autofree char *k3 = g_strdup_printf("\001%x", n);
     g_autofree char *g3 = vkey_from_rec(&s, k3);
     assert_string_equal(g3, id);
     g_autofree char *plain = vkey_from_rec(&s, "job/state");
     assert_string_equal(plain, "job/state");
-    const char *bad[] = {"\001", "\0010/x", "\0019999999/x", "\0011x", "#1:2#\001/x", NULL};
+    const char *bad[] = {"\001", "\0010/x", "\0019999999/x", "\0011y", "#1:2#\001/x", NULL};
     for (int i = 0; bad[i]; i++) {
         g_autofree char *got = vkey_from_rec(&s, bad[i]);
         if (got)
@@ -561,8 +561,10 @@ static void put_view_rec(State *s, uint32_t slot, uint64_t gen, const char *text
     NodeRec *r = &s->nodes[slot];
     r->kind = NODE_VIRTUAL;
     r->generation = gen;
+    size_t room;
     r->text_len = (uint16_t)strlen(text);
-    g_strlcpy(s->keys[slot].text, text, STATE_KEY_TEXT);
+    char *to = (char *)state_key_text(s, slot, r->text_len, &room);
+    g_strlcpy(to, text, room);
     atomic_store(&r->state, SLOT_USED);
     if (atomic_load(&s->hdr->node_high) <= slot)
         atomic_store(&s->hdr->node_high, slot + 1);
@@ -573,14 +575,22 @@ static void test_vkey_by_parent(void **state)
     (void)state;
     State s;
     assert_int_equal(state_open(&s, -1), 0);
-    put_view_rec(&s, 5, 77, "job/checkpoints/3/0/d1");
-    put_view_rec(&s, 6, 88, "\0025:77/d2"); /* itself named through its parent */
+    put_view_rec(&s, 5, 0x77, "job/checkpoints/3/0/d1");
+    put_view_rec(&s, 6, 0x88, "\0025:77/d2"); /* itself named through its parent */
     g_autofree char *g1 = vkey_from_rec(&s, "#1:2#\0026:88/leaf");
     assert_string_equal(g1, "#1:2#job/checkpoints/3/0/d1/d2/leaf");
     g_autofree char *g2 = vkey_from_rec(&s, "\0025:77/d2");
     assert_string_equal(g2, "job/checkpoints/3/0/d1/d2");
+    /* a key too long for its KeyRec is in its LongKeyRec, and read there */
+    g_autofree char *jid = g_strnfill(64, 'j');
+    g_autofree char *long_dir = g_strdup_printf("%s/checkpoints/12/0", jid);
+    assert_true(strlen(long_dir) >= STATE_KEY_TEXT);
+    put_view_rec(&s, 0x1a, 0xfedcba9876, long_dir);
+    g_autofree char *g3 = vkey_from_rec(&s, "\0021a:fedcba9876/leaf");
+    g_autofree char *w3 = g_strconcat(long_dir, "/leaf", NULL);
+    assert_string_equal(g3, w3);
     put_view_rec(&s, 7, 9, "\0027:9/x"); /* its own parent: never ends */
-    put_view_rec(&s, 8, 10, "job/state");
+    put_view_rec(&s, 8, 0x10, "job/state");
     s.nodes[8].kind = NODE_BACKING;
     const char *bad[] = {"\0025:78/x", /* another generation */
                          "\0029:0/x",  /* a free slot */
