@@ -114,8 +114,8 @@ int jv_provenance(struct ckptfs *fs, Node *n, VNode *vn, ViewsProv *p);
 int jv_readdir_entry(struct ckptfs *fs, ViewsDir *d, guint i, struct fuse_entry_param *e);
 void listing_unref(Listing *l);
 /* A directory handle of vn is released with its listing l (a reference):
- * the node keeps no listing the kernel has read, so a walk leaves none
- * behind (built again, the same entries give the same listing serial). */
+ * the node keeps no small listing the kernel has read, so a walk leaves
+ * few behind (built again, the same entries give the same serial). */
 void jv_listing_done(VNode *vn, Listing *l);
 
 /* catalog_watch.c */
