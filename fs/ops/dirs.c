@@ -205,6 +205,16 @@ static DirHandle *dirpark_take(struct ckptfs *fs, fuse_ino_t ino)
     return d;
 }
 
+/* A parked handle freed out of the park: the kernel may have forgotten
+ * its node meanwhile (a views node is then freed, and its handle must
+ * not touch it). */
+static void dirpark_free(struct ckptfs *fs, DirHandle *d)
+{
+    if (d->views)
+        views_dir_detach(d->views);
+    dirhandle_free(fs, d);
+}
+
 static void dirpark_put(struct ckptfs *fs, fuse_ino_t ino, DirHandle *d)
 {
     DirPark *p = &fs->dirpark;
@@ -221,14 +231,14 @@ static void dirpark_put(struct ckptfs *fs, fuse_ino_t ino, DirHandle *d)
     p->slot[i].dir = d;
     g_mutex_unlock(&p->lock);
     if (out)
-        dirhandle_free(fs, out); /* closedir outside the lock */
+        dirpark_free(fs, out); /* closedir outside the lock */
 }
 
 void dirpark_clear(struct ckptfs *fs)
 {
     for (unsigned i = 0; i < DIRPARK_SLOTS; i++)
         if (fs->dirpark.slot[i].dir)
-            dirhandle_free(fs, g_steal_pointer(&fs->dirpark.slot[i].dir));
+            dirpark_free(fs, g_steal_pointer(&fs->dirpark.slot[i].dir));
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

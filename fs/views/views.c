@@ -412,6 +412,11 @@ bool views_dir_cacheable(void *dh, bool *keep)
     return d->cacheable;
 }
 
+void views_dir_detach(void *dh)
+{
+    ((ViewsDir *)dh)->vn = NULL; /* its listing is then only let go of */
+}
+
 void views_releasedir(struct ckptfs *fs, void *dh)
 {
     (void)fs;

@@ -57,6 +57,10 @@ int views_opendir(struct ckptfs *fs, Node *n, void **dh);
 ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char *buf, size_t size,
                       off_t off, bool plus);
 void views_releasedir(struct ckptfs *fs, void *dh);
+/* A handle kept without the kernel holding its directory (a parked
+ * listing): its node may be gone by its release, which must then not
+ * touch it. */
+void views_dir_detach(void *dh);
 /* Whether the kernel may cache the listing of an opened views dir
  * (fi->cache_readdir), and whether what it cached at an earlier open is
  * still the same listing (*keep: fi->keep_cache; false drops it). */
