@@ -530,9 +530,18 @@ static void test_vkey_by_job_number(void **state)
     (void)state;
     State s;
     assert_int_equal(state_open(&s, -1), 0);
+    /* numbers are hex: the job's is past 9 and written with a letter */
+    for (int i = 0; i < 11; i++) {
+        g_autofree char *other = g_strdup_printf("filler-%d", i);
+        assert_true(state_job_add(&s, other) > 0);
+    }
     g_autofree char *id = g_strnfill(128, 'j');
     uint32_t n = state_job_add(&s, id);
-    assert_true(n > 0);
+    assert_int_equal(n, 0xc);
+    g_autofree char *sixteenth = vkey_from_rec(&s, "\00110/x"); /* 0x10: the 16th, never written */
+    assert_null(sixteenth);
+    g_autofree char *first = vkey_from_rec(&s, "\001a/x");
+    assert_string_equal(first, "filler-9/x");
     g_autofree char *k1 = g_strdup_printf("\001%x/checkpoints/3/0", n);
     g_autofree char *w1 = g_strdup_printf("%s/checkpoints/3/0", id);
     g_autofree char *g1 = vkey_from_rec(&s, k1);
