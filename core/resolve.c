@@ -504,6 +504,11 @@ char *ck_restore_escape(const char *text)
     return g_strescape(text, "\"");
 }
 
+const char *ck_restore_generation_source(const CkRestore *r)
+{
+    return r->generation_guessed ? "guessed" : r->has_generation ? "marker" : NULL;
+}
+
 void ck_restore_describe(GString *out, const CkRestore *r, const char *dir,
                          const GPtrArray *shared_with, const GPtrArray *unknown)
 {
@@ -518,8 +523,7 @@ void ck_restore_describe(GString *out, const CkRestore *r, const char *dir,
     }
     if (r->has_generation)
         g_string_append_printf(out, "generation: %" G_GUINT64_FORMAT " (%s)\n",
-                               (guint64)r->generation,
-                               r->generation_guessed ? "guessed" : "marker");
+                               (guint64)r->generation, ck_restore_generation_source(r));
     else
         g_string_append(out, "generation: -\n");
     g_string_append(out, "participants:");
@@ -562,6 +566,20 @@ static void set_unrestorable(CkRestore *r, char *msg)
     r->error = msg;
     g_ptr_array_set_size(r->reads, 0);
     g_array_set_size(r->subtasks, 0);
+}
+
+/* A malformed marker, reported as every one is: "malformed marker: " and
+ * why (with "line N: " when it is about a line), and none of its
+ * half-read fields shown. */
+static void set_malformed(CkRestore *r, const char *why)
+{
+    r->cls = CK_MARKER_MALFORMED;
+    r->root_kind = CK_ROOT_NONE;
+    g_clear_pointer(&r->root, g_free);
+    g_clear_pointer(&r->state, g_free);
+    r->has_generation = r->generation_guessed = false;
+    g_array_set_size(r->participants, 0);
+    set_unrestorable(r, g_strconcat("malformed marker: ", why, NULL));
 }
 
 static char *status_message(const RootInfo *ri, const char *path, bool local)
@@ -787,18 +805,10 @@ static void restore_namespaced(CkRestore *r, int dfd, const CkMarker *m,
 {
     bool escapes;
     if (!classify_root(r, m->state, opts, "state", &escapes)) {
-        if (escapes) {
-            /* a relative root that escapes is malformed, reported as a
-             * parse error is: by its line, and with no field shown */
-            r->cls = CK_MARKER_MALFORMED;
-            r->root_kind = CK_ROOT_NONE;
-            g_clear_pointer(&r->root, g_free);
-            g_clear_pointer(&r->state, g_free);
-            r->has_generation = r->generation_guessed = false;
-            g_array_set_size(r->participants, 0);
-            set_unrestorable(r, g_strdup_printf("malformed marker: line %u: state=%s escapes the "
-                                                "checkpoint directory",
-                                                m->state_line, m->state));
+        if (escapes) { /* a relative root that escapes is malformed */
+            g_autofree char *why = g_strdup_printf(
+                "line %u: state=%s escapes the checkpoint directory", m->state_line, m->state);
+            set_malformed(r, why);
         }
         return;
     }
@@ -988,10 +998,8 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
     r->generation_guessed = m->cls != CK_MARKER_MALFORMED && !m->has_generation;
     switch (m->cls) {
     case CK_MARKER_MALFORMED:
-        r->root = NULL;
         /* m->error already says "line N: ..." when it is about a line. */
-        set_unrestorable(
-            r, g_strdup_printf("malformed marker: %s", m->error ? m->error : "parse error"));
+        set_malformed(r, m->error ? m->error : "parse error");
         break;
     case CK_MARKER_NAMESPACED:
         restore_namespaced(r, dirfd, m, opts, cache);

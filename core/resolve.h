@@ -79,6 +79,10 @@ bool ck_restore_root_relative(const CkRestore *r);
  * characters, backslashes and bytes past ASCII, quotes as they are. */
 char *ck_restore_escape(const char *text);
 
+/* generation_source: "guessed" for a marker without generation= (also
+ * when nothing could be guessed), "marker", or NULL for a malformed one. */
+const char *ck_restore_generation_source(const CkRestore *r);
+
 /* The "key: value" lines that describe one restore, in the words the views'
  * restore file and `ckptctl resolve` share (appended to out):
  *   checkpoint: 3

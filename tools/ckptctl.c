@@ -783,11 +783,7 @@ static int cmd_resolve(int argc, char **argv)
             ckptctl_add_u64(b, r->generation);
         else
             json_builder_add_null_value(b);
-        ckptctl_add_str_or_null(b, "generation_source",
-                                !r                      ? NULL
-                                : r->generation_guessed ? "guessed"
-                                : r->has_generation     ? "marker"
-                                                        : NULL);
+        ckptctl_add_str_or_null(b, "generation_source", r ? ck_restore_generation_source(r) : NULL);
         json_builder_set_member_name(b, "participants");
         if (r) {
             json_builder_begin_array(b);

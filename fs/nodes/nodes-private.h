@@ -33,8 +33,9 @@ struct file_handle *nhandle_fh(const NodeHandle *h, HandleBuf *buf);
 /* A views key as a slot's KeyRec (or LongKeyRec) keeps it (table.c):
  * whole, or, when too long, with its job named by its number in the
  * state's job table after VKEY_JOB_NUMBER, or as its parent's slot and
- * generation after VKEY_PARENT and its own name (numbers in hex).  vkey_from_rec gives it whole
- * again (g_free), NULL when the number names no job or the slot not the parent. */
+ * generation after VKEY_PARENT and its own name (numbers in hex).
+ * vkey_from_rec gives it whole again (g_free), NULL when the number names
+ * no job or the slot not the parent. */
 #define VKEY_JOB_NUMBER '\001'
 #define VKEY_PARENT     '\002'
 char *vkey_from_rec(const State *s, const char *text);
