@@ -242,7 +242,27 @@ CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpo
     return m;
 }
 
-int ck_marker_read_fd(int fd, const struct stat *st, uint64_t expected_checkpoint, char *buf,
+/* Up to cap bytes of fd from its start into buf; stops early at `size`
+ * bytes (a size as stat'ed), so the read that would return 0 is skipped. */
+static int read_from_start(int fd, off_t size, char *buf, size_t cap, size_t *len)
+{
+    *len = 0;
+    while (*len < cap) {
+        ssize_t n = pread(fd, buf + *len, cap - *len, (off_t)*len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        *len += (size_t)n;
+        if (size < (off_t)cap && *len == (size_t)size)
+            break;
+    }
+    return 0;
+}
+
+int ck_marker_read_fd(int fd, struct stat *st, uint64_t expected_checkpoint, char *buf,
                       CkMarker **out)
 {
     *out = NULL;
@@ -251,21 +271,25 @@ int ck_marker_read_fd(int fd, const struct stat *st, uint64_t expected_checkpoin
         return 0;
     }
     const size_t cap = CK_MARKER_MAX_BYTES + 1;
-    size_t len = 0;
-    while (len < cap) {
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
+    size_t len;
+    int rc = read_from_start(fd, st->st_size, buf, cap, &len);
+    int refreshed = 0;
+    if (rc < 0 || (off_t)len != MIN(st->st_size, (off_t)cap)) {
+        /* not what st described: look at what is open, then read again, so
+         * the stamp is never newer than the bytes */
+        if (fstat(fd, st) != 0)
             return -errno;
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        if (st->st_size < (off_t)cap && len == (size_t)st->st_size)
-            break; /* all of it, as stat'ed */
+        refreshed = 1;
+        if (!S_ISREG(st->st_mode)) {
+            *out = ck_marker_not_regular(st->st_mode);
+            return refreshed;
+        }
+        rc = read_from_start(fd, st->st_size, buf, cap, &len);
+        if (rc < 0)
+            return rc;
     }
     *out = ck_marker_parse(buf, len, expected_checkpoint);
-    return 0;
+    return refreshed;
 }
 
 int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, CkMarker **out)
@@ -281,7 +305,7 @@ int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, Ck
         return 0;
     }
     /* O_NONBLOCK, O_NOFOLLOW: replaced by a FIFO or a symlink since the look,
-     * the open neither hangs nor follows; the fstat below says what it is. */
+     * the open neither hangs nor follows; the read says what it is. */
     int fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         if (errno == ELOOP) {
@@ -290,11 +314,8 @@ int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, Ck
         }
         return -errno;
     }
-    int rc = fstat(fd, &st) == 0 ? 0 : -errno;
-    if (rc == 0) {
-        g_autofree char *buf = S_ISREG(st.st_mode) ? g_malloc(CK_MARKER_MAX_BYTES + 1) : NULL;
-        rc = ck_marker_read_fd(fd, &st, expected_checkpoint, buf, out);
-    }
+    g_autofree char *buf = g_malloc(CK_MARKER_MAX_BYTES + 1);
+    int rc = ck_marker_read_fd(fd, &st, expected_checkpoint, buf, out);
     close(fd);
-    return rc;
+    return MIN(rc, 0);
 }

@@ -76,13 +76,15 @@ CkMarker *ck_marker_not_regular(mode_t mode);
  * regular file (a symlink, a directory, a FIFO, a device) is never followed
  * or opened: it is returned as ck_marker_not_regular. */
 int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, CkMarker **out);
-/* ck_marker_load's part after the open, for a caller that opens and stats
- * the file itself (the catalog stamps markers from that fstat): st is fd's
- * fstat, buf CK_MARKER_MAX_BYTES + 1 bytes of scratch (unused for a
- * non-regular file).  Reads to EOF or st_size, whichever comes first (the
- * bytes as stat'ed, without the read that would return 0).  Returns 0 with
- * *out set, or -errno. */
-int ck_marker_read_fd(int fd, const struct stat *st, uint64_t expected_checkpoint, char *buf,
+/* ck_marker_load's part after the open, for a caller that opens the file
+ * itself: st is what the caller last saw of it (the stat of its name before
+ * the open), buf CK_MARKER_MAX_BYTES + 1 bytes of scratch.  The bytes are
+ * read from the start, up to st_size when they agree with it; when they do
+ * not (or cannot be read), fd is fstat'ed into *st and read again, so *st is
+ * never newer than the bytes parsed, and what was put in the file's place
+ * (a directory, a FIFO) is malformed as not a regular file.  Returns 0, or
+ * 1 when *st was refreshed, with *out set; or -errno. */
+int ck_marker_read_fd(int fd, struct stat *st, uint64_t expected_checkpoint, char *buf,
                       CkMarker **out);
 void ck_marker_free(CkMarker *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CkMarker, ck_marker_free)

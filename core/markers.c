@@ -168,15 +168,14 @@ static int marker_read(int jfd, CkMarkerStamp *st, char *buf, CkMarker **out)
         }
         return fd == -ENOTDIR ? -ENOENT : fd;
     }
-    struct stat sb;
-    int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
-    if (rc == 0) {
-        /* the stamp of the bytes parsed (a separate stat could race a rewrite) */
+    /* No fstat of the open file unless the bytes disagree with the listing:
+     * one system call less a marker */
+    struct stat sb = {.st_size = (off_t)st->size, .st_mode = (mode_t)st->mode};
+    int rc = ck_marker_read_fd(fd, &sb, st->n, buf, out);
+    if (rc == 1)
         *st = stamp_of(st->n, &sb, 0);
-        rc = ck_marker_read_fd(fd, &sb, st->n, buf, out);
-    }
     close(fd);
-    return rc;
+    return MIN(rc, 0);
 }
 
 CkRestore *ck_job_marker_restore(int dfd, int jfd, const char *job, CkMarkerStamp *st,

@@ -55,9 +55,11 @@ GArray *ck_job_marker_list_full(int jfd, GArray *in_progress);
 
 /* Reads the marker of the listed checkpoint *st of `job` (jfd: _jobs/<J>)
  * and returns what its restore reads (ck_restore_of_marker_cached against
- * dfd).  *st is updated to what was read.  unknown (optional) gets the
- * marker's unknown keys (CkMarkerKv*).  buf: CK_MARKER_MAX_BYTES + 1 bytes
- * of scratch.  NULL when COMPLETED is gone since the listing. */
+ * dfd).  *st stays as listed (older than the bytes read), unless what is
+ * there now is no regular file, which it then describes.  unknown
+ * (optional) gets the marker's unknown keys (CkMarkerKv*).  buf:
+ * CK_MARKER_MAX_BYTES + 1 bytes of scratch.  NULL when COMPLETED is gone
+ * since the listing. */
 CkRestore *ck_job_marker_restore(int dfd, int jfd, const char *job, CkMarkerStamp *st,
                                  const CkResolveOptions *opts, CkRootCache *cache, char *buf,
                                  GPtrArray **unknown);

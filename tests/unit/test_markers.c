@@ -200,12 +200,60 @@ static void marker_restores(void **state)
     close(jfd);
 }
 
+/* A COMPLETED changed between the listing and the read: a longer one is
+ * read whole; a directory or a FIFO put in its place is malformed as not a
+ * regular file, and the read neither hangs nor follows.  The stamp then
+ * describes what was read; an unchanged marker keeps the listing's. */
+static void changed_since_listing(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_mkdir(fx->dir, "_state/a/v2/0");
+    for (int n = 1; n <= 4; n++)
+        testfs_marker(fx->dir, "a", n, "generation=1\nparticipants=0\nstate=_state/a\n");
+    int jfd = ck_job_dir_open(fx->dfd, "a");
+    assert_true(jfd >= 0);
+    g_autoptr(GArray) list = ck_job_marker_list(jfd);
+    assert_int_equal(list->len, 4);
+    const char *longer = "generation=2\nparticipants=0\nstate=_state/a\nowner=a longer marker\n";
+    testfs_marker(fx->dir, "a", 1, longer);
+    g_autofree char *m2 = P(fx, "_jobs/a/chk-2/COMPLETED");
+    assert_int_equal(unlink(m2), 0);
+    assert_int_equal(mkdir(m2, 0755), 0);
+    g_autofree char *m3 = P(fx, "_jobs/a/chk-3/COMPLETED");
+    assert_int_equal(unlink(m3), 0);
+    assert_int_equal(mkfifo(m3, 0644), 0);
+    const char *why[] = {NULL, "malformed marker: not a regular file (a directory)",
+                         "malformed marker: not a regular file (a FIFO)", NULL};
+    for (guint i = 0; i < list->len; i++) {
+        CkMarkerStamp st = g_array_index(list, CkMarkerStamp, i);
+        GPtrArray *unknown = NULL;
+        g_autoptr(CkRestore) r = restore_at(fx, jfd, &st, &unknown);
+        assert_non_null(r);
+        if (why[i]) {
+            assert_int_equal(r->cls, CK_MARKER_MALFORMED);
+            assert_string_equal(r->error, why[i]);
+            assert_false(S_ISREG(st.mode));
+        } else {
+            assert_true(r->restorable);
+            assert_true(r->generation == (st.n == 1 ? 2 : 1));
+        }
+        if (st.n == 1)
+            assert_int_equal(st.size, strlen(longer));
+        if (st.n == 4)
+            assert_memory_equal(&st, &g_array_index(list, CkMarkerStamp, i), sizeof st);
+        g_ptr_array_unref(unknown);
+    }
+    close(jfd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(job_dirs, setup, teardown),
         cmocka_unit_test_setup_teardown(checkpoint_list, setup, teardown),
         cmocka_unit_test_setup_teardown(marker_restores, setup, teardown),
+        cmocka_unit_test_setup_teardown(changed_since_listing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
