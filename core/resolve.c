@@ -144,6 +144,7 @@ const char *ck_dir_iter_next(CkDirIter *it, unsigned char *d_type)
             (de->d_name[1] == '\0' || (de->d_name[1] == '.' && de->d_name[2] == '\0')))
             continue;
         *d_type = de->d_type;
+        it->ino = de->d_ino;
         return de->d_name;
     }
 }

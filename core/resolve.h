@@ -140,6 +140,7 @@ int ck_open_beneath(int dirfd, const char *path, int flags, char **bad);
 typedef struct {
     int fd;
     long len, pos;
+    uint64_t ino; /* the inode number of the name ck_dir_iter_next returned */
     char buf[8192] __attribute__((aligned(8)));
 } CkDirIter;
 void ck_dir_iter_init(CkDirIter *it, int fd);
