@@ -246,7 +246,8 @@ static DirStamp own_root_open(CkCatalog *c, const char *job, CkRootCache *cache,
 #define MARKER_BUF (CK_MARKER_MAX_BYTES + 1)
 
 /* Checkpoint *ms of job (jfd: _jobs/<J>), read and resolved by markers.c;
- * NULL when its COMPLETED is gone since the listing. */
+ * NULL when its COMPLETED is gone since the listing.  *ms: refreshed when the
+ * marker was not what was listed. */
 static CkCheckpointInfo *checkpoint_new(CkCatalog *c, const char *job, int jfd, CkMarkerStamp *ms,
                                         CkRootCache *cache, char *buf)
 {

@@ -242,8 +242,10 @@ CkMarker *ck_marker_parse(const char *buf, size_t len, uint64_t expected_checkpo
     return m;
 }
 
-/* Up to cap bytes of fd from its start into buf; stops early at `size`
- * bytes (a size as stat'ed), so the read that would return 0 is skipped. */
+/* Up to cap bytes of fd from its start into buf.  When the first read
+ * gives exactly `size` bytes (a size as stat'ed) it stops there, so the read
+ * that would return 0 is skipped; reads that come in parts (a FUSE or
+ * network backing) go on to the end of the file. */
 static int read_from_start(int fd, off_t size, char *buf, size_t cap, size_t *len)
 {
     *len = 0;
@@ -255,8 +257,9 @@ static int read_from_start(int fd, off_t size, char *buf, size_t cap, size_t *le
             return -errno;
         if (n == 0)
             break;
+        bool first = *len == 0;
         *len += (size_t)n;
-        if (size < (off_t)cap && *len == (size_t)size)
+        if (first && size < (off_t)cap && *len == (size_t)size)
             break;
     }
     return 0;
@@ -305,7 +308,8 @@ int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, Ck
         return 0;
     }
     /* O_NONBLOCK, O_NOFOLLOW: replaced by a FIFO or a symlink since the look,
-     * the open neither hangs nor follows; the read says what it is. */
+     * the open neither hangs nor follows; the read, or the fstat made when
+     * the read disagrees with the look, says what it is. */
     int fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         if (errno == ELOOP) {

@@ -79,11 +79,16 @@ int ck_marker_load(int dirfd, const char *path, uint64_t expected_checkpoint, Ck
 /* ck_marker_load's part after the open, for a caller that opens the file
  * itself: st is what the caller last saw of it (the stat of its name before
  * the open), buf CK_MARKER_MAX_BYTES + 1 bytes of scratch.  The bytes are
- * read from the start, up to st_size when they agree with it; when they do
- * not (or cannot be read), fd is fstat'ed into *st and read again, so *st is
- * never newer than the bytes parsed, and what was put in the file's place
- * (a directory, a FIFO) is malformed as not a regular file.  Returns 0, or
- * 1 when *st was refreshed, with *out set; or -errno. */
+ * read from the start; when they disagree with st_size (or cannot be read)
+ * fd is fstat'ed into *st and read again, so *st is never newer than the
+ * bytes parsed, and what was put in the file's place (a directory, a FIFO)
+ * is malformed as not a regular file.  What this gives up against an
+ * fstat of every open file: a device put in the place of the listed file
+ * is read (O_NONBLOCK, at most 64 KiB + 1) before the fstat says what it
+ * is; and when a file of the same size replaced the listed one, *st keeps
+ * the listed file's stamp, so a rescan that finds that file back (renamed
+ * back) does not read it again.  Returns 0, or 1 when *st was refreshed,
+ * with *out set; or -errno. */
 int ck_marker_read_fd(int fd, struct stat *st, uint64_t expected_checkpoint, char *buf,
                       CkMarker **out);
 void ck_marker_free(CkMarker *m);

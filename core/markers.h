@@ -55,8 +55,9 @@ GArray *ck_job_marker_list_full(int jfd, GArray *in_progress);
 
 /* Reads the marker of the listed checkpoint *st of `job` (jfd: _jobs/<J>)
  * and returns what its restore reads (ck_restore_of_marker_cached against
- * dfd).  *st stays as listed (older than the bytes read), unless what is
- * there now is no regular file, which it then describes.  unknown
+ * dfd).  *st stays as listed, never newer than the bytes read, unless
+ * the bytes disagreed with the listing (or could not be read): it then
+ * describes what was opened, stat'ed before the bytes were read.  unknown
  * (optional) gets the marker's unknown keys (CkMarkerKv*).  buf:
  * CK_MARKER_MAX_BYTES + 1 bytes of scratch.  NULL when COMPLETED is gone
  * since the listing. */

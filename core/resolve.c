@@ -126,6 +126,7 @@ void ck_dir_iter_init(CkDirIter *it, int fd)
 {
     it->fd = fd;
     it->len = it->pos = 0;
+    it->ino = 0;
 }
 
 const char *ck_dir_iter_next(CkDirIter *it, unsigned char *d_type)

@@ -374,7 +374,8 @@ static void listing_gather(struct ckptfs *fs, JobView *jv, const VNode *vn, List
             LStamp ls = {(int)i, sb.st_dev, sb.st_ino, mtime_ns(&sb)};
             g_array_append_val(b->stamps, ls);
             /* getdents64 straight: a DIR would add an fstat, two fcntl and a
-             * 32 KiB buffer to each of the many small directories */
+             * 32 KiB buffer to each of the many small directories (a large
+             * one takes four times the getdents64 calls of 8 KiB instead) */
             CkDirIter it;
             ck_dir_iter_init(&it, fd);
             const char *nm;
