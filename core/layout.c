@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "classify.h"
+#include "resolve.h"
 
 char *ck_job_markers_dir(const char *job)
 {
@@ -55,12 +56,7 @@ int ck_is_checkpoint_dir(int dfd, const char *views_name)
         if (!ck_is_layout_dir(nm) && !ck_parse_generation_name(nm, l, &g) &&
             !ck_parse_subtask_name(nm, l, &sub))
             continue;
-        bool isdir = de->d_type == DT_DIR;
-        if (de->d_type == DT_UNKNOWN) {
-            struct stat sb;
-            isdir = fstatat(dirfd(d), nm, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
-        }
-        layout = isdir;
+        layout = ck_dir_entry_type(dirfd(d), nm, de->d_type) == DT_DIR;
     }
     closedir(d);
     return layout || empty ? 1 : 0;

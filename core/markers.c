@@ -21,12 +21,7 @@ int ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *not
     const char *nm;
     unsigned char t;
     while ((nm = ck_dir_iter_next(&it, &t)) != NULL) {
-        bool isdir = t == DT_DIR;
-        if (t == DT_UNKNOWN) {
-            struct stat sb;
-            isdir = fstatat(fd, nm, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
-        }
-        if (isdir && ck_is_job_id(nm, strlen(nm))) {
+        if (ck_dir_entry_type(fd, nm, t) == DT_DIR && ck_is_job_id(nm, strlen(nm))) {
             if (names)
                 g_hash_table_add(names, (gpointer)ck_intern(nm));
         } else if (not_jobs) {

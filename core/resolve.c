@@ -150,6 +150,16 @@ const char *ck_dir_iter_next(CkDirIter *it, unsigned char *d_type)
     }
 }
 
+unsigned char ck_dir_entry_type(int dirfd, const char *name, unsigned char d_type)
+{
+    if (d_type != DT_UNKNOWN)
+        return d_type;
+    struct stat sb;
+    if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return DT_UNKNOWN;
+    return (unsigned char)IFTODT(sb.st_mode & S_IFMT);
+}
+
 /* ---- the look-up memo ---- */
 
 typedef enum {
@@ -312,16 +322,6 @@ static gint cmp_u64(gconstpointer a, gconstpointer b)
     return x < y ? -1 : x > y;
 }
 
-static bool entry_is_dir(int fd, const char *name, unsigned char d_type)
-{
-    if (d_type == DT_DIR)
-        return true;
-    if (d_type != DT_UNKNOWN)
-        return false;
-    struct stat sb;
-    return fstatat(fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
-}
-
 static bool has_u64(const GArray *a, guint64 v)
 {
     for (guint i = 0; a && i < a->len; i++)
@@ -374,10 +374,10 @@ static void root_scan(RootInfo *ri, int fd)
         guint64 g;
         guint32 s;
         if (ck_parse_generation_name(nm, l, &g)) {
-            if (entry_is_dir(fd, nm, t))
+            if (ck_dir_entry_type(fd, nm, t) == DT_DIR)
                 g_array_append_val(ri->gens, g);
         } else if (ck_parse_subtask_name(nm, l, &s)) {
-            if (entry_is_dir(fd, nm, t))
+            if (ck_dir_entry_type(fd, nm, t) == DT_DIR)
                 g_array_append_val(ri->subtasks, s);
         }
     }

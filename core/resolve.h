@@ -148,6 +148,10 @@ void ck_dir_iter_init(CkDirIter *it, int fd);
  * error; *d_type gets the entry's DT_* (DT_UNKNOWN when the file system does
  * not say). */
 const char *ck_dir_iter_next(CkDirIter *it, unsigned char *d_type);
+/* The DT_* type of entry `name` of dirfd, listed with d_type: d_type, or
+ * when the file system left it DT_UNKNOWN, an fstatat's (not following a
+ * symlink); DT_UNKNOWN when that fails too (the entry went away). */
+unsigned char ck_dir_entry_type(int dirfd, const char *name, unsigned char d_type);
 
 /* Lexical normalisation of '/'-separated paths ("." and empty components
  * dropped, ".." pops).  Relative: returns NULL when ".." climbs above the

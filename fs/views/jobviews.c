@@ -381,7 +381,7 @@ static void listing_gather(struct ckptfs *fs, JobView *jv, const VNode *vn, List
             const char *nm;
             unsigned char t;
             while ((nm = ck_dir_iter_next(&it, &t)) != NULL) {
-                t = views_dirent_type(fd, nm, t);
+                t = ck_dir_entry_type(fd, nm, t);
                 if (t == DT_UNKNOWN)
                     continue;
                 listing_add(b, nm, t, (int)i, false, false, it.ino);

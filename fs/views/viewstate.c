@@ -48,16 +48,6 @@ void views_dir_attr(struct ckptfs *fs, ino_t ino, struct stat *st)
     st->st_nlink = 1;
 }
 
-unsigned char views_dirent_type(int dirfd, const char *name, unsigned char d_type)
-{
-    if (d_type != DT_UNKNOWN)
-        return d_type;
-    struct stat sb;
-    if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-        return DT_UNKNOWN;
-    return (unsigned char)IFTODT(sb.st_mode & S_IFMT);
-}
-
 /* ---- job names before the catalog is loaded ---- */
 
 static gint cmp_str(gconstpointer a, gconstpointer b)

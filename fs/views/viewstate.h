@@ -15,7 +15,6 @@
  * catalog rebuild or a kernel notification): Views.lock guards the fields
  * marked (lock) below, inval_lock the invalidation counters. */
 #pragma once
-#include <dirent.h>
 #include <glib.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -96,10 +95,6 @@ void viewstate_free(Views *v);
 /* No catalog is coming (any more): requests waiting for it stop waiting. */
 void viewstate_end_load(Views *v);
 
-/* The DT_* type of entry `name` of dirfd, listed as d_type: from fstatat
- * when the file system leaves it DT_UNKNOWN; DT_UNKNOWN when that fails too
- * (the entry went away). */
-unsigned char views_dirent_type(int dirfd, const char *name, unsigned char d_type);
 /* Inode numbers of virtual nodes: the top bit set (never a backing
  * number); four fixed ones for the views dir and its files, and a 62-bit
  * hash of the vkey for every other (views_vino). */
