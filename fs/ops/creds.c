@@ -57,6 +57,9 @@ void creds_enter(struct ckptfs *fs, fuse_req_t req, bool creating, Creds *c)
 /* Whether this thread has a umask of its own: threads share one (the
  * process's fs_struct) until each unshares it, once. */
 static _Thread_local int own_umask; /* 0 not tried, 1 yes, -1 unshare failed */
+/* The umask this thread last set (-1: not yet): callers mostly share one,
+ * and only this function sets a thread's own, so it is set when it differs. */
+static _Thread_local int set_umask = -1;
 
 mode_t creds_mode(struct ckptfs *fs, fuse_req_t req, mode_t mode)
 {
@@ -68,7 +71,10 @@ mode_t creds_mode(struct ckptfs *fs, fuse_req_t req, mode_t mode)
     if (own_umask < 0)
         return mode & 07777 & ~mask; /* no default ACL then, but the right mode */
     /* the backing file system applies it, or a default ACL of the parent */
-    umask(mask);
+    if ((int)mask != set_umask) {
+        umask(mask);
+        set_umask = (int)mask;
+    }
     return mode & 07777;
 }
 
