@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "classify.h"
+#include "decimal.h"
 
 int ck_list_job_dirs(int dfd, const char *sub, GHashTable *names, GPtrArray *not_jobs)
 {
@@ -117,11 +118,8 @@ GArray *ck_job_marker_list_full(int jfd, GArray *in_progress)
 static int marker_read(int jfd, CkMarkerStamp *st, char *buf, CkMarker **out)
 {
     /* "chk-<N>" then "chk-<N>/COMPLETED": one of these per marker, no printf */
-    char path[48], digits[24], *d = digits + sizeof digits;
-    uint64_t v = st->n;
-    do
-        *--d = (char)('0' + v % 10);
-    while (v /= 10);
+    char path[48], digits[24];
+    const char *d = ck_u64_digits(digits + sizeof digits, st->n);
     size_t dl = (size_t)(digits + sizeof digits - d);
     memcpy(path, "chk-", 4);
     memcpy(path + 4, d, dl);

@@ -20,6 +20,7 @@
 #include <linux/openat2.h>
 
 #include "classify.h"
+#include "decimal.h"
 #include "stateroot.h"
 
 const char *ck_root_kind_name(CkRootKind k)
@@ -643,16 +644,6 @@ static bool pick_generation(CkRestore *r, const CkMarker *m, const Root *rt)
     return false;
 }
 
-/* The decimal digits of v, written backwards from end; returns the first. */
-static char *u64_digits(char *end, guint64 v)
-{
-    char *p = end;
-    do
-        *--p = (char)('0' + v % 10);
-    while (v /= 10);
-    return p;
-}
-
 static void add_reads_gen(CkRestore *r, const CkMarker *m, bool uri)
 {
     if (uri) {
@@ -668,13 +659,13 @@ static void add_reads_gen(CkRestore *r, const CkMarker *m, bool uri)
     /* path_join(root, "v<G>/<S>") for each participant, without a printf
      * per read (a catalog makes one for every participant of every marker) */
     char gen[24];
-    char *gd = u64_digits(gen + sizeof gen, r->generation);
+    char *gd = ck_u64_digits(gen + sizeof gen, r->generation);
     size_t rl = strlen(r->root), gl = (size_t)(gen + sizeof gen - gd);
     bool sep = rl > 0 && r->root[rl - 1] != '/';
     for (guint i = 0; i < m->participants->len; i++) {
         guint32 s = g_array_index(m->participants, guint32, i);
         char sub[16];
-        char *sd = u64_digits(sub + sizeof sub, s);
+        char *sd = ck_u64_digits(sub + sizeof sub, s);
         size_t sl = (size_t)(sub + sizeof sub - sd);
         char *p = g_malloc(rl + sep + 1 + gl + 1 + sl + 1), *w = p;
         memcpy(w, r->root, rl);
@@ -985,10 +976,9 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
     r->participants = u32_array_copy(m->cls == CK_MARKER_MALFORMED ? NULL : m->participants);
     r->subtasks = g_array_new(FALSE, FALSE, sizeof(guint32));
     r->reads = g_ptr_array_new_with_free_func(g_free);
-    char num[24];
-    num[sizeof num - 1] = '\0';
-    r->marker = g_strconcat("_jobs/", job, "/chk-", u64_digits(num + sizeof num - 1, checkpoint),
-                            "/COMPLETED", NULL);
+    CkU64Text num;
+    r->marker =
+        g_strconcat("_jobs/", job, "/chk-", ck_u64_text(num, checkpoint), "/COMPLETED", NULL);
     r->state = m->cls == CK_MARKER_MALFORMED ? NULL : g_strdup(m->state);
     if (m->cls != CK_MARKER_MALFORMED && m->has_generation) {
         /* shown even when the restore then fails */

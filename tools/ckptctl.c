@@ -19,6 +19,7 @@
 #include "catalog.h"
 #include "ckptfs-config.h"
 #include "classify.h"
+#include "decimal.h"
 #include "collision.h"
 #include "follow.h"
 #include "layout.h"
@@ -557,10 +558,8 @@ static guint64 *job_bytes_parallel(CkCatalog *cat, GPtrArray *snaps, CkptctlProg
 /* v in decimal, after out */
 static void append_u64(GString *out, guint64 v)
 {
-    char d[24], *p = d + sizeof d;
-    do
-        *--p = (char)('0' + v % 10);
-    while (v /= 10);
+    char d[CK_U64_DIGITS];
+    const char *p = ck_u64_digits(d + sizeof d, v);
     g_string_append_len(out, p, d + sizeof d - p);
 }
 

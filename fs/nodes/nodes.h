@@ -48,6 +48,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "decimal.h"
 #include "outlive/state.h"
 #include "policy.h"
 
@@ -161,7 +162,8 @@ static inline const char *node_vkey(const Node *n)
  * that another object at the same path is another node.  g_free. */
 static inline char *node_alias_vkey(dev_t dev, ino_t ino, const char *path)
 {
-    return g_strdup_printf("#%ju:%ju#%s", (uintmax_t)dev, (uintmax_t)ino, path);
+    CkU64Text d, i;
+    return g_strconcat("#", ck_u64_text(d, dev), ":", ck_u64_text(i, ino), "#", path, NULL);
 }
 
 /* The views path a key names: an ALIAS's key without its identity. */

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "classify.h"
+#include "decimal.h"
 #include "intern.h"
 #include "layout.h"
 #include "resolve.h"
@@ -664,15 +665,17 @@ static int virtual_to_entry(struct ckptfs *fs, const char *vkey, VNode *vn, mode
     return node_to_entry(fs, n, e, attr_timeout);
 }
 
+/* "<job>/state[/<rel>]" or "<job>/checkpoints/<N>[/<rel>]" (one per entry
+ * a READDIRPLUS gives: no printf) */
 static char *tree_vkey(const VNode *vn, const char *rel)
 {
-    if (vn->ckpt)
-        return rel[0]
-                   ? g_strdup_printf("%s/checkpoints/%" G_GUINT64_FORMAT "/%s", vn->job,
-                                     (guint64)vn->n, rel)
-                   : g_strdup_printf("%s/checkpoints/%" G_GUINT64_FORMAT, vn->job, (guint64)vn->n);
-    return rel[0] ? g_strdup_printf("%s/state/%s", vn->job, rel)
-                  : g_strdup_printf("%s/state", vn->job);
+    const char *sep = rel[0] ? "/" : "";
+    if (vn->ckpt) {
+        CkU64Text num;
+        return g_strconcat(vn->job, "/checkpoints/", ck_u64_text(num, (guint64)vn->n), sep, rel,
+                           NULL);
+    }
+    return g_strconcat(vn->job, "/state", sep, rel, NULL);
 }
 
 static char *child_rel(const char *rel, const char *name)
