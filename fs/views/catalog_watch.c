@@ -707,8 +707,9 @@ void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir)
         g_hash_table_add(v->lagged_set, GSIZE_TO_POINTER(dir))) {
         bool first = g_queue_is_empty(&v->lagged);
         LaggedDir *l = g_new(LaggedDir, 1);
-        /* the same delay for all, so the queue stays in due order */
-        l->due_us = g_get_monotonic_time() + (gint64)(v->timeout * 1e6 / 2);
+        /* the same delay for all, so the queue stays in due order
+         * (catalog_watch_lag_listing in views-private.h says why this one) */
+        l->due_us = g_get_monotonic_time() + (gint64)(v->timeout * 1e6 * 3 / 4);
         l->ino = dir;
         g_queue_push_tail(&v->lagged, l);
         if (first)

@@ -126,10 +126,13 @@ void catalog_watch_stop(struct ckptfs *fs);
  * queue the kernel invalidations of its views. */
 void catalog_watch_refresh(struct ckptfs *fs, const char *job, bool wait);
 /* The kernel just read tree directory dir's listing, and with it its
- * entries, valid for a views timeout: half of it later its cached listing
- * is dropped, so that a walk after that reads the listing again with
- * READDIRPLUS, which gives the kernel every entry anew in one request,
- * rather than its cached listing and a LOOKUP per expired entry. */
+ * entries, valid for a views timeout: three quarters of it later its cached
+ * listing is dropped, so that a walk after that reads the listing again
+ * with READDIRPLUS, which gives the kernel every entry anew in one request,
+ * rather than its cached listing and a LOOKUP per expired entry.  A walk
+ * before that is served from the kernel's caches; the last quarter is the
+ * margin for a walk that read the cached listing just before the drop and
+ * stats its entries after it. */
 void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir);
 /* rescan= in seconds, and its live change (the watcher's next wait uses it). */
 double catalog_watch_rescan(struct ckptfs *fs);

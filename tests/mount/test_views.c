@@ -1112,6 +1112,43 @@ static void test_rewalk_after_expiry(void **state)
     mount_free(m);
 }
 
+/* A tree walked again while its entries are still valid is served from the
+ * kernel's caches: its cached listing is dropped only shortly before the
+ * entries it gave expire (three quarters of rescan= seconds), not at half
+ * of them, when a walk would read it again for entries it still has.  (The
+ * path to it may cost a LOOKUP or two: the views' own directories above a
+ * tree have timeouts of their own.) */
+static void test_rewalk_before_expiry(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    for (int i = 0; i < 100; i++) {
+        g_autofree char *rel = g_strdup_printf("_state/again/v1/0/d/f%03d", i);
+        bput(m->backing, rel, "x");
+    }
+    marker(m->backing, "again", 1, "generation=1\nparticipants=0\nstate=_state/again\n");
+    const char *args[] = {"-o", "rescan=8", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *dir = V(m, "again/checkpoints/1/0/d");
+    assert_int_equal(dir_entries(dir, true), 100);
+    const char *ops[] = {"ckptfs_ops_total{op=\"readdir\"}", "ckptfs_ops_total{op=\"readdirplus\"}",
+                         "ckptfs_ops_total{op=\"lookup\"}"};
+    const int64_t most[] = {0, 0, 5};
+    int64_t before[3];
+    for (int i = 0; i < 3; i++)
+        before[i] = mount_metric(m, ops[i]);
+    g_usleep(5 * 1000 * 1000); /* past half the timeout, before three quarters */
+    assert_int_equal(dir_entries(dir, true), 100);
+    int64_t sent[3];
+    for (int i = 0; i < 3; i++)
+        sent[i] = mount_metric(m, ops[i]) - before[i];
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+    for (int i = 0; i < 3; i++)
+        if (sent[i] > most[i])
+            fail_msg("the walk again 5 s later: %s went up by %" PRId64, ops[i], sent[i]);
+}
+
 /* A listing the kernel read only in part (a reader that stopped after the
  * first batch) is kept for its next READDIR; when the kernel has forgotten
  * the directory meanwhile, letting that listing go (pushed out by later
@@ -1267,6 +1304,7 @@ int main(void)
         cmocka_unit_test(test_metrics_on_fresh_mount),
         cmocka_unit_test(test_metrics_alertable),
         cmocka_unit_test(test_rewalk_after_expiry),
+        cmocka_unit_test(test_rewalk_before_expiry),
         cmocka_unit_test(test_partial_listing_outlives_its_node),
         cmocka_unit_test(test_control),
     };
