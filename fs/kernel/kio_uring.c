@@ -240,9 +240,13 @@ static gpointer ent_thread(gpointer p)
         return NULL;
     for (;;) {
         struct io_uring_cqe *cqe = NULL;
-        rc = io_uring_wait_cqe(&e->ring, &cqe);
-        if (rc == -EINTR)
-            continue;
+        if (rc == 0) {
+            rc = io_uring_wait_cqe(&e->ring, &cqe);
+            if (rc == -EINTR) {
+                rc = 0;
+                continue;
+            }
+        }
         if (rc < 0 || !cqe)
             return NULL;
         uint64_t tag = io_uring_cqe_get_data64(cqe);
@@ -252,15 +256,9 @@ static gpointer ent_thread(gpointer p)
         if (tag == KU_STOP_TAG || res < 0)
             return NULL;
         serve(e);
-        if (queue_cmd(e, KU_CMD_COMMIT_FETCH, e->hdr.ent.commit_id) < 0)
-            return NULL;
-        /* the reply and the wait for the next request in one system call:
-         * the commit completes only when its entry is given a request */
-        do
-            rc = io_uring_submit_and_wait(&e->ring, 1);
-        while (rc == -EINTR); /* interrupted before it submitted: nothing was */
-        if (rc < 0)
-            return NULL;
+        rc = queue_cmd(e, KU_CMD_COMMIT_FETCH, e->hdr.ent.commit_id);
+        if (rc == 0)
+            rc = MIN(io_uring_submit(&e->ring), 0); /* liburing returns -errno */
     }
 }
 
