@@ -140,6 +140,13 @@ static int queue_cmd(Ent *e, unsigned op, uint64_t commit_id)
     return 0;
 }
 
+/* 0, or -errno: liburing returns it and leaves errno alone */
+static int submit(Ent *e)
+{
+    int n = io_uring_submit(&e->ring);
+    return n < 0 ? n : 0;
+}
+
 static void queue_stop_poll(Ent *e)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
@@ -221,7 +228,7 @@ static gpointer ent_thread(gpointer p)
     queue_stop_poll(e);
     int rc = queue_cmd(e, KU_CMD_REGISTER, 0);
     if (rc == 0)
-        rc = MIN(io_uring_submit(&e->ring), 0); /* liburing returns -errno */
+        rc = submit(e);
     /* a REGISTER the kernel refuses completes during the submit; one it
      * takes completes only with the entry's first request */
     struct io_uring_cqe *early = NULL;
@@ -258,7 +265,7 @@ static gpointer ent_thread(gpointer p)
         serve(e);
         rc = queue_cmd(e, KU_CMD_COMMIT_FETCH, e->hdr.ent.commit_id);
         if (rc == 0)
-            rc = MIN(io_uring_submit(&e->ring), 0); /* liburing returns -errno */
+            rc = submit(e);
     }
 }
 
