@@ -132,7 +132,9 @@ void catalog_watch_refresh(struct ckptfs *fs, const char *job, bool wait);
  * rather than its cached listing and a LOOKUP per expired entry.  A walk
  * before that is served from the kernel's caches; the last quarter is the
  * margin for a walk that read the cached listing just before the drop and
- * stats its entries after it. */
+ * stats its entries after it.  So that no entry the kernel keeps expires
+ * before that drop, a READDIRPLUS leaves to the kernel (no attributes)
+ * only entries it was given less than a quarter of a timeout ago. */
 void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir);
 /* rescan= in seconds, and its live change (the watcher's next wait uses it). */
 double catalog_watch_rescan(struct ckptfs *fs);

@@ -362,7 +362,10 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
 {
     ViewsDir *d = dh;
     size_t used = 0;
-    gint64 half_timeout = (gint64)(views_of(fs)->timeout * 1e6 / 2);
+    /* an entry given out less than this long ago is left to the kernel: it
+     * expires after the listing read now is dropped (three quarters of a
+     * timeout from now, a twentieth early: catalog_watch_lag_listing) */
+    gint64 fresh_us = (gint64)(views_of(fs)->timeout * 1e6 / 4);
     if (off == 0 && d->jv) /* a tree's listing, read from its start */
         catalog_watch_lag_listing(fs, node_ino(&fs->nodes, n));
     for (guint i = (guint)off; i < d->ents->len; i++) {
@@ -373,7 +376,7 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
             struct fuse_entry_param e;
             memset(&e, 0, sizeof e);
             gint64 served = ve->served ? __atomic_load_n(ve->served, __ATOMIC_RELAXED) : 0;
-            if (dots || (served && g_get_monotonic_time() - served < half_timeout)) {
+            if (dots || (served && g_get_monotonic_time() - served < fresh_us)) {
                 /* no attributes (nodeid 0): the kernel's entry, given out
                  * moments ago, is still valid; a walk that re-reads a tree
                  * costs no lookup per entry */
