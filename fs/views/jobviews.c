@@ -1030,8 +1030,8 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
     case VN_CKPTS:
         for (guint i = 0; i < j->checkpoints->len; i++) {
             guint64 cn = ((CkCheckpointInfo *)j->checkpoints->pdata[i])->n;
-            char name[32];
-            g_snprintf(name, sizeof name, "%" G_GUINT64_FORMAT, (guint64)cn);
+            CkU64Text num;
+            const char *name = ck_u64_text(num, cn);
             g_autofree char *vkey = g_strconcat(vn->job, "/checkpoints/", name, NULL);
             vent_add(d, name, views_vino(fs, vkey), DT_DIR);
         }
