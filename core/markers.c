@@ -118,7 +118,7 @@ GArray *ck_job_marker_list_full(int jfd, GArray *in_progress)
 static int marker_read(int jfd, CkMarkerStamp *st, char *buf, CkMarker **out)
 {
     /* "chk-<N>" then "chk-<N>/COMPLETED": one of these per marker, no printf */
-    char path[48], digits[24];
+    char path[48], digits[CK_U64_DIGITS];
     const char *d = ck_u64_digits(digits + sizeof digits, st->n);
     size_t dl = (size_t)(digits + sizeof digits - d);
     memcpy(path, "chk-", 4);

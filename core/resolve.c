@@ -658,13 +658,13 @@ static void add_reads_gen(CkRestore *r, const CkMarker *m, bool uri)
     }
     /* path_join(root, "v<G>/<S>") for each participant, without a printf
      * per read (a catalog makes one for every participant of every marker) */
-    char gen[24];
+    char gen[CK_U64_DIGITS];
     char *gd = ck_u64_digits(gen + sizeof gen, r->generation);
     size_t rl = strlen(r->root), gl = (size_t)(gen + sizeof gen - gd);
     bool sep = rl > 0 && r->root[rl - 1] != '/';
     for (guint i = 0; i < m->participants->len; i++) {
         guint32 s = g_array_index(m->participants, guint32, i);
-        char sub[16];
+        char sub[CK_U64_DIGITS];
         char *sd = ck_u64_digits(sub + sizeof sub, s);
         size_t sl = (size_t)(sub + sizeof sub - sd);
         char *p = g_malloc(rl + sep + 1 + gl + 1 + sl + 1), *w = p;

@@ -707,9 +707,8 @@ void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir)
         g_hash_table_add(v->lagged_set, GSIZE_TO_POINTER(dir))) {
         bool first = g_queue_is_empty(&v->lagged);
         LaggedDir *l = g_new(LaggedDir, 1);
-        /* the same delay for all, so the queue stays in due order
-         * (catalog_watch_lag_listing in views-private.h says why this one) */
-        l->due_us = g_get_monotonic_time() + (gint64)(v->timeout * 1e6 * 3 / 4);
+        /* the same delay for all, so the queue stays in due order */
+        l->due_us = g_get_monotonic_time() + VIEWS_TIMEOUT_PCT_US(v, LISTING_DROP_PCT);
         l->ino = dir;
         g_queue_push_tail(&v->lagged, l);
         if (first)
@@ -722,12 +721,11 @@ void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir)
  * their turn (a writer waits for its own). */
 #define LAGGED_BATCH 256
 
-/* Drops the cached listings that are due, or nearly (a twentieth of a
- * timeout: fewer wake-ups); returns how long until the next one is, -1 for
- * none, 0 when more are due. */
+/* Drops the cached listings that are due, or nearly; returns how long until
+ * the next one is, -1 for none, 0 when more are due. */
 static gint64 send_lagged(Views *v, struct fuse_session *se)
 {
-    gint64 slack = (gint64)(v->timeout * 1e6 / 20);
+    gint64 slack = VIEWS_TIMEOUT_PCT_US(v, LISTING_DROP_EARLY_PCT);
     for (int sent = 0; sent < LAGGED_BATCH; sent++) {
         g_mutex_lock(&v->inval_lock);
         LaggedDir *l = g_queue_peek_head(&v->lagged);

@@ -126,16 +126,25 @@ void catalog_watch_stop(struct ckptfs *fs);
  * queue the kernel invalidations of its views. */
 void catalog_watch_refresh(struct ckptfs *fs, const char *job, bool wait);
 /* The kernel just read tree directory dir's listing, and with it its
- * entries, valid for a views timeout: three quarters of it later its cached
- * listing is dropped, so that a walk after that reads the listing again
- * with READDIRPLUS, which gives the kernel every entry anew in one request,
+ * entries, valid for a views timeout: LISTING_DROP_PCT of it later its
+ * cached listing is dropped (up to LISTING_DROP_EARLY_PCT early: fewer
+ * wake-ups), so that a walk after that reads the listing again with
+ * READDIRPLUS, which gives the kernel every entry anew in one request,
  * rather than its cached listing and a LOOKUP per expired entry.  A walk
- * before that is served from the kernel's caches; the last quarter is the
- * margin for a walk that read the cached listing just before the drop and
- * stats its entries after it.  So that no entry the kernel keeps expires
- * before that drop, a READDIRPLUS leaves to the kernel (no attributes)
- * only entries it was given less than a quarter of a timeout ago. */
+ * before that is served from the kernel's caches; the rest of the timeout
+ * is the margin for a walk that read the cached listing just before the
+ * drop and stats its entries after it.  A READDIRPLUS leaves to the kernel
+ * (no attributes) only entries it gave less than ENTRY_FRESH_PCT of a
+ * timeout ago, so that none of the entries the kernel keeps expires before
+ * the listing is dropped. */
 void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir);
+#define LISTING_DROP_PCT       75
+#define LISTING_DROP_EARLY_PCT 5
+#define ENTRY_FRESH_PCT        25
+_Static_assert(ENTRY_FRESH_PCT + LISTING_DROP_PCT - LISTING_DROP_EARLY_PCT <= 100,
+               "an entry left to the kernel must outlive the listing that holds it");
+/* pct percent of the views timeout v, in microseconds */
+#define VIEWS_TIMEOUT_PCT_US(v, pct) ((gint64)((v)->timeout * 1e6 * (pct) / 100))
 /* rescan= in seconds, and its live change (the watcher's next wait uses it). */
 double catalog_watch_rescan(struct ckptfs *fs);
 void catalog_watch_set_rescan(struct ckptfs *fs, double seconds);

@@ -362,10 +362,8 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
 {
     ViewsDir *d = dh;
     size_t used = 0;
-    /* an entry given out less than this long ago is left to the kernel: it
-     * expires after the listing read now is dropped (three quarters of a
-     * timeout from now, a twentieth early: catalog_watch_lag_listing) */
-    gint64 fresh_us = (gint64)(views_of(fs)->timeout * 1e6 / 4);
+    /* catalog_watch_lag_listing says why this window */
+    gint64 fresh_us = VIEWS_TIMEOUT_PCT_US(views_of(fs), ENTRY_FRESH_PCT);
     if (off == 0 && d->jv) /* a tree's listing, read from its start */
         catalog_watch_lag_listing(fs, node_ino(&fs->nodes, n));
     for (guint i = (guint)off; i < d->ents->len; i++) {
