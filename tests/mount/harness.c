@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -56,6 +57,8 @@ static void at_exit_cleanup(void)
         MountState st = mountrun_state(m->mnt);
         if (st == MOUNTRUN_DEAD || st == MOUNTRUN_LIVE)
             mountrun_fusermount(m->mnt, true, NULL);
+        if (m->backing_tmpfs)
+            umount2(m->backing, MNT_DETACH);
     }
 }
 
@@ -93,6 +96,16 @@ Mount *mount_new(void)
     }
     g_ptr_array_add(made_mounts, m);
     return m;
+}
+
+int mount_backing_tmpfs(Mount *m, const char *opts)
+{
+    g_autofree char *o = g_strconcat("mode=0755", opts ? "," : "", opts ? opts : "", NULL);
+    if (mount("ckptfs-test", m->backing, "tmpfs", 0, o) != 0)
+        return -errno;
+    m->backing_tmpfs = true;
+    g_assert_cmpint(g_mkdir_with_parents(m->bwork, 0755), ==, 0);
+    return 0;
 }
 
 void mount_dump_log(Mount *m)
@@ -474,6 +487,8 @@ void mount_free(Mount *m)
     if (live_mounts)
         g_ptr_array_remove(live_mounts, m);
     g_ptr_array_remove(made_mounts, m);
+    if (m->backing_tmpfs)
+        umount2(m->backing, MNT_DETACH);
     const char *rm[] = {"rm", "-rf", "--one-file-system", m->base, NULL};
     run_cmd(rm, NULL);
     g_free(m->base);

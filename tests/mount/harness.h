@@ -34,11 +34,20 @@ typedef struct {
     bool auto_unmount;       /* started with -o auto_unmount (served over /dev/fuse) */
     int exit_status;         /* of the last stop (waitpid status) */
     long nofile;             /* RLIMIT_NOFILE for the daemon, 0: inherited */
+    bool backing_tmpfs;      /* mount_backing_tmpfs: the backing dir is a tmpfs */
     GPtrArray *expected_log; /* mount_expect_log: texts a warning may contain */
 } Mount;
 
 /* Makes the directories (backing/_state/t exists) without mounting. */
 Mount *mount_new(void);
+/* Puts the backing directory on a tmpfs of its own (tmpfs options opts,
+ * may be NULL) before the daemon starts, backing/_state/t made again; it
+ * is detached by mount_free, or at exit when the test failed.  For tests
+ * that create hundreds of thousands of files: on the machine's ext4,
+ * creating that many right after another test removed as many makes ext4
+ * search its recently freed inodes on every create, a minute of set-up
+ * that has nothing to do with the daemon.  0, or -errno of mount(2). */
+int mount_backing_tmpfs(Mount *m, const char *opts);
 /* Starts the daemon with extra arguments (NULL-terminated, may be NULL),
  * plus "-o $CKPTFS_TEST_OPTS" when that is set (the suite's variant);
  * returns 0 once mounted, -1 (and prints the daemon log) otherwise.  An

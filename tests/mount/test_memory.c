@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -102,12 +101,12 @@ static long walk(const char *root)
 static int setup_tmpfs(void **state)
 {
     Mount *m = mount_new();
-    if (mount("ckptfs-test", m->backing, "tmpfs", 0, "mode=0755,nr_inodes=4m") != 0) {
-        fprintf(stderr, "tmpfs: %s\n", g_strerror(errno));
+    int rc = mount_backing_tmpfs(m, "nr_inodes=4m");
+    if (rc != 0) {
+        fprintf(stderr, "tmpfs: %s\n", g_strerror(-rc));
         mount_free(m);
         return -1;
     }
-    g_mkdir_with_parents(m->bwork, 0755);
     *state = m;
     return 0;
 }
@@ -116,7 +115,6 @@ static int teardown_tmpfs(void **state)
 {
     Mount *m = *state;
     int rc = m->pid ? mount_stop(m) : 0;
-    umount2(m->backing, MNT_DETACH);
     mount_free(m);
     return rc;
 }
