@@ -100,11 +100,17 @@ Mount *mount_new(void)
 
 int mount_backing_tmpfs(Mount *m, const char *opts)
 {
+    if (m->backing_tmpfs || m->pid)
+        return -EBUSY; /* one tmpfs, under no daemon */
     g_autofree char *o = g_strconcat("mode=0755", opts ? "," : "", opts ? opts : "", NULL);
     if (mount("ckptfs-test", m->backing, "tmpfs", 0, o) != 0)
         return -errno;
+    if (g_mkdir_with_parents(m->bwork, 0755) != 0) {
+        int err = -errno;
+        umount2(m->backing, MNT_DETACH);
+        return err;
+    }
     m->backing_tmpfs = true;
-    g_assert_cmpint(g_mkdir_with_parents(m->bwork, 0755), ==, 0);
     return 0;
 }
 

@@ -42,11 +42,13 @@ typedef struct {
 Mount *mount_new(void);
 /* Puts the backing directory on a tmpfs of its own (tmpfs options opts,
  * may be NULL) before the daemon starts, backing/_state/t made again; it
- * is detached by mount_free, or at exit when the test failed.  For tests
- * that create hundreds of thousands of files: on the machine's ext4,
- * creating that many right after another test removed as many makes ext4
- * search its recently freed inodes on every create, a minute of set-up
- * that has nothing to do with the daemon.  0, or -errno of mount(2). */
+ * is detached by mount_free, or by the exit hook when a failed assertion
+ * ended the test (not after SIGKILL).  For a small full file system, and
+ * for tests that create hundreds of thousands of files: on the machine's
+ * ext4, creating that many right after another test removed as many makes
+ * ext4 search its recently freed inodes on every create, a minute of
+ * set-up that has nothing to do with the daemon.  0; -EBUSY once mounted
+ * or with the daemon running; else -errno of mount(2) or mkdir(2). */
 int mount_backing_tmpfs(Mount *m, const char *opts);
 /* Starts the daemon with extra arguments (NULL-terminated, may be NULL),
  * plus "-o $CKPTFS_TEST_OPTS" when that is set (the suite's variant);

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -456,23 +455,20 @@ static void test_sigterm_during_commits(void **state)
 
 typedef struct {
     Mount *m;
-    bool tmpfs;
 } FullFs;
 
 static int setup_full_with(void **state, const char *const *args)
 {
     FullFs *f = g_new0(FullFs, 1);
     f->m = mount_new();
-    if (mount("ckptfs-test", f->m->backing, "tmpfs", 0, "size=4m,mode=0755") != 0) {
-        fprintf(stderr, "tmpfs: %s\n", g_strerror(errno));
+    int rc = mount_backing_tmpfs(f->m, "size=4m");
+    if (rc != 0) {
+        fprintf(stderr, "tmpfs: %s\n", g_strerror(-rc));
         mount_free(f->m);
         g_free(f);
         return -1;
     }
-    f->tmpfs = true;
-    g_mkdir_with_parents(f->m->bwork, 0755);
     if (mount_start(f->m, args) != 0) {
-        umount2(f->m->backing, MNT_DETACH);
         mount_free(f->m);
         g_free(f);
         return -1;
@@ -496,8 +492,6 @@ static int teardown_full(void **state)
 {
     FullFs *f = *state;
     int rc = mount_stop(f->m);
-    if (f->tmpfs)
-        umount2(f->m->backing, MNT_DETACH);
     mount_free(f->m);
     g_free(f);
     return rc;
