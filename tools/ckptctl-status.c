@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "collision.h"
 #include "control_socket.h"
 
 #define ANSWER_WAIT_MS 1000 /* a supervisor answers at once; a daemon may be stopped */
@@ -125,10 +126,8 @@ static char *no_answer(const char *mnt)
                                      "the daemon (without a supervisor) is stopped or hung");
     json_builder_end_array(b);
     json_builder_end_object(b);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
     g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    return json_generator_to_data(gen, NULL);
+    return ck_json_text(root, false);
 }
 
 int ckptctl_status(int argc, char **argv)

@@ -580,7 +580,7 @@ static void append_json_string(GString *out, const char *v)
     g_autoptr(JsonBuilder) b = json_builder_new();
     ck_json_add_string(b, v);
     g_autoptr(JsonNode) n = json_builder_get_root(b);
-    g_autofree char *s = json_to_string(n, FALSE);
+    g_autofree char *s = ck_json_text(n, false);
     g_string_append(out, s);
 }
 

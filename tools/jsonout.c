@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "collision.h"
+
 /* The tag of a number above G_MAXINT64 in the node tree: a string no
  * document can hold by chance (128 random bits, per process), so only the
  * numbers json_out_add_u64 wrote are turned back into number tokens. */
@@ -27,11 +29,7 @@ void json_out_add_u64(JsonBuilder *b, guint64 v)
 
 char *json_out_text(JsonNode *root)
 {
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    json_generator_set_pretty(gen, TRUE);
-    json_generator_set_indent(gen, 2);
-    json_generator_set_root(gen, root);
-    g_autofree char *s = json_generator_to_data(gen, NULL);
+    g_autofree char *s = ck_json_text(root, true);
     /* "<tag><digits>" -> <digits>: a valid JSON number that jq and Python
      * read back exactly (both keep integers beyond 2^63) */
     g_autofree char *quoted = g_strconcat("\"", u64_tag(), NULL);

@@ -197,8 +197,6 @@ char *status_json(const State *st, const StatusProcs *p, bool *healthy)
     add_int(b, "collisions", (gint64)collisions);
     json_builder_end_object(b);
     *healthy = problems->len == 0;
-    g_autoptr(JsonGenerator) gen = json_generator_new();
     g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    return json_generator_to_data(gen, NULL);
+    return ck_json_text(root, false);
 }

@@ -103,6 +103,40 @@ static void test_escaping(void **st)
     assert_string_equal(json_object_get_string_member(o, "comm"), "a\tb");
 }
 
+/* Every control character comes out escaped, U+001F too (json-glib 1.6
+ * writes that one raw), in records and in any other document. */
+static void test_control_characters(void **st)
+{
+    (void)st;
+    char path[64] = "_state/b/";
+    size_t n = strlen(path);
+    for (char ch = 1; ch < 0x20; ch++)
+        path[n++] = ch;
+    path[n++] = 0x7f;
+    path[n] = '\0';
+    CkCollision c = example_record();
+    c.path = path;
+    g_autofree char *json = ck_collision_to_json(&c);
+    for (const char *p = json; *p; p++)
+        assert_true((unsigned char)*p >= 0x20);
+    assert_non_null(strstr(json, "\\u001f"));
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) recs = ck_collision_parse_lines(json, strlen(json), &err);
+    assert_non_null(recs);
+    assert_int_equal(recs->len, 1);
+    assert_string_equal(json_object_get_string_member(recs->pdata[0], "path"), path);
+
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_array(b);
+    ck_json_add_string(b, "a\037b");
+    json_builder_end_array(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autofree char *line = ck_json_text(root, false);
+    assert_string_equal(line, "[\"a\\u001fb\"]");
+    g_autofree char *pretty = ck_json_text(root, true);
+    assert_string_equal(pretty, "[\n  \"a\\u001fb\"\n]");
+}
+
 static void test_ring_keeps_newest(void **st)
 {
     (void)st;
@@ -444,6 +478,7 @@ int main(void)
         cmocka_unit_test(test_example_record),
         cmocka_unit_test(test_nulls_and_audit),
         cmocka_unit_test(test_escaping),
+        cmocka_unit_test(test_control_characters),
         cmocka_unit_test(test_ring_keeps_newest),
         cmocka_unit_test(test_keep_zero),
         cmocka_unit_test(test_file_append),
