@@ -1040,6 +1040,18 @@ bool ck_catalog_job_check(CkCatalog *c, const char *job)
     return false;
 }
 
+bool ck_catalog_job_stale(CkCatalog *c, const char *job)
+{
+    if (ck_catalog_job_check(c, job))
+        return true;
+    const char *ij = ck_intern(job);
+    g_mutex_lock(&c->lock);
+    const JobPriv *jp = g_hash_table_lookup(c->jobs, ij);
+    g_autoptr(GArray) stamps = jp ? g_array_ref(jp->stamps) : NULL; /* never changed once set */
+    g_mutex_unlock(&c->lock);
+    return stamps && !ck_marker_stamps_current(c->dfd, ij, stamps);
+}
+
 GPtrArray *ck_catalog_pending_jobs(CkCatalog *c)
 {
     g_mutex_lock(&c->lock);

@@ -146,9 +146,14 @@ void ck_catalog_rescan(CkCatalog *c, GPtrArray *changed_out);
  *    last read: _jobs/<J> (a chk-<N> added, removed or renamed), _state/<J>,
  *    or a chk-<N> that had no COMPLETED yet changed.  Then refresh it.
  * A COMPLETED rewritten in place, or replaced by a rename, changes none of
- * these: ck_catalog_refresh_job (which compares every marker's stamp) sees it. */
+ * these: ck_catalog_job_stale and ck_catalog_refresh_job (which compare
+ * every marker's stamp) see it. */
 void ck_catalog_check_top(CkCatalog *c, GPtrArray *changed_out);
 bool ck_catalog_job_check(CkCatalog *c, const char *job);
+/* ck_catalog_job_check, and then one fstatat a marker: true when any
+ * COMPLETED of `job` is not as last read (rewritten in place, replaced by
+ * a rename, gone).  For the jobs someone is looking at. */
+bool ck_catalog_job_stale(CkCatalog *c, const char *job);
 /* The jobs that had a chk-<N> without COMPLETED when last read (interned
  * ids, a new array): where a marker is about to appear. */
 GPtrArray *ck_catalog_pending_jobs(CkCatalog *c);

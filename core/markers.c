@@ -52,6 +52,25 @@ static CkMarkerStamp stamp_of(uint64_t n, const struct stat *sb, uint32_t flags)
         flags};
 }
 
+bool ck_marker_stamps_current(int dfd, const char *job, const GArray *stamps)
+{
+    char p[CK_JOB_ID_MAX + 64];
+    for (guint i = 0; i < stamps->len; i++) {
+        const CkMarkerStamp *st = &g_array_index(stamps, CkMarkerStamp, i);
+        if (st->flags)
+            return false;
+        g_snprintf(p, sizeof p, "_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job,
+                   (guint64)st->n);
+        struct stat sb;
+        if (fstatat(dfd, p, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+            return false;
+        CkMarkerStamp now = stamp_of(st->n, &sb, 0);
+        if (memcmp(&now, st, sizeof now) != 0)
+            return false;
+    }
+    return true;
+}
+
 static gint cmp_stamp(gconstpointer a, gconstpointer b)
 {
     const CkMarkerStamp *x = a, *y = b;

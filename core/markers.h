@@ -53,6 +53,12 @@ GArray *ck_job_marker_list(int jfd);
  * each chk-<N> directory without a COMPLETED (a checkpoint being written). */
 GArray *ck_job_marker_list_full(int jfd, GArray *in_progress);
 
+/* Whether the stamps of job's markers (as listed, ascending) still describe
+ * each _jobs/<job>/chk-<N>/COMPLETED beneath dfd: one fstatat a marker, no
+ * listing.  A stamp of a symlink or of an error is never current (a new
+ * listing decides).  What a rewrite in place changes, and no directory. */
+bool ck_marker_stamps_current(int dfd, const char *job, const GArray *stamps);
+
 /* Reads the marker of the listed checkpoint *st of `job` (jfd: _jobs/<J>)
  * and returns what its restore reads (ck_restore_of_marker_cached against
  * dfd).  *st stays as listed, never newer than the bytes read, unless

@@ -89,22 +89,6 @@ void catalog_watch_set_rescan(struct ckptfs *fs, double seconds)
         g_debug("ckptfs: views: wake: %s", g_strerror(errno));
 }
 
-/* A job changed (refresh done): queue the kernel invalidations of its
- * views.  Returns the item's number (0: not queued). */
-static guint64 queue_inval(struct ckptfs *fs, const char *job)
-{
-    Views *v = views_of(fs);
-    guint64 ticket = 0;
-    /* under the lock: a request may come while the views stop */
-    g_mutex_lock(&v->inval_lock);
-    if (v->inval && !g_atomic_int_get(&v->stopping)) {
-        ticket = ++v->inval_queued;
-        g_async_queue_push(v->inval, (gpointer)job); /* in ticket order: under the lock */
-    }
-    g_mutex_unlock(&v->inval_lock);
-    return ticket;
-}
-
 /* Waits (at most INVAL_WAIT_US) until the notifier sent item `ticket`.
  * Bounded: the notifier may wait for the kernel, and the kernel for a
  * request this thread's caller is part of. */
@@ -137,12 +121,10 @@ void catalog_watch_refresh(struct ckptfs *fs, const char *job, bool wait)
     if (!c)
         return;
     ck_catalog_refresh_job(c, job);
-    atomic_store(&fs->metrics->catalog_jobs, ck_catalog_n_jobs(c));
-    atomic_store(&fs->metrics->catalog_markers, ck_catalog_n_markers(c));
-    /* queue the invalidations even when the catalog saw no change: another
-     * path (inotify) may have refreshed it first, before the kernel dropped
-     * its entries */
-    guint64 ticket = queue_inval(fs, job);
+    /* the invalidations even when the catalog saw no change: another path
+     * (inotify) may have refreshed it first, before the kernel dropped its
+     * entries */
+    guint64 ticket = views_job_refreshed(fs, c, job);
     /* the kernel keeps listings of views directories without asking (no
      * OPENDIR): a marker's close(2) returns once they are dropped */
     if (wait)
@@ -301,7 +283,7 @@ static void drain_events(Watch *w)
 static void notify_changed(struct ckptfs *fs, GPtrArray *changed)
 {
     for (guint i = 0; i < changed->len; i++)
-        queue_inval(fs, changed->pdata[i]);
+        views_queue_inval(fs, changed->pdata[i]);
 }
 
 static void forget_gone(struct ckptfs *fs, CkCatalog *c, GPtrArray *changed)
@@ -436,7 +418,9 @@ static void sweep_tick(struct ckptfs *fs, CkCatalog *c, Sweep *sw, GPtrArray *ch
     }
 }
 
-/* Every rescan period: the top level, and the jobs inotify may miss. */
+/* Every rescan period: the top level, and the jobs inotify may miss.  (A
+ * COMPLETED rewritten in place changes no directory: the views compare a
+ * job's markers when they are looked at, jobview_get.) */
 static void rescan_tick(Watch *w, CkCatalog *c, GPtrArray *changed)
 {
     ck_catalog_check_top(c, changed);
@@ -523,7 +507,7 @@ static gpointer watcher_main(gpointer p)
     loadctl_unref(ctl);
     if (!c)
         return NULL;
-    queue_inval(fs, &root_item);
+    views_queue_inval(fs, &root_item);
 
     Watch w = {fs,
                -1,

@@ -207,6 +207,17 @@ static void drop_older_half_locked(Views *v)
         g_hash_table_remove_all(v->jobviews); /* all asked for at one instant */
 }
 
+/* The cached snapshot of j's job when it is of j's version (a reference),
+ * marked used at now; else NULL.  Views.lock held. */
+static JobView *cached_locked(Views *v, const CkJobInfo *j, gint64 now)
+{
+    JobView *jv = g_hash_table_lookup(v->jobviews, j->job);
+    if (!jv || jv->j->version != j->version)
+        return NULL;
+    atomic_store(&jv->used_us, now);
+    return g_atomic_rc_box_acquire(jv);
+}
+
 JobView *jobview_get(struct ckptfs *fs, const char *job)
 {
     Views *v = views_of(fs);
@@ -216,17 +227,40 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
     CkJobInfo *j = ck_catalog_get_job(c, job);
     if (!j)
         return NULL;
+    gint64 now = g_get_monotonic_time();
+    gint64 due = now - __atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED);
+    /* A job not compared with the backing directory within rescan= is
+     * compared now, marker by marker: a COMPLETED rewritten in place behind
+     * the mount changes no directory, and the catalog would otherwise see
+     * it only at its next full comparison.  Of the threads that find a
+     * cached snapshot due, one compares; the others serve the snapshot. */
     g_mutex_lock(&v->lock);
     JobView *jv = g_hash_table_lookup(v->jobviews, j->job);
-    if (jv && jv->j->version == j->version) {
-        atomic_store(&jv->used_us, g_get_monotonic_time());
-        g_atomic_rc_box_acquire(jv);
+    gint64 checked = jv ? atomic_load(&jv->checked_us) : 0;
+    bool compare =
+        !jv || (checked <= due && atomic_compare_exchange_strong(&jv->checked_us, &checked, now));
+    if (!compare && (jv = cached_locked(v, j, now))) {
         g_mutex_unlock(&v->lock);
         ck_job_info_unref(j);
         return jv;
     }
     g_mutex_unlock(&v->lock);
+    if (compare && ck_catalog_job_stale(c, j->job) && ck_catalog_refresh_job(c, j->job)) {
+        views_job_refreshed(fs, c, j->job);
+        ck_job_info_unref(j);
+        if (!(j = ck_catalog_get_job(c, job)))
+            return NULL;
+    }
+    g_mutex_lock(&v->lock);
+    jv = cached_locked(v, j, now); /* compared and unchanged */
+    g_mutex_unlock(&v->lock);
+    if (jv) {
+        ck_job_info_unref(j);
+        return jv;
+    }
     JobView *fresh = jobview_build(j); /* takes j */
+    /* compared now, or refreshed since the cached one was (its version moved) */
+    atomic_store(&fresh->checked_us, compare ? now : checked);
     g_mutex_lock(&v->lock);
     jv = g_hash_table_lookup(v->jobviews, fresh->j->job);
     if (!jv || jv->j->version < fresh->j->version) {
@@ -249,6 +283,27 @@ void jobviews_forget(struct ckptfs *fs, const char *job)
     g_mutex_lock(&v->lock);
     g_hash_table_remove(v->jobviews, job);
     g_mutex_unlock(&v->lock);
+}
+
+guint64 views_queue_inval(struct ckptfs *fs, const char *job)
+{
+    Views *v = views_of(fs);
+    guint64 ticket = 0;
+    /* under the lock: a request may come while the views stop */
+    g_mutex_lock(&v->inval_lock);
+    if (v->inval && !g_atomic_int_get(&v->stopping)) {
+        ticket = ++v->inval_queued;
+        g_async_queue_push(v->inval, (gpointer)job); /* in ticket order: under the lock */
+    }
+    g_mutex_unlock(&v->inval_lock);
+    return ticket;
+}
+
+guint64 views_job_refreshed(struct ckptfs *fs, CkCatalog *c, const char *job)
+{
+    atomic_store(&fs->metrics->catalog_jobs, ck_catalog_n_jobs(c));
+    atomic_store(&fs->metrics->catalog_markers, ck_catalog_n_markers(c));
+    return views_queue_inval(fs, job);
 }
 
 void jobviews_expire(struct ckptfs *fs, gint64 idle_us)

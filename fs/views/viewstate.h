@@ -31,7 +31,8 @@ typedef struct {
     GPtrArray *ckpt_layers;  /* GPtrArray* of CkLayer*, parallel to j->checkpoints */
     char *restore;           /* ck_job_restore_text */
     gsize restore_len;
-    _Atomic gint64 used_us; /* monotonic time of its last jobview_get */
+    _Atomic gint64 used_us;    /* monotonic time of its last jobview_get */
+    _Atomic gint64 checked_us; /* when its job was last compared with the backing dir */
 } JobView;
 
 typedef struct {
@@ -121,12 +122,22 @@ CkCatalog *views_catalog_if_loaded(struct ckptfs *fs);
 GPtrArray *views_job_names(struct ckptfs *fs);
 bool views_has_job(struct ckptfs *fs, const char *job);
 
-/* The snapshot of job's views (a reference; NULL: no such job). */
+/* The snapshot of job's views (a reference; NULL: no such job).  A job
+ * not compared with the backing directory within rescan= is compared
+ * first, marker by marker (ck_catalog_job_stale): what the catalog holds
+ * of it may be as old as its last full comparison, minutes. */
 JobView *jobview_get(struct ckptfs *fs, const char *job);
 void jobview_unref(JobView *jv);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(JobView, jobview_unref)
 /* Drops the cached snapshot of a job that is gone. */
 void jobviews_forget(struct ckptfs *fs, const char *job);
+/* A job changed (its catalog refresh done): queue the kernel invalidations
+ * of its views for the notifier (catalog_watch.c).  The item's number, 0
+ * when not queued (the views stop). */
+guint64 views_queue_inval(struct ckptfs *fs, const char *job);
+/* The same after a refresh of job in c made in a request: the catalog's
+ * gauges (jobs, markers) first. */
+guint64 views_job_refreshed(struct ckptfs *fs, CkCatalog *c, const char *job);
 /* Drops the cached snapshots nobody asked for in idle_us (a walk over the
  * views leaves up to JOBVIEWS_MAX of them); gives the memory back. */
 void jobviews_expire(struct ckptfs *fs, gint64 idle_us);

@@ -6,7 +6,8 @@
  * act as on a file system inotify cannot see); a checkpoint that was in
  * progress at mount time shows once its COMPLETED is written behind the
  * mount; the views dir's (kernel-cached) listing follows jobs added and
- * removed behind the mount.  Polls are bounded (up to 10 s for rescan=1)
+ * removed behind the mount; a marker rewritten in place (or replaced by a
+ * rename) behind the mount shows too.  Polls are bounded (up to 10 s for rescan=1)
  * and assert what shows, never how fast. */
 #include <errno.h>
 #include <fcntl.h>
@@ -195,12 +196,82 @@ static void test_behind_periodic_only(void **state)
     behind(false);
 }
 
+static char *latest_of(Mount *m, const char *job)
+{
+    g_autofree char *l = g_strdup_printf("%s/_views/%s/latest", m->mnt, job);
+    char buf[64] = {0};
+    if (readlink(l, buf, sizeof buf - 1) <= 0)
+        return g_strdup("");
+    return g_strdup(buf);
+}
+
+static bool wait_latest(Mount *m, const char *job, const char *want)
+{
+    for (int i = 0; i < 100; i++) {
+        g_autofree char *now = latest_of(m, job);
+        if (strcmp(now, want) == 0)
+            return true;
+        g_usleep(100000);
+    }
+    return false;
+}
+
+/* A COMPLETED that already existed at mount time, rewritten in place or
+ * replaced by a rename behind the mount: no directory changes and no watch
+ * sees it, yet it shows within rescan=, whether the job's views were looked
+ * at before the change (compared every rescan period while in use) or only
+ * after it (compared at the first look). */
+static void rewritten(bool looked_before)
+{
+    Mount *m = fixture();
+    assert_int_equal(start(m, true), 0);
+    /* another job's views wait for the catalog's load: what it read of
+     * the markers is what the change must show over */
+    g_autofree char *other = latest_of(m, "job-0001");
+    assert_string_equal(other, "checkpoints/3");
+    if (looked_before) {
+        g_autofree char *a = latest_of(m, "job-0042");
+        g_autofree char *b = latest_of(m, "job-0043");
+        assert_string_equal(a, "checkpoints/3");
+        assert_string_equal(b, "checkpoints/3");
+    }
+    /* in place: the same inode, truncated and written (a line of blanks: malformed) */
+    bput(m, "_jobs/job-0042/chk-3/COMPLETED",
+         "checkpoint=3\ngeneration=1\nparticipants=0\nstate=_state/job-0042\n   \n");
+    /* replaced: a new file renamed onto it */
+    bput(m, "_jobs/job-0043/chk-3/COMPLETED.tmp", "checkpoint=3\n   \n");
+    g_autofree char *from =
+        g_build_filename(m->backing, "_jobs/job-0043/chk-3/COMPLETED.tmp", NULL);
+    g_autofree char *to = g_build_filename(m->backing, "_jobs/job-0043/chk-3/COMPLETED", NULL);
+    assert_int_equal(rename(from, to), 0);
+    assert_true(wait_latest(m, "job-0042", "checkpoints/2"));
+    assert_true(wait_latest(m, "job-0043", "checkpoints/2"));
+    assert_true(wait_exists(m, "job-0042/checkpoints/3/ERROR", true));
+    assert_true(wait_exists(m, "job-0043/checkpoints/3/ERROR", true));
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+static void test_rewritten_looked_at_before(void **state)
+{
+    (void)state;
+    rewritten(true);
+}
+
+static void test_rewritten_looked_at_after(void **state)
+{
+    (void)state;
+    rewritten(false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_at_start),
         cmocka_unit_test(test_behind_inotify),
         cmocka_unit_test(test_behind_periodic_only),
+        cmocka_unit_test(test_rewritten_looked_at_before),
+        cmocka_unit_test(test_rewritten_looked_at_after),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
