@@ -57,14 +57,17 @@ bool ck_marker_stamps_current(int dfd, const char *job, const GArray *stamps)
     char p[CK_JOB_ID_MAX + 64];
     for (guint i = 0; i < stamps->len; i++) {
         const CkMarkerStamp *st = &g_array_index(stamps, CkMarkerStamp, i);
-        if (st->flags)
-            return false;
-        g_snprintf(p, sizeof p, "_jobs/%s/chk-%" G_GUINT64_FORMAT "/COMPLETED", job,
-                   (guint64)st->n);
+        /* what the listing stat'ed: chk-<N> itself when it was a symlink */
+        bool chk = st->flags & CK_STAMP_CHK_SYMLINK;
+        g_snprintf(p, sizeof p, "_jobs/%s/chk-%" G_GUINT64_FORMAT "%s", job, (guint64)st->n,
+                   chk ? "" : "/COMPLETED");
         struct stat sb;
-        if (fstatat(dfd, p, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-            return false;
-        CkMarkerStamp now = stamp_of(st->n, &sb, 0);
+        if (fstatat(dfd, p, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (!(st->flags & CK_STAMP_ERRNO) || (uint32_t)errno != st->mode)
+                return false;
+            continue; /* unreadable as before */
+        }
+        CkMarkerStamp now = stamp_of(st->n, &sb, st->flags & CK_STAMP_CHK_SYMLINK);
         if (memcmp(&now, st, sizeof now) != 0)
             return false;
     }

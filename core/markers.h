@@ -34,6 +34,8 @@ typedef struct {
     uint32_t flags; /* CK_STAMP_* */
 } CkMarkerStamp;
 
+G_STATIC_ASSERT(sizeof(CkMarkerStamp) == 40); /* no padding */
+
 #define CK_STAMP_CHK_SYMLINK 1u /* chk-<N> itself is a symlink: not followed */
 #define CK_STAMP_ERRNO       2u /* COMPLETED could not be looked at (mode: the errno) */
 
@@ -55,8 +57,9 @@ GArray *ck_job_marker_list_full(int jfd, GArray *in_progress);
 
 /* Whether the stamps of job's markers (as listed, ascending) still describe
  * each _jobs/<job>/chk-<N>/COMPLETED beneath dfd: one fstatat a marker, no
- * listing.  A stamp of a symlink or of an error is never current (a new
- * listing decides).  What a rewrite in place changes, and no directory. */
+ * listing (chk-<N> itself where it was a symlink; the same errno where it
+ * could not be looked at).  What a rewrite in place changes, and no
+ * directory. */
 bool ck_marker_stamps_current(int dfd, const char *job, const GArray *stamps);
 
 /* Reads the marker of the listed checkpoint *st of `job` (jfd: _jobs/<J>)

@@ -245,8 +245,10 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
         return jv;
     }
     g_mutex_unlock(&v->lock);
-    if (compare && ck_catalog_job_stale(c, j->job) && ck_catalog_refresh_job(c, j->job)) {
-        views_job_refreshed(fs, c, j->job);
+    if (compare && ck_catalog_job_stale(c, j->job)) {
+        if (ck_catalog_refresh_job(c, j->job))
+            views_job_refreshed(fs, c, j->job);
+        /* the snapshot now: another thread may have refreshed it first */
         ck_job_info_unref(j);
         if (!(j = ck_catalog_get_job(c, job)))
             return NULL;

@@ -205,6 +205,29 @@ static char *latest_of(Mount *m, const char *job)
     return g_strdup(buf);
 }
 
+/* Whether the (kernel-cached) listing of _views/<vrel> has name. */
+static bool lists(Mount *m, const char *vrel, const char *name)
+{
+    g_autofree char *p = g_build_filename(m->mnt, "_views", vrel, NULL);
+    g_autoptr(GDir) d = g_dir_open(p, 0, NULL);
+    assert_non_null(d);
+    const char *nm;
+    while ((nm = g_dir_read_name(d)) != NULL)
+        if (strcmp(nm, name) == 0)
+            return true;
+    return false;
+}
+
+static bool wait_lists(Mount *m, const char *vrel, const char *name, bool want)
+{
+    for (int i = 0; i < 100; i++) {
+        if (lists(m, vrel, name) == want)
+            return true;
+        g_usleep(100000);
+    }
+    return false;
+}
+
 static bool wait_latest(Mount *m, const char *job, const char *want)
 {
     for (int i = 0; i < 100; i++) {
@@ -216,11 +239,11 @@ static bool wait_latest(Mount *m, const char *job, const char *want)
     return false;
 }
 
-/* A COMPLETED that already existed at mount time, rewritten in place or
- * replaced by a rename behind the mount: no directory changes and no watch
- * sees it, yet it shows within rescan=, whether the job's views were looked
- * at before the change (compared every rescan period while in use) or only
- * after it (compared at the first look). */
+/* A COMPLETED that already existed at mount time, rewritten in place,
+ * replaced by a rename or removed behind the mount: no directory of the
+ * job changes and no watch sees it, yet it shows within rescan= in what is
+ * looked up and in the (kernel-cached) listings of the job, whether the
+ * job's views were looked at before the change or only after it. */
 static void rewritten(bool looked_before)
 {
     Mount *m = fixture();
@@ -234,6 +257,12 @@ static void rewritten(bool looked_before)
         g_autofree char *b = latest_of(m, "job-0043");
         assert_string_equal(a, "checkpoints/3");
         assert_string_equal(b, "checkpoints/3");
+        /* twice: the mount's first directory open finds the kernel still
+         * sending OPENDIR, and that open caches no listing */
+        for (int i = 0; i < 2; i++) {
+            assert_true(lists(m, "job-0044/checkpoints", "3"));
+            assert_true(lists(m, "job-0045", "latest"));
+        }
     }
     /* in place: the same inode, truncated and written (a line of blanks: malformed) */
     bput(m, "_jobs/job-0042/chk-3/COMPLETED",
@@ -244,10 +273,20 @@ static void rewritten(bool looked_before)
         g_build_filename(m->backing, "_jobs/job-0043/chk-3/COMPLETED.tmp", NULL);
     g_autofree char *to = g_build_filename(m->backing, "_jobs/job-0043/chk-3/COMPLETED", NULL);
     assert_int_equal(rename(from, to), 0);
+    /* removed, its chk-<N> left: the checkpoint goes from the listings */
+    g_autofree char *gone = g_build_filename(m->backing, "_jobs/job-0044/chk-3/COMPLETED", NULL);
+    assert_int_equal(unlink(gone), 0);
+    /* every marker of a job made malformed: no latest in its listing */
+    for (int n = 1; n <= MARKERS; n++) {
+        g_autofree char *rel = g_strdup_printf("_jobs/job-0045/chk-%d/COMPLETED", n);
+        bput(m, rel, "checkpoint=0\n");
+    }
     assert_true(wait_latest(m, "job-0042", "checkpoints/2"));
     assert_true(wait_latest(m, "job-0043", "checkpoints/2"));
     assert_true(wait_exists(m, "job-0042/checkpoints/3/ERROR", true));
     assert_true(wait_exists(m, "job-0043/checkpoints/3/ERROR", true));
+    assert_true(wait_lists(m, "job-0044/checkpoints", "3", false));
+    assert_true(wait_lists(m, "job-0045", "latest", false));
     assert_int_equal(mount_stop(m), 0);
     mount_free(m);
 }
@@ -264,6 +303,26 @@ static void test_rewritten_looked_at_after(void **state)
     rewritten(false);
 }
 
+/* The kernel's cached listing of <J>/checkpoints, read again and again
+ * with nothing else of the job looked up: a COMPLETED removed behind the
+ * mount (its chk-<N> left, so no directory of the job changes) leaves it
+ * within rescan= all the same. */
+static void test_listing_follows_removed_marker(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    for (int n = 1; n <= MARKERS; n++)
+        bmarker(m, "job-0001", n);
+    assert_int_equal(start(m, true), 0);
+    for (int i = 0; i < 2; i++) /* the first open caches no listing */
+        assert_true(lists(m, "job-0001/checkpoints", "3"));
+    g_autofree char *gone = g_build_filename(m->backing, "_jobs/job-0001/chk-3/COMPLETED", NULL);
+    assert_int_equal(unlink(gone), 0);
+    assert_true(wait_lists(m, "job-0001/checkpoints", "3", false));
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -272,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_behind_periodic_only),
         cmocka_unit_test(test_rewritten_looked_at_before),
         cmocka_unit_test(test_rewritten_looked_at_after),
+        cmocka_unit_test(test_listing_follows_removed_marker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
