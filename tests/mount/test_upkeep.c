@@ -85,9 +85,11 @@ static bool wait_exists(Mount *m, const char *vrel, bool want)
     return false;
 }
 
-static bool listed(Mount *m, const char *name)
+/* Whether the (kernel-cached) listing of _views/<vrel> has name ("": the
+ * views dir's own). */
+static bool listed(Mount *m, const char *vrel, const char *name)
 {
-    g_autofree char *p = g_build_filename(m->mnt, "_views", NULL);
+    g_autofree char *p = g_build_filename(m->mnt, "_views", vrel, NULL);
     g_autoptr(GDir) d = g_dir_open(p, 0, NULL);
     assert_non_null(d);
     const char *nm;
@@ -97,10 +99,10 @@ static bool listed(Mount *m, const char *name)
     return false;
 }
 
-static bool wait_listed(Mount *m, const char *name, bool want)
+static bool wait_listed(Mount *m, const char *vrel, const char *name, bool want)
 {
     for (int i = 0; i < 100; i++) {
-        if (listed(m, name) == want)
+        if (listed(m, vrel, name) == want)
             return true;
         g_usleep(100000);
     }
@@ -159,14 +161,14 @@ static void behind(bool inotify)
     assert_true(wait_exists(m, "job-0007/checkpoints/4", true));
 
     /* a job appears in the (cached) listing of the views dir, and goes */
-    assert_true(listed(m, "job-0001"));
+    assert_true(listed(m, "", "job-0001"));
     bmarker(m, "newjob", 1);
-    assert_true(wait_listed(m, "newjob", true));
+    assert_true(wait_listed(m, "", "newjob", true));
     assert_true(wait_exists(m, "newjob/checkpoints/1", true));
     g_autofree char *nj = g_build_filename(m->backing, "_jobs/newjob", NULL);
     g_autofree char *rm = g_strdup_printf("rm -rf '%s'", nj);
     assert_int_equal(system(rm), 0);
-    assert_true(wait_listed(m, "newjob", false));
+    assert_true(wait_listed(m, "", "newjob", false));
     assert_true(wait_exists(m, "newjob", false));
 
     /* a marker removed behind the mount: latest falls back */
@@ -205,29 +207,6 @@ static char *latest_of(Mount *m, const char *job)
     return g_strdup(buf);
 }
 
-/* Whether the (kernel-cached) listing of _views/<vrel> has name. */
-static bool lists(Mount *m, const char *vrel, const char *name)
-{
-    g_autofree char *p = g_build_filename(m->mnt, "_views", vrel, NULL);
-    g_autoptr(GDir) d = g_dir_open(p, 0, NULL);
-    assert_non_null(d);
-    const char *nm;
-    while ((nm = g_dir_read_name(d)) != NULL)
-        if (strcmp(nm, name) == 0)
-            return true;
-    return false;
-}
-
-static bool wait_lists(Mount *m, const char *vrel, const char *name, bool want)
-{
-    for (int i = 0; i < 100; i++) {
-        if (lists(m, vrel, name) == want)
-            return true;
-        g_usleep(100000);
-    }
-    return false;
-}
-
 static bool wait_latest(Mount *m, const char *job, const char *want)
 {
     for (int i = 0; i < 100; i++) {
@@ -260,8 +239,8 @@ static void rewritten(bool looked_before)
         /* twice: the mount's first directory open finds the kernel still
          * sending OPENDIR, and that open caches no listing */
         for (int i = 0; i < 2; i++) {
-            assert_true(lists(m, "job-0044/checkpoints", "3"));
-            assert_true(lists(m, "job-0045", "latest"));
+            assert_true(listed(m, "job-0044/checkpoints", "3"));
+            assert_true(listed(m, "job-0045", "latest"));
         }
     }
     /* in place: the same inode, truncated and written (a line of blanks: malformed) */
@@ -285,8 +264,8 @@ static void rewritten(bool looked_before)
     assert_true(wait_latest(m, "job-0043", "checkpoints/2"));
     assert_true(wait_exists(m, "job-0042/checkpoints/3/ERROR", true));
     assert_true(wait_exists(m, "job-0043/checkpoints/3/ERROR", true));
-    assert_true(wait_lists(m, "job-0044/checkpoints", "3", false));
-    assert_true(wait_lists(m, "job-0045", "latest", false));
+    assert_true(wait_listed(m, "job-0044/checkpoints", "3", false));
+    assert_true(wait_listed(m, "job-0045", "latest", false));
     assert_int_equal(mount_stop(m), 0);
     mount_free(m);
 }
@@ -315,10 +294,10 @@ static void test_listing_follows_removed_marker(void **state)
         bmarker(m, "job-0001", n);
     assert_int_equal(start(m, true), 0);
     for (int i = 0; i < 2; i++) /* the first open caches no listing */
-        assert_true(lists(m, "job-0001/checkpoints", "3"));
+        assert_true(listed(m, "job-0001/checkpoints", "3"));
     g_autofree char *gone = g_build_filename(m->backing, "_jobs/job-0001/chk-3/COMPLETED", NULL);
     assert_int_equal(unlink(gone), 0);
-    assert_true(wait_lists(m, "job-0001/checkpoints", "3", false));
+    assert_true(wait_listed(m, "job-0001/checkpoints", "3", false));
     assert_int_equal(mount_stop(m), 0);
     mount_free(m);
 }
