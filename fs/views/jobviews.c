@@ -833,16 +833,12 @@ int jv_readdir_entry(struct ckptfs *fs, ViewsDir *d, guint i, struct fuse_entry_
 
 /* Entries that exist exactly as long as their job (<J>, and its state,
  * checkpoints and restore): the notifier drops them when the job goes, so
- * the kernel may keep them long; their attributes never change (directories)
- * or are not cached (restore). */
+ * the kernel may keep the names long.  Their attributes keep their own
+ * timeouts: a directory's mtime follows its listing (dir_attr_serial). */
 static int stable(struct ckptfs *fs, int err, struct fuse_entry_param *e)
 {
-    if (err == 0 && e->ino) {
-        double st = views_of(fs)->stable_timeout;
-        e->entry_timeout = st;
-        if (e->attr_timeout > 0)
-            e->attr_timeout = st;
-    }
+    if (err == 0 && e->ino)
+        e->entry_timeout = views_of(fs)->stable_timeout;
     return err;
 }
 
@@ -924,31 +920,75 @@ static char *error_text(JobView *jv, guint64 n)
     return g_strconcat(r->error ? r->error : "not restorable", "\n", NULL);
 }
 
+/* The kernel keeps a directory's listing while its mtime stays (no OPENDIR
+ * to ask) and reads the mtime again, once its attributes expired, before it
+ * serves the listing: a views directory's mtime moves with what its listing
+ * was built from, checked as a READDIR would, and is kept half the timeout,
+ * so a change behind the mount shows within it.  The base is this daemon's
+ * start: a listing a previous daemon gave is never taken for this one's. */
+static void dir_attr_serial(struct ckptfs *fs, Node *n, guint64 serial, struct stat *st,
+                            double *timeout)
+{
+    views_dir_attr(fs, n->view->vino, st);
+    st->st_mtim.tv_nsec += (long)(serial % G_GUINT64_CONSTANT(1000000000));
+    if (st->st_mtim.tv_nsec >= 1000000000L) {
+        st->st_mtim.tv_sec++;
+        st->st_mtim.tv_nsec -= 1000000000L;
+    }
+    st->st_ctim = st->st_mtim;
+    *timeout = views_of(fs)->timeout / 2;
+}
+
+/* The fingerprint of what <J> or <J>/checkpoints lists (jv_opendir), for
+ * the directory's mtime (dir_attr_serial); into *timeout, how long the
+ * kernel may keep that mtime.  Once the kernel may hold such a listing, a
+ * marker rewritten in place (no directory changes) must move it: the job's
+ * markers are compared first when this node did not have them compared
+ * within rescan=, and the mtime is kept only until the next comparison is
+ * due.  Before, the loaded catalog's snapshot costs a lookup: a listing of
+ * the views dir neither compares every job nor waits for the catalog. */
+static guint64 job_serial(struct ckptfs *fs, VNode *vn, double *timeout)
+{
+    gint64 now = g_get_monotonic_time();
+    gint64 rescan = __atomic_load_n(&views_of(fs)->rescan_us, __ATOMIC_RELAXED);
+    gint64 left = rescan;
+    g_mutex_lock(&vn->lock);
+    bool listed = vn->opened_serial != 0;
+    bool compare = listed && now - (gint64)vn->version >= rescan;
+    if (compare)
+        vn->version = (guint64)now;
+    else if (listed)
+        left = (gint64)vn->version + rescan - now;
+    g_mutex_unlock(&vn->lock);
+    *timeout = MIN(*timeout, (double)left / 1e6);
+    g_autoptr(CkJobInfo) j = views_job_compared(fs, vn->job, compare);
+    if (!j)
+        return 0;
+    if (vn->kind == VN_JOB)
+        return j->has_latest ? 2 : 1; /* the names are fixed but latest */
+    guint64 h = VIEWS_HASH_START;
+    for (guint i = 0; i < j->checkpoints->len; i++) {
+        guint64 cn = ((CkCheckpointInfo *)j->checkpoints->pdata[i])->n;
+        h = views_hash(h, &cn, sizeof cn);
+    }
+    return h;
+}
+
 int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *timeout)
 {
     double t = views_of(fs)->timeout;
     switch (vn->kind) {
     case VN_JOB:
-    case VN_CKPTS:
-        views_dir_attr(fs, n->view->vino, st);
-        *timeout = views_of(fs)->stable_timeout; /* never change */
-        return 0;
-    case VN_TREE: {
-        /* the kernel keeps a directory's listing while its mtime stays (no
-         * OPENDIR to ask): the mtime moves with the listing's serial, checked
-         * as a READDIR would, and is kept half the timeout, so a change
-         * behind the mount shows within it */
-        views_dir_attr(fs, n->view->vino, st);
-        guint64 serial = tree_serial(fs, vn);
-        st->st_mtim.tv_nsec += (long)(serial % G_GUINT64_CONSTANT(1000000000));
-        if (st->st_mtim.tv_nsec >= 1000000000L) {
-            st->st_mtim.tv_sec++;
-            st->st_mtim.tv_nsec -= 1000000000L;
-        }
-        st->st_ctim = st->st_mtim;
-        *timeout = t / 2;
+    case VN_CKPTS: {
+        double left = t;
+        guint64 serial = job_serial(fs, vn, &left);
+        dir_attr_serial(fs, n, serial, st, timeout);
+        *timeout = MIN(*timeout, left);
         return 0;
     }
+    case VN_TREE:
+        dir_attr_serial(fs, n, tree_serial(fs, vn), st, timeout);
+        return 0;
     case VN_ALIAS: {
         int err = node_fstat(&fs->nodes, n, st);
         if (!err && st->st_nlink == 0)

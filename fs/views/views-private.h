@@ -48,11 +48,13 @@ typedef struct Listing Listing;
 typedef struct {
     const char *job;       /* interned (job kinds) */
     guint64 n;             /* trees of checkpoints/<n>, ERROR */
-    guint64 version;       /* the job snapshot `layer` is of (lock) */
+    guint64 version;       /* the job snapshot `layer` is of; VN_JOB and VN_CKPTS:
+                            * when their job was last compared for them (lock) */
     GMutex lock;           /* listing, opened_serial, layer and version */
     Listing *listing;      /* VN_TREE: the merged entries (cached, revalidated, dropped
                             * when a directory handle that read it goes) */
-    guint64 opened_serial; /* the listing the last opendir gave the kernel */
+    guint64 opened_serial; /* the listing the last opendir gave the kernel; 0:
+                            * none ever (VN_JOB, VN_CKPTS: never listed) */
     VnKind kind;
     gint16 layer; /* below a tree's root: the entry's layer in `version`; -1 none */
     bool ckpt;    /* trees: checkpoints/<n>, else state */

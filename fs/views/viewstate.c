@@ -218,6 +218,30 @@ static JobView *cached_locked(Views *v, const CkJobInfo *j, gint64 now)
     return g_atomic_rc_box_acquire(jv);
 }
 
+/* Compares job's markers' stamps with what c read of them and re-reads the
+ * job where they differ: a COMPLETED rewritten in place behind the mount
+ * changes no directory, and the catalog would otherwise see it only at its
+ * next full comparison.  Whether they differed (the snapshot changed, here
+ * or in another thread that re-read it first). */
+static bool compare_job(struct ckptfs *fs, CkCatalog *c, const char *job)
+{
+    if (!ck_catalog_job_stale(c, job))
+        return false;
+    if (ck_catalog_refresh_job(c, job))
+        views_job_refreshed(fs, c, job);
+    return true;
+}
+
+CkJobInfo *views_job_compared(struct ckptfs *fs, const char *job, bool compare)
+{
+    CkCatalog *c = compare ? views_catalog(fs) : views_catalog_if_loaded(fs);
+    if (!c)
+        return NULL;
+    if (compare)
+        compare_job(fs, c, job);
+    return ck_catalog_get_job(c, job);
+}
+
 JobView *jobview_get(struct ckptfs *fs, const char *job)
 {
     Views *v = views_of(fs);
@@ -230,10 +254,8 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
     gint64 now = g_get_monotonic_time();
     gint64 due = now - __atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED);
     /* A job not compared with the backing directory within rescan= is
-     * compared now, marker by marker: a COMPLETED rewritten in place behind
-     * the mount changes no directory, and the catalog would otherwise see
-     * it only at its next full comparison.  Of the threads that find a
-     * cached snapshot due, one compares; the others serve the snapshot. */
+     * compared now (compare_job).  Of the threads that find a cached
+     * snapshot due, one compares; the others serve the snapshot. */
     g_mutex_lock(&v->lock);
     JobView *jv = g_hash_table_lookup(v->jobviews, j->job);
     gint64 checked = jv ? atomic_load(&jv->checked_us) : 0;
@@ -245,9 +267,7 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
         return jv;
     }
     g_mutex_unlock(&v->lock);
-    if (compare && ck_catalog_job_stale(c, j->job)) {
-        if (ck_catalog_refresh_job(c, j->job))
-            views_job_refreshed(fs, c, j->job);
+    if (compare && compare_job(fs, c, j->job)) {
         /* the snapshot now: another thread may have refreshed it first */
         ck_job_info_unref(j);
         if (!(j = ck_catalog_get_job(c, job)))

@@ -127,6 +127,11 @@ bool views_has_job(struct ckptfs *fs, const char *job);
  * first, marker by marker (ck_catalog_job_stale): what the catalog holds
  * of it may be as old as its last full comparison, minutes. */
 JobView *jobview_get(struct ckptfs *fs, const char *job);
+/* The catalog's snapshot of job (a reference; NULL: no such job, or the
+ * catalog is not loaded and compare is false), its markers compared with
+ * the backing directory first when compare is true (the caller keeps the
+ * time it last asked for that, as jobview_get does in its cache). */
+CkJobInfo *views_job_compared(struct ckptfs *fs, const char *job, bool compare);
 void jobview_unref(JobView *jv);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(JobView, jobview_unref)
 /* Drops the cached snapshot of a job that is gone. */

@@ -1140,6 +1140,10 @@ static void test_rewalk_before_expiry(void **state)
     int64_t before[3];
     for (int i = 0; i < 3; i++)
         before[i] = mount_metric(m, ops[i]);
+    /* another test's drop_caches makes the kernel forget every node: the
+     * walk again then looks everything up anew, which says nothing */
+    const char *forgets = "ckptfs_ops_total{op=\"forget\"}";
+    int64_t forgot = mount_metric(m, forgets);
     /* past half the timeout (4 s: where the drop was), before three quarters */
     gint64 at = t0 + 4700 * 1000;
     if (at > g_get_monotonic_time())
@@ -1149,10 +1153,11 @@ static void test_rewalk_before_expiry(void **state)
     int64_t sent[3];
     for (int i = 0; i < 3; i++)
         sent[i] = mount_metric(m, ops[i]) - before[i];
+    bool dropped = mount_metric(m, forgets) > forgot;
     assert_int_equal(mount_stop(m), 0);
     mount_free(m);
-    if (late)
-        skip(); /* a machine too busy to walk again in time: says nothing */
+    if (late || dropped)
+        skip(); /* too busy to walk again in time, or caches dropped */
     for (int i = 0; i < 3; i++)
         if (sent[i] > most[i])
             fail_msg("the walk again 4.7 s later: %s went up by %" PRId64, ops[i], sent[i]);
