@@ -852,13 +852,14 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
 {
     (void)parent;
     double t = views_of(fs)->timeout;
+    double st = views_of(fs)->stable_timeout; /* job_serial says how long */
     switch (pv->kind) {
     case VN_ROOT: {
         if (!ck_is_job_id(name, strlen(name)) || !views_has_job(fs, name))
             return -ENOENT;
         const char *job = ck_intern(name);
         VNode *vn = vnode_new(VN_JOB, job, NULL);
-        return stable(fs, virtual_to_entry(fs, job, vn, S_IFDIR, e, t), e);
+        return stable(fs, virtual_to_entry(fs, job, vn, S_IFDIR, e, st), e);
     }
     case VN_JOB: {
         g_autoptr(JobView) jv = jobview_get(fs, pv->job);
@@ -872,7 +873,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         }
         if (strcmp(name, "checkpoints") == 0) {
             VNode *vn = vnode_new(VN_CKPTS, pv->job, NULL);
-            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
+            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, st), e);
         }
         if (strcmp(name, "restore") == 0) {
             VNode *vn = vnode_new(VN_RESTORE, pv->job, NULL);
@@ -941,27 +942,23 @@ static void dir_attr_serial(struct ckptfs *fs, Node *n, guint64 serial, struct s
 
 /* The fingerprint of what <J> or <J>/checkpoints lists (jv_opendir), for
  * the directory's mtime (dir_attr_serial); into *timeout, how long the
- * kernel may keep that mtime.  Once the kernel may hold such a listing, a
- * marker rewritten in place (no directory changes) must move it: the job's
- * markers are compared first when this node did not have them compared
- * within rescan=, and the mtime is kept only until the next comparison is
- * due.  Before, the loaded catalog's snapshot costs a lookup: a listing of
- * the views dir neither compares every job nor waits for the catalog. */
+ * kernel may keep that mtime.  Before the kernel holds a listing of the
+ * directory, the loaded catalog's snapshot costs a lookup and the mtime
+ * may be kept long: a listing of the views dir neither compares every job
+ * nor waits for the catalog.  Once it may hold one (its first listing has
+ * the notifier expire these attributes), a marker rewritten in place,
+ * which changes no directory, must move the mtime: the job's markers are
+ * compared first when no request compared them within rescan=, and the
+ * mtime is kept only until the next comparison is due. */
 static guint64 job_serial(struct ckptfs *fs, VNode *vn, double *timeout)
 {
-    gint64 now = g_get_monotonic_time();
-    gint64 rescan = __atomic_load_n(&views_of(fs)->rescan_us, __ATOMIC_RELAXED);
-    gint64 left = rescan;
     g_mutex_lock(&vn->lock);
     bool listed = vn->opened_serial != 0;
-    bool compare = listed && now - (gint64)vn->version >= rescan;
-    if (compare)
-        vn->version = (guint64)now;
-    else if (listed)
-        left = (gint64)vn->version + rescan - now;
     g_mutex_unlock(&vn->lock);
-    *timeout = MIN(*timeout, (double)left / 1e6);
-    g_autoptr(CkJobInfo) j = views_job_compared(fs, vn->job, compare);
+    gint64 left = 0;
+    g_autoptr(CkJobInfo) j = views_job_snapshot(fs, vn->job, listed ? &left : NULL);
+    *timeout =
+        listed ? MIN(views_of(fs)->timeout / 2, (double)left / 1e6) : views_of(fs)->stable_timeout;
     if (!j)
         return 0;
     if (vn->kind == VN_JOB)
@@ -980,10 +977,10 @@ int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *t
     switch (vn->kind) {
     case VN_JOB:
     case VN_CKPTS: {
-        double left = t;
-        guint64 serial = job_serial(fs, vn, &left);
+        double kept;
+        guint64 serial = job_serial(fs, vn, &kept);
         dir_attr_serial(fs, n, serial, st, timeout);
-        *timeout = MIN(*timeout, left);
+        *timeout = kept;
         return 0;
     }
     case VN_TREE:
@@ -1043,6 +1040,7 @@ static void cache_by_version(VNode *vn, const CkJobInfo *j, ViewsDir *d)
     d->cacheable = true;
     g_mutex_lock(&vn->lock);
     d->keep_cache = vn->opened_serial == j->version + 1;
+    d->first_listing = vn->opened_serial == 0;
     vn->opened_serial = j->version + 1;
     g_mutex_unlock(&vn->lock);
 }

@@ -48,8 +48,7 @@ typedef struct Listing Listing;
 typedef struct {
     const char *job;       /* interned (job kinds) */
     guint64 n;             /* trees of checkpoints/<n>, ERROR */
-    guint64 version;       /* the job snapshot `layer` is of; VN_JOB and VN_CKPTS:
-                            * when their job was last compared for them (lock) */
+    guint64 version;       /* the job snapshot `layer` is of (lock) */
     GMutex lock;           /* listing, opened_serial, layer and version */
     Listing *listing;      /* VN_TREE: the merged entries (cached, revalidated, dropped
                             * when a directory handle that read it goes) */
@@ -87,8 +86,9 @@ typedef struct {
     VNode *vn;        /* trees: the directory's VNode (alive while the kernel has it open) */
     int *layer_fds;   /* trees: backing directory per layer (-2 not opened, -1 none) */
     guint n_layer_fds;
-    bool cacheable;  /* trees: the kernel may cache the listing ... */
-    bool keep_cache; /* ... and what it has is this listing */
+    bool cacheable;     /* trees: the kernel may cache the listing ... */
+    bool keep_cache;    /* ... and what it has is this listing */
+    bool first_listing; /* <J>, <J>/checkpoints: the first one the kernel gets */
 } ViewsDir;
 
 /* One entry more in a directory handle (a copy of name). */
@@ -140,6 +140,10 @@ void catalog_watch_refresh(struct ckptfs *fs, const char *job, bool wait);
  * timeout ago, so that none of the entries the kernel keeps expires before
  * the listing is dropped. */
 void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir);
+/* Has the notifier drop the kernel's attributes of dir, not its listing:
+ * the kernel then asks for its mtime before it serves the listing again
+ * (a job's own two directories, once they are first listed: jv_getattr). */
+void catalog_watch_expire_attrs(struct ckptfs *fs, fuse_ino_t dir);
 #define LISTING_DROP_PCT       75
 #define LISTING_DROP_EARLY_PCT 5
 #define ENTRY_FRESH_PCT        25

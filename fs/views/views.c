@@ -347,6 +347,8 @@ int views_opendir(struct ckptfs *fs, Node *n, void **dh)
         root_listing(fs, d);
     } else {
         err = jv_opendir(fs, n, vn, d);
+        if (!err && d->first_listing)
+            catalog_watch_expire_attrs(fs, node_ino(&fs->nodes, n));
     }
     if (err) {
         viewsdir_free(d);

@@ -232,13 +232,36 @@ static bool compare_job(struct ckptfs *fs, CkCatalog *c, const char *job)
     return true;
 }
 
-CkJobInfo *views_job_compared(struct ckptfs *fs, const char *job, bool compare)
+/* Whether the caller is to compare job's markers now: no request did
+ * within rescan= (the caller claims it, so one compares); else, in
+ * *left_us, how long until that is due.  Views.lock held. */
+static bool claim_compare_locked(Views *v, const char *ij, gint64 now, gint64 *left_us)
 {
-    CkCatalog *c = compare ? views_catalog(fs) : views_catalog_if_loaded(fs);
+    gint64 rescan = __atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED);
+    gint64 last = (gint64)(gintptr)g_hash_table_lookup(v->compared, ij);
+    if (last && now - last < rescan) {
+        *left_us = last + rescan - now;
+        return false;
+    }
+    g_hash_table_replace(v->compared, (gpointer)ij, (gpointer)(gintptr)now);
+    *left_us = rescan;
+    return true;
+}
+
+CkJobInfo *views_job_snapshot(struct ckptfs *fs, const char *job, gint64 *left_us)
+{
+    CkCatalog *c = left_us ? views_catalog(fs) : views_catalog_if_loaded(fs);
     if (!c)
         return NULL;
-    if (compare)
-        compare_job(fs, c, job);
+    if (left_us) {
+        Views *v = views_of(fs);
+        const char *ij = ck_intern(job);
+        g_mutex_lock(&v->lock);
+        bool compare = claim_compare_locked(v, ij, g_get_monotonic_time(), left_us);
+        g_mutex_unlock(&v->lock);
+        if (compare)
+            compare_job(fs, c, ij);
+    }
     return ck_catalog_get_job(c, job);
 }
 
@@ -252,15 +275,13 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
     if (!j)
         return NULL;
     gint64 now = g_get_monotonic_time();
-    gint64 due = now - __atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED);
     /* A job not compared with the backing directory within rescan= is
-     * compared now (compare_job).  Of the threads that find a cached
-     * snapshot due, one compares; the others serve the snapshot. */
+     * compared now (compare_job), by one of the threads that find it due;
+     * the others serve the snapshot. */
+    gint64 left;
     g_mutex_lock(&v->lock);
-    JobView *jv = g_hash_table_lookup(v->jobviews, j->job);
-    gint64 checked = jv ? atomic_load(&jv->checked_us) : 0;
-    bool compare =
-        !jv || (checked <= due && atomic_compare_exchange_strong(&jv->checked_us, &checked, now));
+    JobView *jv;
+    bool compare = claim_compare_locked(v, j->job, now, &left);
     if (!compare && (jv = cached_locked(v, j, now))) {
         g_mutex_unlock(&v->lock);
         ck_job_info_unref(j);
@@ -281,8 +302,6 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
         return jv;
     }
     JobView *fresh = jobview_build(j); /* takes j */
-    /* compared now, or refreshed since the cached one was (its version moved) */
-    atomic_store(&fresh->checked_us, compare ? now : checked);
     g_mutex_lock(&v->lock);
     jv = g_hash_table_lookup(v->jobviews, fresh->j->job);
     if (!jv || jv->j->version < fresh->j->version) {
@@ -304,6 +323,7 @@ void jobviews_forget(struct ckptfs *fs, const char *job)
     Views *v = views_of(fs);
     g_mutex_lock(&v->lock);
     g_hash_table_remove(v->jobviews, job);
+    g_hash_table_remove(v->compared, ck_intern(job));
     g_mutex_unlock(&v->lock);
 }
 
@@ -365,6 +385,7 @@ Views *viewstate_new(struct ckptfs *fs)
     g_cond_init(&v->loaded_cond);
     v->jobviews =
         g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)jobview_unref);
+    v->compared = g_hash_table_new(g_direct_hash, g_direct_equal);
     v->wake_fd = -1;
 
     /* what the catalog resolves with: the mount's own options */
@@ -403,6 +424,7 @@ void viewstate_free(Views *v)
     if (v->cat)
         ck_catalog_free(v->cat);
     g_hash_table_unref(v->jobviews);
+    g_hash_table_unref(v->compared);
     if (v->early_names)
         g_ptr_array_unref(v->early_names);
     if (v->root_names)

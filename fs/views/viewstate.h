@@ -31,8 +31,7 @@ typedef struct {
     GPtrArray *ckpt_layers;  /* GPtrArray* of CkLayer*, parallel to j->checkpoints */
     char *restore;           /* ck_job_restore_text */
     gsize restore_len;
-    _Atomic gint64 used_us;    /* monotonic time of its last jobview_get */
-    _Atomic gint64 checked_us; /* when its job was last compared with the backing dir */
+    _Atomic gint64 used_us; /* monotonic time of its last jobview_get */
 } JobView;
 
 typedef struct {
@@ -56,6 +55,9 @@ typedef struct {
     GPtrArray *early_names; /* sorted interned job ids, served until cat is loaded */
     GHashTable *pending;    /* (lock) jobs written through the mount while loading (set) */
     GHashTable *jobviews;   /* (lock) interned job -> JobView* (rc box) */
+    /* (lock) interned job -> when a request last compared its markers with
+     * the backing directory (monotonic us, as a pointer; jobview_get) */
+    GHashTable *compared;
 
     /* the views dir's listing once the catalog is loaded (views.c; lock) */
     GPtrArray *root_names; /* sorted interned job ids */
@@ -127,11 +129,12 @@ bool views_has_job(struct ckptfs *fs, const char *job);
  * first, marker by marker (ck_catalog_job_stale): what the catalog holds
  * of it may be as old as its last full comparison, minutes. */
 JobView *jobview_get(struct ckptfs *fs, const char *job);
-/* The catalog's snapshot of job (a reference; NULL: no such job, or the
- * catalog is not loaded and compare is false), its markers compared with
- * the backing directory first when compare is true (the caller keeps the
- * time it last asked for that, as jobview_get does in its cache). */
-CkJobInfo *views_job_compared(struct ckptfs *fs, const char *job, bool compare);
+/* The catalog's snapshot of job (a reference; NULL: no such job).  With
+ * left_us, the job is first compared as jobview_get compares it (waiting
+ * for the catalog, taking its locks: no lock may be held), and *left_us is
+ * how long until its next comparison is due; without, the loaded catalog
+ * is only read (NULL while it loads). */
+CkJobInfo *views_job_snapshot(struct ckptfs *fs, const char *job, gint64 *left_us);
 void jobview_unref(JobView *jv);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(JobView, jobview_unref)
 /* Drops the cached snapshot of a job that is gone. */

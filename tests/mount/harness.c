@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -580,13 +581,35 @@ int64_t mount_metric(Mount *m, const char *series)
     return -1;
 }
 
+/* One lock file for every test process of the machine: the caches are. */
+static int caches_lock(int how)
+{
+    int fd = open("/tmp/ckptfs-test-caches.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    assert_true(fd >= 0);
+    while (flock(fd, how) != 0)
+        assert_int_equal(errno, EINTR);
+    return fd;
+}
+
+int caches_hold(void)
+{
+    return caches_lock(LOCK_SH);
+}
+
+void caches_release(int fd)
+{
+    close(fd);
+}
+
 void kernel_drop_caches(void)
 {
+    int lock = caches_lock(LOCK_EX);
     sync();
     int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "2", 1), 1);
     close(fd);
+    close(lock);
 }
 
 int64_t mount_forget_down_to(Mount *m, int64_t at_most, int tries)

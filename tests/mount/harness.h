@@ -99,8 +99,13 @@ int64_t mount_metric(Mount *m, const char *series);
 
 /* sync, then echo 2 > /proc/sys/vm/drop_caches: the kernel forgets every
  * dentry and inode nothing uses, machine-wide (aborts the test when it
- * cannot). */
+ * cannot).  It waits while a test of another process holds the caches. */
 void kernel_drop_caches(void);
+/* Keeps every test's kernel_drop_caches waiting until caches_release: for
+ * a test that counts what the kernel's caches spare the daemon (the suites
+ * run two at a time).  A descriptor, for caches_release. */
+int caches_hold(void);
+void caches_release(int fd);
 /* kernel_drop_caches until m's daemon holds at most at_most nodes, `tries`
  * times at most, 100 ms apart (the kernel's forgets arrive
  * asynchronously); the nodes left (-1: no reading). */

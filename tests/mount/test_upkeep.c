@@ -284,25 +284,48 @@ static void test_rewritten_looked_at_after(void **state)
     rewritten(false);
 }
 
-/* The kernel's cached listing of <J>/checkpoints, read again and again
- * with nothing else of the job looked up: a COMPLETED removed behind the
- * mount (its chk-<N> left, so no directory of the job changes) leaves it
- * within rescan= all the same. */
+static int64_t listings_sent(Mount *m)
+{
+    return mount_metric(m, "ckptfs_ops_total{op=\"readdir\"}") +
+           mount_metric(m, "ckptfs_ops_total{op=\"readdirplus\"}");
+}
+
+/* The kernel's cached listings of <J>/checkpoints and <J>, read again and
+ * again with nothing else of their job looked up: a COMPLETED removed
+ * behind the mount (its chk-<N> left, so no directory of the job changes)
+ * leaves the first, and a job whose every marker was made malformed loses
+ * latest from the second, within rescan= all the same.  One job each, so
+ * that a look at one does not refresh the other. */
 static void test_listing_follows_removed_marker(void **state)
 {
     (void)state;
     Mount *m = mount_new();
-    bput(m, "_state/job-0001/v1/0/f.snap", "state");
-    for (int n = 1; n <= MARKERS; n++)
-        bmarker(m, "job-0001", n);
-    assert_int_equal(start(m, true), 0);
-    for (int i = 0; i < 3; i++) { /* the first read caches no listing */
-        assert_true(listed(m, "job-0001/checkpoints", "3"));
-        assert_true(listed(m, "job-0001", "latest"));
+    const char *jobs[] = {"job-0001", "job-0002"};
+    for (int i = 0; i < 2; i++) {
+        g_autofree char *st = g_strdup_printf("_state/%s/v1/0/f.snap", jobs[i]);
+        bput(m, st, "state");
+        for (int n = 1; n <= MARKERS; n++)
+            bmarker(m, jobs[i], n);
     }
+    assert_int_equal(start(m, true), 0);
+    for (int i = 0; i < 2; i++) { /* the first read caches no listing */
+        assert_true(listed(m, "job-0001/checkpoints", "3"));
+        assert_true(listed(m, "job-0002", "latest"));
+    }
+    /* from the kernel's caches now: no listing reaches the daemon */
+    int64_t sent = listings_sent(m);
+    assert_true(listed(m, "job-0001/checkpoints", "3"));
+    assert_true(listed(m, "job-0002", "latest"));
+    assert_int_equal(listings_sent(m), sent);
+
     g_autofree char *gone = g_build_filename(m->backing, "_jobs/job-0001/chk-3/COMPLETED", NULL);
     assert_int_equal(unlink(gone), 0);
+    for (int n = 1; n <= MARKERS; n++) {
+        g_autofree char *rel = g_strdup_printf("_jobs/job-0002/chk-%d/COMPLETED", n);
+        bput(m, rel, "not a marker\n");
+    }
     assert_true(wait_listed(m, "job-0001/checkpoints", "3", false));
+    assert_true(wait_listed(m, "job-0002", "latest", false));
     assert_int_equal(mount_stop(m), 0);
     mount_free(m);
 }
