@@ -680,45 +680,25 @@ static void invalidate_job(struct ckptfs *fs, struct fuse_session *se, const cha
 typedef struct {
     gint64 due_us;
     fuse_ino_t ino;
-    bool attrs; /* only its attributes, the listing stays */
 } LaggedDir;
 
-/* Queues dir for the notifier: its cached listing dropped when due, or
- * (attrs) its attributes at once. */
-static void lag(struct ckptfs *fs, fuse_ino_t dir, bool attrs)
+void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir)
 {
     Views *v = views_of(fs);
     /* under the lock: a request may come while the views stop */
     g_mutex_lock(&v->inval_lock);
     if (v->inval && v->lagged_set && !g_atomic_int_get(&v->stopping) &&
         g_hash_table_add(v->lagged_set, GSIZE_TO_POINTER(dir))) {
-        /* its wait was unbounded, or is longer than this one's */
-        bool wake = attrs || g_queue_is_empty(&v->lagged);
+        bool first = g_queue_is_empty(&v->lagged);
         LaggedDir *l = g_new(LaggedDir, 1);
+        /* the same delay for all, so the queue stays in due order */
+        l->due_us = g_get_monotonic_time() + VIEWS_TIMEOUT_PCT_US(v, LISTING_DROP_PCT);
         l->ino = dir;
-        l->attrs = attrs;
-        l->due_us = g_get_monotonic_time();
-        /* the same delay for all drops, so the queue stays in due order */
-        if (attrs) {
-            g_queue_push_head(&v->lagged, l);
-        } else {
-            l->due_us += VIEWS_TIMEOUT_PCT_US(v, LISTING_DROP_PCT);
-            g_queue_push_tail(&v->lagged, l);
-        }
-        if (wake)
-            g_async_queue_push(v->inval, &lag_item);
+        g_queue_push_tail(&v->lagged, l);
+        if (first)
+            g_async_queue_push(v->inval, &lag_item); /* its wait was unbounded */
     }
     g_mutex_unlock(&v->inval_lock);
-}
-
-void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir)
-{
-    lag(fs, dir, false);
-}
-
-void catalog_watch_expire_attrs(struct ckptfs *fs, fuse_ino_t dir)
-{
-    lag(fs, dir, true);
 }
 
 /* At most this many listings dropped before the jobs' invalidations get
@@ -743,7 +723,7 @@ static gint64 send_lagged(Views *v, struct fuse_session *se)
             return wait;
         /* ENOENT when the kernel forgot it meanwhile: nothing to drop */
         if (se)
-            fuse_lowlevel_notify_inval_inode(se, l->ino, l->attrs ? -1 : 0, 0);
+            fuse_lowlevel_notify_inval_inode(se, l->ino, 0, 0);
         g_free(l);
     }
     return 0;

@@ -833,12 +833,16 @@ int jv_readdir_entry(struct ckptfs *fs, ViewsDir *d, guint i, struct fuse_entry_
 
 /* Entries that exist exactly as long as their job (<J>, and its state,
  * checkpoints and restore): the notifier drops them when the job goes, so
- * the kernel may keep the names long.  Their attributes keep their own
- * timeouts: a directory's mtime follows its listing (dir_attr_serial). */
+ * the kernel may keep them long; their attributes never change (directories)
+ * or are not cached (restore). */
 static int stable(struct ckptfs *fs, int err, struct fuse_entry_param *e)
 {
-    if (err == 0 && e->ino)
-        e->entry_timeout = views_of(fs)->stable_timeout;
+    if (err == 0 && e->ino) {
+        double st = views_of(fs)->stable_timeout;
+        e->entry_timeout = st;
+        if (e->attr_timeout > 0)
+            e->attr_timeout = st;
+    }
     return err;
 }
 
@@ -852,14 +856,13 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
 {
     (void)parent;
     double t = views_of(fs)->timeout;
-    double st = views_of(fs)->stable_timeout; /* job_serial says how long */
     switch (pv->kind) {
     case VN_ROOT: {
         if (!ck_is_job_id(name, strlen(name)) || !views_has_job(fs, name))
             return -ENOENT;
         const char *job = ck_intern(name);
         VNode *vn = vnode_new(VN_JOB, job, NULL);
-        return stable(fs, virtual_to_entry(fs, job, vn, S_IFDIR, e, st), e);
+        return stable(fs, virtual_to_entry(fs, job, vn, S_IFDIR, e, t), e);
     }
     case VN_JOB: {
         g_autoptr(JobView) jv = jobview_get(fs, pv->job);
@@ -873,7 +876,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
         }
         if (strcmp(name, "checkpoints") == 0) {
             VNode *vn = vnode_new(VN_CKPTS, pv->job, NULL);
-            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, st), e);
+            return stable(fs, virtual_to_entry(fs, vkey, vn, S_IFDIR, e, t), e);
         }
         if (strcmp(name, "restore") == 0) {
             VNode *vn = vnode_new(VN_RESTORE, pv->job, NULL);
@@ -921,71 +924,31 @@ static char *error_text(JobView *jv, guint64 n)
     return g_strconcat(r->error ? r->error : "not restorable", "\n", NULL);
 }
 
-/* The kernel keeps a directory's listing while its mtime stays (no OPENDIR
- * to ask) and reads the mtime again, once its attributes expired, before it
- * serves the listing: a views directory's mtime moves with what its listing
- * was built from, checked as a READDIR would, and is kept half the timeout,
- * so a change behind the mount shows within it.  The base is this daemon's
- * start: a listing a previous daemon gave is never taken for this one's. */
-static void dir_attr_serial(struct ckptfs *fs, Node *n, guint64 serial, struct stat *st,
-                            double *timeout)
-{
-    views_dir_attr(fs, n->view->vino, st);
-    st->st_mtim.tv_nsec += (long)(serial % G_GUINT64_CONSTANT(1000000000));
-    if (st->st_mtim.tv_nsec >= 1000000000L) {
-        st->st_mtim.tv_sec++;
-        st->st_mtim.tv_nsec -= 1000000000L;
-    }
-    st->st_ctim = st->st_mtim;
-    *timeout = views_of(fs)->timeout / 2;
-}
-
-/* The fingerprint of what <J> or <J>/checkpoints lists (jv_opendir), for
- * the directory's mtime (dir_attr_serial); into *timeout, how long the
- * kernel may keep that mtime.  Before the kernel holds a listing of the
- * directory, the loaded catalog's snapshot costs a lookup and the mtime
- * may be kept long: a listing of the views dir neither compares every job
- * nor waits for the catalog.  Once it may hold one (its first listing has
- * the notifier expire these attributes), a marker rewritten in place,
- * which changes no directory, must move the mtime: the job's markers are
- * compared first when no request compared them within rescan=, and the
- * mtime is kept only until the next comparison is due. */
-static guint64 job_serial(struct ckptfs *fs, VNode *vn, double *timeout)
-{
-    g_mutex_lock(&vn->lock);
-    bool listed = vn->opened_serial != 0;
-    g_mutex_unlock(&vn->lock);
-    gint64 left = 0;
-    g_autoptr(CkJobInfo) j = views_job_snapshot(fs, vn->job, listed ? &left : NULL);
-    *timeout =
-        listed ? MIN(views_of(fs)->timeout / 2, (double)left / 1e6) : views_of(fs)->stable_timeout;
-    if (!j)
-        return 0;
-    if (vn->kind == VN_JOB)
-        return j->has_latest ? 2 : 1; /* the names are fixed but latest */
-    guint64 h = VIEWS_HASH_START;
-    for (guint i = 0; i < j->checkpoints->len; i++) {
-        guint64 cn = ((CkCheckpointInfo *)j->checkpoints->pdata[i])->n;
-        h = views_hash(h, &cn, sizeof cn);
-    }
-    return h;
-}
-
 int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *timeout)
 {
     double t = views_of(fs)->timeout;
     switch (vn->kind) {
     case VN_JOB:
-    case VN_CKPTS: {
-        double kept;
-        guint64 serial = job_serial(fs, vn, &kept);
-        dir_attr_serial(fs, n, serial, st, timeout);
-        *timeout = kept;
+    case VN_CKPTS:
+        views_dir_attr(fs, n->view->vino, st);
+        *timeout = views_of(fs)->stable_timeout; /* never change */
+        return 0;
+    case VN_TREE: {
+        /* the kernel keeps a directory's listing while its mtime stays (no
+         * OPENDIR to ask): the mtime moves with the listing's serial, checked
+         * as a READDIR would, and is kept half the timeout, so a change
+         * behind the mount shows within it */
+        views_dir_attr(fs, n->view->vino, st);
+        guint64 serial = tree_serial(fs, vn);
+        st->st_mtim.tv_nsec += (long)(serial % G_GUINT64_CONSTANT(1000000000));
+        if (st->st_mtim.tv_nsec >= 1000000000L) {
+            st->st_mtim.tv_sec++;
+            st->st_mtim.tv_nsec -= 1000000000L;
+        }
+        st->st_ctim = st->st_mtim;
+        *timeout = t / 2;
         return 0;
     }
-    case VN_TREE:
-        dir_attr_serial(fs, n, tree_serial(fs, vn), st, timeout);
-        return 0;
     case VN_ALIAS: {
         int err = node_fstat(&fs->nodes, n, st);
         if (!err && st->st_nlink == 0)
@@ -1040,7 +1003,6 @@ static void cache_by_version(VNode *vn, const CkJobInfo *j, ViewsDir *d)
     d->cacheable = true;
     g_mutex_lock(&vn->lock);
     d->keep_cache = vn->opened_serial == j->version + 1;
-    d->first_listing = vn->opened_serial == 0;
     vn->opened_serial = j->version + 1;
     g_mutex_unlock(&vn->lock);
 }

@@ -52,8 +52,7 @@ typedef struct {
     GMutex lock;           /* listing, opened_serial, layer and version */
     Listing *listing;      /* VN_TREE: the merged entries (cached, revalidated, dropped
                             * when a directory handle that read it goes) */
-    guint64 opened_serial; /* the listing the last opendir gave the kernel; 0:
-                            * none ever (VN_JOB, VN_CKPTS: never listed) */
+    guint64 opened_serial; /* the listing the last opendir gave the kernel */
     VnKind kind;
     gint16 layer; /* below a tree's root: the entry's layer in `version`; -1 none */
     bool ckpt;    /* trees: checkpoints/<n>, else state */
@@ -86,9 +85,8 @@ typedef struct {
     VNode *vn;        /* trees: the directory's VNode (alive while the kernel has it open) */
     int *layer_fds;   /* trees: backing directory per layer (-2 not opened, -1 none) */
     guint n_layer_fds;
-    bool cacheable;     /* trees: the kernel may cache the listing ... */
-    bool keep_cache;    /* ... and what it has is this listing */
-    bool first_listing; /* <J>, <J>/checkpoints: the first one the kernel gets */
+    bool cacheable;  /* trees: the kernel may cache the listing ... */
+    bool keep_cache; /* ... and what it has is this listing */
 } ViewsDir;
 
 /* One entry more in a directory handle (a copy of name). */
@@ -140,10 +138,6 @@ void catalog_watch_refresh(struct ckptfs *fs, const char *job, bool wait);
  * timeout ago, so that none of the entries the kernel keeps expires before
  * the listing is dropped. */
 void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir);
-/* Has the notifier drop the kernel's attributes of dir, not its listing:
- * the kernel then asks for its mtime before it serves the listing again
- * (a job's own two directories, once they are first listed: jv_getattr). */
-void catalog_watch_expire_attrs(struct ckptfs *fs, fuse_ino_t dir);
 #define LISTING_DROP_PCT       75
 #define LISTING_DROP_EARLY_PCT 5
 #define ENTRY_FRESH_PCT        25

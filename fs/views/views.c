@@ -347,8 +347,6 @@ int views_opendir(struct ckptfs *fs, Node *n, void **dh)
         root_listing(fs, d);
     } else {
         err = jv_opendir(fs, n, vn, d);
-        if (!err && d->first_listing)
-            catalog_watch_expire_attrs(fs, node_ino(&fs->nodes, n));
     }
     if (err) {
         viewsdir_free(d);
@@ -366,11 +364,12 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
     size_t used = 0;
     /* catalog_watch_lag_listing says why this window */
     gint64 fresh_us = VIEWS_TIMEOUT_PCT_US(views_of(fs), ENTRY_FRESH_PCT);
-    /* a tree's listing read from its start: a backing directory may change
-     * behind the mount; a job's own two follow the job snapshot through
-     * their mtime (jv_getattr), the views dir's the job list, which inotify
-     * and the sweeps see */
-    if (off == 0 && d->jv)
+    /* a listing read from its start that a change behind the mount can
+     * make stale with no directory changing: a tree's, and a job's own two
+     * (a marker rewritten in place, jobview_get); the views dir's follows
+     * the job list, which inotify and the sweeps see */
+    const VNode *vn = vn_of(fs, n);
+    if (off == 0 && (d->jv || (vn && (vn->kind == VN_JOB || vn->kind == VN_CKPTS))))
         catalog_watch_lag_listing(fs, node_ino(&fs->nodes, n));
     for (guint i = (guint)off; i < d->ents->len; i++) {
         const VEnt *ve = &g_array_index(d->ents, VEnt, i);

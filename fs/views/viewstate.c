@@ -232,37 +232,31 @@ static bool compare_job(struct ckptfs *fs, CkCatalog *c, const char *job)
     return true;
 }
 
-/* Whether the caller is to compare job's markers now: no request did
- * within rescan= (the caller claims it, so one compares); else, in
- * *left_us, how long until that is due.  Views.lock held. */
-static bool claim_compare_locked(Views *v, const char *ij, gint64 now, gint64 *left_us)
+/* A time as a hash table value. */
+G_STATIC_ASSERT(sizeof(gpointer) >= sizeof(gint64));
+
+/* Whether the caller is to compare job (interned) now: no request did
+ * within rescan= (the caller claims it, so one compares).  Views.lock held. */
+static bool claim_compare_locked(Views *v, const char *ij, gint64 now)
 {
     gint64 rescan = __atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED);
     gint64 last = (gint64)(gintptr)g_hash_table_lookup(v->compared, ij);
-    if (last && now - last < rescan) {
-        *left_us = last + rescan - now;
+    if (last && now - last < rescan)
         return false;
-    }
     g_hash_table_replace(v->compared, (gpointer)ij, (gpointer)(gintptr)now);
-    *left_us = rescan;
     return true;
 }
 
-CkJobInfo *views_job_snapshot(struct ckptfs *fs, const char *job, gint64 *left_us)
+/* Forgets the comparisons older than rescan=: as good as none. */
+static void expire_compared_locked(Views *v, gint64 now)
 {
-    CkCatalog *c = left_us ? views_catalog(fs) : views_catalog_if_loaded(fs);
-    if (!c)
-        return NULL;
-    if (left_us) {
-        Views *v = views_of(fs);
-        const char *ij = ck_intern(job);
-        g_mutex_lock(&v->lock);
-        bool compare = claim_compare_locked(v, ij, g_get_monotonic_time(), left_us);
-        g_mutex_unlock(&v->lock);
-        if (compare)
-            compare_job(fs, c, ij);
-    }
-    return ck_catalog_get_job(c, job);
+    gint64 rescan = __atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED);
+    GHashTableIter it;
+    gpointer t;
+    g_hash_table_iter_init(&it, v->compared);
+    while (g_hash_table_iter_next(&it, NULL, &t))
+        if (now - (gint64)(gintptr)t >= rescan)
+            g_hash_table_iter_remove(&it);
 }
 
 JobView *jobview_get(struct ckptfs *fs, const char *job)
@@ -278,10 +272,9 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
     /* A job not compared with the backing directory within rescan= is
      * compared now (compare_job), by one of the threads that find it due;
      * the others serve the snapshot. */
-    gint64 left;
     g_mutex_lock(&v->lock);
     JobView *jv;
-    bool compare = claim_compare_locked(v, j->job, now, &left);
+    bool compare = claim_compare_locked(v, j->job, now);
     if (!compare && (jv = cached_locked(v, j, now))) {
         g_mutex_unlock(&v->lock);
         ck_job_info_unref(j);
@@ -323,7 +316,7 @@ void jobviews_forget(struct ckptfs *fs, const char *job)
     Views *v = views_of(fs);
     g_mutex_lock(&v->lock);
     g_hash_table_remove(v->jobviews, job);
-    g_hash_table_remove(v->compared, ck_intern(job));
+    g_hash_table_remove(v->compared, job);
     g_mutex_unlock(&v->lock);
 }
 
@@ -351,9 +344,10 @@ guint64 views_job_refreshed(struct ckptfs *fs, CkCatalog *c, const char *job)
 void jobviews_expire(struct ckptfs *fs, gint64 idle_us)
 {
     Views *v = views_of(fs);
-    gint64 before = g_get_monotonic_time() - idle_us;
+    gint64 now = g_get_monotonic_time();
     g_mutex_lock(&v->lock);
-    guint dropped = drop_unused_since_locked(v, before);
+    guint dropped = drop_unused_since_locked(v, now - idle_us);
+    expire_compared_locked(v, now);
     g_mutex_unlock(&v->lock);
     /* freed in the arenas of the threads that built them: back to the
      * system, not kept for allocations that may never come */

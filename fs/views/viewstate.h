@@ -56,7 +56,8 @@ typedef struct {
     GHashTable *pending;    /* (lock) jobs written through the mount while loading (set) */
     GHashTable *jobviews;   /* (lock) interned job -> JobView* (rc box) */
     /* (lock) interned job -> when a request last compared its markers with
-     * the backing directory (monotonic us, as a pointer; jobview_get) */
+     * the backing directory (monotonic us, as a pointer; jobview_get),
+     * within rescan= (jobviews_expire lets older ones go) */
     GHashTable *compared;
 
     /* the views dir's listing once the catalog is loaded (views.c; lock) */
@@ -129,12 +130,6 @@ bool views_has_job(struct ckptfs *fs, const char *job);
  * first, marker by marker (ck_catalog_job_stale): what the catalog holds
  * of it may be as old as its last full comparison, minutes. */
 JobView *jobview_get(struct ckptfs *fs, const char *job);
-/* The catalog's snapshot of job (a reference; NULL: no such job).  With
- * left_us, the job is first compared as jobview_get compares it (waiting
- * for the catalog, taking its locks: no lock may be held), and *left_us is
- * how long until its next comparison is due; without, the loaded catalog
- * is only read (NULL while it loads). */
-CkJobInfo *views_job_snapshot(struct ckptfs *fs, const char *job, gint64 *left_us);
 void jobview_unref(JobView *jv);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(JobView, jobview_unref)
 /* Drops the cached snapshot of a job that is gone. */
