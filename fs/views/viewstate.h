@@ -132,7 +132,7 @@ bool views_has_job(struct ckptfs *fs, const char *job);
 JobView *jobview_get(struct ckptfs *fs, const char *job);
 void jobview_unref(JobView *jv);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(JobView, jobview_unref)
-/* Drops the cached snapshot of a job that is gone. */
+/* Drops the cached snapshot and comparison time of a job that is gone. */
 void jobviews_forget(struct ckptfs *fs, const char *job);
 /* A job changed (its catalog refresh done): queue the kernel invalidations
  * of its views for the notifier (catalog_watch.c).  The item's number, 0
@@ -142,5 +142,6 @@ guint64 views_queue_inval(struct ckptfs *fs, const char *job);
  * gauges (jobs, markers) first. */
 guint64 views_job_refreshed(struct ckptfs *fs, CkCatalog *c, const char *job);
 /* Drops the cached snapshots nobody asked for in idle_us (a walk over the
- * views leaves up to JOBVIEWS_MAX of them); gives the memory back. */
+ * views leaves up to JOBVIEWS_MAX of them), and the comparison times older
+ * than rescan= (a walk leaves one a job); gives the memory back. */
 void jobviews_expire(struct ckptfs *fs, gint64 idle_us);

@@ -582,32 +582,38 @@ int64_t mount_metric(Mount *m, const char *series)
 }
 
 /* One lock file for every test process of the machine, as the caches
- * are; the hold of this process (-1: none).  A test that failed while it
- * held the caches let go at the next hold or drop of its process (its
- * own lock would otherwise keep that one waiting for ever). */
+ * are (in /run: only root drops caches, and no other user's file there can
+ * refuse root's open); this process's hold, -1: none. */
 static int caches_held = -1;
 
 static int caches_lock(int how)
 {
     if (caches_held >= 0)
-        caches_release(caches_held);
-    int fd = open("/tmp/ckptfs-test-caches.lock", O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+        fail_msg("the caches dropped or held again while this test holds them");
+    int fd = open("/run/ckptfs-test-caches.lock", O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
     assert_true(fd >= 0);
     while (flock(fd, how) != 0)
         assert_int_equal(errno, EINTR);
     return fd;
 }
 
-int caches_hold(void)
+void caches_hold(void)
 {
-    return caches_held = caches_lock(LOCK_SH);
+    caches_held = caches_lock(LOCK_SH);
 }
 
-void caches_release(int fd)
+void caches_release(void)
 {
-    close(fd);
-    if (fd == caches_held)
-        caches_held = -1;
+    if (caches_held >= 0)
+        close(caches_held);
+    caches_held = -1;
+}
+
+int caches_teardown(void **state)
+{
+    (void)state;
+    caches_release();
+    return 0;
 }
 
 void kernel_drop_caches(void)

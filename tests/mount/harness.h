@@ -103,9 +103,12 @@ int64_t mount_metric(Mount *m, const char *series);
 void kernel_drop_caches(void);
 /* Keeps every test's kernel_drop_caches waiting until caches_release: for
  * a test that counts what the kernel's caches spare the daemon (the suites
- * run two at a time).  A descriptor, for caches_release. */
-int caches_hold(void);
-void caches_release(int fd);
+ * run two at a time).  A test that holds them neither drops them nor forks
+ * a child that outlives the hold, and releases them in caches_teardown too
+ * (cmocka runs it after a failed test). */
+void caches_hold(void);
+void caches_release(void);
+int caches_teardown(void **state);
 /* kernel_drop_caches until m's daemon holds at most at_most nodes, `tries`
  * times at most, 100 ms apart (the kernel's forgets arrive
  * asynchronously); the nodes left (-1: no reading). */
