@@ -281,18 +281,20 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
         return jv;
     }
     g_mutex_unlock(&v->lock);
-    if (compare && compare_job(fs, c, j->job)) {
-        /* the snapshot now: another thread may have refreshed it first */
-        ck_job_info_unref(j);
-        if (!(j = ck_catalog_get_job(c, job)))
-            return NULL;
-    }
-    g_mutex_lock(&v->lock);
-    jv = cached_locked(v, j, now); /* compared and unchanged */
-    g_mutex_unlock(&v->lock);
-    if (jv) {
-        ck_job_info_unref(j);
-        return jv;
+    if (compare) {
+        if (compare_job(fs, c, j->job)) {
+            /* the snapshot now: another thread may have refreshed it first */
+            ck_job_info_unref(j);
+            if (!(j = ck_catalog_get_job(c, job)))
+                return NULL;
+        }
+        g_mutex_lock(&v->lock);
+        jv = cached_locked(v, j, now); /* compared and unchanged */
+        g_mutex_unlock(&v->lock);
+        if (jv) {
+            ck_job_info_unref(j);
+            return jv;
+        }
     }
     JobView *fresh = jobview_build(j); /* takes j */
     g_mutex_lock(&v->lock);
