@@ -77,13 +77,13 @@ static void publish_gauges(struct ckptfs *fs, CkCatalog *c)
 
 double catalog_watch_rescan(struct ckptfs *fs)
 {
-    return (double)__atomic_load_n(&views_of(fs)->rescan_us, __ATOMIC_RELAXED) / 1e6;
+    return views_timeout(views_of(fs));
 }
 
 void catalog_watch_set_rescan(struct ckptfs *fs, double seconds)
 {
     Views *v = views_of(fs);
-    __atomic_store_n(&v->rescan_us, (gint64)(seconds * 1e6), __ATOMIC_RELAXED);
+    __atomic_store_n(&v->rescan_us, MAX((gint64)(seconds * 1e6), 1), __ATOMIC_RELAXED);
     uint64_t one = 1;
     if (v->wake_fd >= 0 && write(v->wake_fd, &one, sizeof one) < 0)
         g_debug("ckptfs: views: wake: %s", g_strerror(errno));
@@ -682,6 +682,13 @@ typedef struct {
     fuse_ino_t ino;
 } LaggedDir;
 
+static gint lagged_cmp(gconstpointer a, gconstpointer b, gpointer unused)
+{
+    (void)unused;
+    gint64 x = ((const LaggedDir *)a)->due_us, y = ((const LaggedDir *)b)->due_us;
+    return x < y ? -1 : x > y;
+}
+
 void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir)
 {
     Views *v = views_of(fs);
@@ -689,14 +696,20 @@ void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir)
     g_mutex_lock(&v->inval_lock);
     if (v->inval && v->lagged_set && !g_atomic_int_get(&v->stopping) &&
         g_hash_table_add(v->lagged_set, GSIZE_TO_POINTER(dir))) {
-        bool first = g_queue_is_empty(&v->lagged);
         LaggedDir *l = g_new(LaggedDir, 1);
-        /* the same delay for all, so the queue stays in due order */
         l->due_us = g_get_monotonic_time() + VIEWS_TIMEOUT_PCT_US(v, LISTING_DROP_PCT);
         l->ino = dir;
-        g_queue_push_tail(&v->lagged, l);
-        if (first)
-            g_async_queue_push(v->inval, &lag_item); /* its wait was unbounded */
+        /* the same delay for all keeps the queue in due order by itself;
+         * after rescan= was shortened live, a new one goes before those due
+         * later (a walk of the queue, for at most the old rescan=) */
+        const LaggedDir *tail = g_queue_peek_tail(&v->lagged);
+        if (!tail || tail->due_us <= l->due_us)
+            g_queue_push_tail(&v->lagged, l);
+        else
+            g_queue_insert_sorted(&v->lagged, l, lagged_cmp, NULL);
+        /* a new head: the notifier's wait was for a later one, or unbounded */
+        if (g_queue_peek_head(&v->lagged) == l)
+            g_async_queue_push(v->inval, &lag_item);
     }
     g_mutex_unlock(&v->inval_lock);
 }

@@ -483,7 +483,7 @@ static bool listing_current(struct ckptfs *fs, JobView *jv, const VNode *vn, Lis
 static Listing *tree_listing(struct ckptfs *fs, VNode *vn, JobView *jv, bool force)
 {
     gint64 now = g_get_monotonic_time();
-    gint64 window = (gint64)(views_of(fs)->timeout * 1e6 / 2);
+    gint64 window = (gint64)(views_timeout(views_of(fs)) * 1e6 / 2);
     g_mutex_lock(&vn->lock);
     Listing *l =
         vn->listing && vn->listing->version == jv->j->version ? listing_ref(vn->listing) : NULL;
@@ -642,7 +642,7 @@ static int node_to_entry(struct ckptfs *fs, Node *n, struct fuse_entry_param *e,
     }
     e->ino = node_ino(&fs->nodes, n);
     e->generation = n->generation;
-    e->entry_timeout = views_of(fs)->timeout;
+    e->entry_timeout = views_timeout(views_of(fs));
     e->attr_timeout = MIN(attr_timeout, e->attr_timeout); /* a tree dir's: half */
     return 0;
 }
@@ -746,7 +746,7 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
     if (!layers || (guint)ent->layer >= layers->len)
         return -ENOENT;
     m.ly = layers->pdata[ent->layer];
-    double t = views_of(fs)->timeout;
+    double t = views_timeout(views_of(fs));
     if (ent->type == DT_DIR) {
         m.kind = VN_TREE;
         m.type = S_IFDIR;
@@ -838,7 +838,7 @@ int jv_readdir_entry(struct ckptfs *fs, ViewsDir *d, guint i, struct fuse_entry_
 static int stable(struct ckptfs *fs, int err, struct fuse_entry_param *e)
 {
     if (err == 0 && e->ino) {
-        double st = views_of(fs)->stable_timeout;
+        double st = views_stable_timeout(views_of(fs));
         e->entry_timeout = st;
         if (e->attr_timeout > 0)
             e->attr_timeout = st;
@@ -855,7 +855,7 @@ int jv_lookup(struct ckptfs *fs, Node *parent, VNode *pv, const char *name,
               struct fuse_entry_param *e)
 {
     (void)parent;
-    double t = views_of(fs)->timeout;
+    double t = views_timeout(views_of(fs));
     switch (pv->kind) {
     case VN_ROOT: {
         if (!ck_is_job_id(name, strlen(name)) || !views_has_job(fs, name))
@@ -926,12 +926,12 @@ static char *error_text(JobView *jv, guint64 n)
 
 int jv_getattr(struct ckptfs *fs, Node *n, VNode *vn, struct stat *st, double *timeout)
 {
-    double t = views_of(fs)->timeout;
+    double t = views_timeout(views_of(fs));
     switch (vn->kind) {
     case VN_JOB:
     case VN_CKPTS:
         views_dir_attr(fs, n->view->vino, st);
-        *timeout = views_of(fs)->stable_timeout; /* never change */
+        *timeout = views_stable_timeout(views_of(fs)); /* never change */
         return 0;
     case VN_TREE: {
         /* the kernel keeps a directory's listing while its mtime stays (no

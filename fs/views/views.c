@@ -187,7 +187,7 @@ static int top_lookup(struct ckptfs *fs, VnKind k, const char *vkey, struct fuse
     e->ino = node_ino(&fs->nodes, n);
     e->generation = n->generation;
     /* the files change with every request: never cache their attributes */
-    e->attr_timeout = k == VN_ROOT ? views_of(fs)->stable_timeout : 0.0;
+    e->attr_timeout = k == VN_ROOT ? views_stable_timeout(views_of(fs)) : 0.0;
     e->entry_timeout = 1.0;
     return 0;
 }
@@ -236,7 +236,7 @@ int views_getattr(struct ckptfs *fs, Node *n, struct stat *st, double *timeout)
     case VN_METRICS:
     case VN_CONTROL:
         fill_stat(fs, vn->kind, st);
-        *timeout = vn->kind == VN_ROOT ? views_of(fs)->stable_timeout : 0.0;
+        *timeout = vn->kind == VN_ROOT ? views_stable_timeout(views_of(fs)) : 0.0;
         return 0;
     default:
         return jv_getattr(fs, n, vn, st, timeout);

@@ -369,11 +369,9 @@ Views *viewstate_new(struct ckptfs *fs)
     }
     clock_gettime(CLOCK_REALTIME, &v->mounted);
     /* the kernel may keep view entries as long as a change behind the
-     * mount may take to show anyway (rescan=); catalog changes are
+     * mount may take to show anyway (views_timeout); catalog changes are
      * invalidated explicitly, negative entries are never kept */
-    v->timeout = fs->opt.live.rescan_s > 0 ? fs->opt.live.rescan_s : 1.0;
-    v->rescan_us = (gint64)(fs->opt.live.rescan_s * 1e6);
-    v->stable_timeout = MAX(v->timeout, 60.0);
+    v->rescan_us = MAX((gint64)(fs->opt.live.rescan_s * 1e6), 1);
     /* with SELinux the kernel answers labels itself, and where a policy
      * labels FUSE by extended attribute it takes only ENODATA as "none" */
     v->no_labels = !g_file_test("/sys/fs/selinux/enforce", G_FILE_TEST_EXISTS);

@@ -39,8 +39,6 @@ typedef struct {
     uid_t uid;
     gid_t gid;
     struct timespec mounted;
-    double timeout;          /* entry/attr timeout of views entries */
-    double stable_timeout;   /* of those invalidated explicitly, and of constant attributes */
     CkCatalogOptions copts;  /* what the catalog was opened with */
     GPtrArray *ext_prefixes; /* normalised external_root prefixes */
     GArray *ext_fds;         /* O_PATH descriptors of them (-1: unusable) */
@@ -89,6 +87,21 @@ typedef struct {
 static inline Views *views_of(struct ckptfs *fs)
 {
     return (Views *)fs->views;
+}
+
+/* The entry and attribute timeout of views entries, in seconds: as long
+ * as a change behind the mount may take to show anyway, rescan= as it is
+ * now.  A live change applies to what the kernel is given from then on;
+ * what it holds keeps the timeout it got. */
+static inline double views_timeout(const Views *v)
+{
+    return (double)__atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED) / 1e6;
+}
+
+/* The timeout of entries invalidated explicitly, and of constant attributes. */
+static inline double views_stable_timeout(const Views *v)
+{
+    return MAX(views_timeout(v), 60.0);
 }
 
 /* The state of a mount's views: reads the job names (the views dir lists

@@ -7,8 +7,9 @@
  * progress at mount time shows once its COMPLETED is written behind the
  * mount; the views dir's (kernel-cached) listing follows jobs added and
  * removed behind the mount; a marker rewritten in place (or replaced by a
- * rename) behind the mount shows too.  Polls are bounded (up to 10 s for rescan=1)
- * and assert what shows, never how fast. */
+ * rename) behind the mount shows too, and so does a change after rescan=
+ * was shortened live.  Polls are bounded (up to 10 s for rescan=1) and
+ * assert what shows, never how fast. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -331,6 +333,41 @@ static void test_listing_follows_removed_marker(void **state)
     mount_free(m);
 }
 
+/* rescan= shortened live through .control: what the kernel is given from
+ * then on is kept no longer than the new rescan=, so a state file removed
+ * behind the mount leaves the job's tree and a removed COMPLETED the
+ * job's cached checkpoints listing within it, not within the rescan= the
+ * mount started with (60 s, longer than the polls wait). */
+static void test_live_rescan_applies_to_kernel_caches(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    const char *jobs[] = {"job-0001", "job-0002"};
+    for (int i = 0; i < 2; i++) {
+        g_autofree char *st = g_strdup_printf("_state/%s/v1/0/f.snap", jobs[i]);
+        bput(m, st, "state");
+        for (int n = 1; n <= MARKERS; n++)
+            bmarker(m, jobs[i], n);
+    }
+    const char *args[] = {"-o", "rescan=60", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *control = g_build_filename(m->mnt, "_views/.control", NULL);
+    assert_int_equal(setxattr(control, "user.ckptfs.rescan", "1", 1, 0), 0);
+
+    assert_true(exists(m, "job-0001/state/v1/0/f.snap"));
+    for (int i = 0; i < 3; i++) /* the first read caches no listing */
+        assert_true(listed(m, "job-0002/checkpoints", "3"));
+
+    g_autofree char *snap = g_build_filename(m->backing, "_state/job-0001/v1/0/f.snap", NULL);
+    assert_int_equal(unlink(snap), 0);
+    g_autofree char *gone = g_build_filename(m->backing, "_jobs/job-0002/chk-3/COMPLETED", NULL);
+    assert_int_equal(unlink(gone), 0);
+    assert_true(wait_exists(m, "job-0001/state/v1/0/f.snap", false));
+    assert_true(wait_listed(m, "job-0002/checkpoints", "3", false));
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +377,7 @@ int main(void)
         cmocka_unit_test(test_rewritten_looked_at_before),
         cmocka_unit_test(test_rewritten_looked_at_after),
         cmocka_unit_test(test_listing_follows_removed_marker),
+        cmocka_unit_test(test_live_rescan_applies_to_kernel_caches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
