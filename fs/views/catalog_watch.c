@@ -80,15 +80,6 @@ double catalog_watch_rescan(struct ckptfs *fs)
     return views_timeout(views_of(fs));
 }
 
-void catalog_watch_set_rescan(struct ckptfs *fs, double seconds)
-{
-    Views *v = views_of(fs);
-    __atomic_store_n(&v->rescan_us, MAX((gint64)(seconds * 1e6), 1), __ATOMIC_RELAXED);
-    uint64_t one = 1;
-    if (v->wake_fd >= 0 && write(v->wake_fd, &one, sizeof one) < 0)
-        g_debug("ckptfs: views: wake: %s", g_strerror(errno));
-}
-
 /* Waits (at most INVAL_WAIT_US) until the notifier sent item `ticket`.
  * Bounded: the notifier may wait for the kernel, and the kernel for a
  * request this thread's caller is part of. */
@@ -682,11 +673,32 @@ typedef struct {
     fuse_ino_t ino;
 } LaggedDir;
 
-static gint lagged_cmp(gconstpointer a, gconstpointer b, gpointer unused)
+/* rescan= just changed: no queued listing is dropped later than one read
+ * now would be.  A bound that only lowers keeps the queue in due order,
+ * and every listing queued after it gets the new delay, which is not
+ * earlier (the lock orders the new rescan= before their reads of it). */
+static void lagged_clamp(Views *v)
 {
-    (void)unused;
-    gint64 x = ((const LaggedDir *)a)->due_us, y = ((const LaggedDir *)b)->due_us;
-    return x < y ? -1 : x > y;
+    g_mutex_lock(&v->inval_lock);
+    if (v->inval && !g_atomic_int_get(&v->stopping) && !g_queue_is_empty(&v->lagged)) {
+        gint64 bound = g_get_monotonic_time() + VIEWS_TIMEOUT_PCT_US(v, LISTING_DROP_PCT);
+        for (GList *it = v->lagged.head; it; it = it->next) {
+            LaggedDir *l = it->data;
+            l->due_us = MIN(l->due_us, bound);
+        }
+        g_async_queue_push(v->inval, &lag_item); /* the head may be due sooner */
+    }
+    g_mutex_unlock(&v->inval_lock);
+}
+
+void catalog_watch_set_rescan(struct ckptfs *fs, double seconds)
+{
+    Views *v = views_of(fs);
+    __atomic_store_n(&v->rescan_us, MAX((gint64)(seconds * 1e6), 1), __ATOMIC_RELAXED);
+    lagged_clamp(v);
+    uint64_t one = 1;
+    if (v->wake_fd >= 0 && write(v->wake_fd, &one, sizeof one) < 0)
+        g_debug("ckptfs: views: wake: %s", g_strerror(errno));
 }
 
 void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir)
@@ -696,20 +708,15 @@ void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir)
     g_mutex_lock(&v->inval_lock);
     if (v->inval && v->lagged_set && !g_atomic_int_get(&v->stopping) &&
         g_hash_table_add(v->lagged_set, GSIZE_TO_POINTER(dir))) {
+        bool first = g_queue_is_empty(&v->lagged);
         LaggedDir *l = g_new(LaggedDir, 1);
+        /* the same delay for all, so the queue stays in due order (a
+         * shorter rescan= brings those queued before forward: lagged_clamp) */
         l->due_us = g_get_monotonic_time() + VIEWS_TIMEOUT_PCT_US(v, LISTING_DROP_PCT);
         l->ino = dir;
-        /* the same delay for all keeps the queue in due order by itself;
-         * after rescan= was shortened live, a new one goes before those due
-         * later (a walk of the queue, for at most the old rescan=) */
-        const LaggedDir *tail = g_queue_peek_tail(&v->lagged);
-        if (!tail || tail->due_us <= l->due_us)
-            g_queue_push_tail(&v->lagged, l);
-        else
-            g_queue_insert_sorted(&v->lagged, l, lagged_cmp, NULL);
-        /* a new head: the notifier's wait was for a later one, or unbounded */
-        if (g_queue_peek_head(&v->lagged) == l)
-            g_async_queue_push(v->inval, &lag_item);
+        g_queue_push_tail(&v->lagged, l);
+        if (first)
+            g_async_queue_push(v->inval, &lag_item); /* its wait was unbounded */
     }
     g_mutex_unlock(&v->inval_lock);
 }

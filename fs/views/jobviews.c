@@ -37,7 +37,7 @@
 
 typedef struct {
     ino_t ino;           /* backing st_ino / d_ino (non-directories) */
-    gint64 served_us;    /* atomic: when a lookup last gave the kernel this entry */
+    gint64 expires_us;   /* atomic: when the entry a lookup last gave the kernel expires */
     guint32 name;        /* offset in the listing's names (lent_name) */
     gint16 layer;        /* -1: the ERROR file */
     unsigned char type;  /* DT_* */
@@ -78,9 +78,9 @@ struct Listing {
 
 #define LISTING_SCANNED 16
 /* the entries and then the stamps follow the header in one block: each
- * entry's atomic served_us and each stamp 8-aligned */
+ * entry's atomic expires_us and each stamp 8-aligned */
 G_STATIC_ASSERT(offsetof(Listing, ents) % 8 == 0 && sizeof(LEnt) % 8 == 0 &&
-                offsetof(LEnt, served_us) % 8 == 0 && G_ALIGNOF(LStamp) <= 8);
+                offsetof(LEnt, expires_us) % 8 == 0 && G_ALIGNOF(LStamp) <= 8);
 
 static LStamp *listing_stamps(const Listing *l)
 {
@@ -722,7 +722,8 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
                       int *layer_fds, struct fuse_entry_param *e)
 {
     LEnt *lp = &l->ents[i];
-    __atomic_store_n(&lp->served_us, g_get_monotonic_time(), __ATOMIC_RELAXED);
+    double t = views_timeout(views_of(fs));
+    __atomic_store_n(&lp->expires_us, g_get_monotonic_time() + (gint64)(t * 1e6), __ATOMIC_RELAXED);
     const LEnt *ent = lp;
     const char *name = lent_name(l, ent);
     g_autofree char *rel = child_rel(pv->rel, name);
@@ -746,7 +747,6 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
     if (!layers || (guint)ent->layer >= layers->len)
         return -ENOENT;
     m.ly = layers->pdata[ent->layer];
-    double t = views_timeout(views_of(fs));
     if (ent->type == DT_DIR) {
         m.kind = VN_TREE;
         m.type = S_IFDIR;
@@ -1051,7 +1051,7 @@ int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
                 ino = views_vino(fs, vkey);
             }
             /* the names stay the listing's: no copy per entry per opendir */
-            VEnt e = {(char *)name, ino, le->type, true, (gint64 *)&le->served_us, (int)i};
+            VEnt e = {(char *)name, ino, le->type, true, (gint64 *)&le->expires_us, (int)i};
             g_array_append_val(d->ents, e);
         }
         /* kept with the handle: a readdirplus looks its entries up in them */

@@ -74,8 +74,8 @@ typedef struct {
     ino_t ino;
     unsigned char type; /* DT_* */
     bool borrowed;
-    gint64 *served; /* trees: when the entry was last given to the kernel, else NULL */
-    int lidx;       /* trees: its index in the listing, else -1 */
+    gint64 *expires; /* trees: when the entry last given to the kernel expires, else NULL */
+    int lidx;        /* trees: its index in the listing, else -1 */
 } VEnt;
 
 typedef struct {
@@ -134,9 +134,10 @@ void catalog_watch_refresh(struct ckptfs *fs, const char *job, bool wait);
  * before that is served from the kernel's caches; the rest of the timeout
  * is the margin for a walk that read the cached listing just before the
  * drop and stats its entries after it.  A READDIRPLUS leaves to the kernel
- * (no attributes) only entries it gave less than ENTRY_FRESH_PCT of a
- * timeout ago, so that none of the entries the kernel keeps expires before
- * the listing is dropped. */
+ * (no attributes) only entries it was given with at least 100 -
+ * ENTRY_FRESH_PCT percent of a timeout still to run (by the timeout they
+ * got: rescan= can change live), so that none of the entries the kernel
+ * keeps expires before the listing is dropped. */
 void catalog_watch_lag_listing(struct ckptfs *fs, fuse_ino_t dir);
 #define LISTING_DROP_PCT       75
 #define LISTING_DROP_EARLY_PCT 5

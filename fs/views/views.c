@@ -363,7 +363,7 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
     ViewsDir *d = dh;
     size_t used = 0;
     /* catalog_watch_lag_listing says why this window */
-    gint64 fresh_us = VIEWS_TIMEOUT_PCT_US(views_of(fs), ENTRY_FRESH_PCT);
+    gint64 keep_us = VIEWS_TIMEOUT_PCT_US(views_of(fs), 100 - ENTRY_FRESH_PCT);
     /* a listing read from its start that a change behind the mount can
      * make stale with no directory changing: a tree's, and a job's own two
      * (a marker rewritten in place, jobview_get); the views dir's follows
@@ -378,8 +378,8 @@ ssize_t views_readdir(struct ckptfs *fs, fuse_req_t req, Node *n, void *dh, char
         if (plus) {
             struct fuse_entry_param e;
             memset(&e, 0, sizeof e);
-            gint64 served = ve->served ? __atomic_load_n(ve->served, __ATOMIC_RELAXED) : 0;
-            if (dots || (served && g_get_monotonic_time() - served < fresh_us)) {
+            gint64 expires = ve->expires ? __atomic_load_n(ve->expires, __ATOMIC_RELAXED) : 0;
+            if (dots || (expires && expires - g_get_monotonic_time() > keep_us)) {
                 /* no attributes (nodeid 0): the kernel's entry, given out
                  * moments ago, is still valid; a walk that re-reads a tree
                  * costs no lookup per entry */

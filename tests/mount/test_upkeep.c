@@ -334,16 +334,19 @@ static void test_listing_follows_removed_marker(void **state)
 }
 
 /* rescan= shortened live through .control: what the kernel is given from
- * then on is kept no longer than the new rescan=, so a state file removed
- * behind the mount leaves the job's tree and a removed COMPLETED the
- * job's cached checkpoints listing within it, not within the rescan= the
- * mount started with (60 s, longer than the polls wait). */
+ * then on is kept no longer than the new rescan=, and a listing it cached
+ * before is dropped no later than one cached now.  So a state file
+ * removed behind the mount leaves the job's tree, and a removed COMPLETED
+ * the job's cached checkpoints listing, within the new rescan=, not
+ * within the one the mount started with (60 s, longer than the polls
+ * wait): job-0003's listing is cached before the change, job-0002's
+ * after it. */
 static void test_live_rescan_applies_to_kernel_caches(void **state)
 {
     (void)state;
     Mount *m = mount_new();
-    const char *jobs[] = {"job-0001", "job-0002"};
-    for (int i = 0; i < 2; i++) {
+    const char *jobs[] = {"job-0001", "job-0002", "job-0003"};
+    for (int i = 0; i < 3; i++) {
         g_autofree char *st = g_strdup_printf("_state/%s/v1/0/f.snap", jobs[i]);
         bput(m, st, "state");
         for (int n = 1; n <= MARKERS; n++)
@@ -351,19 +354,25 @@ static void test_live_rescan_applies_to_kernel_caches(void **state)
     }
     const char *args[] = {"-o", "rescan=60", NULL};
     assert_int_equal(mount_start(m, args), 0);
+    for (int i = 0; i < 3; i++) /* the first read caches no listing */
+        assert_true(listed(m, "job-0003/checkpoints", "3"));
     g_autofree char *control = g_build_filename(m->mnt, "_views/.control", NULL);
     assert_int_equal(setxattr(control, "user.ckptfs.rescan", "1", 1, 0), 0);
 
     assert_true(exists(m, "job-0001/state/v1/0/f.snap"));
-    for (int i = 0; i < 3; i++) /* the first read caches no listing */
+    for (int i = 0; i < 3; i++)
         assert_true(listed(m, "job-0002/checkpoints", "3"));
 
     g_autofree char *snap = g_build_filename(m->backing, "_state/job-0001/v1/0/f.snap", NULL);
     assert_int_equal(unlink(snap), 0);
-    g_autofree char *gone = g_build_filename(m->backing, "_jobs/job-0002/chk-3/COMPLETED", NULL);
-    assert_int_equal(unlink(gone), 0);
+    for (int i = 1; i < 3; i++) {
+        g_autofree char *rel = g_strdup_printf("_jobs/%s/chk-3/COMPLETED", jobs[i]);
+        g_autofree char *gone = g_build_filename(m->backing, rel, NULL);
+        assert_int_equal(unlink(gone), 0);
+    }
     assert_true(wait_exists(m, "job-0001/state/v1/0/f.snap", false));
     assert_true(wait_listed(m, "job-0002/checkpoints", "3", false));
+    assert_true(wait_listed(m, "job-0003/checkpoints", "3", false));
     assert_int_equal(mount_stop(m), 0);
     mount_free(m);
 }
