@@ -29,10 +29,13 @@
  *      catalog's locks while the loader re-reads the jobs written during
  *      the load.
  *   4. IdentityWatch.lock (views/identity_watch.c: one load of the
- *      identity map at a time), over the identity's map lock inside core/.
+ *      identity map at a time), over the identity's map lock inside core/;
+ *      control_lock (views/control.c: one live change at a time), over
+ *      Views.inval_lock (a shorter rescan brings queued listing drops
+ *      forward).
  *   5. Leaf locks, under which nothing else is taken: FdCache.lock,
  *      DirPark.lock, Views.lock, each VNode.lock, Views.inval_lock,
- *      control_lock, LogLimit.lock, Kio.gate_lock, KioRing.lock,
+ *      LogLimit.lock, Kio.gate_lock, KioRing.lock,
  *      SupLink.letgo_lock (outlive/supervisor.c), each
       Drop.lock (ops/direct.c; a drop's notification is written without
       it), and those

@@ -800,9 +800,6 @@ int catalog_watch_start(struct ckptfs *fs)
     v->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (v->wake_fd < 0)
         return -errno;
-    g_mutex_init(&v->inval_lock);
-    g_cond_init(&v->inval_cond);
-    g_queue_init(&v->lagged);
     v->lagged_set = g_hash_table_new(g_direct_hash, g_direct_equal);
     v->inval = g_async_queue_new();
     v->notifier = g_thread_new("ckptfs-notify", notifier_main, fs);

@@ -136,7 +136,8 @@ static gpointer watch_loop(gpointer p)
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
     for (;;) {
         struct pollfd fds[2] = {{w->stop_fd, POLLIN, 0}, {w->inotify_fd, POLLIN, 0}};
-        int timeout_ms = (int)MIN(catalog_watch_rescan(fs) * 1000, G_MAXINT);
+        /* at most a minute: a rescan= shortened live applies by then */
+        int timeout_ms = (int)MIN(catalog_watch_rescan(fs) * 1000, 60000);
         int n = poll(fds, w->inotify_fd >= 0 ? 2 : 1, MAX(timeout_ms, 100));
         if (n < 0 && errno != EINTR) {
             g_warning("ckptfs: identity_map=%s: poll: %s; SIGHUP still reloads it",

@@ -715,16 +715,12 @@ static int layer_dirfd(struct ckptfs *fs, const VNode *pv, const CkLayer *ly, in
     return layer_fds[i];
 }
 
-/* Entry i of listing l of tree dir pv (a snapshot of jv): its node with
- * nlookup+1 in e.  layer_fds (optional, jv's layers->len slots): backing
- * directory descriptors kept by a directory handle. */
-static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, guint i,
-                      int *layer_fds, struct fuse_entry_param *e)
+/* tree_entry's work, but for noting when the entry given expires. */
+static int tree_entry_make(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, guint i,
+                           int *layer_fds, struct fuse_entry_param *e)
 {
-    LEnt *lp = &l->ents[i];
     double t = views_timeout(views_of(fs));
-    __atomic_store_n(&lp->expires_us, g_get_monotonic_time() + (gint64)(t * 1e6), __ATOMIC_RELAXED);
-    const LEnt *ent = lp;
+    const LEnt *ent = &l->ents[i];
     const char *name = lent_name(l, ent);
     g_autofree char *rel = child_rel(pv->rel, name);
     g_autofree char *tk = tree_vkey(pv, rel);
@@ -802,6 +798,21 @@ static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, gui
     e->entry_timeout = t;
     e->attr_timeout = t;
     return 0;
+}
+
+/* Entry i of listing l of tree dir pv (a snapshot of jv): its node with
+ * nlookup+1 in e.  layer_fds (optional, jv's layers->len slots): backing
+ * directory descriptors kept by a directory handle.  The listing notes
+ * when the kernel's entry expires, by the timeout given (views_readdir). */
+static int tree_entry(struct ckptfs *fs, VNode *pv, JobView *jv, Listing *l, guint i,
+                      int *layer_fds, struct fuse_entry_param *e)
+{
+    gint64 now = g_get_monotonic_time();
+    int err = tree_entry_make(fs, pv, jv, l, i, layer_fds, e);
+    if (err == 0)
+        __atomic_store_n(&l->ents[i].expires_us, now + (gint64)(e->entry_timeout * 1e6),
+                         __ATOMIC_RELAXED);
+    return err;
 }
 
 static int tree_lookup(struct ckptfs *fs, VNode *pv, const char *name, struct fuse_entry_param *e)

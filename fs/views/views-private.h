@@ -146,7 +146,8 @@ _Static_assert(ENTRY_FRESH_PCT + LISTING_DROP_PCT - LISTING_DROP_EARLY_PCT <= 10
                "an entry left to the kernel must outlive the listing that holds it");
 /* pct percent of the views timeout v, in microseconds */
 #define VIEWS_TIMEOUT_PCT_US(v, pct) ((gint64)(views_timeout(v) * 1e6 * (pct) / 100))
-/* rescan= in seconds, and its live change (the watcher's next wait uses it). */
+/* rescan= in seconds, and its live change (the watcher's next wait uses
+ * it; the listings queued for a drop are brought forward to it). */
 double catalog_watch_rescan(struct ckptfs *fs);
 void catalog_watch_set_rescan(struct ckptfs *fs, double seconds);
 /* While the catalog loads: its progress into the catalog gauges; wait:

@@ -377,6 +377,10 @@ Views *viewstate_new(struct ckptfs *fs)
     v->no_labels = !g_file_test("/sys/fs/selinux/enforce", G_FILE_TEST_EXISTS);
     g_mutex_init(&v->lock);
     g_cond_init(&v->loaded_cond);
+    /* before any thread or setting may take them (catalog_watch.c's) */
+    g_mutex_init(&v->inval_lock);
+    g_cond_init(&v->inval_cond);
+    g_queue_init(&v->lagged);
     v->jobviews =
         g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)jobview_unref);
     v->compared = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -434,5 +438,7 @@ void viewstate_free(Views *v)
     g_ptr_array_unref(v->ext_prefixes);
     g_mutex_clear(&v->lock);
     g_cond_clear(&v->loaded_cond);
+    g_mutex_clear(&v->inval_lock);
+    g_cond_clear(&v->inval_cond);
     g_free(v);
 }
