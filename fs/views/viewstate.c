@@ -236,12 +236,11 @@ static bool compare_job(struct ckptfs *fs, CkCatalog *c, const char *job)
 G_STATIC_ASSERT(sizeof(gpointer) >= sizeof(gint64));
 
 /* Whether the caller is to compare job (interned) now: no request did
- * within rescan= (the caller claims it, so one compares).  Views.lock held. */
-static bool claim_compare_locked(Views *v, const char *ij, gint64 now)
+ * within max_age (the caller claims it, so one compares).  Views.lock held. */
+static bool claim_compare_locked(Views *v, const char *ij, gint64 now, gint64 max_age)
 {
-    gint64 rescan = __atomic_load_n(&v->rescan_us, __ATOMIC_RELAXED);
     gint64 last = (gint64)(gintptr)g_hash_table_lookup(v->compared, ij);
-    if (last && now - last < rescan)
+    if (last && now - last < max_age)
         return false;
     g_hash_table_replace(v->compared, (gpointer)ij, (gpointer)(gintptr)now);
     return true;
@@ -261,6 +260,11 @@ static void expire_compared_locked(Views *v, gint64 now)
 
 JobView *jobview_get(struct ckptfs *fs, const char *job)
 {
+    return jobview_get_within(fs, job, __atomic_load_n(&views_of(fs)->rescan_us, __ATOMIC_RELAXED));
+}
+
+JobView *jobview_get_within(struct ckptfs *fs, const char *job, gint64 max_age_us)
+{
     Views *v = views_of(fs);
     CkCatalog *c = views_catalog(fs);
     if (!c)
@@ -269,12 +273,12 @@ JobView *jobview_get(struct ckptfs *fs, const char *job)
     if (!j)
         return NULL;
     gint64 now = g_get_monotonic_time();
-    /* A job not compared with the backing directory within rescan= is
+    /* A job not compared with the backing directory within max_age_us is
      * compared now (compare_job), by one of the threads that find it due;
      * the others serve the snapshot. */
     g_mutex_lock(&v->lock);
     JobView *jv;
-    bool compare = claim_compare_locked(v, j->job, now);
+    bool compare = claim_compare_locked(v, j->job, now, max_age_us);
     if (!compare && (jv = cached_locked(v, j, now))) {
         g_mutex_unlock(&v->lock);
         ck_job_info_unref(j);

@@ -143,6 +143,9 @@ bool views_has_job(struct ckptfs *fs, const char *job);
  * first, marker by marker (ck_catalog_job_stale): what the catalog holds
  * of it may be as old as its last full comparison, minutes. */
 JobView *jobview_get(struct ckptfs *fs, const char *job);
+/* The same, comparing when the last comparison is older than max_age_us
+ * (jobview_get: rescan=). */
+JobView *jobview_get_within(struct ckptfs *fs, const char *job, gint64 max_age_us);
 void jobview_unref(JobView *jv);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(JobView, jobview_unref)
 /* Drops the cached snapshot and comparison time of a job that is gone. */

@@ -333,6 +333,39 @@ static void test_listing_follows_removed_marker(void **state)
     mount_free(m);
 }
 
+/* A job's own listing, read by the kernel right after the job's markers
+ * were compared and then kept by it: every marker made malformed behind
+ * the mount takes latest out of it within rescan= (4 s here), not at the
+ * second drop of the listing, one and a half rescan= later, as when a
+ * listing could be made from a comparison up to rescan= old.  The poll
+ * stops a quarter of rescan= after the bound. */
+static void test_listing_within_rescan(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    bput(m, "_state/job-0001/v1/0/f.snap", "state");
+    for (int n = 1; n <= MARKERS; n++)
+        bmarker(m, "job-0001", n);
+    const char *args[] = {"-o", "rescan=4", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *latest = latest_of(m, "job-0001"); /* compares the job */
+    assert_string_equal(latest, "checkpoints/3");
+    for (int i = 0; i < 3; i++) /* the first read caches no listing */
+        assert_true(listed(m, "job-0001", "latest"));
+    for (int n = 1; n <= MARKERS; n++) {
+        g_autofree char *rel = g_strdup_printf("_jobs/job-0001/chk-%d/COMPLETED", n);
+        bput(m, rel, "not a marker\n");
+    }
+    bool gone = false;
+    for (int i = 0; i < 50 && !gone; i++) {
+        g_usleep(100000);
+        gone = !listed(m, "job-0001", "latest");
+    }
+    assert_true(gone);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 /* rescan= shortened live through .control: what the kernel is given from
  * then on is kept no longer than the new rescan=, and a listing it cached
  * before is dropped no later than one cached now.  So a state file
@@ -386,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_rewritten_looked_at_before),
         cmocka_unit_test(test_rewritten_looked_at_after),
         cmocka_unit_test(test_listing_follows_removed_marker),
+        cmocka_unit_test(test_listing_within_rescan),
         cmocka_unit_test(test_live_rescan_applies_to_kernel_caches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
