@@ -1021,15 +1021,16 @@ static void cache_by_version(VNode *vn, const CkJobInfo *j, ViewsDir *d)
 int jv_opendir(struct ckptfs *fs, Node *n, VNode *vn, ViewsDir *d)
 {
     (void)n;
-    /* The kernel keeps a listing of <J> or <J>/checkpoints until its drop,
-     * LISTING_DROP_PCT of a timeout after this read, and a read after the
-     * drop comes here again: a listing made from a comparison no older
+    /* Without OPENDIR the kernel keeps a listing until the notifier drops
+     * it, LISTING_DROP_PCT of a timeout after this read, and a read after
+     * the drop comes here again: a listing made from a comparison no older
      * than the rest of the timeout shows a change behind the mount within
      * rescan=, where one made from a comparison up to rescan= old could be
-     * kept, and served again, for up to 1.75 rescan= after it. */
-    bool own = vn->kind == VN_JOB || vn->kind == VN_CKPTS;
+     * kept, and served again, for up to 1.75 rescan= after it.  (With
+     * OPENDIR every open comes here.) */
     g_autoptr(JobView) jv =
-        own ? jobview_get_within(fs, vn->job,
+        fs->no_opendir
+            ? jobview_get_within(fs, vn->job,
                                  VIEWS_TIMEOUT_PCT_US(views_of(fs), 100 - LISTING_DROP_PCT))
             : jobview_get(fs, vn->job);
     if (!jv)
