@@ -47,6 +47,15 @@ static void bmarker(Mount *m, const char *job, int n)
     bput(m, rel, text);
 }
 
+/* A job of MARKERS markers, with its state. */
+static void bjob(Mount *m, const char *job)
+{
+    g_autofree char *st = g_strdup_printf("_state/%s/v1/0/f.snap", job);
+    bput(m, st, "state");
+    for (int n = 1; n <= MARKERS; n++)
+        bmarker(m, job, n);
+}
+
 /* JOBS jobs of MARKERS markers each, with their state. */
 static Mount *fixture(void)
 {
@@ -54,10 +63,7 @@ static Mount *fixture(void)
     for (int j = 0; j < JOBS; j++) {
         char job[32];
         g_snprintf(job, sizeof job, "job-%04d", j);
-        g_autofree char *st = g_strdup_printf("_state/%s/v1/0/f.snap", job);
-        bput(m, st, "state");
-        for (int n = 1; n <= MARKERS; n++)
-            bmarker(m, job, n);
+        bjob(m, job);
     }
     return m;
 }
@@ -309,12 +315,8 @@ static void test_listing_follows_removed_marker(void **state)
     (void)state;
     Mount *m = mount_new();
     const char *jobs[] = {"job-0001", "job-0002"};
-    for (int i = 0; i < 2; i++) {
-        g_autofree char *st = g_strdup_printf("_state/%s/v1/0/f.snap", jobs[i]);
-        bput(m, st, "state");
-        for (int n = 1; n <= MARKERS; n++)
-            bmarker(m, jobs[i], n);
-    }
+    for (int i = 0; i < 2; i++)
+        bjob(m, jobs[i]);
     assert_int_equal(start(m, true), 0);
     for (int i = 0; i < 3; i++) { /* the first read caches no listing */
         assert_true(listed(m, "job-0001/checkpoints", "3"));
@@ -343,9 +345,7 @@ static void test_listing_within_rescan(void **state)
 {
     (void)state;
     Mount *m = mount_new();
-    bput(m, "_state/job-0001/v1/0/f.snap", "state");
-    for (int n = 1; n <= MARKERS; n++)
-        bmarker(m, "job-0001", n);
+    bjob(m, "job-0001");
     const char *args[] = {"-o", "rescan=4", NULL};
     assert_int_equal(mount_start(m, args), 0);
     g_autofree char *latest = latest_of(m, "job-0001"); /* compares the job */
@@ -379,12 +379,8 @@ static void test_live_rescan_applies_to_kernel_caches(void **state)
     (void)state;
     Mount *m = mount_new();
     const char *jobs[] = {"job-0001", "job-0002", "job-0003"};
-    for (int i = 0; i < 3; i++) {
-        g_autofree char *st = g_strdup_printf("_state/%s/v1/0/f.snap", jobs[i]);
-        bput(m, st, "state");
-        for (int n = 1; n <= MARKERS; n++)
-            bmarker(m, jobs[i], n);
-    }
+    for (int i = 0; i < 3; i++)
+        bjob(m, jobs[i]);
     const char *args[] = {"-o", "rescan=60", NULL};
     assert_int_equal(mount_start(m, args), 0);
     for (int i = 0; i < 3; i++) /* the first read caches no listing */
