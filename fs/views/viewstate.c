@@ -236,13 +236,44 @@ static bool compare_job(struct ckptfs *fs, CkCatalog *c, const char *job)
 G_STATIC_ASSERT(sizeof(gpointer) >= sizeof(gint64));
 
 /* Whether the caller is to compare job (interned) now: no request did
- * within max_age (the caller claims it, so one compares).  Views.lock held. */
+ * within max_age (the caller claims it, so one compares, and ends the
+ * claim with compare_done_locked).  Views.lock held. */
 static bool claim_compare_locked(Views *v, const char *ij, gint64 now, gint64 max_age)
 {
     gint64 last = (gint64)(gintptr)g_hash_table_lookup(v->compared, ij);
     if (last && now - last < max_age)
         return false;
     g_hash_table_replace(v->compared, (gpointer)ij, (gpointer)(gintptr)now);
+    g_hash_table_add(v->comparing, (gpointer)ij);
+    return true;
+}
+
+static void compare_done_locked(Views *v, const char *ij)
+{
+    g_hash_table_remove(v->comparing, ij);
+    g_cond_broadcast(&v->compared_cond);
+}
+
+/* How long a request waits for another's comparison of its job: one
+ * fstatat a marker, and a re-read when they differ, take milliseconds; a
+ * comparison held up longer (a full rescan holds the catalog) is not worth
+ * more of a worker thread. */
+#define COMPARE_WAIT_US (100 * G_TIME_SPAN_MILLISECOND)
+
+/* Waits while another request compares job (interned), up to
+ * COMPARE_WAIT_US: the snapshot it would serve meanwhile is the one being
+ * compared, and a reply made from it could reach the kernel after the
+ * invalidation that comparison queues, to be kept a whole timeout.
+ * Whether it waited (the catalog's snapshot may be newer).  Views.lock
+ * held. */
+static bool wait_comparison_locked(Views *v, const char *ij)
+{
+    if (!g_hash_table_contains(v->comparing, ij))
+        return false;
+    gint64 until = g_get_monotonic_time() + COMPARE_WAIT_US;
+    while (g_hash_table_contains(v->comparing, ij) &&
+           g_cond_wait_until(&v->compared_cond, &v->lock, until))
+        ;
     return true;
 }
 
@@ -272,11 +303,18 @@ JobView *jobview_get_within(struct ckptfs *fs, const char *job, gint64 max_age_u
     CkJobInfo *j = ck_catalog_get_job(c, job);
     if (!j)
         return NULL;
-    gint64 now = g_get_monotonic_time();
     /* A job not compared with the backing directory within max_age_us is
      * compared now (compare_job), by one of the threads that find it due;
-     * the others serve the snapshot. */
+     * the others wait for that comparison, then serve the snapshot. */
     g_mutex_lock(&v->lock);
+    if (wait_comparison_locked(v, j->job)) {
+        g_mutex_unlock(&v->lock);
+        ck_job_info_unref(j);
+        if (!(j = ck_catalog_get_job(c, job)))
+            return NULL;
+        g_mutex_lock(&v->lock);
+    }
+    gint64 now = g_get_monotonic_time();
     JobView *jv;
     bool compare = claim_compare_locked(v, j->job, now, max_age_us);
     if (!compare && (jv = cached_locked(v, j, now))) {
@@ -286,15 +324,19 @@ JobView *jobview_get_within(struct ckptfs *fs, const char *job, gint64 max_age_u
     }
     g_mutex_unlock(&v->lock);
     if (compare) {
-        if (compare_job(fs, c, j->job)) {
+        const char *ij = j->job;
+        bool changed = compare_job(fs, c, ij);
+        if (changed) {
             /* the snapshot now: another thread may have refreshed it first */
             ck_job_info_unref(j);
-            if (!(j = ck_catalog_get_job(c, job)))
-                return NULL;
+            j = ck_catalog_get_job(c, job);
         }
         g_mutex_lock(&v->lock);
-        jv = cached_locked(v, j, now); /* compared and unchanged */
+        compare_done_locked(v, ij);
+        jv = j ? cached_locked(v, j, now) : NULL; /* compared and unchanged */
         g_mutex_unlock(&v->lock);
+        if (!j)
+            return NULL;
         if (jv) {
             ck_job_info_unref(j);
             return jv;
@@ -388,6 +430,8 @@ Views *viewstate_new(struct ckptfs *fs)
     v->jobviews =
         g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)jobview_unref);
     v->compared = g_hash_table_new(g_direct_hash, g_direct_equal);
+    v->comparing = g_hash_table_new(g_direct_hash, g_direct_equal);
+    g_cond_init(&v->compared_cond);
     v->wake_fd = -1;
 
     /* what the catalog resolves with: the mount's own options */
@@ -427,6 +471,7 @@ void viewstate_free(Views *v)
         ck_catalog_free(v->cat);
     g_hash_table_unref(v->jobviews);
     g_hash_table_unref(v->compared);
+    g_hash_table_unref(v->comparing);
     if (v->early_names)
         g_ptr_array_unref(v->early_names);
     if (v->root_names)
@@ -442,6 +487,7 @@ void viewstate_free(Views *v)
     g_ptr_array_unref(v->ext_prefixes);
     g_mutex_clear(&v->lock);
     g_cond_clear(&v->loaded_cond);
+    g_cond_clear(&v->compared_cond);
     g_mutex_clear(&v->inval_lock);
     g_cond_clear(&v->inval_cond);
     g_free(v);

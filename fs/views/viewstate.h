@@ -57,6 +57,11 @@ typedef struct {
      * the backing directory (monotonic us, as a pointer; jobview_get),
      * within rescan= (jobviews_expire lets older ones go) */
     GHashTable *compared;
+    /* (lock) interned jobs a request is comparing now (set), and their
+     * end: a request for one of them waits for the comparison
+     * (jobview_get), a bounded while */
+    GHashTable *comparing;
+    GCond compared_cond;
 
     /* the views dir's listing once the catalog is loaded (views.c; lock) */
     GPtrArray *root_names; /* sorted interned job ids */
