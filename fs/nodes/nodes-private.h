@@ -40,6 +40,21 @@ struct file_handle *nhandle_fh(const NodeHandle *h, HandleBuf *buf);
 #define VKEY_PARENT     '\002'
 char *vkey_from_rec(const State *s, const char *text);
 
+/* The table of views nodes is a set of their keys, each inside its node's
+ * allocation after the NodeView (node_new_view): a GHashTable whose keys
+ * are its values keeps no array of values, and a walk of the views holds
+ * a million keys.  The node a key of the set is in: */
+static inline Node *virtual_of_key(const char *vkey)
+{
+    return (Node *)(void *)(vkey - offsetof(NodeView, vkey)) - 1;
+}
+/* The node the set has under vkey, or NULL; the table's lock held. */
+static inline Node *virtual_lookup_locked(NodeTable *t, const char *vkey)
+{
+    const char *k = g_hash_table_lookup(t->virtuals, vkey);
+    return k ? virtual_of_key(k) : NULL;
+}
+
 /* A node not in the table yet (no slot, no generation). */
 Node *node_new(NodeKind kind, mode_t type);
 /* The same with the views' part of a VIRTUAL or ALIAS node, keyed by

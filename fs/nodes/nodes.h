@@ -184,7 +184,7 @@ typedef struct {
 typedef struct {
     GMutex lock;
     GHashTable *backing;  /* a set of Node*, found by NodeKey* (the node's first field) */
-    GHashTable *virtuals; /* vkey -> Node* */
+    GHashTable *virtuals; /* a set of views keys, each in its node (virtual_lookup_locked) */
     GHashTable *retired;  /* folded (dev, ino) -> free slot whose record names it (retired.c) */
     GHashTable *jobs;     /* interned job id -> its number in the state's job table */
     Node *root;

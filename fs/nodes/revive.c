@@ -72,8 +72,8 @@ void node_table_revive(NodeTable *t)
             Node *old = g_hash_table_lookup(t->backing, &n->key);
             if (!old || (old->stale && !n->stale))
                 g_hash_table_replace(t->backing, &n->key, n);
-        } else if (n->view && !g_hash_table_lookup(t->virtuals, n->view->vkey)) {
-            g_hash_table_insert(t->virtuals, n->view->vkey, n);
+        } else if (n->view && !virtual_lookup_locked(t, n->view->vkey)) {
+            g_hash_table_add(t->virtuals, n->view->vkey);
         }
     }
     g_message("ckptfs: attached to the live connection: %" G_GUINT64_FORMAT

@@ -45,7 +45,7 @@ static char *vkey_by_parent_locked(NodeTable *t, const char *vkey)
     if (!slash)
         return NULL;
     g_autofree char *dir = g_strndup(path, (gsize)(slash - path));
-    const Node *p = g_hash_table_lookup(t->virtuals, dir);
+    const Node *p = virtual_lookup_locked(t, dir);
     if (!p || !p->slot || t->state->nodes[p->slot].text_len == STATE_TEXT_LOST)
         return NULL;
     return g_strdup_printf("%.*s%c%x:%" G_GINT64_MODIFIER "x%s", (int)(path - vkey), vkey,
@@ -596,7 +596,9 @@ Node *node_adopt_locked(NodeTable *t, GHashTable *table, gpointer key, Node *n, 
         return n;
     }
     fresh->nlookup = 1;
-    g_hash_table_insert(table, key, fresh);
+    /* both tables are sets: the backing one of nodes (found by their first
+     * field), the views one of keys */
+    g_hash_table_add(table, key);
     /* an object the kernel forgot comes back under its old id, which a
      * file handle may hold (retired.c) */
     uint32_t old = table == t->backing ? retired_slot_locked(t, fresh) : 0;
@@ -809,7 +811,7 @@ void node_forget(NodeTable *t, Node *n, uint64_t count)
     if (n->kind == NODE_BACKING) {
         if (g_hash_table_lookup(t->backing, &n->key) == n)
             g_hash_table_remove(t->backing, &n->key);
-    } else if (node_vkey(n) && g_hash_table_lookup(t->virtuals, node_vkey(n)) == n) {
+    } else if (node_vkey(n) && virtual_lookup_locked(t, node_vkey(n)) == n) {
         g_hash_table_remove(t->virtuals, node_vkey(n));
     }
     t->count--;

@@ -7,7 +7,7 @@
 Node *node_get_virtual(NodeTable *t, const char *vkey, void (*make)(Node *n, void *ctx), void *ctx)
 {
     g_mutex_lock(&t->lock);
-    Node *n = g_hash_table_lookup(t->virtuals, vkey);
+    Node *n = virtual_lookup_locked(t, vkey);
     if (n && n->view->vdata) {
         n->nlookup++;
         node_sync_locked(t, n);
@@ -22,7 +22,7 @@ Node *node_get_virtual(NodeTable *t, const char *vkey, void (*make)(Node *n, voi
     make(fresh, ctx);
 
     g_mutex_lock(&t->lock);
-    n = g_hash_table_lookup(t->virtuals, vkey);
+    n = virtual_lookup_locked(t, vkey);
     if (n && !n->view->vdata && n->kind == fresh->kind) {
         /* a node a previous daemon left (node_table_revive): it gets its
          * views data back, and keeps its id, generation and number */
@@ -41,7 +41,7 @@ Node *node_get_virtual(NodeTable *t, const char *vkey, void (*make)(Node *n, voi
 fuse_ino_t node_virtual_ino(NodeTable *t, const char *vkey)
 {
     g_mutex_lock(&t->lock);
-    Node *n = g_hash_table_lookup(t->virtuals, vkey);
+    Node *n = virtual_lookup_locked(t, vkey);
     fuse_ino_t ino = n ? node_ino(t, n) : 0;
     g_mutex_unlock(&t->lock);
     return ino;
@@ -50,7 +50,7 @@ fuse_ino_t node_virtual_ino(NodeTable *t, const char *vkey)
 void node_unlist_virtual(NodeTable *t, const char *vkey, Node *n)
 {
     g_mutex_lock(&t->lock);
-    if (g_hash_table_lookup(t->virtuals, vkey) == n)
+    if (virtual_lookup_locked(t, vkey) == n)
         g_hash_table_remove(t->virtuals, vkey);
     g_mutex_unlock(&t->lock);
 }
