@@ -222,7 +222,8 @@ static JobView *cached_locked(Views *v, const CkJobInfo *j, gint64 now)
  * job where they differ: a COMPLETED rewritten in place behind the mount
  * changes no directory, and the catalog would otherwise see it only at its
  * next full comparison.  Whether they differed (the snapshot changed, here
- * or in another thread that re-read it first). */
+ * or in another thread that re-read it first).  Other requests for the
+ * job may be waiting for it: it waits for none, nor for the notifier. */
 static bool compare_job(struct ckptfs *fs, CkCatalog *c, const char *job)
 {
     if (!ck_catalog_job_stale(c, job))
@@ -235,46 +236,62 @@ static bool compare_job(struct ckptfs *fs, CkCatalog *c, const char *job)
 /* A time as a hash table value. */
 G_STATIC_ASSERT(sizeof(gpointer) >= sizeof(gint64));
 
+/* How long a comparison may hold up the other requests for its job: one
+ * fstatat a marker, and a re-read when they differ, take milliseconds; a
+ * comparison held up longer (a full rescan holds the catalog) is not worth
+ * more of worker threads that serve the data path too.  The bound is the
+ * comparison's, from when it began: every request waits within it. */
+#define COMPARE_WAIT_US (100 * G_TIME_SPAN_MILLISECOND)
+
 /* Whether the caller is to compare job (interned) now: no request did
- * within max_age (the caller claims it, so one compares, and ends the
- * claim with compare_done_locked).  Views.lock held. */
+ * within max_age, and none is.  The caller then ends its claim with
+ * compare_done_locked.  Views.lock held. */
 static bool claim_compare_locked(Views *v, const char *ij, gint64 now, gint64 max_age)
 {
     gint64 last = (gint64)(gintptr)g_hash_table_lookup(v->compared, ij);
-    if (last && now - last < max_age)
+    if ((last && now - last < max_age) || g_hash_table_contains(v->comparing, ij))
         return false;
     g_hash_table_replace(v->compared, (gpointer)ij, (gpointer)(gintptr)now);
-    g_hash_table_add(v->comparing, (gpointer)ij);
+    g_hash_table_insert(v->comparing, (gpointer)ij, (gpointer)(gintptr)now);
     return true;
 }
 
+/* Ends a claim; the broadcast wakes the waiters of every job, which look
+ * again at their own.  Views.lock held. */
 static void compare_done_locked(Views *v, const char *ij)
 {
     g_hash_table_remove(v->comparing, ij);
+    v->compares_ended++;
     g_cond_broadcast(&v->compared_cond);
 }
 
-/* How long a request waits for another's comparison of its job: one
- * fstatat a marker, and a re-read when they differ, take milliseconds; a
- * comparison held up longer (a full rescan holds the catalog) is not worth
- * more of a worker thread. */
-#define COMPARE_WAIT_US (100 * G_TIME_SPAN_MILLISECOND)
-
-/* Waits while another request compares job (interned), up to
- * COMPARE_WAIT_US: the snapshot it would serve meanwhile is the one being
- * compared, and a reply made from it could reach the kernel after the
- * invalidation that comparison queues, to be kept a whole timeout.
- * Whether it waited (the catalog's snapshot may be newer).  Views.lock
- * held. */
-static bool wait_comparison_locked(Views *v, const char *ij)
+/* The catalog's snapshot of job (a reference; NULL: no such job) as it is
+ * when no request is comparing the job: a snapshot taken while one is
+ * may be the one being compared, and a reply made from it could reach the
+ * kernel after the invalidation the comparison queues, to be kept a whole
+ * timeout.  So it waits for a comparison of job (up to COMPARE_WAIT_US
+ * after it began, then takes the snapshot as it is), and takes it again
+ * when a comparison ended while it was being taken, a few times at most.
+ * Views.lock held, dropped while it takes the snapshot. */
+static CkJobInfo *settled_job_locked(Views *v, CkCatalog *c, const char *job)
 {
-    if (!g_hash_table_contains(v->comparing, ij))
-        return false;
-    gint64 until = g_get_monotonic_time() + COMPARE_WAIT_US;
-    while (g_hash_table_contains(v->comparing, ij) &&
-           g_cond_wait_until(&v->compared_cond, &v->lock, until))
-        ;
-    return true;
+    CkJobInfo *j = NULL;
+    for (int tries = 0; tries < 3; tries++) {
+        gpointer began;
+        while (g_hash_table_lookup_extended(v->comparing, job, NULL, &began) &&
+               g_cond_wait_until(&v->compared_cond, &v->lock,
+                                 (gint64)(gintptr)began + COMPARE_WAIT_US))
+            ;
+        guint64 ended = v->compares_ended;
+        g_mutex_unlock(&v->lock);
+        if (j)
+            ck_job_info_unref(j);
+        j = ck_catalog_get_job(c, job);
+        g_mutex_lock(&v->lock);
+        if (!j || (v->compares_ended == ended && !g_hash_table_contains(v->comparing, job)))
+            break;
+    }
+    return j;
 }
 
 /* Forgets the comparisons older than rescan=: as good as none. */
@@ -300,19 +317,14 @@ JobView *jobview_get_within(struct ckptfs *fs, const char *job, gint64 max_age_u
     CkCatalog *c = views_catalog(fs);
     if (!c)
         return NULL;
-    CkJobInfo *j = ck_catalog_get_job(c, job);
-    if (!j)
-        return NULL;
     /* A job not compared with the backing directory within max_age_us is
      * compared now (compare_job), by one of the threads that find it due;
-     * the others wait for that comparison, then serve the snapshot. */
+     * the others wait for that comparison (settled_job_locked). */
     g_mutex_lock(&v->lock);
-    if (wait_comparison_locked(v, j->job)) {
+    CkJobInfo *j = settled_job_locked(v, c, job);
+    if (!j) {
         g_mutex_unlock(&v->lock);
-        ck_job_info_unref(j);
-        if (!(j = ck_catalog_get_job(c, job)))
-            return NULL;
-        g_mutex_lock(&v->lock);
+        return NULL;
     }
     gint64 now = g_get_monotonic_time();
     JobView *jv;
@@ -333,7 +345,7 @@ JobView *jobview_get_within(struct ckptfs *fs, const char *job, gint64 max_age_u
         }
         g_mutex_lock(&v->lock);
         compare_done_locked(v, ij);
-        jv = j ? cached_locked(v, j, now) : NULL; /* compared and unchanged */
+        jv = j ? cached_locked(v, j, now) : NULL; /* unchanged, or built by another thread */
         g_mutex_unlock(&v->lock);
         if (!j)
             return NULL;
@@ -430,7 +442,7 @@ Views *viewstate_new(struct ckptfs *fs)
     v->jobviews =
         g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)jobview_unref);
     v->compared = g_hash_table_new(g_direct_hash, g_direct_equal);
-    v->comparing = g_hash_table_new(g_direct_hash, g_direct_equal);
+    v->comparing = g_hash_table_new(g_str_hash, g_str_equal); /* asked by any job id */
     g_cond_init(&v->compared_cond);
     v->wake_fd = -1;
 

@@ -13,7 +13,11 @@
  *
  * Locks (leaves in ckptfs.h's order; none is held across a reply, a
  * catalog rebuild or a kernel notification): Views.lock guards the fields
- * marked (lock) below, inval_lock the invalidation counters. */
+ * marked (lock) below, inval_lock the invalidation counters.  One wait
+ * between requests: a request for a job another request is comparing
+ * waits for that comparison, at most COMPARE_WAIT_US after it began; so a
+ * request comparing a job never waits for another request or for the
+ * notifier (which may wait for the kernel, which may wait for a request). */
 #pragma once
 #include <glib.h>
 #include <stdatomic.h>
@@ -57,11 +61,12 @@ typedef struct {
      * the backing directory (monotonic us, as a pointer; jobview_get),
      * within rescan= (jobviews_expire lets older ones go) */
     GHashTable *compared;
-    /* (lock) interned jobs a request is comparing now (set), and their
-     * end: a request for one of them waits for the comparison
-     * (jobview_get), a bounded while */
+    /* (lock) interned job -> when the request comparing it now began
+     * (monotonic us, as a pointer): one request at a time compares a
+     * job, and the others wait for it (jobview_get), a bounded while */
     GHashTable *comparing;
-    GCond compared_cond;
+    GCond compared_cond;    /* a comparison ended, of any job */
+    guint64 compares_ended; /* (lock) how many did */
 
     /* the views dir's listing once the catalog is loaded (views.c; lock) */
     GPtrArray *root_names; /* sorted interned job ids */
