@@ -38,16 +38,6 @@ typedef struct {
     const char *tag;
 } CkCollision;
 
-/* v as a JSON string value.  JSON carries text where paths and comm carry
- * bytes: bytes that are not UTF-8 become U+FFFD, rather than making the whole
- * document unreadable.  ckptctl's JSON uses it too. */
-void ck_json_add_string(JsonBuilder *b, const char *v);
-/* root as JSON text (g_free): one line, or pretty with an indent of 2.
- * Every control character inside a string is escaped: json-glib 1.6
- * writes U+001F as the raw byte, which JSON forbids and parsers refuse.
- * Every JSON document ckptfs and ckptctl write goes through this. */
-char *ck_json_text(JsonNode *root, bool pretty);
-
 /* One line, no trailing newline; g_free. Time as 2026-12-01T18:00:00.123Z. */
 char *ck_collision_to_json(const CkCollision *c);
 

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collision.h"
+#include "json.h"
 
 typedef struct {
     const char *dir;

@@ -43,6 +43,7 @@
 
 #include "catalog.h"
 #include "collision.h"
+#include "json.h"
 #include "identity.h"
 #include "mountrun.h"
 

@@ -11,8 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "collision.h"
 #include "control_socket.h"
+#include "json.h"
 
 #define ANSWER_WAIT_MS 1000 /* a supervisor answers at once; a daemon may be stopped */
 #define ANSWER_MAX     (64 * 1024)

@@ -22,6 +22,7 @@
 #include "collision.h"
 #include "decimal.h"
 #include "follow.h"
+#include "json.h"
 #include "layout.h"
 #include "policy.h"
 #include "resolve.h"

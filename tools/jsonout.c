@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "collision.h"
+#include "json.h"
 
 /* The tag of a number above G_MAXINT64 in the node tree: a string no
  * document can hold by chance (128 random bits, per process), so only the

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "ckptfs-config.h"
-#include "collision.h"
+#include "json.h"
 #include "kernel/kio.h"
 #include "log.h"
 #include "metrics.h"

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "collision.h"
+#include "json.h"
 
 /* 2026-12-01T18:00:00.123Z */
 #define EXAMPLE_TIME_US (G_GINT64_CONSTANT(1796148000) * G_USEC_PER_SEC + 123456)
