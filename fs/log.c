@@ -260,6 +260,15 @@ static GLogWriterOutput writer(GLogLevelFlags level, const GLogField *fields, gs
 }
 
 /* libfuse's messages ("fuse: ...", and its -d request trace) join ours. */
+/* libfuse writes some lines in pieces (the unknown-option message: one
+ * call for its start, one for each option): a piece without a newline
+ * waits, in its thread, for the rest of its line, so that a line stays
+ * one line of the log. */
+static _Thread_local struct {
+    char text[1024];
+    size_t len;
+} fuse_line;
+
 static void fuse_writer(enum fuse_log_level level, const char *fmt, va_list ap)
 {
     GLogLevelFlags gl = level <= FUSE_LOG_ERR       ? G_LOG_LEVEL_CRITICAL
@@ -269,7 +278,15 @@ static void fuse_writer(enum fuse_log_level level, const char *fmt, va_list ap)
                                                     : G_LOG_LEVEL_DEBUG;
     if (priority_of(gl) > atomic_load_explicit(&L.max_priority, memory_order_relaxed))
         return;
-    g_autofree char *text = g_strdup_vprintf(fmt, ap);
+    g_autofree char *piece = g_strdup_vprintf(fmt, ap);
+    size_t n = strlen(piece);
+    if ((n == 0 || piece[n - 1] != '\n') && fuse_line.len + n < sizeof fuse_line.text) {
+        memcpy(fuse_line.text + fuse_line.len, piece, n);
+        fuse_line.len += n;
+        return;
+    }
+    g_autofree char *text = g_strdup_printf("%.*s%s", (int)fuse_line.len, fuse_line.text, piece);
+    fuse_line.len = 0;
     g_strchomp(text);
     if (!*text)
         return;
