@@ -588,6 +588,20 @@ static int check_command_line(char **argv)
     if (refused)
         rc = setup_error(NULL, 2, "%s", refused);
     if (!rc) {
+        /* what only libfuse reads (its own options and the mount's), as the
+         * new daemon's session will read it: refused here, not after the
+         * running daemon handed over.  On a copy: libfuse takes out of
+         * the arguments what it knows. */
+        static const struct fuse_lowlevel_ops none;
+        struct fuse_args copy = FUSE_ARGS_INIT(args.argc, args.argv);
+        struct fuse_session *se = fuse_session_new(&copy, &none, sizeof none, NULL);
+        if (se)
+            fuse_session_destroy(se);
+        else
+            rc = 2;
+        fuse_opt_free_args(&copy);
+    }
+    if (!rc) {
         fs.mountpoint = g_canonicalize_filename(c.mountpoint, NULL);
         g_autofree char *log_path = NULL;
         rc = check_paths(&fs, &log_path, true);

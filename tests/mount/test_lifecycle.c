@@ -368,6 +368,16 @@ static void test_takeover_options_apply_and_fixed_ones_are_named(void **state)
     assert_int_equal(takeover(m, "supervise,policy=bogus", &err), 2);
     assert_non_null(strstr(err, "policy=bogus"));
     assert_int_equal(mount_daemon_pid(m), before);
+    /* so is one only libfuse knows to refuse, in one line */
+    g_free(err);
+    err = NULL;
+    assert_int_equal(takeover(m, "supervise,rescan=3,nosuchopt", &err), 2);
+    const char *unknown = strstr(err, "unknown option");
+    assert_non_null(unknown);
+    const char *named = strstr(unknown, "nosuchopt");
+    assert_non_null(named);
+    assert_null(memchr(unknown, '\n', (size_t)(named - unknown)));
+    assert_int_equal(mount_daemon_pid(m), before);
     assert_serves(m, "still");
     assert_int_equal(mount_stop(m), 0);
     mount_free(m);
