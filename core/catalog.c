@@ -1313,15 +1313,23 @@ static void walk_dir(SizeWalk *w, int fd, int depth)
     close(fd);
 }
 
-/* A local path beneath dfd, through no symlink. */
-static void walk_local(SizeWalk *w, int dfd, const char *path)
+/* Opens a path a restore reads: a local one beneath dfd, an external one
+ * beneath its external_root prefix (ext), through no symlink either way. */
+static int open_read(int dfd, const GPtrArray *ext, bool local, const char *path)
 {
-    int fd = ck_open_beneath(dfd, path, O_RDONLY | O_DIRECTORY, NULL);
+    return local ? ck_open_beneath(dfd, path, O_RDONLY | O_DIRECTORY, NULL)
+                 : ck_open_external(ext, path, O_RDONLY | O_DIRECTORY, NULL);
+}
+
+/* Counts a path a restore reads (open_read's way). */
+static void walk_read(SizeWalk *w, int dfd, const GPtrArray *ext, bool local, const char *path)
+{
+    int fd = open_read(dfd, ext, local, path);
     if (fd < 0) {
         /* not a directory (or gone): count the entry itself */
         g_autofree char *dir = g_path_get_dirname(path);
         g_autofree char *base = g_path_get_basename(path);
-        int pfd = ck_open_beneath(dfd, strcmp(dir, ".") ? dir : "", O_RDONLY | O_DIRECTORY, NULL);
+        int pfd = open_read(dfd, ext, local, strcmp(dir, ".") ? dir : "");
         if (pfd >= 0) {
             walk_entry(w, pfd, base, 0);
             close(pfd);
@@ -1336,18 +1344,6 @@ static void walk_local(SizeWalk *w, int dfd, const char *path)
     if (w->blocks)
         w->bytes += (guint64)sb.st_blocks * 512;
     walk_dir(w, fd, 1);
-}
-
-static void walk_external(SizeWalk *w, const char *abs)
-{
-    int fd = open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    struct stat sb;
-    if (fstat(fd, &sb) == 0 && first_time(w, &sb))
-        walk_dir(w, fd, 1);
-    else
-        close(fd);
 }
 
 static void size_walk_init(SizeWalk *w, bool blocks)
@@ -1406,10 +1402,8 @@ guint64 ck_catalog_job_bytes(CkCatalog *c, const CkJobInfo *j)
             const char *rd = r->reads->pdata[k];
             if (!read_set_add(&done, rd))
                 continue;
-            if (r->root_kind == CK_ROOT_LOCAL)
-                walk_local(&w, c->dfd, rd);
-            else if (r->root_kind == CK_ROOT_EXTERNAL)
-                walk_external(&w, rd);
+            if (r->root_kind == CK_ROOT_LOCAL || r->root_kind == CK_ROOT_EXTERNAL)
+                walk_read(&w, c->dfd, c->ropts.external_roots, r->root_kind == CK_ROOT_LOCAL, rd);
         }
     }
     if (done.many)
@@ -1610,7 +1604,7 @@ static gint cmp_unused(gconstpointer a, gconstpointer b)
 static guint64 du_local(SizeWalk *w, int dfd, const char *path)
 {
     guint64 before = w->bytes;
-    walk_local(w, dfd, path);
+    walk_read(w, dfd, NULL, true, path);
     return w->bytes - before;
 }
 

@@ -183,6 +183,8 @@ typedef struct {
 struct CkRootCache {
     GHashTable *roots; /* "L:<rel>" / "E:<abs>" -> RootInfo* */
     const char *job;   /* the job interned last (a catalog reads one job's markers in a row) */
+    /* the external_root prefixes of the resolve that uses it (borrowed) */
+    const GPtrArray *ext;
 };
 
 static void root_info_free(gpointer p)
@@ -271,6 +273,30 @@ int ck_open_beneath(int dirfd, const char *path, int flags, char **bad)
     return -e;
 }
 
+int ck_open_external(const GPtrArray *external_roots, const char *path, int flags, char **bad)
+{
+    if (bad)
+        *bad = NULL;
+    for (guint i = 0; external_roots && i < external_roots->len; i++) {
+        const char *pfx = external_roots->pdata[i];
+        if (!pfx || pfx[0] != '/' || !ck_path_is_under(path, pfx))
+            continue;
+        int pfd = open(pfx, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (pfd < 0)
+            return -errno;
+        const char *rest = path + strlen(pfx);
+        while (*rest == '/')
+            rest++;
+        g_autofree char *below = NULL;
+        int fd = ck_open_beneath(pfd, rest, flags, &below);
+        close(pfd);
+        if (fd < 0 && below && bad)
+            *bad = path_join(pfx, below);
+        return fd;
+    }
+    return -EACCES;
+}
+
 static DirStatus status_of_errno(int e)
 {
     switch (e) {
@@ -285,20 +311,15 @@ static DirStatus status_of_errno(int e)
     }
 }
 
-/* Opens a root directory: local paths beneath dfd, never through a symlink;
- * external (absolute) paths directly.  Returns a descriptor or -1 with *ri
- * filled. */
-static int open_root(int dfd, bool local, const char *path, RootInfo *ri)
+/* Opens a root directory, never through a symlink: a local path beneath
+ * dfd, an external one beneath the external_root prefix that allows it.
+ * The views open what they show the same way: what a restore reads is what
+ * they can show.  Returns a descriptor or -1 with *ri filled. */
+static int open_root(int dfd, bool local, const GPtrArray *ext, const char *path, RootInfo *ri)
 {
-    int fd;
     char *bad = NULL;
-    if (local) {
-        fd = ck_open_beneath(dfd, path, O_RDONLY | O_DIRECTORY, &bad);
-    } else {
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-            fd = -errno;
-    }
+    int fd = local ? ck_open_beneath(dfd, path, O_RDONLY | O_DIRECTORY, &bad)
+                   : ck_open_external(ext, path, O_RDONLY | O_DIRECTORY, &bad);
     if (fd < 0) {
         ri->err = -fd;
         ri->st = status_of_errno(-fd);
@@ -412,7 +433,7 @@ static const RootInfo *root_lookup(CkRootCache *cache, int dfd, bool local, cons
     }
     if (!ri)
         ri = root_find(cache, local, path, true);
-    int fd = open_root(dfd, local, path, ri);
+    int fd = open_root(dfd, local, cache->ext, path, ri);
     if (fd < 0)
         return ri;
     if (want_scan)
@@ -969,6 +990,7 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
     /* ck_intern takes a process-wide lock: once per job, not per marker */
     if (!cache->job || strcmp(cache->job, job) != 0)
         cache->job = ck_intern(job);
+    cache->ext = opts ? opts->external_roots : NULL;
     r->job = cache->job;
     r->checkpoint = checkpoint;
     r->cls = m->cls;

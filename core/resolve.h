@@ -132,6 +132,12 @@ CkRestore *ck_restore_of_marker_cached(int dirfd, const char *job, uint64_t chec
  * component is a symlink; EXDEV: ".." would leave dirfd); *bad (optional,
  * g_free) gets the offending component path on failure. */
 int ck_open_beneath(int dirfd, const char *path, int flags, char **bad);
+/* Opens an absolute path beneath the first of external_roots (normalised
+ * absolute prefixes) it is under, the prefix itself as given, without
+ * crossing a symlink below it: how an external state root is read, by the
+ * resolver and the views alike.  -EACCES when no prefix allows it; *bad
+ * (optional) as ck_open_beneath's, absolute. */
+int ck_open_external(const GPtrArray *external_roots, const char *path, int flags, char **bad);
 
 /* Reads a directory with getdents64 on an open descriptor: no DIR, none of
  * the fcntl/fstat fdopendir adds, no allocation (the catalog lists ~100,000

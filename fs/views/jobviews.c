@@ -133,23 +133,13 @@ static char *layer_path(const CkLayer *l, const char *sub)
 }
 
 /* Opens a layer's backing path (local: beneath the backing root; external:
- * beneath the allowed prefix), never through a symlink.  -errno on failure. */
+ * beneath the allowed prefix, as the resolver does), never through a
+ * symlink.  -errno on failure. */
 static int backing_open(struct ckptfs *fs, const CkLayer *l, const char *path, int flags)
 {
     if (l->local)
         return ck_open_beneath(fs->root_fd, path, flags, NULL);
-    Views *v = views_of(fs);
-    for (guint i = 0; i < v->ext_prefixes->len; i++) {
-        const char *pfx = v->ext_prefixes->pdata[i];
-        int pfd = g_array_index(v->ext_fds, int, i);
-        if (pfd < 0 || !ck_path_is_under(path, pfx))
-            continue;
-        const char *rest = path + strlen(pfx);
-        while (*rest == '/')
-            rest++;
-        return ck_open_beneath(pfd, rest, flags, NULL);
-    }
-    return -EACCES; /* not under an allowed prefix: never followed */
+    return ck_open_external(views_of(fs)->ext_prefixes, path, flags, NULL);
 }
 
 static gint64 mtime_ns(const struct stat *sb)

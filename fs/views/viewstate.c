@@ -448,15 +448,15 @@ Views *viewstate_new(struct ckptfs *fs)
 
     /* what the catalog resolves with: the mount's own options */
     v->ext_prefixes = g_ptr_array_new_with_free_func(g_free);
-    v->ext_fds = g_array_new(FALSE, FALSE, sizeof(int));
     if (fs->opt.external_root) {
         char *p = ck_path_normalize_abs(fs->opt.external_root);
         int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
             g_warning("ckptfs: external_root=%s: %s (nothing under it is browsable)", p,
                       g_strerror(errno));
+        else
+            close(fd);
         g_ptr_array_add(v->ext_prefixes, p);
-        g_array_append_val(v->ext_fds, fd);
     }
     v->copts.resolve.legacy_backend = fs->opt.legacy_backend;
     v->copts.resolve.legacy_backends = fs->opt.job_legacy_backends;
@@ -492,10 +492,6 @@ void viewstate_free(Views *v)
         g_array_unref(v->root_inos);
     if (v->pending)
         g_hash_table_unref(v->pending);
-    for (guint i = 0; i < v->ext_fds->len; i++)
-        if (g_array_index(v->ext_fds, int, i) >= 0)
-            close(g_array_index(v->ext_fds, int, i));
-    g_array_unref(v->ext_fds);
     g_ptr_array_unref(v->ext_prefixes);
     g_mutex_clear(&v->lock);
     g_cond_clear(&v->loaded_cond);

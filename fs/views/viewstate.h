@@ -45,7 +45,6 @@ typedef struct {
     struct timespec mounted;
     CkCatalogOptions copts;  /* what the catalog was opened with */
     GPtrArray *ext_prefixes; /* normalised external_root prefixes */
-    GArray *ext_fds;         /* O_PATH descriptors of them (-1: unusable) */
     /* no SELinux on this host: the kernel passes security.* to the daemon,
      * and entries below the views answer them "not supported" */
     bool no_labels;

@@ -217,6 +217,22 @@ static void shape_roots(const char *root, const char *ext, const char *t, GRand 
     g_autofree char *me = g_strdup_printf("generation=1\nparticipants=0,1\nstate=%s%s\n",
                                           g_rand_boolean(r) ? "file://" : "", eroot);
     marker(root, e, "1", me);
+    /* external roots reached through a symlink below the prefix: the root
+     * itself, and its generation; never followed, by either side */
+    g_autofree char *x = g_strdup_printf("exl-%s", t);
+    g_autofree char *real = g_build_filename(ext, t, "real", NULL);
+    put(real, "v1/0/r.snap", "through a link", -1);
+    g_autofree char *lnk = g_strdup_printf("%s/lnk", t);
+    sym(ext, lnk, real);
+    g_autofree char *lroot = g_build_filename(ext, lnk, NULL);
+    g_autofree char *ml = g_strdup_printf("generation=1\nparticipants=0\nstate=%s\n", lroot);
+    marker(root, x, "1", ml);
+    g_autofree char *gen = g_strdup_printf("%s/viagen/v1", t);
+    g_autofree char *realgen = g_build_filename(real, "v1", NULL);
+    sym(ext, gen, realgen);
+    g_autofree char *groot = g_build_filename(ext, t, "viagen", NULL);
+    g_autofree char *mg = g_strdup_printf("generation=1\nparticipants=0\nstate=%s\n", groot);
+    marker(root, x, "2", mg);
 }
 
 static void shape_odd_names(const char *root, const char *ext, const char *t, GRand *r,
