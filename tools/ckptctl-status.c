@@ -78,8 +78,12 @@ static void print_human(JsonObject *o)
     ckptctl_table_row(t, "state", str_of(o, "state"));
     g_autofree char *spid = num_of(sup, "pid"), *sup_up = num_of(sup, "uptime_seconds"),
                     *restarts = num_of(sup, "restarts");
-    ckptctl_table_row(t, "supervisor pid", sup ? spid : "none (not supervised)");
-    if (sup) {
+    g_autofree char *supervised = num_of(o, "supervised");
+    /* "none" only when the answer says so: a supervisor that did not
+     * answer, or a mount that did not say, has none of its numbers */
+    bool none = !sup && strcmp(supervised, "no") == 0;
+    ckptctl_table_row(t, "supervisor pid", none ? "none (not supervised)" : spid);
+    if (!none) {
         ckptctl_table_row(t, "supervisor uptime (s)", sup_up);
         ckptctl_table_row(t, "restarts", restarts);
     }
@@ -112,9 +116,33 @@ static void print_human(JsonObject *o)
         printf("problem: %s\n", json_array_get_string_element(p, i));
 }
 
-/* A mount that does not answer: the document says so. */
-static char *no_answer(const char *mnt)
+/* Whose control socket took the question. */
+typedef enum {
+    ASKED_NOBODY,     /* neither socket listens */
+    ASKED_SUPERVISOR, /* a supervisor listens: it speaks for the daemon */
+    ASKED_DAEMON,     /* only a daemon listens, which it does when it has no supervisor */
+} Asked;
+
+static void add_null(JsonBuilder *b, const char *name)
 {
+    json_builder_set_member_name(b, name);
+    json_builder_add_null_value(b);
+}
+
+/* A mount that does not answer: the document says so, with every member an
+ * answer has, so that a script reads one shape whoever answered; what only
+ * the answer could tell is null, not a guess. */
+static char *no_answer(const char *mnt, Asked asked)
+{
+    const char *problem =
+        asked == ASKED_SUPERVISOR
+            ? "nothing answers on the mount's supervisor socket within 1 s: the supervisor is "
+              "stopped or hung"
+        : asked == ASKED_DAEMON
+            ? "nothing answers on the mount's control socket within 1 s: the daemon (without a "
+              "supervisor) is stopped or hung"
+            : "nothing listens on the mount's control sockets: its daemon is starting, or is gone "
+              "and had no supervisor";
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     ckptctl_add_str_or_null(b, "mount", mnt);
@@ -122,9 +150,24 @@ static char *no_answer(const char *mnt)
     json_builder_add_boolean_value(b, FALSE);
     json_builder_set_member_name(b, "problems");
     json_builder_begin_array(b);
-    json_builder_add_string_value(b, "nothing answers on the mount's control sockets within 1 s: "
-                                     "the daemon (without a supervisor) is stopped or hung");
+    json_builder_add_string_value(b, problem);
     json_builder_end_array(b);
+    add_null(b, "state");
+    /* which socket listens says whether a supervisor does; when neither
+     * does, one may be about to (a mount that is starting) */
+    json_builder_set_member_name(b, "supervised");
+    if (asked == ASKED_NOBODY)
+        json_builder_add_null_value(b);
+    else
+        json_builder_add_boolean_value(b, asked == ASKED_SUPERVISOR);
+    const char *unknown[] = {"supervisor",  "daemon",
+                             "attaches",    "oldest_request_seconds",
+                             "passthrough", "passthrough_why_not",
+                             "identity",    "log",
+                             "catalog",     "collisions",
+                             NULL};
+    for (const char *const *k = unknown; *k; k++)
+        add_null(b, *k);
     json_builder_end_object(b);
     g_autoptr(JsonNode) root = json_builder_get_root(b);
     return ck_json_text(root, false);
@@ -152,9 +195,14 @@ int ckptctl_status(int argc, char **argv)
     g_autofree char *mnt = ck_mountpoint_path(argv[1]);
     if (!mnt)
         return ckptctl_fail("status", "%s: %s", argv[1], g_strerror(errno));
+    Asked asked = ASKED_SUPERVISOR;
     int fd = ck_control_connect(mnt, "supervisor");
-    if (fd < 0)
+    if (fd < 0) {
+        asked = ASKED_DAEMON;
         fd = ck_control_connect(mnt, "daemon");
+    }
+    if (fd < 0)
+        asked = ASKED_NOBODY;
     bool mounted = ckptfs_mounted_at(mnt);
     if (fd < 0 && !mounted)
         return ckptctl_fail("status", "%s: not a ckptfs mount", mnt);
@@ -162,7 +210,7 @@ int ckptctl_status(int argc, char **argv)
     if (fd >= 0)
         close(fd);
     if (!answer)
-        answer = no_answer(mnt);
+        answer = no_answer(mnt, asked);
     if (g_str_has_prefix(answer, "error"))
         return ckptctl_fail("status", "%s: %s", mnt, answer);
     g_autoptr(JsonParser) p = json_parser_new();

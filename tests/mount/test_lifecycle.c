@@ -713,10 +713,12 @@ static void test_status_without_a_supervisor_and_of_no_mount(void **state)
     assert_int_equal(mount_start(m, args), 0);
     g_autofree char *out = NULL;
     /* the daemon answers for itself, within ckptctl's 1 s: on two CPUs busy
-     * with other suites it may not (ckptctl then calls it hung), and is
-     * asked again */
+     * with other suites it may not (ckptctl then calls it hung), nor listen
+     * yet just after the mount shows, and is asked again */
     int rc = status_of(m->mnt, true, &out);
-    for (int i = 0; i < 5 && rc == 1 && strstr(out, "nothing answers"); i++) {
+    for (int i = 0;
+         i < 5 && rc == 1 && (strstr(out, "nothing answers") || strstr(out, "nothing listens"));
+         i++) {
         g_clear_pointer(&out, g_free);
         rc = status_of(m->mnt, true, &out);
     }
@@ -728,6 +730,113 @@ static void test_status_without_a_supervisor_and_of_no_mount(void **state)
                      m->pid);
     assert_int_equal(mount_stop(m), 0);
     assert_int_equal(status_of(m->mnt, false, NULL), 2); /* no ckptfs there any more */
+    mount_free(m);
+}
+
+/* Every member ckptctl(1) promises of status --json, on every path. */
+static const char *const status_members[] = {"mount",
+                                             "healthy",
+                                             "problems",
+                                             "state",
+                                             "supervised",
+                                             "supervisor",
+                                             "daemon",
+                                             "attaches",
+                                             "oldest_request_seconds",
+                                             "passthrough",
+                                             "passthrough_why_not",
+                                             "identity",
+                                             "log",
+                                             "catalog",
+                                             "collisions",
+                                             NULL};
+
+/* The VALUE cell of status's row `what` (g_free), NULL when there is none. */
+static char *status_row(const char *text, const char *what)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    size_t n = strlen(what);
+    for (char **l = lines; *l; l++)
+        if (strncmp(*l, what, n) == 0 && (*l)[n] == ' ')
+            return g_strstrip(g_strdup(*l + n));
+    return NULL;
+}
+
+/* status --json and the table of a mount whose control socket accepts but
+ * nothing answers on it; each member is null but those in `known`. */
+static void assert_no_answer(Mount *m, pid_t stop, const char *const *known, char **json,
+                             char **text, JsonParser **keep, JsonObject **o)
+{
+    assert_int_equal(kill(stop, SIGSTOP), 0);
+    int rc = status_of(m->mnt, true, json);
+    int rc_text = status_of(m->mnt, false, text);
+    kill(stop, SIGCONT);
+    assert_int_equal(rc, 1);
+    assert_int_equal(rc_text, 1);
+    *o = parse_object(*json, keep);
+    for (const char *const *k = status_members; *k; k++) {
+        if (!json_object_has_member(*o, *k))
+            fail_msg("status --json without member %s: %s", *k, *json);
+        if (!g_strv_contains(known, *k) && !json_object_get_null_member(*o, *k))
+            fail_msg("status --json: %s is not null, nothing answered: %s", *k, *json);
+    }
+    assert_false(json_object_get_boolean_member(*o, "healthy"));
+    JsonArray *problems = json_object_get_array_member(*o, "problems");
+    assert_int_equal(json_array_get_length(problems), 1);
+    assert_non_null(strstr(json_array_get_string_element(problems, 0), "nothing answers"));
+    /* the base, not the mount point: a stat of that would wait on the mount */
+    char *base = realpath(m->base, NULL);
+    assert_non_null(base);
+    g_autofree char *real = g_build_filename(base, "mnt", NULL);
+    free(base);
+    assert_string_equal(json_object_get_string_member(*o, "mount"), real);
+    /* the table says what the document says: what nobody answered is "-" */
+    g_autofree char *problem =
+        g_strconcat("problem: ", json_array_get_string_element(problems, 0), "\n", NULL);
+    assert_non_null(strstr(*text, problem));
+    const char *unknown[] = {"state",       "daemon pid", "version", "attaches",
+                             "passthrough", "identity",   "log",     "catalog loaded",
+                             "collisions",  NULL};
+    for (const char *const *w = unknown; *w; w++) {
+        g_autofree char *v = status_row(*text, *w);
+        if (g_strcmp0(v, "-") != 0)
+            fail_msg("status: row %s is \"%s\", not \"-\": nothing answered:\n%s", *w,
+                     v ? v : "(none)", *text);
+    }
+}
+
+static void test_status_of_a_stopped_daemon_without_a_supervisor(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    const char *args[] = {"-o", "nosupervise", NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    g_autofree char *json = NULL, *text = NULL;
+    g_autoptr(JsonParser) p = NULL;
+    JsonObject *o = NULL;
+    /* without a supervisor the daemon listens itself: so much is known */
+    const char *known[] = {"mount", "healthy", "problems", "supervised", NULL};
+    assert_no_answer(m, m->pid, known, &json, &text, &p, &o);
+    assert_false(json_object_get_boolean_member(o, "supervised"));
+    g_autofree char *sup = status_row(text, "supervisor pid");
+    assert_string_equal(sup, "none (not supervised)");
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
+static void test_status_of_a_stopped_supervisor(void **state)
+{
+    (void)state;
+    Mount *m = supervised(NULL);
+    g_autofree char *json = NULL, *text = NULL;
+    g_autoptr(JsonParser) p = NULL;
+    JsonObject *o = NULL;
+    const char *known[] = {"mount", "healthy", "problems", "supervised", NULL};
+    assert_no_answer(m, m->pid, known, &json, &text, &p, &o);
+    assert_true(json_object_get_boolean_member(o, "supervised"));
+    g_autofree char *sup = status_row(text, "supervisor pid");
+    assert_string_equal(sup, "-"); /* there is one; it did not say its pid */
+    assert_int_equal(mount_stop(m), 0);
     mount_free(m);
 }
 
@@ -747,6 +856,8 @@ int main(void)
         cmocka_unit_test(test_takeover_command_line),
         cmocka_unit_test(test_status_answers_even_when_the_daemon_is_stopped),
         cmocka_unit_test(test_status_without_a_supervisor_and_of_no_mount),
+        cmocka_unit_test(test_status_of_a_stopped_daemon_without_a_supervisor),
+        cmocka_unit_test(test_status_of_a_stopped_supervisor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
