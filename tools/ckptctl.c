@@ -655,6 +655,9 @@ static int cmd_jobs(int argc, char **argv)
     g_autoptr(CkptctlTable) t = ckptctl_table_new(jcols);
     for (guint i = 0; i < snaps->len; i++) {
         const CkJobInfo *j = snaps->pdata[i];
+        /* a job may have thousands, which would make the column as wide
+         * for every job: the cell names the first ones and the count,
+         * --json every one (ckptctl(1) states the rule) */
         g_autoptr(GString) cps = g_string_new(NULL);
         for (guint k = 0; k < j->checkpoints->len; k++) {
             if (k == 6 && j->checkpoints->len > 7) {

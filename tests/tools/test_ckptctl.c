@@ -314,6 +314,33 @@ static void jobs_json(void **state)
     assert_string_equal(m.out, "");
 }
 
+/* The table's checkpoints cell as ckptctl(1) states it: seven are listed,
+ * of eight or more the first six and the count; --json lists every one. */
+static void jobs_table_abbreviates_long_checkpoint_lists(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *dir = path_in(fx, "long");
+    const guint64 seven[] = {1, 2, 3, 4, 5, 6, 7}, eight[] = {1, 2, 3, 10, 20, 30, 40, 50};
+    for (guint i = 0; i < G_N_ELEMENTS(seven); i++)
+        testfs_marker(dir, "seven", seven[i], "x");
+    for (guint i = 0; i < G_N_ELEMENTS(eight); i++)
+        testfs_marker(dir, "eight", eight[i], "x");
+    g_auto(Run) human = run("jobs", dir, NULL);
+    assert_int_equal(human.status, 0);
+    assert_non_null(strstr(human.out, "\nseven 1,2,3,4,5,6,7 "));
+    assert_non_null(strstr(human.out, "\neight 1,2,3,10,20,30,...(8) "));
+    g_auto(Run) r = run("jobs", dir, "--json", NULL);
+    assert_int_equal(r.status, 0);
+    g_autoptr(JsonObject) o = parse_obj(r.out);
+    JsonArray *jobs = json_object_get_array_member(o, "jobs");
+    JsonObject *e = json_array_get_object_element(jobs, 0);
+    assert_string_equal(json_object_get_string_member(e, "job"), "eight");
+    JsonArray *cps = json_object_get_array_member(e, "checkpoints");
+    assert_int_equal(json_array_get_length(cps), G_N_ELEMENTS(eight));
+    for (guint i = 0; i < G_N_ELEMENTS(eight); i++)
+        assert_int_equal(json_array_get_int_element(cps, i), eight[i]);
+}
+
 /* jobs --json writes its document itself (no node tree): byte for byte
  * what json-glib's pretty printer (indent 2) makes of the same document,
  * the form every other --json of ckptctl has: empty arrays, null latest,
@@ -1673,6 +1700,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(fixture_is_deterministic, setup, teardown),
         cmocka_unit_test_setup_teardown(fixture_refuses_non_empty_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(jobs_table_abbreviates_long_checkpoint_lists, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(jobs_json_is_json_glib_pretty, setup, teardown),
         cmocka_unit_test_setup_teardown(every_json_in_one_style, setup, teardown),
         cmocka_unit_test_setup_teardown(json_uint64_exact, setup, teardown),
