@@ -65,6 +65,10 @@ static void check_stamp_free(gpointer p)
 struct CkCatalog {
     char *dir;
     int dfd;
+    /* the directory as an absolute path, as given and with its symlinks
+     * resolved (NULL: the same, or unknown): an external root inside it is
+     * a location a local root may name too (location_key) */
+    char *self[2];
     CkResolveOptions ropts;
     char *views_name;
     GMutex lock;         /* jobs, not_jobs, n_markers, top */
@@ -350,6 +354,31 @@ static const char *state_owner(const char *path)
     return ck_intern(buf);
 }
 
+/* The state location r reads (ck_restore_location), as the key on which
+ * two jobs' reads meet: a marker may name a root inside the checkpoint
+ * directory by its absolute path (under an external_root= that allows
+ * it), which is the same location as the local root, so such a key is the
+ * local one.  *local: the key is local.  NULL: no location. */
+static char *location_key(char *const self[2], const CkRestore *r, bool *local)
+{
+    char *loc = ck_restore_location(r);
+    *local = r->root_kind == CK_ROOT_LOCAL;
+    if (!loc || r->root_kind != CK_ROOT_EXTERNAL)
+        return loc;
+    for (int i = 0; i < 2; i++) {
+        if (!self[i] || !ck_path_is_under(loc, self[i]))
+            continue;
+        const char *rest = loc + strlen(self[i]);
+        while (*rest == '/')
+            rest++;
+        char *key = g_strdup(rest);
+        g_free(loc);
+        *local = true;
+        return key;
+    }
+    return loc;
+}
+
 /* A location no other job can share: inside the job's own root, when no
  * other job reads anything in that root. */
 static bool location_private(const CkJobInfo *j, const CkRestore *r, const char *loc,
@@ -386,8 +415,8 @@ static void ptr_array_unref0(gpointer p)
  * root, and the own-root locations of jobs whose root another job reads
  * ("hot") -- so 10,000 jobs that keep to their own roots cost one pass and
  * no hashing.  *hot_out gets the ids whose root another job reads. */
-static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *changed,
-                           guint64 *next_version, GHashTable **hot_out)
+static void compute_shared(char *const self[2], GHashTable *jobs, GHashTable *fresh,
+                           GPtrArray *changed, guint64 *next_version, GHashTable **hot_out)
 {
     g_autoptr(GHashTable) by_loc =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
@@ -403,11 +432,12 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
             continue; /* no read outside its own root */
         for (guint i = 0; i < jp->pub.checkpoints->len; i++) {
             const CkRestore *r = ((CkCheckpointInfo *)jp->pub.checkpoints->pdata[i])->restore;
-            g_autofree char *loc = ck_restore_location(r);
+            bool local;
+            g_autofree char *loc = location_key(self, r, &local);
             if (!loc || (r->root_kind == CK_ROOT_LOCAL && under_own_root(jp->pub.job, loc)))
                 continue;
             index_location(by_loc, g_string_chunk_insert_const(locs, loc), jp->pub.job);
-            const char *owner = r->root_kind == CK_ROOT_LOCAL ? state_owner(loc) : NULL;
+            const char *owner = local ? state_owner(loc) : NULL;
             if (owner)
                 g_hash_table_add(hot, (gpointer)owner);
         }
@@ -439,7 +469,8 @@ static void compute_shared(GHashTable *jobs, GHashTable *fresh, GPtrArray *chang
             CkCheckpointInfo *cp = jp->pub.checkpoints->pdata[i];
             GPtrArray *sw = NULL;
             const CkRestore *r = cp->restore;
-            g_autofree char *loc = ck_restore_location(r);
+            bool local;
+            g_autofree char *loc = location_key(self, r, &local);
             GPtrArray *js = loc && !location_private(&jp->pub, r, loc, hot)
                                 ? g_hash_table_lookup(by_loc, loc)
                                 : NULL;
@@ -829,7 +860,7 @@ static void rebuild(CkCatalog *c, RbMode mode, GPtrArray *jobs, GPtrArray *chang
         next = table_copy(cur);
         g_autoptr(GHashTable) fresh = g_hash_table_new(g_direct_hash, g_direct_equal);
         delta = apply_changes(c, next, &bw, gone, changed, fresh);
-        compute_shared(next, fresh, changed, &c->next_version, &c->hot);
+        compute_shared(c->self, next, fresh, changed, &c->next_version, &c->hot);
     }
 
     g_mutex_lock(&c->lock);
@@ -887,6 +918,12 @@ static CkCatalog *catalog_new(const char *dir, const CkCatalogOptions *opts, con
     CkCatalog *c = g_new0(CkCatalog, 1);
     c->dir = g_strdup(dir);
     c->dfd = fd;
+    g_autofree char *given = g_canonicalize_filename(dir, NULL);
+    c->self[0] = ck_path_normalize_abs(given);
+    char *real = realpath(dir, NULL);
+    if (real && strcmp(real, c->self[0]) != 0)
+        c->self[1] = g_strdup(real);
+    free(real);
     if (opts) {
         c->ropts.legacy_backend = g_strdup(opts->resolve.legacy_backend);
         if (opts->resolve.legacy_backends)
@@ -947,6 +984,8 @@ void ck_catalog_free(CkCatalog *c)
     g_free(c->unreadable_where);
     g_free(c->views_name);
     g_free(c->dir);
+    g_free(c->self[0]);
+    g_free(c->self[1]);
     g_free(c);
 }
 
@@ -1475,7 +1514,8 @@ GPtrArray *ck_catalog_hazards(CkCatalog *c)
             const CkCheckpointInfo *cp = j->checkpoints->pdata[k];
             if (cp->shared_with->len == 0)
                 continue;
-            char *loc = ck_restore_location(cp->restore);
+            bool local;
+            char *loc = location_key(c->self, cp->restore, &local);
             if (!loc)
                 continue;
             GPtrArray *js = g_hash_table_lookup(by_loc, loc);

@@ -267,6 +267,42 @@ static void shared_with_per_checkpoint(void **state)
     assert_ptr_equal(cp_of(b, 1)->restore->foreign_job, ck_intern("a"));
 }
 
+/* A marker may name a root inside the checkpoint directory by its absolute
+ * path (under an external_root that allows it): the same location as the
+ * local root another job's marker names, so they share it, whichever of
+ * the directory's spellings (through a symlink too) the catalog was given. */
+static void shared_location_named_absolute(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "_state/a/v1/0");
+    testfs_marker(fx->dir, "a", 1, "generation=1\nparticipants=0\nstate=_state/a\n");
+    g_autofree char *abs =
+        g_strdup_printf("generation=1\nparticipants=2\nstate=%s/_state/a\n", fx->dir);
+    testfs_marker(fx->dir, "absa", 1, abs);
+    g_autofree char *link = g_strconcat(fx->dir, ".link", NULL);
+    assert_int_equal(symlink(fx->dir, link), 0);
+    g_autoptr(GPtrArray) ext = g_ptr_array_new();
+    g_ptr_array_add(ext, fx->dir);
+    fx->opts.resolve.external_roots = ext;
+    const char *dirs[] = {fx->dir, link};
+    for (int d = 0; d < 2; d++) {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(CkCatalog) c = ck_catalog_open(dirs[d], &fx->opts, &err);
+        assert_non_null(c);
+        g_autoptr(GPtrArray) hz = ck_catalog_hazards(c);
+        const CkHazard *h = find_hazard(hz, "shared-location", "_state/a/v1");
+        assert_non_null(h);
+        assert_int_equal(h->jobs->len, 2);
+        assert_string_equal(h->jobs->pdata[0], "a");
+        assert_string_equal(h->jobs->pdata[1], "absa");
+        g_autoptr(CkJobInfo) a = ck_catalog_get_job(c, "a");
+        assert_int_equal(cp_of(a, 1)->shared_with->len, 1);
+        assert_ptr_equal(cp_of(a, 1)->shared_with->pdata[0], ck_intern("absa"));
+    }
+    fx->opts.resolve.external_roots = NULL;
+    assert_int_equal(unlink(link), 0);
+}
+
 /* Two jobs whose markers name the same root and generation share its
  * state even when their participants are disjoint (or one names none): a
  * rescaled subtask of either writes into the other's.  Hazards and
@@ -924,6 +960,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(clean_directory_has_no_hazards, setup, teardown),
         cmocka_unit_test_setup_teardown(layout_without_a_readable_marker, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_with_per_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(shared_location_named_absolute, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_location_with_disjoint_participants, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(unused_report, setup, teardown),
