@@ -265,6 +265,18 @@ static void compare_done_locked(Views *v, const char *ij)
     g_cond_broadcast(&v->compared_cond);
 }
 
+/* Until when a request for job waits for a comparison of it: 0 when none
+ * is being made, or the one being made began COMPARE_WAIT_US ago.
+ * Views.lock held. */
+static gint64 wait_until_locked(Views *v, const char *job)
+{
+    gpointer began;
+    if (!g_hash_table_lookup_extended(v->comparing, job, NULL, &began))
+        return 0;
+    gint64 until = (gint64)(gintptr)began + COMPARE_WAIT_US;
+    return until > g_get_monotonic_time() ? until : 0;
+}
+
 /* The catalog's snapshot of job (a reference; NULL: no such job) as it is
  * when no request is comparing the job: a snapshot taken while one is
  * may be the one being compared, and a reply made from it could reach the
@@ -277,10 +289,9 @@ static CkJobInfo *settled_job_locked(Views *v, CkCatalog *c, const char *job)
 {
     CkJobInfo *j = NULL;
     for (int tries = 0; tries < 3; tries++) {
-        gpointer began;
-        while (g_hash_table_lookup_extended(v->comparing, job, NULL, &began) &&
-               g_cond_wait_until(&v->compared_cond, &v->lock,
-                                 (gint64)(gintptr)began + COMPARE_WAIT_US))
+        gint64 until;
+        while ((until = wait_until_locked(v, job)) &&
+               g_cond_wait_until(&v->compared_cond, &v->lock, until))
             ;
         guint64 ended = v->compares_ended;
         g_mutex_unlock(&v->lock);
@@ -288,7 +299,7 @@ static CkJobInfo *settled_job_locked(Views *v, CkCatalog *c, const char *job)
             ck_job_info_unref(j);
         j = ck_catalog_get_job(c, job);
         g_mutex_lock(&v->lock);
-        if (!j || (v->compares_ended == ended && !g_hash_table_contains(v->comparing, job)))
+        if (!j || (v->compares_ended == ended && !wait_until_locked(v, job)))
             break;
     }
     return j;
