@@ -805,39 +805,36 @@ static void assert_no_answer(Mount *m, pid_t stop, const char *const *known, cha
     }
 }
 
+/* The mount's listener stopped: without a supervisor the daemon listens
+ * itself, and which socket took the question tells whether it has one;
+ * the table's supervisor row says so, or "-" for a pid nobody said. */
+static void stopped_listener(Mount *m, bool supervised, const char *sup_row)
+{
+    g_autofree char *json = NULL, *text = NULL;
+    g_autoptr(JsonParser) p = NULL;
+    JsonObject *o = NULL;
+    const char *known[] = {"mount", "healthy", "problems", "supervised", NULL};
+    assert_no_answer(m, m->pid, known, &json, &text, &p, &o);
+    assert_int_equal(json_object_get_boolean_member(o, "supervised"), supervised);
+    g_autofree char *sup = status_row(text, "supervisor pid");
+    assert_string_equal(sup, sup_row);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 static void test_status_of_a_stopped_daemon_without_a_supervisor(void **state)
 {
     (void)state;
     Mount *m = mount_new();
     const char *args[] = {"-o", "nosupervise", NULL};
     assert_int_equal(mount_start(m, args), 0);
-    g_autofree char *json = NULL, *text = NULL;
-    g_autoptr(JsonParser) p = NULL;
-    JsonObject *o = NULL;
-    /* without a supervisor the daemon listens itself: so much is known */
-    const char *known[] = {"mount", "healthy", "problems", "supervised", NULL};
-    assert_no_answer(m, m->pid, known, &json, &text, &p, &o);
-    assert_false(json_object_get_boolean_member(o, "supervised"));
-    g_autofree char *sup = status_row(text, "supervisor pid");
-    assert_string_equal(sup, "none (not supervised)");
-    assert_int_equal(mount_stop(m), 0);
-    mount_free(m);
+    stopped_listener(m, false, "none (not supervised)");
 }
 
 static void test_status_of_a_stopped_supervisor(void **state)
 {
     (void)state;
-    Mount *m = supervised(NULL);
-    g_autofree char *json = NULL, *text = NULL;
-    g_autoptr(JsonParser) p = NULL;
-    JsonObject *o = NULL;
-    const char *known[] = {"mount", "healthy", "problems", "supervised", NULL};
-    assert_no_answer(m, m->pid, known, &json, &text, &p, &o);
-    assert_true(json_object_get_boolean_member(o, "supervised"));
-    g_autofree char *sup = status_row(text, "supervisor pid");
-    assert_string_equal(sup, "-"); /* there is one; it did not say its pid */
-    assert_int_equal(mount_stop(m), 0);
-    mount_free(m);
+    stopped_listener(supervised(NULL), true, "-");
 }
 
 int main(void)
