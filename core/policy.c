@@ -54,6 +54,13 @@ CkNs ck_ns_child(CkNs parent, const char *name, const char *views_name)
     return parent;
 }
 
+CkNs ck_ns_child_of(CkNs parent, const char *name, bool is_dir, const char *views_name)
+{
+    if (parent.kind == CK_NS_STRUCT && !is_dir)
+        return (CkNs){.kind = CK_NS_STRAY};
+    return ck_ns_child(parent, name, views_name);
+}
+
 const char *ck_verdict_kind(CkVerdict v)
 {
     switch (v) {
@@ -135,13 +142,13 @@ static bool is_structure(CkNs ns)
     return ns.kind == CK_NS_ROOT || ns.kind == CK_NS_STRUCT;
 }
 
-/* ck_ns_child, also stored in *out when asked for. */
-static CkNs child_of(CkNs parent, const char *name, const char *views_name, CkNs *out)
+/* ck_ns_child; *out (when asked for) gets what the new entry is, of its
+ * type (ck_ns_child_of: audit lets a refused entry be made). */
+static CkNs child_of(CkNs parent, const char *name, bool is_dir, const char *views_name, CkNs *out)
 {
-    CkNs child = ck_ns_child(parent, name, views_name);
     if (out)
-        *out = child;
-    return child;
+        *out = ck_ns_child_of(parent, name, is_dir, views_name);
+    return ck_ns_child(parent, name, views_name);
 }
 
 /* A rename's or link's two ends: views are read-only, an invalid caller
@@ -159,7 +166,7 @@ static CkVerdict same_namespace(const char *caller_job, CkNs src, CkNs dst, CkVe
 CkVerdict ck_policy_create(const CkPolicy *p, const char *caller_job, CkNs parent, const char *name,
                            bool is_dir, const char *views_name, CkNs *child_out)
 {
-    CkNs child = child_of(parent, name, views_name, child_out);
+    CkNs child = child_of(parent, name, is_dir, views_name, child_out);
     if (caller_job == CK_CALLER_INVALID) /* not even the structure's mkdirs */
         return ck_policy_write(p, caller_job, child);
     if (is_structure(parent))
@@ -167,10 +174,10 @@ CkVerdict ck_policy_create(const CkPolicy *p, const char *caller_job, CkNs paren
     return ck_policy_write(p, caller_job, child);
 }
 
-CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
-                           const char *name, const char *views_name, CkNs *dst_out)
+CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, bool is_dir,
+                           CkNs dst_parent, const char *name, const char *views_name, CkNs *dst_out)
 {
-    CkNs dst = child_of(dst_parent, name, views_name, dst_out);
+    CkNs dst = child_of(dst_parent, name, is_dir, views_name, dst_out);
     CkVerdict v = same_namespace(caller_job, src, dst, CK_CROSS_NAMESPACE_RENAME);
     if (v != CK_ALLOW)
         return v;
@@ -180,16 +187,15 @@ CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, 
     if (v != CK_ALLOW || !is_structure(dst_parent))
         return v;
     /* The name that appears directly in the root or in _state/_jobs follows
-     * the create rules.  The kind of the moved object is not known here; it
-     * is taken as a directory (the only thing that can be created there), so
-     * a same-job move such as _jobs/J -> _state/J is allowed. */
-    return create_in_structure(p, caller_job, dst_parent, dst, true);
+     * the create rules for the moved object's type: a same-job move such as
+     * _jobs/J -> _state/J is allowed for a directory, never for a file. */
+    return create_in_structure(p, caller_job, dst_parent, dst, is_dir);
 }
 
 CkVerdict ck_policy_link(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
                          const char *name, const char *views_name, CkNs *dst_out)
 {
-    CkNs dst = child_of(dst_parent, name, views_name, dst_out);
+    CkNs dst = child_of(dst_parent, name, false, views_name, dst_out);
     CkVerdict v = same_namespace(caller_job, src, dst, CK_CROSS_NAMESPACE_LINK);
     if (v != CK_ALLOW)
         return v;
@@ -315,12 +321,13 @@ CkDecision ck_decide_create(const CkPolicy *p, const char *caller_job, CkNs pare
     return decide(p, v, child, child);
 }
 
-CkDecision ck_decide_rename(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
-                            const char *name, const char *views_name)
+CkDecision ck_decide_rename(const CkPolicy *p, const char *caller_job, CkNs src, bool is_dir,
+                            CkNs dst_parent, const char *name, const char *views_name)
 {
     CkNs dst;
     CkPolicy strict = strict_of(p);
-    CkVerdict v = ck_policy_rename(&strict, caller_job, src, dst_parent, name, views_name, &dst);
+    CkVerdict v =
+        ck_policy_rename(&strict, caller_job, src, is_dir, dst_parent, name, views_name, &dst);
     return decide(p, v, owner_of_two(caller_job, src, dst), dst);
 }
 

@@ -68,6 +68,10 @@ static inline bool ck_ns_in_catalog(CkNs ns)
 /* The namespace of entry `name` inside a directory of namespace `parent`.
  * views_name is the virtual directory's name at the root. */
 CkNs ck_ns_child(CkNs parent, const char *name, const char *views_name);
+/* The same for an object whose type is known: a job's root directly in
+ * _state or _jobs is a directory, and a non-directory there is outside
+ * every namespace (STRAY), as a name that is no job id is. */
+CkNs ck_ns_child_of(CkNs parent, const char *name, bool is_dir, const char *views_name);
 
 /* Outcome of a write check.  CK_ALLOW is 0. */
 typedef enum {
@@ -124,10 +128,11 @@ CkVerdict ck_policy_create(const CkPolicy *p, const char *caller_job, CkNs paren
  * Order: views at either end -> CK_VIEWS_READ_ONLY; different namespaces ->
  * CK_CROSS_NAMESPACE_RENAME (for anonymous callers too); then
  * ck_policy_write(src); a destination directly in the root or in
- * _state/_jobs also follows ck_policy_create with is_dir=true (the moved
- * object's type is not known here: fs may refuse non-directories there). */
-CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
-                           const char *name, const char *views_name, CkNs *dst_out);
+ * _state/_jobs also follows ck_policy_create for the moved object's type
+ * (is_dir), and so does the other way of a RENAME_EXCHANGE. */
+CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, bool is_dir,
+                           CkNs dst_parent, const char *name, const char *views_name,
+                           CkNs *dst_out);
 
 /* link(existing object of ns src) -> entry `name` in dst_parent.  Like
  * rename with CK_CROSS_NAMESPACE_LINK; the new name must be creatable as a
@@ -173,8 +178,8 @@ CkDecision ck_decide_create(const CkPolicy *p, const char *caller_job, CkNs pare
                             const char *name, bool is_dir, const char *views_name);
 /* Renaming entry src (of ns `src`) to `name` in dst_parent; for
  * RENAME_EXCHANGE ask again the other way. */
-CkDecision ck_decide_rename(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
-                            const char *name, const char *views_name);
+CkDecision ck_decide_rename(const CkPolicy *p, const char *caller_job, CkNs src, bool is_dir,
+                            CkNs dst_parent, const char *name, const char *views_name);
 CkDecision ck_decide_link(const CkPolicy *p, const char *caller_job, CkNs src, CkNs dst_parent,
                           const char *name, const char *views_name);
 CkDecision ck_decide_symlink(const CkPolicy *p, const char *caller_job, CkNs parent,

@@ -99,8 +99,8 @@ static bool ns_of_path(NodeTable *t, int fd, const struct stat *st, CkNs *ns)
         return false;
     CkNs n = ck_ns_root();
     for (char **p = names; *p; p++)
-        if (**p)
-            n = ck_ns_child(n, *p, t->views_name);
+        if (**p) /* every name but the last is a directory's */
+            n = ck_ns_child_of(n, *p, p[1] || S_ISDIR(st->st_mode), t->views_name);
     *ns = n;
     return true;
 }

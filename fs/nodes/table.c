@@ -725,7 +725,8 @@ int node_lookup_backing(NodeTable *t, Node *parent, int dirfd, const char *name,
          * names keeps the namespace it was first found under (docs/DESIGN.md,
          * "Namespaces and the write policy"). */
         if (S_ISDIR(st->st_mode) || st->st_nlink == 1)
-            n->ns = ns ? *ns : ck_ns_child(parent->ns, name, t->views_name);
+            n->ns = ns ? *ns
+                       : ck_ns_child_of(parent->ns, name, S_ISDIR(st->st_mode), t->views_name);
         node_sync_locked(t, n);
         inflight_note(INFLIGHT_NODE, n->slot);
         g_mutex_unlock(&t->lock);
@@ -734,7 +735,7 @@ int node_lookup_backing(NodeTable *t, Node *parent, int dirfd, const char *name,
     }
     CkNs pns = parent->ns;
     g_mutex_unlock(&t->lock);
-    CkNs child = ns ? *ns : ck_ns_child(pns, name, t->views_name);
+    CkNs child = ns ? *ns : ck_ns_child_of(pns, name, S_ISDIR(st->st_mode), t->views_name);
 
     Node *fresh = node_by_name_handle(t, child, dirfd, name, st);
     if (fresh) {

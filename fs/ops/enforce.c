@@ -162,7 +162,8 @@ int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n)
 int fs_check_remove(struct ckptfs *fs, fuse_req_t req, const char *op, Node *dir, const char *name,
                     CkNs *entry_out)
 {
-    CkNs ns = ck_ns_child(node_ns(&fs->nodes, dir), name, fs->opt.views_name);
+    CkNs ns = ck_ns_child_of(node_ns(&fs->nodes, dir), name, strcmp(op, "rmdir") == 0,
+                             fs->opt.views_name);
     *entry_out = ns;
     g_auto(CkCaller) caller = fs_caller(fs, req);
     const char *job = caller.job;
@@ -183,25 +184,93 @@ int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *par
     return apply(fs, req, &d, op, &caller, parent, name, NULL, NULL, NULL);
 }
 
+static bool is_structure(CkNs ns)
+{
+    return ns.kind == CK_NS_ROOT || ns.kind == CK_NS_STRUCT;
+}
+
+/* What entry `name` of dir is: its S_IFMT type and, for a symlink, its
+ * target (g_free).  0, or -errno. */
+static int entry_kind(struct ckptfs *fs, Node *dir, const char *name, mode_t *type, char **target)
+{
+    NodeFd f;
+    int err = node_fd(&fs->nodes, dir, &f);
+    if (err)
+        return err;
+    struct stat st;
+    if (fstatat(f.fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        err = -errno;
+    } else {
+        *type = st.st_mode & S_IFMT;
+        if (S_ISLNK(st.st_mode)) {
+            char buf[PATH_MAX];
+            ssize_t n = readlinkat(f.fd, name, buf, sizeof buf - 1);
+            if (n < 0)
+                err = -errno;
+            else
+                *target = g_strndup(buf, (gsize)n);
+        }
+    }
+    node_fd_put(&fs->nodes, &f);
+    return err;
+}
+
+/* An existing symlink given a new name in dir (a rename into another
+ * directory, a link): its target resolves from there now, so the new name
+ * follows the rule a new symlink there would (fs_check_symlink). */
+static int check_renamed_symlink(struct ckptfs *fs, fuse_req_t req, const char *op,
+                                 const CkCaller *caller, Node *dir, const char *name,
+                                 const char *target)
+{
+    CkNs pns = node_ns(&fs->nodes, dir);
+    if (pns.kind != CK_NS_JOB || fs->policy.off)
+        return 0;
+    g_autofree char *ppath = fs_node_path(fs, dir);
+    CkPolicy mode = mode_of(fs);
+    CkDecision d = ck_decide_symlink(&mode, caller->job, pns, ppath ? ppath : "", name, target,
+                                     fs->opt.views_name);
+    return apply(fs, req, &d, op, caller, dir, name, NULL, NULL, target);
+}
+
 int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
                     Node *newparent, const char *newname, unsigned flags, CkNs *src_out,
                     CkNs *dst_out)
 {
     const char *vn = fs->opt.views_name;
     CkNs pns = node_ns(&fs->nodes, parent), npns = node_ns(&fs->nodes, newparent);
-    CkNs src = ck_ns_child(pns, name, vn);
+    /* What the object is decides its namespace directly in _state/_jobs,
+     * what may land there, and, for a symlink moved to another directory,
+     * where its target resolves; a rename within one job directory (a
+     * commit's) needs none of it.  A source already gone is left to the
+     * rename to answer (a replay after a takeover may find it moved). */
+    bool structure = is_structure(pns) || is_structure(npns);
+    bool look = structure || parent != newparent;
+    mode_t type = S_IFDIR, other = S_IFDIR;
+    g_autofree char *target = NULL, *other_target = NULL;
+    if (look && entry_kind(fs, parent, name, &type, &target) < 0)
+        type = S_IFDIR;
+    if (look && (flags & RENAME_EXCHANGE) &&
+        entry_kind(fs, newparent, newname, &other, &other_target) < 0)
+        other = S_IFDIR;
+    CkNs src = ck_ns_child_of(pns, name, S_ISDIR(type), vn);
     g_auto(CkCaller) caller = fs_caller(fs, req);
     const char *job = caller.job;
     CkPolicy mode = mode_of(fs);
-    CkDecision d = ck_decide_rename(&mode, job, src, npns, newname, vn);
+    CkDecision d = ck_decide_rename(&mode, job, src, S_ISDIR(type), npns, newname, vn);
     *src_out = src;
     *dst_out = d.ns;
     int err = apply(fs, req, &d, "rename", &caller, parent, name, newparent, newname, NULL);
+    if (!err && !d.record && target && parent != newparent)
+        err = check_renamed_symlink(fs, req, "rename", &caller, newparent, newname, target);
     if (err || d.record || !(flags & RENAME_EXCHANGE))
         return err;
-    /* the entry at newname goes the other way, and takes src */
-    CkDecision back = ck_decide_rename(&mode, job, d.ns, pns, name, vn);
-    return apply(fs, req, &back, "rename", &caller, newparent, newname, parent, name, NULL);
+    /* the entry at newname goes the other way */
+    CkNs back_src = ck_ns_child_of(npns, newname, S_ISDIR(other), vn);
+    CkDecision back = ck_decide_rename(&mode, job, back_src, S_ISDIR(other), pns, name, vn);
+    err = apply(fs, req, &back, "rename", &caller, newparent, newname, parent, name, NULL);
+    if (!err && !back.record && other_target && parent != newparent)
+        err = check_renamed_symlink(fs, req, "rename", &caller, parent, name, other_target);
+    return err;
 }
 
 int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, const char *newname,
@@ -213,7 +282,21 @@ int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, c
     CkDecision d = ck_decide_link(&mode, job, node_ns(&fs->nodes, n),
                                   node_ns(&fs->nodes, newparent), newname, fs->opt.views_name);
     *out = d.ns;
-    return apply(fs, req, &d, "link", &caller, n, NULL, newparent, newname, NULL);
+    int err = apply(fs, req, &d, "link", &caller, n, NULL, newparent, newname, NULL);
+    if (err || d.record || !S_ISLNK(n->type))
+        return err;
+    /* a hard link to a symlink is a symlink with a new name, wherever */
+    NodeFd f;
+    if ((err = node_fd(&fs->nodes, n, &f)))
+        return err;
+    char buf[PATH_MAX];
+    ssize_t len = readlinkat(f.fd, "", buf, sizeof buf - 1);
+    err = len < 0 ? -errno : 0;
+    node_fd_put(&fs->nodes, &f);
+    if (err)
+        return err;
+    buf[len] = '\0';
+    return check_renamed_symlink(fs, req, "link", &caller, newparent, newname, buf);
 }
 
 int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,

@@ -194,6 +194,63 @@ static void test_cross_namespace_symlink(void **state)
     assert_int_equal(lstat(b3, &st), 0);
     g_autofree char *log = collisions(m);
     assert_non_null(strstr(log, "\"kind\":\"cross-namespace-symlink\""));
+
+    /* a symlink that lands in a where it was made, given a name where it
+     * lands in b: by a rename into another directory or a hard link */
+    g_autofree char *d = M(m, "_state/a/d"), *dl = M(m, "_state/a/d/l");
+    g_autofree char *moved = M(m, "_state/a/moved"), *linked = M(m, "_state/a/linked");
+    g_autofree char *same = M(m, "_state/a/d/same");
+    assert_int_equal(mkdir(d, 0755), 0);
+    assert_int_equal(symlink("../b/f", dl), 0); /* _state/a/b/f */
+    assert_errno(rename(dl, moved), EACCES);
+    assert_errno(linkat(AT_FDCWD, dl, AT_FDCWD, linked, 0), EACCES);
+    assert_int_equal(rename(dl, same), 0); /* same directory: lands where it did */
+    g_autofree char *bm = B(m, "_state/a/moved"), *bl = B(m, "_state/a/linked");
+    g_autofree char *bsame = B(m, "_state/a/d/same");
+    assert_int_equal(lstat(bm, &st), -1);
+    assert_int_equal(lstat(bl, &st), -1);
+    assert_int_equal(lstat(bsame, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    g_free(log);
+    log = collisions(m);
+    assert_non_null(strstr(log, "\"op\":\"rename\",\"path\":\"_state/a/moved\""));
+    assert_non_null(strstr(log, "\"op\":\"link\",\"path\":\"_state/a/linked\""));
+}
+
+/* A file directly in _state or _jobs (made behind the mount) is outside
+ * every namespace, also for the job named like it: a job's root is a
+ * directory. */
+static void test_file_directly_in_structure(void **state)
+{
+    (void)state;
+    const char *args[] = {"-o", "job=loose", NULL};
+    Mount *m = policy_mount(args);
+    assert_non_null(m);
+    g_autofree char *bs = B(m, "_state/loose"), *bj = B(m, "_jobs/loose");
+    put_file(bs, "stray");
+    put_file(bj, "stray");
+    g_autofree char *ms = M(m, "_state/loose"), *mj = M(m, "_jobs/loose");
+    g_autofree char *text = get_file(ms);
+    assert_string_equal(text, "stray");
+    assert_errno(open(ms, O_WRONLY | O_APPEND), EACCES);
+    assert_errno(chmod(ms, 0600), EACCES);
+    assert_errno(truncate(mj, 0), EACCES);
+    assert_errno(setxattr(mj, "user.x", "1", 1, 0), EACCES);
+    assert_errno(unlink(ms), EACCES);
+    assert_errno(rename(mj, ms), EACCES);
+    g_autofree char *after_s = get_file(bs), *after_j = get_file(bj);
+    assert_string_equal(after_s, "stray");
+    assert_string_equal(after_j, "stray");
+    struct stat st;
+    assert_int_equal(stat(bs, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+    char v[4];
+    assert_int_equal(getxattr(bj, "user.x", v, sizeof v), -1);
+    g_autofree char *log = collisions(m);
+    assert_non_null(strstr(log, "\"kind\":\"outside-namespace\""));
+    assert_null(strstr(log, "\"verdict\":\"allowed\""));
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
 }
 
 static void test_audit_allows_and_records(void **state)
@@ -397,6 +454,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_record_names_the_process, setup_job_a, teardown),
         cmocka_unit_test_setup_teardown(test_structure_and_legacy, setup_anonymous, teardown),
         cmocka_unit_test_setup_teardown(test_cross_namespace_symlink, setup_job_a, teardown),
+        cmocka_unit_test(test_file_directly_in_structure),
         cmocka_unit_test_setup_teardown(test_audit_allows_and_records, setup_audit, teardown),
         cmocka_unit_test_setup_teardown(test_legacy_rw_writes_recorded, setup_legacy_rw, teardown),
         cmocka_unit_test_setup_teardown(test_views_writes_are_erofs_not_logged, setup_job_a,

@@ -26,6 +26,14 @@ static CkNs ns_of(const char *path)
     return ns;
 }
 
+/* The namespace of the object at path, of its type (ck_ns_child_of). */
+static CkNs ns_of_object(const char *path, bool is_dir)
+{
+    const char *slash = strrchr(path, '/');
+    g_autofree char *parent = slash ? g_strndup(path, (gsize)(slash - path)) : g_strdup("");
+    return ck_ns_child_of(ns_of(parent), slash ? slash + 1 : path, is_dir, "_views");
+}
+
 static const char *A, *B;
 
 static int setup(void **st)
@@ -129,7 +137,7 @@ static CkVerdict create(const CkPolicy *p, const char *caller, const char *paren
     CkNs child;
     CkVerdict v = ck_policy_create(p, caller, ns_of(parent), name, dir, "_views", &child);
     g_autofree char *path = *parent ? g_strconcat(parent, "/", name, NULL) : g_strdup(name);
-    assert_true(ck_ns_equal(child, ns_of(path)));
+    assert_true(ck_ns_equal(child, ns_of_object(path, dir)));
     return v;
 }
 
@@ -178,7 +186,8 @@ static CkVerdict ren(const CkPolicy *p, const char *caller, const char *src, con
                      const char *name)
 {
     CkNs dst;
-    CkVerdict v = ck_policy_rename(p, caller, ns_of(src), ns_of(dparent), name, "_views", &dst);
+    CkVerdict v =
+        ck_policy_rename(p, caller, ns_of(src), true, ns_of(dparent), name, "_views", &dst);
     g_autofree char *path = *dparent ? g_strconcat(dparent, "/", name, NULL) : g_strdup(name);
     assert_true(ck_ns_equal(dst, ns_of(path)));
     return v;
@@ -208,6 +217,19 @@ static void test_rename(void **st)
     /* same job across _jobs/_state: one namespace */
     assert_int_equal(ren(&ro, A, "_jobs/a", "_state", "a"), CK_ALLOW);
     assert_int_equal(ren(&ro, B, "_jobs/a", "_state", "a"), CK_FOREIGN_WRITE);
+    /* a job's root is a directory: a file moved there is outside every
+     * namespace, and is so afterwards */
+    CkNs moved;
+    assert_int_equal(
+        ck_policy_rename(&ro, A, ns_of("_jobs/a/x"), false, ns_of("_state"), "a", "_views", &moved),
+        CK_OUTSIDE_NAMESPACE);
+    assert_int_equal(moved.kind, CK_NS_STRAY);
+    /* an object's own namespace: a file directly in _state or _jobs is
+     * none, whatever its name */
+    assert_int_equal(ck_ns_child_of(ns_of("_state"), "a", false, "_views").kind, CK_NS_STRAY);
+    assert_int_equal(ck_ns_child_of(ns_of("_jobs"), "a", false, "_views").kind, CK_NS_STRAY);
+    assert_string_equal(ck_ns_child_of(ns_of("_state"), "a", true, "_views").job, "a");
+    assert_string_equal(ck_ns_child_of(ns_of("_state/a"), "f", false, "_views").job, "a");
     /* legacy at the root */
     assert_int_equal(ren(&ro, NULL, "v1", "", "v2"), CK_LEGACY_WRITE);
     assert_int_equal(ren(&rw, NULL, "v1", "", "v2"), CK_ALLOW);
@@ -225,7 +247,7 @@ static CkVerdict lnk(const CkPolicy *p, const char *caller, const char *src, con
     CkNs dst;
     CkVerdict v = ck_policy_link(p, caller, ns_of(src), ns_of(dparent), name, "_views", &dst);
     g_autofree char *path = *dparent ? g_strconcat(dparent, "/", name, NULL) : g_strdup(name);
-    assert_true(ck_ns_equal(dst, ns_of(path)));
+    assert_true(ck_ns_equal(dst, ns_of_object(path, false)));
     return v;
 }
 
@@ -255,7 +277,7 @@ static CkVerdict sym(const CkPolicy *p, const char *caller, const char *parent, 
     CkVerdict v =
         ck_policy_symlink(p, caller, ns_of(parent), parent, "l", target, "_views", &child);
     g_autofree char *path = *parent ? g_strconcat(parent, "/l", NULL) : g_strdup("l");
-    assert_true(ck_ns_equal(child, ns_of(path)));
+    assert_true(ck_ns_equal(child, ns_of_object(path, false)));
     return v;
 }
 
@@ -378,12 +400,12 @@ static void test_decide_modes(void **state)
         assert_false(d.record);
     }
     /* a rename out of b's namespace by a names b; the moved entry's ns */
-    d = ck_decide_rename(&enforce, A, ns_of_path("_state/b/f"), ns_of_path("_state/a"), "f",
+    d = ck_decide_rename(&enforce, A, ns_of_path("_state/b/f"), false, ns_of_path("_state/a"), "f",
                          "_views");
     assert_int_equal(d.verdict, CK_CROSS_NAMESPACE_RENAME);
     assert_string_equal(d.owner_job, "b");
-    d = ck_decide_rename(&enforce, A, ns_of_path("_jobs/a/chk-1/tmp"), ns_of_path("_jobs/a/chk-1"),
-                         "COMPLETED", "_views");
+    d = ck_decide_rename(&enforce, A, ns_of_path("_jobs/a/chk-1/tmp"), false,
+                         ns_of_path("_jobs/a/chk-1"), "COMPLETED", "_views");
     assert_true(d.proceed);
     assert_true(ck_ns_is_marker(d.ns));
     /* a create's child ns, refused or not */
@@ -411,9 +433,9 @@ static void test_anonymous_deny(void **state)
                      CK_ANONYMOUS_WRITE);
     assert_int_equal(ck_policy_create(&deny, NULL, ck_ns_root(), "_state", true, "_views", NULL),
                      CK_ALLOW);
-    assert_int_equal(
-        ck_policy_rename(&deny, NULL, ns_of("_state/a/x"), ns_of("_state/a"), "y", "_views", NULL),
-        CK_ANONYMOUS_WRITE);
+    assert_int_equal(ck_policy_rename(&deny, NULL, ns_of("_state/a/x"), false, ns_of("_state/a"),
+                                      "y", "_views", NULL),
+                     CK_ANONYMOUS_WRITE);
     /* decided: refused and recorded as a's, or in audit mode let through */
     CkDecision d = ck_decide_write(&deny, NULL, ja);
     assert_int_equal(d.verdict, CK_ANONYMOUS_WRITE);
@@ -450,15 +472,15 @@ static void test_invalid_identity(void **state)
     assert_int_equal(ck_policy_create(&rw_allow, I, ns_of("_views"), "x", false, "_views", NULL),
                      CK_VIEWS_READ_ONLY);
     /* within one namespace and across: invalid first (views apart) */
-    assert_int_equal(
-        ck_policy_rename(&rw_allow, I, ns_of("_state/a/x"), ns_of("_state/a"), "y", "_views", NULL),
-        CK_INVALID_IDENTITY);
-    assert_int_equal(
-        ck_policy_rename(&rw_allow, I, ns_of("_state/a/x"), ns_of("_state/b"), "y", "_views", NULL),
-        CK_INVALID_IDENTITY);
-    assert_int_equal(
-        ck_policy_rename(&rw_allow, I, ns_of("_views/a"), ns_of("_state/b"), "y", "_views", NULL),
-        CK_VIEWS_READ_ONLY);
+    assert_int_equal(ck_policy_rename(&rw_allow, I, ns_of("_state/a/x"), false, ns_of("_state/a"),
+                                      "y", "_views", NULL),
+                     CK_INVALID_IDENTITY);
+    assert_int_equal(ck_policy_rename(&rw_allow, I, ns_of("_state/a/x"), false, ns_of("_state/b"),
+                                      "y", "_views", NULL),
+                     CK_INVALID_IDENTITY);
+    assert_int_equal(ck_policy_rename(&rw_allow, I, ns_of("_views/a"), false, ns_of("_state/b"),
+                                      "y", "_views", NULL),
+                     CK_VIEWS_READ_ONLY);
     assert_int_equal(
         ck_policy_link(&rw_allow, I, ns_of("_state/a/x"), ns_of("_state/a"), "y", "_views", NULL),
         CK_INVALID_IDENTITY);
