@@ -725,8 +725,8 @@ int node_lookup_backing(NodeTable *t, Node *parent, int dirfd, const char *name,
          * names keeps the namespace it was first found under (docs/DESIGN.md,
          * "Namespaces and the write policy"). */
         if (S_ISDIR(st->st_mode) || st->st_nlink == 1)
-            n->ns = ns ? *ns
-                       : ck_ns_child_of(parent->ns, name, S_ISDIR(st->st_mode), t->views_name);
+            n->ns =
+                ns ? *ns : ck_ns_child_of(parent->ns, name, S_ISDIR(st->st_mode), t->views_name);
         node_sync_locked(t, n);
         inflight_note(INFLIGHT_NODE, n->slot);
         g_mutex_unlock(&t->lock);
