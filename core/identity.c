@@ -12,10 +12,11 @@
 #include <unistd.h>
 
 #define CACHE_MAX   4096
-#define ENVIRON_MAX (1024 * 1024)
 #define STAT_MAX    4096
-#define CGROUP_MAX  (16 * 1024) /* /proc/<pid>/cgroup: one line per hierarchy */
 #define PATTERN_MAX 4096
+/* The first read of a file read whole: most environments and every usual
+ * cgroup file fit, so a miss costs one allocation and one read. */
+#define PROC_READ_FIRST (16 * 1024)
 
 const char *ck_identity_mode_name(CkIdentityMode m)
 {
@@ -567,15 +568,69 @@ static gssize read_proc(const CkIdentity *id, pid_t pid, const char *file, char 
     return read_proc_at(id->proc_root, pid, file, buf, cap);
 }
 
+/* The whole of <proc_root>/<pid>/<file>, read until EOF into *out (g_free;
+ * a NUL follows its *len bytes): 0, -EFBIG when it holds more than
+ * CK_PROC_READ_MAX bytes, or -errno.  Nothing is answered from part of a
+ * file: a value cut at a buffer's end would pass for another one (JOB=ab
+ * read as JOB=a), a variable past the cut for absent. */
+static int read_proc_whole(const char *proc_root, pid_t pid, const char *file, char **out,
+                           size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/%d/%s", proc_root, (int)pid, file);
+    if (n < 0 || (size_t)n >= sizeof path)
+        return -ENAMETOOLONG;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    size_t cap = PROC_READ_FIRST, got = 0;
+    g_autofree char *buf = g_malloc(cap + 1);
+    int err = 0;
+    for (;;) {
+        if (got == cap) {
+            if (cap == CK_PROC_READ_MAX) {
+                /* full at the bound: only EOF right here makes it whole */
+                char more;
+                ssize_t r;
+                while ((r = read(fd, &more, 1)) < 0 && errno == EINTR)
+                    ;
+                err = r < 0 ? -errno : r > 0 ? -EFBIG : 0;
+                break;
+            }
+            cap = MIN(cap * 2, (size_t)CK_PROC_READ_MAX);
+            buf = g_realloc(buf, cap + 1);
+        }
+        ssize_t r = read(fd, buf + got, cap - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            err = -errno;
+            break;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (err)
+        return err;
+    buf[got] = '\0';
+    *out = g_steal_pointer(&buf);
+    *len = got;
+    return 0;
+}
+
 char *ck_proc_env_value(const char *proc_root, pid_t tid, const char *var)
 {
     if (tid <= 0 || !var || !*var)
         return NULL;
     g_autofree char *prefix = g_strconcat(var, "=", NULL);
     size_t plen = strlen(prefix);
-    g_autofree char *buf = g_malloc(ENVIRON_MAX);
-    gssize n = read_proc_at(proc_root ? proc_root : "/proc", tid, "environ", buf, ENVIRON_MAX);
-    if (n < 0)
+    g_autofree char *buf = NULL;
+    size_t n;
+    if (read_proc_whole(proc_root ? proc_root : "/proc", tid, "environ", &buf, &n) < 0)
         return NULL;
     const char *p = buf, *end = buf + n;
     while (p < end) {
@@ -675,16 +730,23 @@ pid_t ck_proc_tgid(const char *proc_root, pid_t tid)
 }
 
 /* The job VAR names in tgid's environment: 0 with *job set (NULL when VAR is
- * absent, CK_CALLER_INVALID with *value when it is not a job id), or
- * -errno. */
+ * absent, CK_CALLER_INVALID with *value when it is not a job id, unknown
+ * when the environment is too large to be read whole), or -errno. */
 static int read_env_job(const CkIdentity *id, pid_t tgid, const char **job, char **value)
 {
     *job = NULL;
     *value = NULL;
-    g_autofree char *buf = g_malloc(ENVIRON_MAX);
-    gssize n = read_proc(id, tgid, "environ", buf, ENVIRON_MAX);
-    if (n < 0)
-        return (int)n;
+    g_autofree char *buf = NULL;
+    size_t n;
+    int err = read_proc_whole(id->proc_root, tgid, "environ", &buf, &n);
+    if (err == -EFBIG) {
+        /* an answer, not a failure: the size is env_end - env_start, part of
+         * the stamp, so it holds (and is cached) until the next exec */
+        *job = ck_intern(CK_IDENTITY_UNKNOWN);
+        return 0;
+    }
+    if (err)
+        return err;
     const char *p = buf, *end = buf + n;
     while (p < end) {
         const char *nul = memchr(p, '\0', (size_t)(end - p));
@@ -827,15 +889,14 @@ static int unified_path(const char *buf, size_t n, const char **path, size_t *le
 static CkCaller cgroup_caller(CkIdentity *id, pid_t tid)
 {
     const CkIdentityMode mode = CK_IDENTITY_CGROUP;
-    char buf[CGROUP_MAX];
-    gssize n = read_proc(id, tid, "cgroup", buf, sizeof buf);
-    if (n < 0)
-        return failed(mode, (int)n);
-    if ((size_t)n == sizeof buf)
-        return unknown(mode); /* more than a cgroup file holds: not read whole */
+    g_autofree char *buf = NULL;
+    size_t n;
+    int err = read_proc_whole(id->proc_root, tid, "cgroup", &buf, &n);
+    if (err)
+        return failed(mode, err);
     const char *path = NULL;
     size_t len = 0;
-    int u = unified_path(buf, (size_t)n, &path, &len);
+    int u = unified_path(buf, n, &path, &len);
     if (u < 0)
         return unknown(mode);
     if (u == 0 || len == 0 || path[0] != '/')

@@ -27,20 +27,25 @@
  * 50-51), which change on execve() (the pid and start time do not).  A hit
  * costs one small read of <proc>/<tid>/stat; a reused tid (new start time)
  * or an exec (new environment) is a miss.  A miss maps tid -> tgid
- * ("Tgid:" of <proc>/<tid>/status), reads at most 1 MiB of
- * <proc>/<tgid>/environ (the thread's own when the leader is a zombie),
- * takes the first VAR=, then re-reads the stamp and retries if the thread
- * changed meanwhile.  Without VAR the caller is anonymous; with VAR set to
- * anything that is not a job id (empty included) it is invalid.  A
+ * ("Tgid:" of <proc>/<tid>/status), reads <proc>/<tgid>/environ whole
+ * (the thread's own when the leader is a zombie), takes the first VAR=,
+ * then re-reads the stamp and retries if the thread changed meanwhile.
+ * Without VAR the caller is anonymous; with VAR set to anything that is
+ * not a job id (empty included) it is invalid.  An environment of more
+ * than CK_PROC_READ_MAX bytes (far more than an exec can pass: the kernel
+ * caps its strings at a quarter of the stack limit, 6 MiB at most) is
+ * unknown and cached: a job is never taken from part of an environment,
+ * where a variable past the cut would be missed or a value cut short.  A
  * vanished thread (ENOENT) is anonymous and not cached; an unreadable
  * environ (EACCES) is cached as anonymous.  4096 entries; the cache is
  * cleared when full.
  *
  * cgroup.  Read on every call, never cached, so that a process moved to
  * another cgroup writes as its new job from its next write: the one "0::"
- * line of <proc>/<tid>/cgroup (the path as the daemon's cgroup namespace
- * shows it).  No such line (no cgroup v2) is anonymous; two (a cgroup name
- * holding a newline, made to look like a second line) is unknown.
+ * line of <proc>/<tid>/cgroup, read whole (the path as the daemon's
+ * cgroup namespace shows it).  No such line (no cgroup v2) is anonymous;
+ * two (a cgroup name holding a newline, made to look like a second line)
+ * is unknown.
  *
  * uid.  The uid of the request; /proc is never read.
  *
@@ -171,10 +176,14 @@ char *ck_identity_escape(const char *raw, size_t len);
  * process, as ps and kill do. */
 pid_t ck_proc_tgid(const char *proc_root, pid_t tid);
 
-/* The value of VAR in the environment of thread `tid` (read from
+/* The most the daemon reads of a caller's environ or cgroup file; a larger
+ * one is never read in part (see env:VAR above). */
+#define CK_PROC_READ_MAX (64 * 1024 * 1024)
+
+/* The value of VAR in the environment of thread `tid` (read whole from
  * <proc_root>/<tid>/environ as identity=env:VAR reads it, first VAR= wins,
  * at most CK_ENV_VALUE_MAX bytes of it), or NULL when VAR is absent or the
- * environment cannot be read.  Not cached: for collision records ("tag"),
- * which are rare.  g_free. */
+ * environment cannot be read whole.  Not cached: for collision records
+ * ("tag"), which are rare.  g_free. */
 #define CK_ENV_VALUE_MAX 1024
 char *ck_proc_env_value(const char *proc_root, pid_t tid, const char *var);

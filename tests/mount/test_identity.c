@@ -6,9 +6,11 @@
  * cgroup prefix or uid, is read again when rewritten by rename, and keeps
  * its previous lines when the new file does not parse; anonymous=deny
  * refuses a caller nothing names; an identity that is present but not a
- * valid job id writes nowhere (invalid-identity), reads still work; a
- * malformed map is refused at mount and at a takeover with one line, and
- * the map and anonymous= outlive a kill -9 of the daemon.
+ * valid job id writes nowhere (invalid-identity), reads still work;
+ * identity=env:VAR reads the whole environment (a job named past 1 MiB of
+ * variables, a value never cut short); a malformed map is refused at
+ * mount and at a takeover with one line, and the map and anonymous=
+ * outlive a kill -9 of the daemon.
  *
  * Workers are this program run again (--worker): moved into their cgroup
  * and dropped to an unprivileged uid before they serve requests from the
@@ -31,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -822,6 +825,89 @@ static void test_env_invalid_identity(void **state)
     mount_free(m);
 }
 
+/* Environment entries "Pnn=xxx..." of `bytes` bytes in all, NULs counted,
+ * each under the kernel's bound on one exec string (128 KiB). */
+static void add_padding(GPtrArray *env, size_t bytes)
+{
+    for (int i = 0; bytes > 0; i++) {
+        size_t entry = MIN(bytes, (size_t)100000); /* "Pnn=" + x's + NUL */
+        g_assert_cmpuint(entry, >=, 6);
+        g_autofree char *xs = g_strnfill(entry - 5, 'x');
+        g_ptr_array_add(env, g_strdup_printf("P%02d=%s", i, xs));
+        bytes -= entry;
+    }
+}
+
+/* Where entry (a whole "VAR=value") starts in /proc/<pid>/environ; -1. */
+static gssize environ_offset(pid_t pid, const char *entry)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/environ", (int)pid);
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    if (!g_file_get_contents(path, &text, &len, NULL))
+        return -1;
+    size_t elen = strlen(entry) + 1; /* with its NUL */
+    for (gsize at = 0; at + elen <= len; at += strlen(text + at) + 1)
+        if (memcmp(text + at, entry, elen) == 0)
+            return (gssize)at;
+    return -1;
+}
+
+/* identity=env:VAR reads a caller's whole environment.  With 1.5 MB of
+ * variables before VAR (15 of 100 kB) the caller is still its job: it
+ * writes its own namespace and is refused in another's, recorded as
+ * itself.  A value is never cut short: CLINK_JOB_ID=ab lying across the
+ * first MiB of the environment is job ab, not a. */
+static void test_env_large_environment(void **state)
+{
+    (void)state;
+    /* an exec passes at most a quarter of the stack limit in strings */
+    struct rlimit rl;
+    assert_int_equal(getrlimit(RLIMIT_STACK, &rl), 0);
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 8 * 1024 * 1024) {
+        fprintf(stderr, "a stack limit under 8 MiB cannot exec 2 MiB of environment: skipped\n");
+        skip();
+    }
+    Mount *m = id_mount("identity=env:CLINK_JOB_ID");
+    g_autoptr(GPtrArray) env = g_ptr_array_new_with_free_func(g_free);
+    add_padding(env, 15 * 100000);
+    g_ptr_array_add(env, g_strdup("CLINK_JOB_ID=b"));
+    g_ptr_array_add(env, NULL);
+    Worker *w = worker_start(NULL, 0, (const char *const *)env->pdata);
+    assert_true(environ_offset(w->pid, "CLINK_JOB_ID=b") > 1024 * 1024);
+    g_autofree char *b1 = M(m, "_state/b/1"), *a1 = M(m, "_state/a/1");
+    assert_int_equal(worker_do(w, "write", b1, NULL), 0);
+    assert_int_equal(worker_do(w, "write", a1, NULL), EACCES);
+    worker_stop(w);
+
+    /* the 'b' of CLINK_JOB_ID=ab at byte 1 MiB of the environment (the
+     * worker's own first entry comes before the padding) */
+    const char *entry = "CLINK_JOB_ID=ab";
+    const size_t b_at = 1024 * 1024, first = strlen("ASAN_OPTIONS=detect_leaks=0") + 1;
+    g_autoptr(GPtrArray) env2 = g_ptr_array_new_with_free_func(g_free);
+    add_padding(env2, b_at - (strlen(entry) - 1) - first);
+    g_ptr_array_add(env2, g_strdup(entry));
+    g_ptr_array_add(env2, NULL);
+    Worker *w2 = worker_start(NULL, 0, (const char *const *)env2->pdata);
+    assert_int_equal(environ_offset(w2->pid, entry) + (gssize)strlen(entry) - 1, (gssize)b_at);
+    g_autofree char *a2 = M(m, "_state/a/2"), *ab = M(m, "_state/ab"), *ab3 = M(m, "_state/ab/3");
+    assert_int_equal(worker_do(w2, "write", a2, NULL), EACCES);
+    assert_int_equal(worker_do(w2, "mkdir", ab, NULL), 0);
+    assert_int_equal(worker_do(w2, "write", ab3, NULL), 0);
+    worker_stop(w2);
+
+    assert_true(in_backing(m, "_state/b/1"));
+    assert_true(in_backing(m, "_state/ab/3"));
+    assert_false(in_backing(m, "_state/a/1"));
+    assert_false(in_backing(m, "_state/a/2"));
+    g_autoptr(JsonArray) recs = records(m);
+    assert_int_equal(json_array_get_length(recs), 2);
+    assert_record(recs, "_state/a/1", "foreign-write", "b", "env");
+    assert_record(recs, "_state/a/2", "foreign-write", "ab", "env");
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 /* Runs ckptfs with args; exit status, stderr in *err. */
 static int run_ckptfs(const char *const *args, char **err)
 {
@@ -1024,6 +1110,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_map_reload, cg_setup, cg_teardown),
         cmocka_unit_test_setup_teardown(test_uid, cg_setup, cg_teardown),
         cmocka_unit_test_setup_teardown(test_env_invalid_identity, cg_setup, cg_teardown),
+        cmocka_unit_test_setup_teardown(test_env_large_environment, cg_setup, cg_teardown),
         cmocka_unit_test_setup_teardown(test_refused_at_mount, cg_setup, cg_teardown),
         cmocka_unit_test_setup_teardown(test_takeover_and_kill, cg_setup, cg_teardown),
         cmocka_unit_test_setup_teardown(test_ckptctl_run, cg_setup, cg_teardown),

@@ -258,20 +258,89 @@ static void test_hostile_proc(void **st)
     put_stat(702, "w", 1, 1);
     put(702, "status", "Name:\tw\nTgid:\tnope\n", -1);
     put_environ(702, "CKPT_JOB=x");
-    /* a 2 MiB environ with VAR past 1 MiB is not read that far */
-    GString *big = g_string_new(NULL);
-    while (big->len < 2 * 1024 * 1024)
-        g_string_append(big, "PADDING=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx|");
-    g_string_append(big, "CKPT_JOB=far");
-    put_stat(703, "w", 1, 1);
-    put_status(703, 703);
-    put_environ(703, big->str);
-    g_string_free(big, TRUE);
     CkIdentity *id = env_identity("CKPT_JOB");
     assert_null(job_of(id, 700));
     assert_null(job_of(id, 701));
     assert_null(job_of(id, 702));
-    assert_null(job_of(id, 703));
+    ck_identity_free(id);
+}
+
+/* An environ of `pad` bytes of padding entries, then `tail` (NUL-ended). */
+static void put_padded_environ(pid_t pid, size_t pad, const char *tail)
+{
+    GString *e = g_string_sized_new(pad + strlen(tail) + 1);
+    while (e->len < pad) {
+        size_t chunk = MIN(pad - e->len, (size_t)100000);
+        if (chunk < 3) { /* too short for "P=x": empty entries */
+            g_string_append_len(e, "\0\0", (gssize)chunk);
+            continue;
+        }
+        g_string_append(e, "P=");
+        size_t at = e->len;
+        g_string_set_size(e, at + chunk - 3);
+        memset(e->str + at, 'x', chunk - 3);
+        g_string_append_c(e, '\0');
+    }
+    g_string_append(e, tail);
+    g_string_append_c(e, '\0');
+    put(pid, "environ", e->str, (gssize)e->len);
+    g_string_free(e, TRUE);
+}
+
+static void padded_process(pid_t pid, size_t pad, const char *tail)
+{
+    put_stat(pid, "w", 1, 1000);
+    put_status(pid, pid);
+    put_padded_environ(pid, pad, tail);
+}
+
+/* The environment is read whole however far VAR is: past any read size a
+ * variable is found, a value across a read boundary is never cut to a
+ * prefix (JOB=ab is job ab, not a), and one too large to be read whole is
+ * unknown, neither a job nor anonymous. */
+static void test_env_read_whole(void **st)
+{
+    (void)st;
+    CkIdentity *id = env_identity("CKPT_JOB");
+    /* 15 variables of 100 kB before VAR, as a real job's environment may be */
+    padded_process(1200, 15 * 100000, "CKPT_JOB=b");
+    assert_ptr_equal(job_of(id, 1200), ck_intern("b"));
+    g_autofree char *tag = ck_proc_env_value(proc, 1200, "CKPT_JOB");
+    assert_string_equal(tag, "b");
+    /* "CKPT_JOB=ab" with its 'b' right at a boundary, and one byte either side */
+    const size_t at[] = {4096, 16 * 1024, 64 * 1024, 1024 * 1024, 2 * 1024 * 1024};
+    pid_t pid = 1201;
+    for (size_t i = 0; i < G_N_ELEMENTS(at); i++) {
+        for (int d = -1; d <= 1; d++, pid++) {
+            size_t b = at[i] + (size_t)d; /* the offset of 'b' */
+            padded_process(pid, b - strlen("CKPT_JOB=a"), "CKPT_JOB=ab");
+            const char *job = job_of(id, pid);
+            if (job != ck_intern("ab"))
+                fail_msg("'b' at %zu: %s, not ab", b, job ? job : "anonymous");
+            g_autofree char *v = ck_proc_env_value(proc, pid, "CKPT_JOB");
+            assert_string_equal(v, "ab");
+        }
+    }
+    /* exactly the bound is read whole; a byte more is not read at all */
+    padded_process(1300, CK_PROC_READ_MAX - strlen("CKPT_JOB=far") - 1, "CKPT_JOB=far");
+    assert_ptr_equal(job_of(id, 1300), ck_intern("far"));
+    padded_process(1301, CK_PROC_READ_MAX - strlen("CKPT_JOB=far"), "CKPT_JOB=far");
+    for (int twice = 0; twice < 2; twice++) { /* a miss, then a hit */
+        g_auto(CkCaller) c = ck_identity_caller(id, 1301, 0);
+        assert_ptr_equal(c.job, ck_intern(CK_IDENTITY_UNKNOWN));
+        assert_int_equal(c.mode, CK_IDENTITY_ENV);
+        assert_null(c.value);
+    }
+    assert_null(ck_proc_env_value(proc, 1301, "CKPT_JOB"));
+    /* VAR first makes no difference: the rest could not be read */
+    GString *first = g_string_new("CKPT_JOB=a");
+    g_string_append_c(first, '\0');
+    g_string_set_size(first, CK_PROC_READ_MAX + 1);
+    memset(first->str + strlen("CKPT_JOB=a") + 1, 'x', first->len - strlen("CKPT_JOB=a") - 1);
+    process(1302, "w", 1, "");
+    put(1302, "environ", first->str, (gssize)first->len);
+    g_string_free(first, TRUE);
+    assert_ptr_equal(job_of(id, 1302), ck_intern(CK_IDENTITY_UNKNOWN));
     ck_identity_free(id);
 }
 
@@ -739,6 +808,19 @@ static void test_cgroup_mode(void **st)
             assert_null(c.value);
         }
     }
+    /* a file longer than any first read (long v1 paths of a hybrid host)
+     * is read whole: its "0::" line is found, never taken from part of it */
+    GString *hybrid = g_string_new(NULL);
+    for (int h = 1; hybrid->len < 64 * 1024; h++) {
+        g_string_append_printf(hybrid, "%d:ctrl%d:/", h, h);
+        for (int k = 0; k < 400; k++)
+            g_string_append(hybrid, "deep/");
+        g_string_append(hybrid, "end\n");
+    }
+    g_string_append(hybrid, "0::/t/job-long\n");
+    put_cgroup(2090, hybrid->str);
+    g_string_free(hybrid, TRUE);
+    assert_ptr_equal(job_of(id, 2090), ck_intern("long"));
     /* read each time: a process moved to another cgroup is its new job at once */
     put_cgroup(2100, "0::/t/job-a\n");
     assert_ptr_equal(job_of(id, 2100), ck_intern("a"));
@@ -800,6 +882,7 @@ int main(void)
         cmocka_unit_test(test_exec_new_environment),
         cmocka_unit_test(test_vanished_not_cached),
         cmocka_unit_test(test_hostile_proc),
+        cmocka_unit_test(test_env_read_whole),
         cmocka_unit_test(test_real_proc),
         cmocka_unit_test(test_env_value),
         cmocka_unit_test(test_env_invalid_values),
