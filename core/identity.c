@@ -928,13 +928,16 @@ static CkCaller uid_caller(CkIdentity *id, uid_t uid)
 
 CkCaller ck_identity_caller(CkIdentity *id, pid_t tid, uid_t uid)
 {
+    /* No pid: a process the daemon cannot see (outside its pid namespace),
+     * with nothing to read; taken for anonymous it would write wherever
+     * anonymous callers may. */
     switch (id->mode) {
     case CK_IDENTITY_JOB:
         return (CkCaller){id->fixed_job, CK_IDENTITY_JOB, NULL};
     case CK_IDENTITY_ENV:
-        return tid > 0 ? env_caller(id, tid) : anonymous();
+        return tid > 0 ? env_caller(id, tid) : unknown(CK_IDENTITY_ENV);
     case CK_IDENTITY_CGROUP:
-        return tid > 0 ? cgroup_caller(id, tid) : anonymous();
+        return tid > 0 ? cgroup_caller(id, tid) : unknown(CK_IDENTITY_CGROUP);
     case CK_IDENTITY_UID:
         return uid_caller(id, uid);
     case CK_IDENTITY_NONE:

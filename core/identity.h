@@ -13,7 +13,8 @@
  * The answer (CkCaller) is a job, anonymous (nothing names one), invalid
  * (a value is present but is not a valid job id: CK_CALLER_INVALID, which
  * the policy lets write nowhere; never anonymous) or CK_IDENTITY_UNKNOWN
- * (the daemon could not read what names the caller).
+ * (the daemon could not read what names the caller, or could not see the
+ * caller at all).
  *
  * Thread-safe; job ids are interned (ck_intern).  Call it on write checks
  * only: reads do not need an identity.
@@ -49,13 +50,17 @@
  *
  * uid.  The uid of the request; /proc is never read.
  *
- * tid <= 0 (a caller outside the daemon's pid namespace) is anonymous in
- * the env and cgroup modes.  Any failure to read /proc other than the
- * caller being gone (EMFILE when the daemon is out of descriptors, ENFILE,
- * ENOMEM, EIO) answers CK_IDENTITY_UNKNOWN, not cached: the caller then
- * acts as a job no namespace belongs to, so its writes into every job's
- * namespace are refused (fail closed) instead of being allowed as an
- * anonymous caller's. */
+ * tid <= 0 is unknown in the env and cgroup modes: the kernel sends pid 0
+ * for a caller outside the daemon's pid namespace, a process the daemon
+ * cannot read.  None of the requests the kernel makes itself with pid 0
+ * (release, forget, writeback writes, readahead) is a write check.
+ *
+ * Any failure to read /proc other than the caller being gone (EMFILE when
+ * the daemon is out of descriptors, ENFILE, ENOMEM, EIO) answers
+ * CK_IDENTITY_UNKNOWN, not cached: the caller then acts as a job no
+ * namespace belongs to, so its writes into every job's namespace are
+ * refused (fail closed) instead of being allowed as an anonymous
+ * caller's. */
 #pragma once
 #include <glib.h>
 #include <stdbool.h>

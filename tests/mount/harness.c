@@ -208,6 +208,12 @@ int mount_start(Mount *m, const char *const *args)
             note_supervise(m, a + 2);
     }
 
+    GPtrArray *cmd = g_ptr_array_new();
+    for (size_t i = 0; m->launcher && m->launcher[i]; i++)
+        g_ptr_array_add(cmd, (gpointer)m->launcher[i]);
+    for (guint i = 0; i < argv->len; i++)
+        g_ptr_array_add(cmd, argv->pdata[i]);
+
     int logfd = open(m->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     g_assert_cmpint(logfd, >=, 0);
     pid_t pid = fork();
@@ -224,10 +230,14 @@ int mount_start(Mount *m, const char *const *args)
             struct rlimit rl = {(rlim_t)m->nofile, (rlim_t)m->nofile};
             setrlimit(RLIMIT_NOFILE, &rl);
         }
-        execv(bin, (char **)argv->pdata);
+        if (m->launcher)
+            execvp(cmd->pdata[0], (char **)cmd->pdata);
+        else
+            execv(bin, (char **)argv->pdata);
         _exit(127);
     }
     close(logfd);
+    g_ptr_array_free(cmd, TRUE);
     g_ptr_array_free(argv, TRUE);
     m->pid = pid;
     if (!live_mounts)

@@ -36,6 +36,10 @@ typedef struct {
     long nofile;             /* RLIMIT_NOFILE for the daemon, 0: inherited */
     bool backing_tmpfs;      /* mount_backing_tmpfs: the backing dir is a tmpfs */
     GPtrArray *expected_log; /* mount_expect_log: texts a warning may contain */
+    /* The command mount_start runs the daemon under (NULL-terminated, found
+     * in PATH, e.g. unshare --pid --fork --kill-child), its own arguments
+     * after it; m->pid is then that command's.  NULL: the daemon itself. */
+    const char *const *launcher;
 } Mount;
 
 /* Makes the directories (backing/_state/t exists) without mounting. */

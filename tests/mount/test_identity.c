@@ -8,9 +8,10 @@
  * refuses a caller nothing names; an identity that is present but not a
  * valid job id writes nowhere (invalid-identity), reads still work;
  * identity=env:VAR reads the whole environment (a job named past 1 MiB of
- * variables, a value never cut short); a malformed map is refused at
- * mount and at a takeover with one line, and the map and anonymous=
- * outlive a kill -9 of the daemon.
+ * variables, a value never cut short); a daemon in a pid namespace of its
+ * own takes a caller outside it (pid 0) for unknown; a malformed map is
+ * refused at mount and at a takeover with one line, and the map and
+ * anonymous= outlive a kill -9 of the daemon.
  *
  * Workers are this program run again (--worker): moved into their cgroup
  * and dropped to an unprivileged uid before they serve requests from the
@@ -44,6 +45,8 @@
 #define NOBODY 65534 /* job a's worker in the uid tests */
 #define OTHER  65533 /* job b's */
 #define NOONE  65532 /* in no map */
+
+#define CK_UNKNOWN "(unknown)" /* the caller_job of a caller the daemon cannot name */
 
 static void sleep_ms(int ms)
 {
@@ -908,6 +911,125 @@ static void test_env_large_environment(void **state)
     mount_free(m);
 }
 
+/* Mounts with the daemon under unshare(1): pid 1 of a pid namespace of
+ * its own, which sees no process of the test.  Its LeakSanitizer is off:
+ * it stops the daemon's threads by the ids /proc lists, the host's, which
+ * name other threads or none in the daemon's namespace (false leaks). */
+static Mount *id_mount_pid_ns(const char *opts)
+{
+    g_autofree char *unshare = g_find_program_in_path("unshare");
+    if (!unshare) {
+        fprintf(stderr, "no unshare(1) in PATH: pid namespace tests skipped\n");
+        skip();
+    }
+    const char *asan = g_getenv("ASAN_OPTIONS");
+    g_autofree char *no_lsan = g_strdup_printf("ASAN_OPTIONS=%s%sdetect_leaks=0", asan ? asan : "",
+                                               asan && *asan ? ":" : "");
+    const char *launcher[] = {"unshare", "--pid", "--fork", "--kill-child", "env", no_lsan, NULL};
+    Mount *m = id_new();
+    m->launcher = launcher;
+    id_start(m, opts);
+    m->launcher = NULL; /* only mount_start reads it */
+    return m;
+}
+
+/* Asserts that the record of path is unknown's (refused, pid 0, no comm). */
+static void assert_unknown(JsonArray *recs, const char *path, const char *identity)
+{
+    assert_record(recs, path, "foreign-write", CK_UNKNOWN, identity);
+    JsonObject *o = record_of(recs, path);
+    assert_int_equal(json_object_get_int_member(o, "pid"), 0);
+    assert_null(str_or_null(o, "comm"));
+}
+
+/* A daemon in a pid namespace of its own is sent pid 0 for every caller
+ * outside it.  With identity=env:VAR or cgroup:PATTERN, which need the
+ * caller's process, such a caller is unknown: refused in every job's
+ * namespace with a record (pid 0), its own job's included, whatever
+ * anonymous= says; it never passes as anonymous.  Reads need no identity,
+ * a legacy write under legacy=rw none either, and the requests the kernel
+ * makes itself with pid 0 (writeback writes, release, forget) go on. */
+static void test_caller_outside_pid_namespace(void **state)
+{
+    (void)state;
+    Mount *m = id_mount_pid_ns("identity=env:CLINK_JOB_ID,legacy=rw,writeback");
+    const char *env_a[] = {"CLINK_JOB_ID=a", NULL};
+    Worker *wa = worker_start(NULL, NOBODY, env_a);
+    Worker *anon = worker_start(NULL, NOBODY, NULL);
+    g_autofree char *a1 = M(m, "_state/a/1"), *af = M(m, "_state/a/f");
+    g_autofree char *b2 = M(m, "_state/b/2"), *c = M(m, "_state/c");
+    g_autofree char *legacy = M(m, "v1/0/out");
+    assert_int_equal(worker_do(wa, "write", a1, NULL), EACCES);
+    assert_int_equal(worker_do(wa, "write", af, NULL), EACCES);
+    assert_int_equal(worker_do(wa, "read", af, NULL), 0);
+    assert_int_equal(worker_do(anon, "write", b2, NULL), EACCES);
+    assert_int_equal(worker_do(anon, "mkdir", c, NULL), EACCES);
+    worker_stop(wa);
+    worker_stop(anon);
+    /* through the writeback cache, flushed and released by the kernel */
+    int fd = open(legacy, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "legacy", 6), 6);
+    assert_int_equal(fsync(fd), 0);
+    assert_int_equal(close(fd), 0);
+    g_autofree char *bl = B(m, "v1/0/out");
+    g_autofree char *text = get_file(bl);
+    assert_string_equal(text, "legacy");
+    g_autofree char *baf = B(m, "_state/a/f");
+    g_autofree char *kept = get_file(baf);
+    assert_string_equal(kept, "state");
+    assert_false(in_backing(m, "_state/a/1"));
+    assert_false(in_backing(m, "_state/b/2"));
+    assert_false(in_backing(m, "_state/c"));
+    g_autoptr(JsonArray) recs = records(m);
+    assert_unknown(recs, "_state/a/1", "env");
+    assert_unknown(recs, "_state/a/f", "env");
+    assert_unknown(recs, "_state/b/2", "env");
+    assert_unknown(recs, "_state/c", "env");
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+
+    /* anonymous=deny: unknown too, not anonymous-write */
+    m = id_mount_pid_ns("identity=env:CLINK_JOB_ID,anonymous=deny");
+    g_autofree char *a3 = M(m, "_state/a/3");
+    assert_errno(open(a3, O_WRONLY | O_CREAT, 0644), EACCES);
+    g_autoptr(JsonArray) recs2 = records(m);
+    assert_unknown(recs2, "_state/a/3", "env");
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+
+    /* policy=audit: carried out, and recorded as unknown's */
+    m = id_mount_pid_ns("identity=env:CLINK_JOB_ID,policy=audit");
+    g_autofree char *a5 = M(m, "_state/a/5");
+    put_file(a5, "audited");
+    assert_true(in_backing(m, "_state/a/5"));
+    g_autoptr(JsonArray) recs5 = records(m);
+    assert_int_equal(json_array_get_length(recs5), 1);
+    JsonObject *r5 = record_of(recs5, "_state/a/5");
+    assert_string_equal(str_or_null(r5, "kind"), "foreign-write");
+    assert_string_equal(str_or_null(r5, "verdict"), "allowed");
+    assert_string_equal(str_or_null(r5, "caller_job"), CK_UNKNOWN);
+    assert_int_equal(json_object_get_int_member(r5, "pid"), 0);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+
+    /* cgroup:PATTERN, a worker in job-a's cgroup, anonymous callers allowed */
+    if (!cg.mnt)
+        return;
+    g_autofree char *ja = cg_make("job-a");
+    g_autofree char *pat = job_pattern();
+    g_autofree char *opts = g_strconcat(pat, ",anonymous=allow", NULL);
+    m = id_mount_pid_ns(opts);
+    Worker *w = worker_start(ja, NOBODY, NULL);
+    g_autofree char *a4 = M(m, "_state/a/4");
+    assert_int_equal(worker_do(w, "write", a4, NULL), EACCES);
+    worker_stop(w);
+    g_autoptr(JsonArray) recs3 = records(m);
+    assert_unknown(recs3, "_state/a/4", "cgroup");
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 /* Runs ckptfs with args; exit status, stderr in *err. */
 static int run_ckptfs(const char *const *args, char **err)
 {
@@ -1111,6 +1233,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_uid, cg_setup, cg_teardown),
         cmocka_unit_test_setup_teardown(test_env_invalid_identity, cg_setup, cg_teardown),
         cmocka_unit_test_setup_teardown(test_env_large_environment, cg_setup, cg_teardown),
+        cmocka_unit_test_setup_teardown(test_caller_outside_pid_namespace, cg_setup, cg_teardown),
         cmocka_unit_test_setup_teardown(test_refused_at_mount, cg_setup, cg_teardown),
         cmocka_unit_test_setup_teardown(test_takeover_and_kill, cg_setup, cg_teardown),
         cmocka_unit_test_setup_teardown(test_ckptctl_run, cg_setup, cg_teardown),

@@ -154,8 +154,14 @@ static void test_env(void **st)
     assert_null(job_of(id, 106));
     assert_ptr_equal(job_of(id, 107), ck_intern("tail"));
     assert_null(job_of(id, 99999)); /* vanished */
-    assert_null(job_of(id, 0));
-    assert_null(job_of(id, -1));
+    /* no pid (a caller outside the daemon's pid namespace): unknown, never
+     * anonymous */
+    for (pid_t none = -1; none <= 0; none++) {
+        g_auto(CkCaller) c = ck_identity_caller(id, none, 0);
+        assert_ptr_equal(c.job, ck_intern(CK_IDENTITY_UNKNOWN));
+        assert_int_equal(c.mode, CK_IDENTITY_ENV);
+        assert_null(c.value);
+    }
     ck_identity_free(id);
 }
 
@@ -831,9 +837,11 @@ static void test_cgroup_mode(void **st)
     assert_ptr_equal(job_of(id, 2100), ck_intern("other"));
     ck_identity_set_map(id, NULL);
     assert_ptr_equal(job_of(id, 2100), ck_intern("b"));
-    /* gone, or outside the pid namespace: anonymous */
+    /* gone: anonymous; no pid (outside the daemon's pid namespace): unknown */
     assert_null(job_of(id, 99999));
-    assert_null(job_of(id, 0));
+    g_auto(CkCaller) outside = ck_identity_caller(id, 0, 0);
+    assert_ptr_equal(outside.job, ck_intern(CK_IDENTITY_UNKNOWN));
+    assert_int_equal(outside.mode, CK_IDENTITY_CGROUP);
     ck_identity_free(id);
 
     /* identity=cgroup: the map alone */
