@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fence.h"
 #include "json.h"
 
 G_DEFINE_QUARK(ck - collision - error - quark, ck_collision_error)
@@ -110,8 +111,9 @@ struct CkCollisionLog {
     char *ring;
     bool owned; /* st was allocated by ck_collision_log_new */
     guint keep;
-    char *file; /* NULL without a file */
-    int fd;     /* -1 without a file; swapped under st->lock (reopen) */
+    char *file;     /* NULL without a file */
+    CkFence *fence; /* where file may not lead, NULL: anywhere */
+    int fd;         /* -1 without a file; swapped under st->lock (reopen) */
 };
 
 static uint64_t ring_bytes(guint keep)
@@ -161,23 +163,22 @@ static void store_setup(StoreHdr *st, guint keep)
     atomic_store_explicit(&st->magic, STORE_MAGIC, memory_order_release);
 }
 
-static int open_file(const char *file, GError **error)
+static int open_file(const char *file, const CkFence *fence, GError **error)
 {
-    int fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
-    if (fd < 0) {
-        int e = errno;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e),
-                    "cannot open collision log %s: %s", file, g_strerror(e));
-    }
+    g_autoptr(GError) why = NULL;
+    int fd = ck_fence_open(fence, file, 0644, &why);
+    if (fd < 0)
+        g_set_error(error, G_FILE_ERROR, why->code, "cannot open collision log %s: %s", file,
+                    why->message);
     return fd;
 }
 
 CkCollisionLog *ck_collision_log_new_in(void *store, size_t size, guint keep, const char *file,
-                                        GError **error)
+                                        const CkFence *fence, GError **error)
 {
     g_return_val_if_fail(store != NULL && size >= ck_collision_store_size(keep), NULL);
     int fd = -1;
-    if (file != NULL && (fd = open_file(file, error)) < 0)
+    if (file != NULL && (fd = open_file(file, fence, error)) < 0)
         return NULL;
     CkCollisionLog *log = g_new0(CkCollisionLog, 1);
     log->st = store;
@@ -186,15 +187,17 @@ CkCollisionLog *ck_collision_log_new_in(void *store, size_t size, guint keep, co
     log->ring = (char *)(log->idx + keep);
     log->keep = keep;
     log->file = g_strdup(file);
+    log->fence = ck_fence_copy(fence);
     log->fd = fd;
     return log;
 }
 
-CkCollisionLog *ck_collision_log_new(guint keep, const char *file, GError **error)
+CkCollisionLog *ck_collision_log_new(guint keep, const char *file, const CkFence *fence,
+                                     GError **error)
 {
     size_t size = ck_collision_store_size(keep);
     void *store = g_malloc0(size);
-    CkCollisionLog *log = ck_collision_log_new_in(store, size, keep, file, error);
+    CkCollisionLog *log = ck_collision_log_new_in(store, size, keep, file, fence, error);
     if (!log) {
         g_free(store);
         return NULL;
@@ -214,6 +217,7 @@ void ck_collision_log_free(CkCollisionLog *log)
         g_free(log->st);
     }
     g_free(log->file);
+    ck_fence_free(log->fence);
     g_free(log);
 }
 
@@ -265,7 +269,7 @@ bool ck_collision_log_reopen(CkCollisionLog *log, GError **error)
 {
     if (!log->file)
         return true;
-    int fd = open_file(log->file, error);
+    int fd = open_file(log->file, log->fence, error);
     if (fd < 0)
         return false;
     store_lock(log->st);

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "fence.h"
+
 #define CK_COLLISION_LOG_KEEP 10000
 
 typedef struct {
@@ -42,11 +44,14 @@ typedef struct {
 char *ck_collision_to_json(const CkCollision *c);
 
 typedef struct CkCollisionLog CkCollisionLog;
-/* file: NULL, or a path opened O_APPEND (created 0644).  Returns NULL and
- * sets *error (G_FILE_ERROR) when the file cannot be opened.  keep: lines
- * kept in memory (CK_COLLISION_LOG_KEEP; 0 keeps none).  Each line reaches
- * the file in one write(), so mounts sharing a file never interleave. */
-CkCollisionLog *ck_collision_log_new(guint keep, const char *file, GError **error);
+/* file: NULL, or a path opened O_APPEND (created 0644) through fence (a
+ * name leading behind it is refused, now and at every reopen; NULL: none;
+ * copied).  Returns NULL and sets *error (G_FILE_ERROR) when the file
+ * cannot be opened.  keep: lines kept in memory (CK_COLLISION_LOG_KEEP; 0
+ * keeps none).  Each line reaches the file in one write(), so mounts
+ * sharing a file never interleave. */
+CkCollisionLog *ck_collision_log_new(guint keep, const char *file, const CkFence *fence,
+                                     GError **error);
 /* The same, keeping the lines in `store`, memory the caller owns (and must
  * keep mapped until ck_collision_log_free): zeroed memory becomes an empty
  * log; memory that holds a log (left by another process that mapped it,
@@ -57,7 +62,7 @@ CkCollisionLog *ck_collision_log_new(guint keep, const char *file, GError **erro
  * at least ck_collision_store_size(keep); a store made for another keep or
  * layout is started afresh. */
 CkCollisionLog *ck_collision_log_new_in(void *store, size_t size, guint keep, const char *file,
-                                        GError **error);
+                                        const CkFence *fence, GError **error);
 /* The bytes a store for `keep` lines needs (page-aligned; untouched pages
  * of a sparse mapping cost nothing). */
 size_t ck_collision_store_size(guint keep);
@@ -65,7 +70,8 @@ void ck_collision_log_free(CkCollisionLog *log);
 void ck_collision_log_append(CkCollisionLog *log, const CkCollision *c);
 /* Opens the file again by its path (log rotation: the old one was moved
  * away); appends go to the new one from then on.  Without a file, true.
- * On failure the old descriptor stays, and *error says why. */
+ * On failure (the path leads behind the fence too) the old descriptor
+ * stays, and *error says why, naming the path. */
 bool ck_collision_log_reopen(CkCollisionLog *log, GError **error);
 /* All kept lines, oldest first, each ending in '\n'. */
 GBytes *ck_collision_log_snapshot(CkCollisionLog *log);

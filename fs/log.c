@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "ckptfs-config.h"
-#include "resolve.h"
+#include "fence.h"
 
 #define JOURNAL_SOCKET "/run/systemd/journal/socket"
 #define SYSLOG_SOCKET  "/dev/log"
@@ -28,9 +28,10 @@ typedef enum { TO_STDERR, TO_JOURNAL, TO_SYSLOG, TO_FILE } Target;
  * atomic) changes, and fd's file (dup3 onto the same number). */
 static struct {
     Target target;
-    int fd;      /* TO_FILE */
-    char *path;  /* TO_FILE: absolute */
-    char *mount; /* CKPTFS_MOUNT */
+    int fd;         /* TO_FILE */
+    char *path;     /* TO_FILE: absolute */
+    char *mount;    /* CKPTFS_MOUNT */
+    CkFence *fence; /* TO_FILE: where path may not lead, at open and reopen */
     atomic_int max_priority;
 } L = {.target = TO_STDERR, .fd = -1, .max_priority = LOG_INFO};
 
@@ -314,27 +315,8 @@ static int refuse(const char *what, const char *why)
 
 char *log_file_path(const char *arg, const char *backing, const char *mnt, GError **err)
 {
-    g_autofree char *abs = g_canonicalize_filename(arg, NULL);
-    g_autofree char *dir = g_path_get_dirname(abs);
-    g_autofree char *base = g_path_get_basename(abs);
-    char *real_dir = realpath(dir, NULL);
-    if (!real_dir) {
-        int e = errno;
-        g_set_error_literal(err, G_FILE_ERROR, g_file_error_from_errno(e), g_strerror(e));
-        return NULL;
-    }
-    char *full = g_build_filename(real_dir, base, NULL);
-    bool inside = (backing && ck_path_is_under(real_dir, backing)) ||
-                  (mnt && ck_path_is_under(real_dir, mnt));
-    free(real_dir);
-    if (inside) {
-        g_set_error_literal(
-            err, G_FILE_ERROR, G_FILE_ERROR_INVAL,
-            "is inside the backing directory or the mount (ckptfs never writes there)");
-        g_free(full);
-        return NULL;
-    }
-    return full;
+    g_autoptr(CkFence) fence = ck_fence_new(backing, mnt);
+    return ck_fence_path(fence, arg, err);
 }
 
 /* The mount point without looking at it: a daemon that attaches to a live
@@ -349,11 +331,6 @@ static char *mount_path(const char *mountpoint)
     char *out = real && strcmp(abs, "/") != 0 ? g_build_filename(real, base, NULL) : g_strdup(abs);
     free(real);
     return out;
-}
-
-static int open_file(const char *path)
-{
-    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
 }
 
 int log_open(const char *target, const char *level, bool debug, const char *backing,
@@ -387,35 +364,37 @@ int log_open(const char *target, const char *level, bool debug, const char *back
         if (!*target)
             return refuse(what, "expected journal, syslog, stderr or a file");
         char *real_backing = backing ? realpath(backing, NULL) : NULL;
-        g_autoptr(GError) err = NULL;
-        g_autofree char *path =
-            log_file_path(target, real_backing ? real_backing : backing, L.mount, &err);
+        g_autoptr(CkFence) fence = ck_fence_new(real_backing ? real_backing : backing, L.mount);
         free(real_backing);
+        g_autoptr(GError) err = NULL;
+        g_autofree char *path = ck_fence_path(fence, target, &err);
         if (!path)
             return refuse(what, err->message);
-        int fd = open_file(path);
+        int fd = ck_fence_open(fence, path, 0640, &err);
         if (fd < 0)
-            return refuse(what, g_strerror(errno));
+            return refuse(what, err->message);
         if (L.fd >= 0)
             close(L.fd);
         L.fd = fd;
         g_free(L.path);
         L.path = g_steal_pointer(&path);
+        ck_fence_free(L.fence);
+        L.fence = g_steal_pointer(&fence);
         L.target = TO_FILE;
     }
     return 0;
 }
 
-int log_reopen(void)
+int log_reopen(char **why)
 {
     if (L.target != TO_FILE)
         return 0;
-    int fd = open_file(L.path);
+    g_autoptr(GError) err = NULL;
+    int fd = ck_fence_open(L.fence, L.path, 0640, &err);
     if (fd < 0) {
-        int e = errno;
-        g_warning("log=%s: cannot reopen: %s (still writing to the file it names no more)", L.path,
-                  g_strerror(e));
-        return -e;
+        if (why)
+            *why = g_strdup(err->message);
+        return fd;
     }
     /* the same descriptor number: a writer in another thread writes to the
      * old file or to the new one, never to a closed descriptor */

@@ -48,8 +48,11 @@ void log_init(void);
 int log_open(const char *target, const char *level, bool debug, const char *backing,
              const char *mountpoint);
 /* Opens the file again under its name (after logrotate's or an operator's
- * mv); 0, or -errno with the old file kept.  No file: 0. */
-int log_reopen(void);
+ * mv), refused where log_open refuses it, also when the name leads there
+ * by way of a symbolic link put in since; 0, or -errno with the old file
+ * kept and *why (g_free; why may be NULL) saying why, for the caller to
+ * log.  No file: 0. */
+int log_reopen(char **why);
 /* The level by name; 0, or -EINVAL for a name that is none. */
 int log_set_level(const char *name);
 bool log_level_known(const char *name);
@@ -59,8 +62,9 @@ const char *log_target_name(void);
 
 /* The absolute path of a file the daemon writes (log=, collision_log=):
  * arg canonicalised against the cwd, its directory resolved.  NULL, with
- * *err set, when the directory does not resolve or lies in backing or mnt
- * (real paths; NULL: not checked): the daemon never writes there. */
+ * *err set, when the directory does not resolve or the name leads into
+ * backing or mnt (real paths; NULL: not checked): the daemon never writes
+ * there (core/fence.h, the check every open of the file makes again). */
 char *log_file_path(const char *arg, const char *backing, const char *mnt, GError **err);
 
 /* The line at start, at INIT (when passthrough is known), and the one at

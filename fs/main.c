@@ -64,8 +64,9 @@ static void clear_stale_mount(const char *mnt, const char *fstype)
         g_warning("ckptfs: %s: fusermount3 -u -z failed", mnt);
 }
 
-/* collision_log must not be inside the backing directory: the daemon never
- * writes there on its own.  Returns the absolute path to use. */
+/* collision_log must not lead into the backing directory: the daemon never
+ * writes there on its own (nor into the mount, which it would serve
+ * itself).  Returns the absolute path to use. */
 static int check_collision_log(struct ckptfs *fs, char **abs_out)
 {
     g_autoptr(GError) err = NULL;
@@ -259,9 +260,11 @@ static int setup_check(struct ckptfs *fs, const char *mountpoint, const SupLink 
     if (rc < 0)
         return setup_error(fs, 1, "%s: %s", o->backing_arg, g_strerror(-rc));
     g_autoptr(GError) err = NULL;
+    /* the check of check_collision_log, made again at every reopen */
+    g_autoptr(CkFence) fence = ck_fence_new(fs->backing, fs->mountpoint);
     /* the newest records are kept in the state memfd: a new daemon has them */
     fs->collisions = ck_collision_log_new_in(fs->state.collisions, fs->state.collisions_size,
-                                             CK_COLLISION_LOG_KEEP, log_path, &err);
+                                             CK_COLLISION_LOG_KEEP, log_path, fence, &err);
     if (!fs->collisions)
         return setup_error(fs, 2, "collision_log=%s: %s", o->collision_log,
                            err ? err->message : "?");

@@ -234,10 +234,10 @@ void control_reload(struct ckptfs *fs)
         ok = false;
     }
     /* log=FILE too: moved away by a rotation, it is made again */
-    int lr = log_reopen();
-    if (lr < 0) {
+    g_autofree char *log_why = NULL;
+    if (log_reopen(&log_why) < 0) {
         g_warning("ckptfs: reload: log=%s: %s; the log still goes to the file open before",
-                  log_target_name(), g_strerror(-lr));
+                  log_target_name(), log_why);
         ok = false;
     }
     atomic_fetch_add_explicit(&fs->metrics->config_reloads[ok ? 1 : 0], 1, memory_order_relaxed);

@@ -306,6 +306,31 @@ static void test_bad_log_options_refused(void **state)
     mount_free(m);
 }
 
+/* A log= name that leads into the backing directory by a symbolic link
+ * (its own name, or a directory on the way) is refused as the directory
+ * itself is, and nothing is made at its end.  (Through mount_start: a
+ * mount that wrongly comes up is unmounted, not waited on.) */
+static void test_log_by_a_link_into_the_backing_dir_refused(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *linked = g_build_filename(m->backing, "linked.log", NULL);
+    g_autofree char *link = g_build_filename(m->base, "link.log", NULL);
+    g_autofree char *dir_link = g_build_filename(m->base, "logs", NULL);
+    g_autofree char *by_dir = g_build_filename(dir_link, "linked.log", NULL);
+    assert_int_equal(symlink(linked, link), 0);
+    assert_int_equal(symlink(m->backing, dir_link), 0);
+    const char *names[] = {link, by_dir};
+    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+        g_autofree char *opt = g_strdup_printf("log=%s", names[i]);
+        const char *args[] = {"-o", opt, NULL};
+        assert_int_equal(mount_start(m, args), -1);
+        assert_true(mount_log_has(m, "is inside the backing directory or the mount"));
+        assert_int_equal(access(linked, F_OK), -1);
+    }
+    mount_free(m);
+}
+
 /* Polls (up to 10 s) until the file at path holds text. */
 static bool eventually_has(const char *path, const char *text)
 {
@@ -347,6 +372,81 @@ static void test_sighup_reopens_the_log_and_applies_its_level(void **state)
     mount_free(m);
 }
 
+/* Waits (30 s at most) until path holds needle n times or more, or until
+ * the file at stop exists (where a reload that should have been refused
+ * went). */
+static bool wait_for_count(const char *path, const char *needle, int n, const char *stop)
+{
+    for (int i = 0; i < 3000; i++) {
+        g_autofree char *text = read_or_empty(path);
+        if (count_lines(text, needle) >= n || access(stop, F_OK) == 0)
+            return true;
+        sleep_ms(10);
+    }
+    return false;
+}
+
+/* A log= name turned, between two rotations, into a symbolic link that
+ * leads into the backing directory (the file's own name, or a directory on
+ * the way): SIGHUP refuses it with one warning naming the path, the log
+ * goes on into the file open before, and nothing is made in the backing
+ * directory, not even an empty file. */
+static void test_sighup_never_reopens_the_log_in_the_backing_dir(void **state)
+{
+    (void)state;
+    Mount *m = new_mount_with_b();
+    g_autofree char *logs = g_build_filename(m->base, "logs", NULL);
+    g_autofree char *dir = g_build_filename(logs, "sub", NULL);
+    g_autofree char *dir_moved = g_build_filename(logs, "sub.1", NULL);
+    g_autofree char *file = g_build_filename(dir, "ckptfs.log", NULL);
+    g_autofree char *moved = g_build_filename(dir, "ckptfs.log.1", NULL);
+    g_autofree char *moved_later = g_build_filename(dir_moved, "ckptfs.log.1", NULL);
+    g_autofree char *a = g_build_filename(m->backing, "_state", "a", NULL);
+    g_autofree char *evil = g_build_filename(a, "evil.log", NULL);
+    g_autofree char *evil_by_dir = g_build_filename(a, "ckptfs.log", NULL);
+    assert_int_equal(g_mkdir_with_parents(dir, 0755), 0);
+    assert_int_equal(g_mkdir_with_parents(a, 0755), 0);
+    g_autofree char *opt = g_strdup_printf("job=a,log=%s", file);
+    const char *args[] = {"-o", opt, NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    pid_t d = mount_daemon_pid(m);
+    const char *refusal = "]: warning: reload: log=";
+
+    /* the file's own name */
+    assert_int_equal(rename(file, moved), 0);
+    assert_int_equal(symlink(evil, file), 0);
+    assert_int_equal(kill(d, SIGHUP), 0);
+    assert_true(wait_for_count(moved, refusal, 1, evil));
+    refused_write(m->mnt);
+    assert_true(wait_for_count(moved, "collision refused", 1, evil));
+    assert_int_equal(access(evil, F_OK), -1);
+    assert_int_equal(dir_entries(a, false), 0);
+    g_autofree char *text = read_or_empty(moved);
+    g_autofree char *said = g_strdup_printf("]: warning: reload: log=%s: leads to %s, which is "
+                                            "inside the backing directory or the mount",
+                                            file, evil);
+    if (count_lines(text, said) != 1)
+        fprintf(stderr, "log file:\n%s", text);
+    assert_int_equal(count_lines(text, said), 1);
+    assert_int_equal(count_lines(text, refusal), 1);
+
+    /* a directory on the way */
+    assert_int_equal(unlink(file), 0);
+    assert_int_equal(rename(dir, dir_moved), 0);
+    assert_int_equal(symlink(a, dir), 0);
+    assert_int_equal(kill(d, SIGHUP), 0);
+    assert_true(wait_for_count(moved_later, refusal, 2, evil_by_dir));
+    refused_write(m->mnt);
+    assert_true(wait_for_count(moved_later, "collision refused", 2, evil_by_dir));
+    assert_int_equal(access(evil_by_dir, F_OK), -1);
+    assert_int_equal(dir_entries(a, false), 0);
+    assert_int_equal(mount_stop(m), 0);
+    g_autofree char *last = read_or_empty(moved_later);
+    assert_non_null(strstr(last, "]: info: stop: "));
+    assert_int_equal(dir_entries(a, false), 0);
+    mount_free(m);
+}
+
 /* A supervisor re-executed by a takeover logs where the mount's log= says,
  * as before it: the restart of a daemon killed afterwards is in the file. */
 static void test_supervisor_keeps_its_log_after_a_takeover(void **state)
@@ -380,7 +480,9 @@ int main(void)
         cmocka_unit_test(test_stderr_lines_are_plain),
         cmocka_unit_test(test_background_mount_logs_after_detaching),
         cmocka_unit_test(test_bad_log_options_refused),
+        cmocka_unit_test(test_log_by_a_link_into_the_backing_dir_refused),
         cmocka_unit_test(test_sighup_reopens_the_log_and_applies_its_level),
+        cmocka_unit_test(test_sighup_never_reopens_the_log_in_the_backing_dir),
         cmocka_unit_test(test_supervisor_keeps_its_log_after_a_takeover),
     };
     return cmocka_run_group_tests_name("mount/log", tests, NULL, NULL);

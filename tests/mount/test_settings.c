@@ -283,6 +283,98 @@ static void test_collision_log_rotation(void **state)
     mount_free(m);
 }
 
+/* Waits (20 s at most) until the daemon has finished n reloads, either way;
+ * the count. */
+static int64_t wait_reloads(Mount *m, int64_t n)
+{
+    int64_t done = 0;
+    for (int i = 0; i < 2000 && done < n; i++) {
+        if (i)
+            sleep_ms(10);
+        int64_t ok = mount_metric(m, "ckptfs_config_reloads_total{result=\"ok\"}");
+        int64_t failed = mount_metric(m, "ckptfs_config_reloads_total{result=\"failed\"}");
+        done = MAX(ok, 0) + MAX(failed, 0);
+    }
+    return done;
+}
+
+/* A collision_log= name turned, between two rotations, into a symbolic link
+ * that leads into the backing directory (the file's own name, or a directory
+ * on the way): SIGHUP refuses it with a warning naming the path, records go
+ * on into the file open before, and nothing is made in the backing
+ * directory, not even an empty file.  A link that leads elsewhere is
+ * followed. */
+static void test_collision_log_reopen_never_enters_the_backing_dir(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    g_autofree char *logs = g_build_filename(m->base, "logs", NULL);
+    g_autofree char *dir = g_build_filename(logs, "sub", NULL);
+    g_autofree char *dir_moved = g_build_filename(logs, "sub.1", NULL);
+    g_autofree char *log = g_build_filename(dir, "coll.log", NULL);
+    g_autofree char *moved = g_build_filename(dir, "coll.log.1", NULL);
+    g_autofree char *moved_later = g_build_filename(dir_moved, "coll.log.1", NULL);
+    g_autofree char *elsewhere = g_build_filename(logs, "elsewhere.log", NULL);
+    g_autofree char *a = g_build_filename(m->backing, "_state", "a", NULL);
+    g_autofree char *evil = g_build_filename(a, "evil.log", NULL);
+    g_autofree char *evil_by_dir = g_build_filename(a, "coll.log", NULL);
+    assert_int_equal(g_mkdir_with_parents(dir, 0755), 0);
+    assert_int_equal(g_mkdir_with_parents(a, 0755), 0);
+    g_autofree char *opt = g_strdup_printf("collision_log=%s", log);
+    const char *args[] = {"-o", opt, NULL};
+    assert_int_equal(mount_start(m, args), 0);
+    mount_expect_log(m, "collision refused");
+    mount_expect_log(m, "which is inside the backing directory or the mount");
+    pid_t d = mount_daemon_pid(m);
+    assert_int_equal(crossing(m, "before", NULL), 1);
+
+    /* the file's own name */
+    assert_int_equal(rename(log, moved), 0);
+    assert_int_equal(symlink(evil, log), 0);
+    assert_int_equal(kill(d, SIGHUP), 0);
+    assert_int_equal(wait_reloads(m, 1), 1);
+    assert_int_equal(crossing(m, "after-link", NULL), 1);
+    assert_int_equal(access(evil, F_OK), -1);
+    assert_int_equal(dir_entries(a, false), 0);
+    g_autofree char *old = get_file(moved);
+    assert_non_null(strstr(old, "\"path\":\"before\""));
+    assert_non_null(strstr(old, "\"path\":\"after-link\""));
+    g_autofree char *said = g_strdup_printf(
+        "reload: cannot open collision log %s: leads to %s, which is inside the backing "
+        "directory or the mount",
+        log, evil);
+    assert_true(mount_log_has(m, said));
+    assert_int_equal(mount_metric(m, "ckptfs_config_reloads_total{result=\"failed\"}"), 1);
+
+    /* a directory on the way */
+    assert_int_equal(unlink(log), 0);
+    assert_int_equal(rename(dir, dir_moved), 0);
+    assert_int_equal(symlink(a, dir), 0);
+    assert_int_equal(kill(d, SIGHUP), 0);
+    assert_int_equal(wait_reloads(m, 2), 2);
+    assert_int_equal(crossing(m, "after-dir", NULL), 1);
+    assert_int_equal(access(evil_by_dir, F_OK), -1);
+    assert_int_equal(dir_entries(a, false), 0);
+    g_autofree char *older = get_file(moved_later);
+    assert_non_null(strstr(older, "\"path\":\"after-dir\""));
+    assert_int_equal(mount_metric(m, "ckptfs_config_reloads_total{result=\"failed\"}"), 2);
+
+    /* a link that leads elsewhere is followed, and the file made there */
+    assert_int_equal(unlink(dir), 0);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    assert_int_equal(symlink(elsewhere, log), 0);
+    assert_int_equal(kill(d, SIGHUP), 0);
+    assert_int_equal(wait_reloads(m, 3), 3);
+    assert_int_equal(mount_metric(m, "ckptfs_config_reloads_total{result=\"ok\"}"), 1);
+    assert_int_equal(crossing(m, "after-fix", NULL), 1);
+    g_autofree char *fresh = get_file(elsewhere);
+    assert_non_null(strstr(fresh, "\"path\":\"after-fix\""));
+    assert_int_equal(count_lines(elsewhere), 1);
+    assert_int_equal(dir_entries(a, false), 0);
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 /* ckptctl set MNT rescan=0.7 (and the other live settings) then kill -9
  * of the daemon under -o supervise, then a takeover: the new daemons keep
  * every setting, and apply them (a crossing carries the live tag). */
@@ -609,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_sighup_keeps_mount_and_applies_edited_config),
         cmocka_unit_test(test_sighup_bad_config_keeps_settings),
         cmocka_unit_test(test_collision_log_rotation),
+        cmocka_unit_test(test_collision_log_reopen_never_enters_the_backing_dir),
         cmocka_unit_test(test_live_settings_survive_kill_9_and_takeover),
         cmocka_unit_test(test_counters_monotonic_and_collisions_complete_across_kill_9),
         cmocka_unit_test(test_no_enosys_error_after_ls),

@@ -142,7 +142,7 @@ static void test_ring_keeps_newest(void **st)
 {
     (void)st;
     g_autoptr(GError) err = NULL;
-    g_autoptr(CkCollisionLog) log = ck_collision_log_new(3, NULL, &err);
+    g_autoptr(CkCollisionLog) log = ck_collision_log_new(3, NULL, NULL, &err);
     assert_non_null(log);
     g_autoptr(GBytes) empty = ck_collision_log_snapshot(log);
     assert_int_equal(g_bytes_get_size(empty), 0);
@@ -166,7 +166,7 @@ static void test_ring_keeps_newest(void **st)
 static void test_keep_zero(void **st)
 {
     (void)st;
-    g_autoptr(CkCollisionLog) log = ck_collision_log_new(0, NULL, NULL);
+    g_autoptr(CkCollisionLog) log = ck_collision_log_new(0, NULL, NULL, NULL);
     CkCollision c = example_record();
     ck_collision_log_append(log, &c);
     assert_int_equal(ck_collision_log_total(log), 1);
@@ -185,7 +185,7 @@ static void test_file_append(void **st)
     g_autofree char *want = ck_collision_to_json(&c);
     for (int round = 0; round < 2; round++) { /* a restart appends */
         g_autoptr(GError) err = NULL;
-        CkCollisionLog *log = ck_collision_log_new(1, path, &err);
+        CkCollisionLog *log = ck_collision_log_new(1, path, NULL, &err);
         assert_non_null(log);
         ck_collision_log_append(log, &c);
         ck_collision_log_append(log, &c);
@@ -202,7 +202,7 @@ static void test_file_append(void **st)
 
     /* a fresh file is created 0644 (under umask 022) */
     umask(022);
-    g_autoptr(CkCollisionLog) log = ck_collision_log_new(1, path, NULL);
+    g_autoptr(CkCollisionLog) log = ck_collision_log_new(1, path, NULL, NULL);
     assert_non_null(log);
     assert_int_equal(stat(path, &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0644);
@@ -214,7 +214,7 @@ static void test_file_error(void **st)
 {
     (void)st;
     g_autoptr(GError) err = NULL;
-    CkCollisionLog *log = ck_collision_log_new(1, "/nonexistent-dir/x/log", &err);
+    CkCollisionLog *log = ck_collision_log_new(1, "/nonexistent-dir/x/log", NULL, &err);
     assert_null(log);
     assert_non_null(err);
     assert_true(err->domain == G_FILE_ERROR);
@@ -235,7 +235,7 @@ static gpointer hammer(gpointer data)
 static void test_threads(void **st)
 {
     (void)st;
-    g_autoptr(CkCollisionLog) log = ck_collision_log_new(100, NULL, NULL);
+    g_autoptr(CkCollisionLog) log = ck_collision_log_new(100, NULL, NULL, NULL);
     GThread *t[4];
     for (int i = 0; i < 4; i++)
         t[i] = g_thread_new("hammer", hammer, log);
@@ -323,7 +323,7 @@ static void test_store_outlives_log(void **st)
     size_t size = ck_collision_store_size(5);
     void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     assert_true(mem != MAP_FAILED);
-    CkCollisionLog *log = ck_collision_log_new_in(mem, size, 5, NULL, NULL);
+    CkCollisionLog *log = ck_collision_log_new_in(mem, size, 5, NULL, NULL, NULL);
     for (int i = 0; i < 7; i++) {
         CkCollision c = example_record();
         c.pid = i;
@@ -336,7 +336,7 @@ static void test_store_outlives_log(void **st)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        CkCollisionLog *again = ck_collision_log_new_in(mem, size, 5, NULL, NULL);
+        CkCollisionLog *again = ck_collision_log_new_in(mem, size, 5, NULL, NULL, NULL);
         CkCollision c = example_record();
         c.pid = 7;
         ck_collision_log_append(again, &c);
@@ -345,7 +345,7 @@ static void test_store_outlives_log(void **st)
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    CkCollisionLog *back = ck_collision_log_new_in(mem, size, 5, NULL, NULL);
+    CkCollisionLog *back = ck_collision_log_new_in(mem, size, 5, NULL, NULL, NULL);
     assert_int_equal(ck_collision_log_total(back), 8);
     assert_true(ck_collision_log_last_time(back) > last);
     g_autoptr(GBytes) after = ck_collision_log_snapshot(back);
@@ -363,7 +363,7 @@ static void test_store_outlives_log(void **st)
     assert_memory_equal(data, second, blen - (gsize)(second - bdata));
     ck_collision_log_free(back);
     /* a store made for another keep starts afresh */
-    CkCollisionLog *other = ck_collision_log_new_in(mem, size, 4, NULL, NULL);
+    CkCollisionLog *other = ck_collision_log_new_in(mem, size, 4, NULL, NULL, NULL);
     assert_int_equal(ck_collision_log_total(other), 0);
     ck_collision_log_free(other);
     munmap(mem, size);
@@ -386,7 +386,7 @@ static void test_store_writer_killed(void **st)
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            CkCollisionLog *log = ck_collision_log_new_in(mem, size, KEEP, NULL, NULL);
+            CkCollisionLog *log = ck_collision_log_new_in(mem, size, KEEP, NULL, NULL, NULL);
             guint64 n = ck_collision_log_total(log);
             char big[3000];
             memset(big, 'p', sizeof big - 1);
@@ -411,7 +411,7 @@ static void test_store_writer_killed(void **st)
         kill(pid, SIGKILL);
         int status;
         assert_int_equal(waitpid(pid, &status, 0), pid);
-        CkCollisionLog *log = ck_collision_log_new_in(mem, size, KEEP, NULL, NULL);
+        CkCollisionLog *log = ck_collision_log_new_in(mem, size, KEEP, NULL, NULL, NULL);
         guint64 total = ck_collision_log_total(log);
         assert_true(total >= seen);
         seen = total;
@@ -445,7 +445,7 @@ static void test_reopen(void **st)
     assert_non_null(mkdtemp(dir));
     g_autofree char *path = g_build_filename(dir, "log.jsonl", NULL);
     g_autofree char *moved = g_build_filename(dir, "log.jsonl.1", NULL);
-    g_autoptr(CkCollisionLog) log = ck_collision_log_new(10, path, NULL);
+    g_autoptr(CkCollisionLog) log = ck_collision_log_new(10, path, NULL, NULL);
     assert_non_null(log);
     CkCollision c = example_record();
     ck_collision_log_append(log, &c);
@@ -469,7 +469,7 @@ static void test_reopen(void **st)
     assert_false(ck_collision_log_reopen(log, &err));
     assert_non_null(strstr(err->message, path));
     ck_collision_log_append(log, &c);
-    g_autoptr(CkCollisionLog) none = ck_collision_log_new(1, NULL, NULL);
+    g_autoptr(CkCollisionLog) none = ck_collision_log_new(1, NULL, NULL, NULL);
     assert_true(ck_collision_log_reopen(none, NULL));
 }
 
