@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernel/kio.h"
 #include "views/control.h"
 
 CkCaller fs_caller(struct ckptfs *fs, fuse_req_t req)
@@ -42,10 +43,14 @@ char *fs_node_path(struct ckptfs *fs, Node *n)
     return g_strdup(buf);
 }
 
+/* A record's path for entry name of dir.  An unnamed file (O_TMPFILE)
+ * reaches create as KIO_TMPFILE_NAME, which no entry can be called, and an
+ * empty name is none either: such a record names the directory, written
+ * as any other path ("" for the mount root), never with a '/' appended. */
 static char *entry_path(struct ckptfs *fs, Node *dir, const char *name)
 {
     g_autofree char *p = fs_node_path(fs, dir);
-    if (!name)
+    if (!name || !*name || strcmp(name, KIO_TMPFILE_NAME) == 0)
         return g_steal_pointer(&p);
     if (!p || !*p)
         return g_strdup(name);

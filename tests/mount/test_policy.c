@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <json-glib/json-glib.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -407,6 +408,65 @@ static void test_collision_log_file(void **state)
     rmdir(dir);
 }
 
+/* The records of .collisions, oldest first (JsonObject*). */
+static GPtrArray *records(Mount *m)
+{
+    g_autofree char *text = collisions(m);
+    GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)json_object_unref);
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    for (char **l = lines; *l; l++) {
+        if (!**l)
+            continue;
+        g_autoptr(JsonParser) p = json_parser_new();
+        assert_true(json_parser_load_from_data(p, *l, -1, NULL));
+        JsonNode *root = json_parser_get_root(p);
+        assert_true(JSON_NODE_HOLDS_OBJECT(root));
+        g_ptr_array_add(out, json_object_ref(json_node_get_object(root)));
+    }
+    return out;
+}
+
+/* An unnamed file (O_TMPFILE) refused: its record names the directory it
+ * was to be made in, written as the records write every path (relative to
+ * the mount, no '/' at the end; the mount root as a refused chmod of the
+ * root writes it), and nothing reaches the backing directory. */
+static void test_tmpfile_record_names_its_directory(void **state)
+{
+    (void)state;
+    const char *args[] = {"-o", "job=b", NULL};
+    Mount *m = policy_mount(args);
+    assert_non_null(m);
+    g_autofree char *bdir = B(m, "_state/a/v1/0");
+    assert_int_equal(g_mkdir_with_parents(bdir, 0755), 0);
+    g_autofree char *b_state = B(m, "_state");
+    int in_state = dir_entries(b_state, false), in_root = dir_entries(m->backing, false);
+    const char *dirs[] = {"_state/a/v1/0", "_state", ""};
+    for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++) {
+        g_autofree char *p = M(m, dirs[i]);
+        assert_errno(open(p, O_TMPFILE | O_WRONLY, 0600), EACCES);
+    }
+    assert_errno(chmod(m->mnt, 0700), EACCES);
+    assert_int_equal(dir_entries(bdir, false), 0);
+    assert_int_equal(dir_entries(b_state, false), in_state);
+    assert_int_equal(dir_entries(m->backing, false), in_root);
+
+    g_autoptr(GPtrArray) recs = records(m);
+    assert_int_equal(recs->len, G_N_ELEMENTS(dirs) + 1);
+    for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++) {
+        JsonObject *r = recs->pdata[i];
+        assert_string_equal(json_object_get_string_member(r, "op"), "create");
+        assert_string_equal(json_object_get_string_member(r, "verdict"), "denied");
+        assert_string_equal(json_object_get_string_member(r, "caller_job"), "b");
+        assert_string_equal(json_object_get_string_member(r, "path"), dirs[i]);
+        assert_true(json_node_is_null(json_object_get_member(r, "path2")));
+    }
+    JsonObject *chmod_root = recs->pdata[G_N_ELEMENTS(dirs)];
+    assert_string_equal(json_object_get_string_member(chmod_root, "path"),
+                        json_object_get_string_member(recs->pdata[2], "path"));
+    assert_int_equal(mount_stop(m), 0);
+    mount_free(m);
+}
+
 /* Lines of text holding needle. */
 static int count_lines(const char *text, const char *needle)
 {
@@ -461,6 +521,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test(test_identity_from_environment),
         cmocka_unit_test(test_collision_log_file),
+        cmocka_unit_test(test_tmpfile_record_names_its_directory),
         cmocka_unit_test(test_collisions_logged_rate_limited),
     };
     return cmocka_run_group_tests_name("mount/policy", tests, NULL, NULL);
