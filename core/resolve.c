@@ -277,14 +277,20 @@ int ck_open_external(const GPtrArray *external_roots, const char *path, int flag
 {
     if (bad)
         *bad = NULL;
-    for (guint i = 0; external_roots && i < external_roots->len; i++) {
-        const char *pfx = external_roots->pdata[i];
-        if (!pfx || pfx[0] != '/' || !ck_path_is_under(path, pfx))
+    g_autofree char *npath = path[0] == '/' ? ck_path_normalize_abs(path) : NULL;
+    for (guint i = 0; npath && external_roots && i < external_roots->len; i++) {
+        const char *given = external_roots->pdata[i];
+        if (!given || given[0] != '/')
+            continue;
+        /* the prefix as the path is compared: normalised, as a tool may
+         * have been given "/x/ext/" or "/x/./ext" */
+        g_autofree char *pfx = ck_path_normalize_abs(given);
+        if (!ck_path_is_under(npath, pfx))
             continue;
         int pfd = open(pfx, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (pfd < 0)
             return -errno;
-        const char *rest = path + strlen(pfx);
+        const char *rest = npath + strlen(pfx);
         while (*rest == '/')
             rest++;
         g_autofree char *below = NULL;

@@ -164,11 +164,23 @@ int fs_check_write(struct ckptfs *fs, fuse_req_t req, const char *op, Node *n)
     return apply(fs, req, &d, op, &caller, n, NULL, NULL, NULL, NULL);
 }
 
+static int entry_kind(struct ckptfs *fs, Node *dir, const char *name, mode_t *type, char **target);
+
 int fs_check_remove(struct ckptfs *fs, fuse_req_t req, const char *op, Node *dir, const char *name,
                     CkNs *entry_out)
 {
-    CkNs ns = ck_ns_child_of(node_ns(&fs->nodes, dir), name, strcmp(op, "rmdir") == 0,
-                             fs->opt.views_name);
+    /* directly in _state/_jobs what is removed decides whose it is: a job's
+     * root is a directory, a file there is nobody's (unlink of a job's root
+     * goes on to the backing file system's EISDIR) */
+    CkNs pns = node_ns(&fs->nodes, dir);
+    mode_t type = strcmp(op, "rmdir") == 0 ? S_IFDIR : S_IFREG;
+    g_autofree char *target = NULL;
+    if (pns.kind == CK_NS_STRUCT && !fs->policy.off) {
+        int err = entry_kind(fs, dir, name, &type, &target);
+        if (err && err != -ENOENT) /* gone: the removal says so, or finds it done */
+            return err;
+    }
+    CkNs ns = ck_ns_child_of(pns, name, S_ISDIR(type), fs->opt.views_name);
     *entry_out = ns;
     g_auto(CkCaller) caller = fs_caller(fs, req);
     const char *job = caller.job;
@@ -239,7 +251,7 @@ static int check_renamed_symlink(struct ckptfs *fs, fuse_req_t req, const char *
 
 int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
                     Node *newparent, const char *newname, unsigned flags, CkNs *src_out,
-                    CkNs *dst_out)
+                    CkNs *dst_out, CkNs *back_out)
 {
     const char *vn = fs->opt.views_name;
     CkNs pns = node_ns(&fs->nodes, parent), npns = node_ns(&fs->nodes, newparent);
@@ -248,29 +260,29 @@ int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char 
      * where its target resolves; a rename within one job directory (a
      * commit's) needs none of it.  A source already gone is left to the
      * rename to answer (a replay after a takeover may find it moved). */
-    bool structure = is_structure(pns) || is_structure(npns);
-    bool look = structure || parent != newparent;
+    bool look = !fs->policy.off && (is_structure(pns) || is_structure(npns) || parent != newparent);
     mode_t type = S_IFDIR, other = S_IFDIR;
     g_autofree char *target = NULL, *other_target = NULL;
-    if (look && entry_kind(fs, parent, name, &type, &target) < 0)
-        type = S_IFDIR;
-    if (look && (flags & RENAME_EXCHANGE) &&
-        entry_kind(fs, newparent, newname, &other, &other_target) < 0)
-        other = S_IFDIR;
+    int err = look ? entry_kind(fs, parent, name, &type, &target) : 0;
+    if (!err && look && (flags & RENAME_EXCHANGE))
+        err = entry_kind(fs, newparent, newname, &other, &other_target);
+    if (err && err != -ENOENT)
+        return err;
     CkNs src = ck_ns_child_of(pns, name, S_ISDIR(type), vn);
+    /* with RENAME_EXCHANGE, the entry at newname goes the other way */
+    CkNs back_src = ck_ns_child_of(npns, newname, S_ISDIR(other), vn);
+    *back_out = ck_ns_child_of(pns, name, S_ISDIR(other), vn);
     g_auto(CkCaller) caller = fs_caller(fs, req);
     const char *job = caller.job;
     CkPolicy mode = mode_of(fs);
     CkDecision d = ck_decide_rename(&mode, job, src, S_ISDIR(type), npns, newname, vn);
     *src_out = src;
     *dst_out = d.ns;
-    int err = apply(fs, req, &d, "rename", &caller, parent, name, newparent, newname, NULL);
+    err = apply(fs, req, &d, "rename", &caller, parent, name, newparent, newname, NULL);
     if (!err && !d.record && target && parent != newparent)
         err = check_renamed_symlink(fs, req, "rename", &caller, newparent, newname, target);
     if (err || d.record || !(flags & RENAME_EXCHANGE))
         return err;
-    /* the entry at newname goes the other way */
-    CkNs back_src = ck_ns_child_of(npns, newname, S_ISDIR(other), vn);
     CkDecision back = ck_decide_rename(&mode, job, back_src, S_ISDIR(other), pns, name, vn);
     err = apply(fs, req, &back, "rename", &caller, newparent, newname, parent, name, NULL);
     if (!err && !back.record && other_target && parent != newparent)

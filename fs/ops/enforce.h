@@ -31,11 +31,11 @@ int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *par
                     const char *name, bool is_dir, CkNs *child_out);
 /* rename(parent/name -> newparent/newname, flags): RENAME_EXCHANGE checks both
  * ways.  *src_out: the namespace of the entry at its old name; *dst_out:
- * the one it takes at its new name (with RENAME_EXCHANGE, the entry that
- * goes the other way leaves dst and takes src). */
+ * the one it takes at its new name; *back_out: with RENAME_EXCHANGE, the
+ * one the entry that goes the other way takes at name. */
 int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,
                     Node *newparent, const char *newname, unsigned flags, CkNs *src_out,
-                    CkNs *dst_out);
+                    CkNs *dst_out, CkNs *back_out);
 int fs_check_link(struct ckptfs *fs, fuse_req_t req, Node *n, Node *newparent, const char *newname,
                   CkNs *out);
 int fs_check_symlink(struct ckptfs *fs, fuse_req_t req, Node *parent, const char *name,

@@ -508,8 +508,8 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
 {
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
         return -EINVAL;
-    CkNs src, dst;
-    int err = fs_check_rename(fs, req, p, name, np, newname, flags, &src, &dst);
+    CkNs src, dst, back;
+    int err = fs_check_rename(fs, req, p, name, np, newname, flags, &src, &dst, &back);
     if (err)
         return err;
     NodeFd pf, npf;
@@ -540,11 +540,10 @@ static int do_rename(struct ckptfs *fs, fuse_req_t req, Node *p, const char *nam
     if (last_name)
         node_note_unlinked(&fs->nodes, &victim, r == 0);
     if (!err) {
-        if (!ck_ns_identical(src, dst)) {
+        if (!ck_ns_identical(src, dst))
             renamed_ns(fs, npf.fd, newname, dst);
-            if (flags & RENAME_EXCHANGE)
-                renamed_ns(fs, pf.fd, name, src);
-        }
+        if (flags & RENAME_EXCHANGE) /* renamed_ns changes only what differs */
+            renamed_ns(fs, pf.fd, name, back);
         views_note_change(fs, node_ns(&fs->nodes, p), src);
         views_note_change(fs, node_ns(&fs->nodes, np), dst);
     }

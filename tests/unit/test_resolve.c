@@ -322,6 +322,41 @@ static void open_beneath_stays_inside(void **state)
     close(fd);
 }
 
+/* An external path opens beneath its prefix, however the prefix is
+ * spelt, and never through a symlink below it. */
+static void open_external_beneath_prefix(void **state)
+{
+    Fx *fx = *state;
+    testfs_mkdir(fx->dir, "ext/j/v1");
+    g_autofree char *ext = g_build_filename(fx->dir, "ext", NULL);
+    g_autofree char *ln = g_build_filename(ext, "lnk", NULL);
+    assert_int_equal(symlink("j", ln), 0);
+    g_autofree char *slash = g_strconcat(ext, "/", NULL);
+    g_autofree char *dot = g_build_filename(fx->dir, ".", "ext", NULL);
+    const char *spellings[] = {ext, slash, dot};
+    for (size_t i = 0; i < G_N_ELEMENTS(spellings); i++) {
+        g_autoptr(GPtrArray) roots = g_ptr_array_new();
+        g_ptr_array_add(roots, (gpointer)spellings[i]);
+        g_autofree char *v1 = g_build_filename(ext, "j", "v1", NULL);
+        int fd = ck_open_external(roots, v1, O_RDONLY | O_DIRECTORY, NULL);
+        assert_true(fd >= 0);
+        struct stat a, b;
+        assert_int_equal(fstat(fd, &a), 0);
+        assert_int_equal(stat(v1, &b), 0);
+        assert_int_equal(a.st_ino, b.st_ino);
+        close(fd);
+        fd = ck_open_external(roots, ext, O_RDONLY | O_DIRECTORY, NULL); /* the prefix itself */
+        assert_true(fd >= 0);
+        close(fd);
+        g_autofree char *via = g_build_filename(ln, "v1", NULL);
+        char *bad = NULL;
+        assert_int_equal(ck_open_external(roots, via, O_RDONLY | O_DIRECTORY, &bad), -ELOOP);
+        assert_string_equal(bad, ln);
+        g_free(bad);
+        assert_int_equal(ck_open_external(roots, fx->dir, O_RDONLY | O_DIRECTORY, NULL), -EACCES);
+    }
+}
+
 static void path_is_under_componentwise(void **s)
 {
     (void)s;
@@ -916,6 +951,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(namespaced_remote_uri, setup, teardown),
         cmocka_unit_test(path_is_under_componentwise),
         cmocka_unit_test_setup_teardown(open_beneath_stays_inside, setup, teardown),
+        cmocka_unit_test_setup_teardown(open_external_beneath_prefix, setup, teardown),
         cmocka_unit_test_setup_teardown(legacy_in_checkpoint_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(legacy_generation_guessed, setup, teardown),
         cmocka_unit_test_setup_teardown(legacy_older_layout, setup, teardown),
