@@ -533,18 +533,25 @@ void ck_caller_clear(CkCaller *c)
     g_clear_pointer(&c->value, g_free);
 }
 
-/* Reads at most cap bytes of <proc_root>/<pid>/<file>; returns the length or
- * -errno. */
-static gssize read_proc_at(const char *proc_root, pid_t pid, const char *file, char *buf,
-                           size_t cap)
+/* <proc_root>/<pid>/<file> opened for reading: a descriptor or -errno. */
+static int open_proc(const char *proc_root, pid_t pid, const char *file)
 {
     char path[PATH_MAX];
     int n = snprintf(path, sizeof path, "%s/%d/%s", proc_root, (int)pid, file);
     if (n < 0 || (size_t)n >= sizeof path)
         return -ENAMETOOLONG;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    return fd < 0 ? -errno : fd;
+}
+
+/* Reads at most cap bytes of <proc_root>/<pid>/<file>; returns the length or
+ * -errno. */
+static gssize read_proc_at(const char *proc_root, pid_t pid, const char *file, char *buf,
+                           size_t cap)
+{
+    int fd = open_proc(proc_root, pid, file);
     if (fd < 0)
-        return -errno;
+        return fd;
     size_t len = 0;
     while (len < cap) {
         ssize_t r = read(fd, buf + len, cap - len);
@@ -578,13 +585,9 @@ static int read_proc_whole(const char *proc_root, pid_t pid, const char *file, c
 {
     *out = NULL;
     *len = 0;
-    char path[PATH_MAX];
-    int n = snprintf(path, sizeof path, "%s/%d/%s", proc_root, (int)pid, file);
-    if (n < 0 || (size_t)n >= sizeof path)
-        return -ENAMETOOLONG;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = open_proc(proc_root, pid, file);
     if (fd < 0)
-        return -errno;
+        return fd;
     size_t cap = PROC_READ_FIRST, got = 0;
     g_autofree char *buf = g_malloc(cap + 1);
     int err = 0;
