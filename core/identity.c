@@ -830,12 +830,20 @@ static CkCaller env_caller(CkIdentity *id, pid_t tid)
         int rt = read_tgid(id, tid, &tgid);
         if (rt < 0)
             return failed(mode, rt);
-        int r = read_env_job(id, tgid, &job, &value);
-        /* A leader that exited before its threads is a zombie without an
-         * environment; the thread's own entry reads the same mm. */
-        if (job == NULL && tgid != tid) {
-            g_clear_pointer(&value, g_free);
-            r = read_env_job(id, tid, &job, &value);
+        int r = 0;
+        if (st.env_end > st.env_start && st.env_end - st.env_start > CK_PROC_READ_MAX) {
+            /* too large to read whole, as the stamp already says: answered
+             * unread, or each new thread of such a job would cost a read
+             * of the whole bound */
+            job = ck_intern(CK_IDENTITY_UNKNOWN);
+        } else {
+            r = read_env_job(id, tgid, &job, &value);
+            /* A leader that exited before its threads is a zombie without
+             * an environment; the thread's own entry reads the same mm. */
+            if (job == NULL && tgid != tid) {
+                g_clear_pointer(&value, g_free);
+                r = read_env_job(id, tid, &job, &value);
+            }
         }
         if (vanished(r))
             return anonymous();
