@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "resolve.h"
@@ -141,12 +143,24 @@ static int check_dir(const CkFence *f, int dir, const char *shown, const char *w
     return fail(err, EPERM, why);
 }
 
+/* Whether dir is in /proc, where a name may be a link to what no path
+ * names (/dev/stdout leads to /proc/self/fd/1, a pipe's "pipe:[N]"). */
+static bool in_proc(int dir)
+{
+    struct statfs sf;
+    return fstatfs(dir, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC;
+}
+
 /* Follows path to the directory its file is (or would be) in, one
  * symbolic link at a time, checking each directory before it is used:
  * *dir (open O_PATH) and *base name the file, which is not a symbolic
- * link (or was not when looked at).  0, or -errno with *err set. */
-static int reach(const CkFence *f, const char *path, int *dir, char **base, GError **err)
+ * link (or was not when looked at), or, *proc, an entry of /proc, which
+ * is opened as it leads and checked by what it opened (check_file).  0,
+ * or -errno with *err set. */
+static int reach(const CkFence *f, const char *path, int *dir, char **base, bool *proc,
+                 GError **err)
 {
+    *proc = false;
     g_autofree char *cur = g_strdup(path);
     for (int links = 0; links <= MAX_LINKS; links++) {
         g_autofree char *dname = g_path_get_dirname(cur);
@@ -164,6 +178,12 @@ static int reach(const CkFence *f, const char *path, int *dir, char **base, GErr
         if (rc) {
             close(d);
             return rc;
+        }
+        if (in_proc(d)) {
+            *dir = d;
+            *base = g_steal_pointer(&name);
+            *proc = true;
+            return 0;
         }
         char target[PATH_MAX + 1];
         ssize_t n = readlinkat(d, name, target, sizeof target - 1);
@@ -189,8 +209,9 @@ char *ck_fence_path(const CkFence *f, const char *arg, GError **err)
     g_autofree char *dname = g_path_get_dirname(abs);
     g_autofree char *name = g_path_get_basename(abs);
     int d;
+    bool proc;
     g_autofree char *base = NULL;
-    if (reach(f, abs, &d, &base, err) < 0)
+    if (reach(f, abs, &d, &base, &proc, err) < 0)
         return NULL;
     close(d);
     /* the name the daemon opens again on SIGHUP: its directory resolved
@@ -206,14 +227,31 @@ char *ck_fence_path(const CkFence *f, const char *arg, GError **err)
 }
 
 /* An existing file opened: one with another hard link on the backing
- * directory's file system may be linked from inside it. */
-static int check_file(const CkFence *f, int fd, GError **err)
+ * directory's file system may be linked from inside it.  Opened through
+ * /proc (proc), it is checked by where it is: a pipe, socket or terminal
+ * is nowhere; a file by its directory, as a name's directory is. */
+static int check_file(const CkFence *f, int fd, bool proc, GError **err)
 {
     struct stat st;
-    if (!f || !f->has_id)
+    if (!f)
         return 0;
     if (fstat(fd, &st) < 0)
         return fail(err, errno, NULL);
+    if (proc && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+        g_autofree char *where = fd_path(fd);
+        if (!where)
+            return fail(err, ENOENT, "cannot tell where it leads");
+        g_autofree char *dname = g_path_get_dirname(where);
+        int d = open(dname, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0)
+            return fail(err, errno, NULL);
+        int rc = check_dir(f, d, where, dname, err);
+        close(d);
+        if (rc < 0)
+            return rc;
+    }
+    if (!f->has_id)
+        return 0;
     if (S_ISREG(st.st_mode) && st.st_nlink > 1 && st.st_dev == f->dev)
         return fail(err, EPERM,
                     "has another hard link on the backing directory's file system, which may be "
@@ -226,19 +264,21 @@ int ck_fence_open(const CkFence *f, const char *path, mode_t mode, GError **err)
     const int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW;
     for (int race = 0; race < MAX_RACES; race++) {
         int d;
+        bool proc;
         g_autofree char *base = NULL;
-        int rc = reach(f, path, &d, &base, err);
+        int rc = reach(f, path, &d, &base, &proc, err);
         if (rc < 0)
             return rc;
         /* never O_CREAT through a name not checked: the file is made only
-         * in the directory just checked, and only when it is not there */
-        int fd = openat(d, base, flags);
-        if (fd < 0 && errno == ENOENT)
+         * in the directory just checked, and only when it is not there;
+         * an entry of /proc is opened as it leads, never made */
+        int fd = openat(d, base, proc ? flags & ~O_NOFOLLOW : flags);
+        if (fd < 0 && errno == ENOENT && !proc)
             fd = openat(d, base, flags | O_CREAT | O_EXCL, mode);
         int e = errno;
         close(d);
         if (fd >= 0) {
-            rc = check_file(f, fd, err);
+            rc = check_file(f, fd, proc, err);
             if (rc < 0)
                 close(fd);
             return rc < 0 ? rc : fd;

@@ -331,6 +331,45 @@ static void test_log_by_a_link_into_the_backing_dir_refused(void **state)
     mount_free(m);
 }
 
+/* log=/dev/stdout with the daemon's standard output a pipe (a container's
+ * log): the name leads through /proc to a pipe, which no path names, and
+ * the log goes down it. */
+static void test_log_to_stdout_a_pipe(void **state)
+{
+    (void)state;
+    Mount *m = mount_new();
+    const char *argv[] = {g_getenv("CKPTFS_BIN"),
+                          "-f",
+                          "-o",
+                          "nosupervise,log=/dev/stdout",
+                          m->backing,
+                          m->mnt,
+                          NULL};
+    GPid pid;
+    int out;
+    g_autoptr(GError) err = NULL;
+    assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                         NULL, &pid, NULL, &out, NULL, &err));
+    g_autoptr(GString) got = g_string_new(NULL);
+    char buf[4096];
+    ssize_t n;
+    while (!strstr(got->str, "start:") && (n = read(out, buf, sizeof buf)) > 0)
+        g_string_append_len(got, buf, n);
+    const char *umount[] = {"fusermount3", "-u", m->mnt, NULL};
+    g_spawn_sync(NULL, (char **)umount, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL,
+                 NULL);
+    while ((n = read(out, buf, sizeof buf)) > 0)
+        g_string_append_len(got, buf, n);
+    close(out);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!strstr(got->str, "start:"))
+        fail_msg("nothing logged down the pipe: %s", got->str);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    mount_free(m);
+}
+
 /* Polls (up to 10 s) until the file at path holds text. */
 static bool eventually_has(const char *path, const char *text)
 {
@@ -481,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_background_mount_logs_after_detaching),
         cmocka_unit_test(test_bad_log_options_refused),
         cmocka_unit_test(test_log_by_a_link_into_the_backing_dir_refused),
+        cmocka_unit_test(test_log_to_stdout_a_pipe),
         cmocka_unit_test(test_sighup_reopens_the_log_and_applies_its_level),
         cmocka_unit_test(test_sighup_never_reopens_the_log_in_the_backing_dir),
         cmocka_unit_test(test_supervisor_keeps_its_log_after_a_takeover),
