@@ -1387,8 +1387,8 @@ static void log_like(char **argv, const char *mnt)
     struct fuse_args args = FUSE_ARGS_INIT((int)g_strv_length(copy), copy);
     FsOptions o;
     memset(&o, 0, sizeof o);
-    if (fs_options_parse(&args, &o) == 0)
-        log_open(o.log, o.log_level, false, NULL, mnt);
+    if (fs_options_parse(&args, &o) == 0) /* fenced off the backing directory as the mount's */
+        log_open(o.log, o.log_level, false, o.backing_arg, mnt);
     fuse_opt_free_args(&args);
     fs_options_clear(&o);
 }
