@@ -137,11 +137,6 @@ static CkVerdict create_in_structure(const CkPolicy *p, const char *caller_job, 
     return ck_policy_write(p, caller_job, child);
 }
 
-static bool is_structure(CkNs ns)
-{
-    return ns.kind == CK_NS_ROOT || ns.kind == CK_NS_STRUCT;
-}
-
 /* ck_ns_child; *out (when asked for) gets what the new entry is, of its
  * type (ck_ns_child_of: audit lets a refused entry be made). */
 static CkNs child_of(CkNs parent, const char *name, bool is_dir, const char *views_name, CkNs *out)
@@ -169,7 +164,7 @@ CkVerdict ck_policy_create(const CkPolicy *p, const char *caller_job, CkNs paren
     CkNs child = child_of(parent, name, is_dir, views_name, child_out);
     if (caller_job == CK_CALLER_INVALID) /* not even the structure's mkdirs */
         return ck_policy_write(p, caller_job, child);
-    if (is_structure(parent))
+    if (ck_ns_is_structure(parent))
         return create_in_structure(p, caller_job, parent, child, is_dir);
     return ck_policy_write(p, caller_job, child);
 }
@@ -184,7 +179,7 @@ CkVerdict ck_policy_rename(const CkPolicy *p, const char *caller_job, CkNs src, 
     /* Removing the source entry is a write of its namespace; that also keeps
      * _state/_jobs themselves (STRUCT) from being renamed away. */
     v = ck_policy_write(p, caller_job, src);
-    if (v != CK_ALLOW || !is_structure(dst_parent))
+    if (v != CK_ALLOW || !ck_ns_is_structure(dst_parent))
         return v;
     /* The name that appears directly in the root or in _state/_jobs follows
      * the create rules for the moved object's type: a same-job move such as
@@ -199,7 +194,7 @@ CkVerdict ck_policy_link(const CkPolicy *p, const char *caller_job, CkNs src, Ck
     CkVerdict v = same_namespace(caller_job, src, dst, CK_CROSS_NAMESPACE_LINK);
     if (v != CK_ALLOW)
         return v;
-    if (is_structure(dst_parent)) /* a link is never a directory */
+    if (ck_ns_is_structure(dst_parent)) /* a link is never a directory */
         return create_in_structure(p, caller_job, dst_parent, dst, false);
     return ck_policy_write(p, caller_job, dst);
 }

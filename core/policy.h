@@ -65,6 +65,13 @@ static inline bool ck_ns_in_catalog(CkNs ns)
            ns.place == CK_PLACE_MARKER;
 }
 
+/* The mount root or _state/_jobs themselves: where only the create rules
+ * let a name appear. */
+static inline bool ck_ns_is_structure(CkNs ns)
+{
+    return ns.kind == CK_NS_ROOT || ns.kind == CK_NS_STRUCT;
+}
+
 /* The namespace of entry `name` inside a directory of namespace `parent`.
  * views_name is the virtual directory's name at the root. */
 CkNs ck_ns_child(CkNs parent, const char *name, const char *views_name);

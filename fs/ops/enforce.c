@@ -201,11 +201,6 @@ int fs_check_create(struct ckptfs *fs, fuse_req_t req, const char *op, Node *par
     return apply(fs, req, &d, op, &caller, parent, name, NULL, NULL, NULL);
 }
 
-static bool is_structure(CkNs ns)
-{
-    return ns.kind == CK_NS_ROOT || ns.kind == CK_NS_STRUCT;
-}
-
 /* What entry `name` of dir is: its S_IFMT type and, for a symlink, its
  * target (g_free).  0, or -errno. */
 static int entry_kind(struct ckptfs *fs, Node *dir, const char *name, mode_t *type, char **target)
@@ -260,7 +255,8 @@ int fs_check_rename(struct ckptfs *fs, fuse_req_t req, Node *parent, const char 
      * where its target resolves; a rename within one job directory (a
      * commit's) needs none of it.  A source already gone is left to the
      * rename to answer (a replay after a takeover may find it moved). */
-    bool look = !fs->policy.off && (is_structure(pns) || is_structure(npns) || parent != newparent);
+    bool look = !fs->policy.off &&
+                (ck_ns_is_structure(pns) || ck_ns_is_structure(npns) || parent != newparent);
     mode_t type = S_IFDIR, other = S_IFDIR;
     g_autofree char *target = NULL, *other_target = NULL;
     int err = look ? entry_kind(fs, parent, name, &type, &target) : 0;
