@@ -767,6 +767,9 @@ static char *status_row(const char *text, const char *what)
 static void assert_no_answer(Mount *m, pid_t stop, const char *const *known, char **json,
                              char **text, JsonParser **keep, JsonObject **o)
 {
+    /* the mount is up before its listener: stopped only once it answers */
+    for (int i = 0; i < 200 && status_of(m->mnt, true, NULL) != 0; i++)
+        sleep_ms(10);
     assert_int_equal(kill(stop, SIGSTOP), 0);
     int rc = status_of(m->mnt, true, json);
     int rc_text = status_of(m->mnt, false, text);
